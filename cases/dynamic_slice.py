@@ -1,0 +1,47 @@
+"""Preallocated KV cache sliced to the valid length before attention.
+
+The baseline append_last was compared against: a tensor ``valid_past_index``
+says where the current token goes; each step writes there and slices the
+cache to ``[..., :valid_past_index + 1, :]`` before SDPA. The slice length
+depends on tensor data, so the attention shapes grow every step.
+"""
+
+import torch
+
+from diag.probe import llama
+from diag.probe.cases import case
+
+
+def decode_step(model, token, position_ids, key_cache, value_cache, cache_mask, valid_past_index):
+    hidden = model.model.embed_tokens(token)
+    cos, sin = llama.rotary(model, hidden, position_ids)
+    cache_mask[:, valid_past_index] = 1
+    bias = llama.padding_bias(cache_mask[:, : valid_past_index + 1], hidden.dtype)
+    for layer, keys, values in zip(model.model.layers, key_cache, value_cache):
+        query, key, value = llama.project_qkv(layer, hidden, cos, sin)
+        keys.index_copy_(2, valid_past_index.view(1), key)
+        values.index_copy_(2, valid_past_index.view(1), value)
+        hidden = llama.attend(layer, hidden, query, keys[:, :, : valid_past_index + 1], values[:, :, : valid_past_index + 1], bias)
+    return llama.head(model, hidden)
+
+
+@case("dynamic_slice", "preallocated KV cache sliced to a tensor-valued length before SDPA (data-dependent shapes)")
+def generate(gen):
+    model, prompt_mask = gen.model, gen.attention_mask
+    logits, prompt_keys, prompt_values = llama.prefill(model, gen.input_ids, prompt_mask)
+    token = gen.emit(logits[:, -1])
+
+    prompt, slots = gen.prompt_length, gen.max_length
+    key_cache = llama.preallocate(prompt_keys, slots)
+    value_cache = llama.preallocate(prompt_values, slots)
+    cache_mask = prompt_mask.new_zeros(gen.batch_size, slots)
+    cache_mask[:, :prompt] = prompt_mask
+    valid_past_index = torch.tensor(prompt, device=prompt_mask.device)
+    position_ids = llama.prefill_positions(prompt_mask)[:, -1:] + 1
+
+    step = gen.compile(decode_step)
+    for _ in gen.steps():
+        logits = step(model, token, position_ids, key_cache, value_cache, cache_mask, valid_past_index)
+        token = gen.emit(logits[:, -1])
+        valid_past_index = valid_past_index + 1
+        position_ids = position_ids + 1

@@ -1,0 +1,3 @@
+"""diag: compile diagnostics and regression tracking for torch.compile."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,60 @@
+"""Which cases exist and where their files are, read without importing torch."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from diag.config import cases_dir
+from diag.probe.cases import CaseError, read_case_header
+
+
+class CatalogError(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class CaseRef:
+    name: str
+    path: str
+    description: str
+    builtin: bool
+
+
+def builtin_cases() -> list[CaseRef]:
+    refs = []
+    for file in sorted(cases_dir().glob("*.py")):
+        if file.name.startswith("_"):
+            continue
+        name, description = read_case_header(str(file))
+        refs.append(CaseRef(name, str(file.resolve()), description, True))
+    return refs
+
+
+def _looks_like_path(value: str) -> bool:
+    return value.endswith(".py") or "/" in value or "\\" in value
+
+
+def resolve(values: list[str]) -> list[CaseRef]:
+    """``--case`` values (names, ``all``, or paths to case files) to case references, in order."""
+    known = {ref.name: ref for ref in builtin_cases()}
+    resolved: dict[str, CaseRef] = {}
+    for value in values:
+        if value == "all":
+            for ref in known.values():
+                resolved.setdefault(ref.name, ref)
+        elif _looks_like_path(value):
+            file = Path(value)
+            if not file.is_file():
+                raise CatalogError(f"case file not found: {value}")
+            try:
+                name, description = read_case_header(str(file))
+            except (CaseError, SyntaxError, UnicodeDecodeError) as exc:
+                raise CatalogError(f"case file {value} cannot be read: {exc}") from exc
+            resolved.setdefault(name, CaseRef(name, str(file.resolve()), description, False))
+        elif value in known:
+            resolved.setdefault(value, known[value])
+        else:
+            raise CatalogError(f"unknown case {value!r}; known cases: {', '.join(sorted(known))} "
+                               "(or all, or a path to a case file)")
+    return list(resolved.values())

@@ -1,0 +1,232 @@
+"""The diag command line. Commands stay thin: the work lives in the modules they call."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import click
+
+from diag import __version__, catalog, envs, runner, store, text
+from diag.config import DEFAULT_DB, DEFAULT_TIMEOUT_S
+from diag.probe.session import DTYPES, Config
+
+BACKENDS = ("inductor", "eager", "aot_eager", "cudagraphs")
+
+
+def _fail(message: str) -> click.ClickException:
+    return click.ClickException(message.splitlines()[0] if message else "failed")
+
+
+def db_option(fn: Callable) -> Callable:
+    return click.option("--db", "db_path", default=DEFAULT_DB, show_default=True,
+                        type=click.Path(dir_okay=False), help="SQLite database file.")(fn)
+
+
+def json_option(fn: Callable) -> Callable:
+    return click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")(fn)
+
+
+def config_options(fn: Callable) -> Callable:
+    """The compile and workload options every command that runs a case shares."""
+    options = [
+        click.option("--fullgraph/--no-fullgraph", default=None,
+                     help="Compile with fullgraph=True or False. Default: both, as two runs."),
+        click.option("--backend", type=click.Choice(BACKENDS), default="inductor", show_default=True,
+                     help="torch.compile backend."),
+        click.option("--mode", default=None, help="torch.compile mode (e.g. reduce-overhead, max-autotune)."),
+        click.option("--dynamic", type=click.Choice(["auto", "true", "false"]), default="auto", show_default=True,
+                     help="torch.compile dynamic= (auto passes None)."),
+        click.option("--batch-size", type=click.IntRange(min=1), default=1, show_default=True),
+        click.option("--prompt-length", type=click.IntRange(min=1), default=16, show_default=True),
+        click.option("--new-tokens", type=click.IntRange(min=2), default=16, show_default=True,
+                     help="Tokens to generate (the prefill emits the first)."),
+        click.option("--dtype", type=click.Choice(sorted(DTYPES)), default="float32", show_default=True),
+        click.option("--device", default="cpu", show_default=True, help="cpu, cuda or cuda:N."),
+        click.option("--model", "model_path", type=click.Path(exists=True, file_okay=False), default=None,
+                     help="Local transformers Llama checkpoint; default: a small random Llama."),
+        click.option("--seed", type=int, default=0, show_default=True, help="Seed for weights and prompt."),
+        click.option("--repeats", type=click.IntRange(min=1), default=5, show_default=True,
+                     help="Timed generations per mode in the timing pass."),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
+def build_configs(fullgraph: Optional[bool], backend: str, mode: Optional[str], dynamic: str, batch_size: int,
+                  prompt_length: int, new_tokens: int, dtype: str, device: str, model_path: Optional[str],
+                  seed: int, repeats: int) -> list[Config]:
+    if not (device == "cpu" or device == "cuda" or device.startswith("cuda:")):
+        raise click.BadParameter(f"{device!r} is not cpu, cuda or cuda:N", param_hint="--device")
+    fullgraphs = [True, False] if fullgraph is None else [fullgraph]
+    return [Config(backend=backend, fullgraph=fg, dynamic={"auto": None, "true": True, "false": False}[dynamic],
+                   mode=mode, device=device, dtype=DTYPES[dtype], batch_size=batch_size,
+                   prompt_length=prompt_length, new_tokens=new_tokens,
+                   model=str(Path(model_path).resolve()) if model_path else None, seed=seed, repeats=repeats)
+            for fg in fullgraphs]
+
+
+def open_store(db_path: str, create: bool) -> Any:
+    try:
+        return store.open_db(db_path, create=create)
+    except store.StoreError as exc:
+        raise _fail(str(exc)) from exc
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="diag")
+def cli() -> None:
+    """Compile diagnostics for torch.compile'd LLM decode steps.
+
+    Runs generation-step variants under torch.compile, records graph breaks,
+    recompiles, swallowed errors and timings per torch build in SQLite.
+    """
+
+
+@cli.command("cases")
+@json_option
+def cases_command(as_json: bool) -> None:
+    """List the built-in cases with a one-line description each."""
+    refs = catalog.builtin_cases()
+    if as_json:
+        click.echo(json.dumps([{"name": r.name, "description": r.description, "path": r.path} for r in refs],
+                              indent=2))
+        return
+    width = max((len(r.name) for r in refs), default=0)
+    for ref in refs:
+        click.echo(f"{ref.name:<{width}}  {ref.description}")
+
+
+def _check_case_files(env: envs.TorchEnv, refs: list[catalog.CaseRef]) -> None:
+    """Import user case files in the target environment before any run, so import errors are one line."""
+    files = [ref.path for ref in refs if not ref.builtin]
+    if not files:
+        return
+    import subprocess
+
+    done = subprocess.run(env.probe_command("check", *files), capture_output=True, text=True,
+                          env=env.probe_environ(), timeout=600)
+    marker = [line for line in done.stdout.splitlines() if line.startswith("DIAG-CHECK ")]
+    if not marker:
+        raise _fail(f"cannot check case files in {env.python}: {(done.stderr.strip().splitlines() or ['?'])[-1]}")
+    for file, verdict in json.loads(marker[-1][len("DIAG-CHECK "):]).items():
+        if not verdict["ok"]:
+            raise _fail(verdict["error"])
+
+
+def _writable(db_path: str) -> None:
+    parent = Path(db_path).resolve().parent
+    if not parent.is_dir():
+        raise _fail(f"cannot write database {db_path}: directory {parent} does not exist")
+
+
+@cli.command("run")
+@click.option("--case", "case_values", multiple=True, required=True,
+              help="Case name, 'all', or a path to a case file. Repeatable.")
+@click.option("--torch", "torch_specs", multiple=True, default=("current",), show_default=True,
+              help="Torch environment: current or a path to a python. Repeatable.")
+@config_options
+@db_option
+@click.option("--timeout", "timeout_s", type=click.FloatRange(min=1), default=DEFAULT_TIMEOUT_S, show_default=True,
+              help="Seconds each probe process may run.")
+@click.option("--jobs", type=click.IntRange(min=1), default=1, show_default=True, help="Probes run in parallel.")
+@click.option("--timing/--no-timing", default=True, show_default=True,
+              help="Run the timing pass (a second process with logging off).")
+@json_option
+def run_command(case_values: tuple[str, ...], torch_specs: tuple[str, ...], db_path: str, timeout_s: float,
+                jobs: int, timing: bool, as_json: bool, **config: Any) -> None:
+    """Diagnose cases under torch.compile and record the runs.
+
+    Each case x torch x config runs in fresh processes: a diagnosis pass with
+    dynamo/aot/inductor DEBUG logs captured, then a timing pass with logging
+    off. Prints one line per run. Exits 0 when every run was recorded, whatever
+    the statuses; compile failures are findings, not tool errors.
+    """
+    configs = build_configs(**config)
+    try:
+        refs = catalog.resolve(list(case_values))
+    except catalog.CatalogError as exc:
+        raise _fail(str(exc)) from exc
+    _writable(db_path)
+    db = open_store(db_path, create=True)
+    try:
+        environments = [envs.resolve(spec) for spec in torch_specs]
+    except envs.EnvError as exc:
+        raise _fail(str(exc)) from exc
+    for env in environments:
+        _check_case_files(env, refs)
+    jobs_list = runner.plan(environments, refs, configs)
+    recorded: list[dict[str, Any]] = []
+    started = [0]
+
+    def on_start(job: runner.Job) -> None:
+        started[0] += 1
+        click.echo(f"[{started[0]}/{len(jobs_list)}] running {text.safe(job.label())}", err=True)
+
+    def on_done(job: runner.Job, record: store.RunRecord) -> None:
+        run_id = store.save_run(db, record)
+        row = store.get_run(db, run_id)
+        recorded.append(row)
+        if not as_json:
+            click.echo(text.summary_line(row))
+
+    try:
+        runner.run_matrix(jobs_list, Path(db_path), timeout_s, timing, jobs, on_start, on_done)
+    except KeyboardInterrupt:
+        click.echo(f"interrupted: {len(recorded)} of {len(jobs_list)} runs recorded in {db_path}", err=True)
+        sys.exit(130)
+    if as_json:
+        click.echo(json.dumps([_public(row) for row in recorded], indent=2, default=str))
+
+
+def _public(run: dict[str, Any]) -> dict[str, Any]:
+    """A run as JSON output: raw timing samples stay in ``diag show --json``."""
+    return {k: v for k, v in run.items() if k not in ("timings", "traceback", "stderr_tail")}
+
+
+@cli.command("runs")
+@db_option
+@click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True)
+@click.option("--case", "case_name", default=None, help="Only runs of this case.")
+@json_option
+def runs_command(db_path: str, limit: int, case_name: Optional[str], as_json: bool) -> None:
+    """List recent runs, newest first."""
+    db = open_store(db_path, create=False)
+    rows = store.recent_runs(db, limit=limit, case=case_name)
+    if as_json:
+        click.echo(json.dumps(rows, indent=2, default=str))
+        return
+    for row in rows:
+        click.echo(f"{text.summary_line(row)}  torch {text.safe(row['torch_version'])}")
+
+
+@cli.command("show")
+@click.argument("run_id", type=int)
+@db_option
+@json_option
+def show_command(run_id: int, db_path: str, as_json: bool) -> None:
+    """Print everything recorded for one run, including its artifacts."""
+    db = open_store(db_path, create=False)
+    run = store.get_run(db, run_id)
+    if run is None:
+        raise _fail(f"no run #{run_id} in {db_path}")
+    run["artifacts"] = _artifacts(run.get("artifacts_dir"))
+    if as_json:
+        click.echo(json.dumps(run, indent=2, default=str))
+        return
+    click.echo(text.show(run))
+    for name, path in run["artifacts"].items():
+        click.echo(f"  {text.safe(name)}: {text.safe(path)}")
+
+
+def _artifacts(directory: Optional[str]) -> dict[str, str]:
+    if not directory or not Path(directory).is_dir():
+        return {}
+    return {p.name: str(p) for p in sorted(Path(directory).iterdir()) if p.is_file()}
+
+
+def main() -> None:
+    cli(prog_name="diag")

@@ -1,0 +1,1 @@
+"""The probe: runs inside the target torch environment (stdlib + torch [+ transformers, depyf])."""

@@ -1,0 +1,81 @@
+"""Probe entry point, run inside the target torch environment.
+
+    python -m diag.probe diagnose --spec spec.json --out results.jsonl --artifacts DIR
+    python -m diag.probe time     --spec spec.json --out results.jsonl [--no-compiled]
+    python -m diag.probe check    CASE_FILE...
+
+Everything it finds goes to the results file (JSON lines); stdout is left to
+torch. The exit status is 0 whenever the results file holds a ``result`` or
+``timing`` record; the orchestrator reads signals and timeouts itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+
+def _parse(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m diag.probe")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name in ("diagnose", "time"):
+        cmd = sub.add_parser(name)
+        cmd.add_argument("--spec", required=True)
+        cmd.add_argument("--out", required=True)
+        cmd.add_argument("--artifacts", default=".")
+        cmd.add_argument("--no-compiled", action="store_true", help="time the eager pass only")
+    check = sub.add_parser("check", help="import case files; print a JSON verdict per file")
+    check.add_argument("files", nargs="+")
+    return parser.parse_args(argv)
+
+
+def _check(files: list[str]) -> int:
+    from diag.probe.cases import CaseError, load_case_file
+
+    verdicts = {}
+    for file in files:
+        try:
+            verdicts[file] = {"ok": True, "name": load_case_file(file).name}
+        except CaseError as exc:
+            verdicts[file] = {"ok": False, "error": str(exc)}
+    print("DIAG-CHECK " + json.dumps(verdicts))
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    args = _parse(argv)
+    if args.command == "check":
+        return _check(args.files)
+
+    from diag.probe import diagnose, timing
+    from diag.probe.cases import load_case_file
+    from diag.probe.session import Results, Spec, Workload, environment, exception_info
+
+    spec = Spec.load(args.spec)
+    results = Results(args.out)
+    artifacts = Path(args.artifacts)
+    artifacts.mkdir(parents=True, exist_ok=True)
+    try:
+        results.write("environment", **environment())
+        try:
+            workload = Workload(spec, load_case_file(spec.case_path))
+        except Exception as exc:
+            results.write("result", status="eager_error", **exception_info(exc))
+            return 0
+        if args.command == "diagnose":
+            diagnose.run(workload, results, artifacts)
+        else:
+            timing.run(workload, results, with_compiled=not args.no_compiled)
+    finally:
+        results.close()
+    return 0
+
+
+if __name__ == "__main__":
+    # Run by path (python .../diag/probe/__main__.py), the probe's own directory
+    # would shadow stdlib names; keep only what -m put there.
+    if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
+        sys.path.pop(0)
+    sys.exit(main(sys.argv[1:]))

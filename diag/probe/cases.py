@@ -1,0 +1,175 @@
+"""The case API: what a generation-step variant sees, and how it registers itself.
+
+A case is a Python file with one function decorated by ``@case``. The function
+receives a :class:`Generation` and drives greedy decoding with it:
+
+    from diag.probe.cases import case
+    from diag.probe import llama
+
+    @case("my_variant", "One line that says what this variant does")
+    def generate(gen):
+        logits, keys, values = llama.prefill(gen.model, gen.input_ids, gen.attention_mask)
+        token = gen.emit(logits[:, -1])
+        step = gen.compile(my_decode_step)
+        for i in gen.steps():
+            token = gen.emit(step(gen.model, token, ...)[:, -1])
+
+This module imports only the standard library: it is loaded inside target
+torch environments and by the orchestrator when it lists cases.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator, Optional
+
+GenerateFn = Callable[["Generation"], None]
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    description: str
+    generate: GenerateFn
+    path: str
+
+
+class CaseError(Exception):
+    """A case file that cannot be loaded or does not register a case."""
+
+
+_registry: dict[str, Case] = {}
+
+
+def case(name: str, description: str) -> Callable[[GenerateFn], GenerateFn]:
+    """Register the decorated function as the generation loop of case ``name``."""
+
+    def register(fn: GenerateFn) -> GenerateFn:
+        path = str(Path(fn.__code__.co_filename).resolve())
+        known = _registry.get(name)
+        if known is not None and known.path != path:
+            raise CaseError(f"case {name!r} is registered twice: {known.path} and {path}")
+        _registry[name] = Case(name=name, description=description, generate=fn, path=path)
+        return fn
+
+    return register
+
+
+def load_case_file(path: str) -> Case:
+    """Import a case file by path and return the case it registered."""
+    file = Path(path).resolve()
+    if not file.is_file():
+        raise CaseError(f"case file not found: {path}")
+    before = dict(_registry)
+    module_name = f"diag_case_{file.stem}_{abs(hash(str(file)))}"
+    spec = importlib.util.spec_from_file_location(module_name, file)
+    if spec is None or spec.loader is None:
+        raise CaseError(f"cannot import case file {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        sys.modules.pop(module_name, None)
+        raise CaseError(f"case file {path} failed to import: {type(exc).__name__}: {exc}") from exc
+    added = [c for n, c in _registry.items() if before.get(n) is not c and c.path == str(file)]
+    if len(added) != 1:
+        raise CaseError(f"case file {path} must register exactly one case with @case, found {len(added)}")
+    return added[0]
+
+
+def read_case_header(path: str) -> tuple[str, str]:
+    """Name and description of a case file, read from its source without importing it.
+
+    The orchestrator lists and validates cases this way, so that listing cases
+    needs neither torch nor transformers.
+    """
+    source = Path(path).read_text(encoding="utf-8")
+    tree = ast.parse(source, filename=path)
+    for node in ast.walk(tree):
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for deco in node.decorator_list:
+            if isinstance(deco, ast.Call) and getattr(deco.func, "id", None) == "case":
+                args = [a.value for a in deco.args if isinstance(a, ast.Constant)]
+                kwargs = {k.arg: k.value.value for k in deco.keywords if isinstance(k.value, ast.Constant)}
+                name = kwargs.get("name", args[0] if args else None)
+                description = kwargs.get("description", args[1] if len(args) > 1 else "")
+                if isinstance(name, str):
+                    return name, str(description)
+    raise CaseError(f"{path} has no @case(\"name\", \"description\") function")
+
+
+class Generation:
+    """One greedy generation, as a case drives it.
+
+    ``compile`` applies the run's torch.compile options (or nothing, in the eager
+    pass); ``steps`` yields decode-step indices and tells the collectors which
+    step is running; ``emit`` records one step's logits and returns the greedy
+    next token.
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        input_ids: Any,
+        attention_mask: Any,
+        new_tokens: int,
+        compile_fn: Callable[[Callable], Callable],
+        on_step: Callable[[Optional[int]], None],
+        synchronize: Callable[[], None],
+    ) -> None:
+        self.model = model
+        self.input_ids = input_ids
+        self.attention_mask = attention_mask
+        self.new_tokens = new_tokens
+        self._compile_fn = compile_fn
+        self._on_step = on_step
+        self._synchronize = synchronize
+        self.logits: list[Any] = []
+        self.tokens: list[Any] = []
+        self.step_seconds: list[float] = []
+
+    @property
+    def batch_size(self) -> int:
+        return int(self.input_ids.shape[0])
+
+    @property
+    def prompt_length(self) -> int:
+        return int(self.input_ids.shape[1])
+
+    @property
+    def max_length(self) -> int:
+        return self.prompt_length + self.new_tokens
+
+    def compile(self, fn: Callable) -> Callable:
+        """``fn`` compiled with the run's options; ``fn`` itself in the eager pass."""
+        return self._compile_fn(fn)
+
+    def emit(self, logits: Any) -> Any:
+        """Record next-token logits of shape (batch, vocab); return the greedy tokens (batch, 1)."""
+        logits = logits.detach()
+        token = logits.argmax(dim=-1, keepdim=True)
+        self.logits.append(logits.float().cpu())
+        self.tokens.append(token.cpu())
+        return token
+
+    def steps(self) -> Iterator[int]:
+        """Decode-step indices 0 .. new_tokens - 2 (the prefill emits the first token).
+
+        Each step's wall time is kept for the timing pass, and the collectors
+        attribute what torch logs to the step in flight.
+        """
+        for index in range(self.new_tokens - 1):
+            self._synchronize()
+            self._on_step(index)
+            start = time.perf_counter()
+            yield index
+            self._synchronize()
+            self.step_seconds.append(time.perf_counter() - start)
+        self._on_step(None)

@@ -1,0 +1,91 @@
+"""What the running torch offers, decided by feature detection, one function per capability.
+
+Each function returns ``(available, detail)``: where a capability is missing the
+detail says why, and that sentence is stored on the run so that a missing
+signal never reads as a zero.
+
+Imports: standard library and torch.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+Capability = tuple[bool, str]
+
+
+def set_logs_keywords() -> set[str]:
+    """The keywords ``torch._logging.set_logs`` accepts on this torch (they differ per version)."""
+    try:
+        import torch._logging
+    except ImportError:
+        return set()
+    set_logs = getattr(torch._logging, "set_logs", None)
+    if set_logs is None:
+        return set()
+    return set(inspect.signature(set_logs).parameters)
+
+
+def debug_logs() -> Capability:
+    keywords = set_logs_keywords()
+    if {"dynamo", "aot", "inductor"} <= keywords:
+        return True, "dynamo/aot/inductor DEBUG logs via torch._logging.set_logs"
+    return False, "torch._logging.set_logs with dynamo/aot/inductor is not available on this torch"
+
+
+def graph_breaks_log() -> Capability:
+    if "graph_breaks" in set_logs_keywords():
+        return True, "graph_breaks log artifact"
+    return False, "the graph_breaks log artifact is not available on this torch"
+
+
+def recompiles_log() -> Capability:
+    if "recompiles" in set_logs_keywords():
+        return True, "recompiles log artifact"
+    return False, "the recompiles log artifact is not available on this torch"
+
+
+def dynamo_counters() -> Capability:
+    try:
+        from torch._dynamo.utils import counters  # noqa: F401
+    except ImportError as exc:
+        return False, f"torch._dynamo.utils.counters is not importable: {exc}"
+    return True, "torch._dynamo.utils.counters"
+
+
+def detect() -> dict[str, Capability]:
+    """Every capability the probe knows, detected on the running torch."""
+    return {
+        "debug_logs": debug_logs(),
+        "graph_breaks_log": graph_breaks_log(),
+        "recompiles_log": recompiles_log(),
+        "dynamo_counters": dynamo_counters(),
+    }
+
+
+def log_keywords(wanted: dict[str, Any]) -> dict[str, Any]:
+    """``wanted`` reduced to the set_logs keywords this torch accepts."""
+    accepted = set_logs_keywords()
+    return {key: value for key, value in wanted.items() if key in accepted}
+
+
+def unwrap_backend_error(exc: BaseException) -> BaseException:
+    """The exception a backend raised, out of dynamo's BackendCompilerFailed wrapper."""
+    inner = getattr(exc, "inner_exception", None)
+    if isinstance(inner, BaseException):
+        return inner
+    return exc
+
+
+def is_dynamo_tracing_error(exc: BaseException) -> bool:
+    """True for errors raised while dynamo traced user code, before any backend ran.
+
+    Matched by class name along the MRO: these classes moved between modules
+    across torch releases, but kept their names.
+    """
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    if "BackendCompilerFailed" in names:
+        return False
+    return bool(names & {"Unsupported", "UserError", "UncapturedHigherOrderOpError", "TorchRuntimeError",
+                         "GuardOnDataDependentSymNode", "DataDependentOutputException"})

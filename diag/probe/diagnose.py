@@ -1,0 +1,159 @@
+"""The diagnosis pass: eager reference, oracle check, then one compile with every collector on.
+
+Imports: standard library, torch, transformers.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any, Optional
+
+from diag.probe import capture, compat, llama
+from diag.probe.session import Results, Workload, exception_info
+
+# Relative logit tolerance: a difference beyond this fraction of the largest
+# eager logit, or a token flip where eager's top-2 margin exceeds it, is a mismatch.
+TOLERANCE = {"float32": 1e-4, "float16": 1e-2, "bfloat16": 2e-2}
+
+
+def compare(eager, compiled, relative_tolerance: float) -> dict[str, Any]:
+    """Tokens and logits of the compiled run against eager, up to the first token that differs."""
+    import torch
+
+    eager_tokens, compiled_tokens = torch.cat(eager.tokens, 1), torch.cat(compiled.tokens, 1)
+    eager_logits, compiled_logits = torch.stack(eager.logits, 1), torch.stack(compiled.logits, 1)
+    scale = max(1.0, float(eager_logits.abs().max()))
+    tolerance = relative_tolerance * scale
+    differs = (eager_tokens != compiled_tokens).any(dim=0)
+    first = int(differs.nonzero()[0]) if bool(differs.any()) else eager_tokens.shape[1]
+    # Logits after the first differing token follow different prefixes: not comparable.
+    compared = slice(0, first + 1) if first < eager_tokens.shape[1] else slice(None)
+    max_abs_diff = float((eager_logits[:, compared] - compiled_logits[:, compared]).abs().max())
+    result: dict[str, Any] = {
+        "tokens_equal": first == eager_tokens.shape[1],
+        "max_abs_diff": max_abs_diff,
+        "logit_tolerance": tolerance,
+        "first_differing_step": None,
+        "eager_margin_at_difference": None,
+    }
+    if not result["tokens_equal"]:
+        top2 = eager_logits[:, first].topk(2, dim=-1).values
+        rows = (eager_tokens[:, first] != compiled_tokens[:, first])
+        margin = float((top2[:, 0] - top2[:, 1])[rows].min())
+        result.update(first_differing_step=first, eager_margin_at_difference=margin)
+    # A flip where eager's top two nearly tie is reduction-order noise, not a compiler bug.
+    result["within_tolerance"] = max_abs_diff <= tolerance and (
+        result["tokens_equal"] or result["eager_margin_at_difference"] <= tolerance)
+    return result
+
+
+def classify(*, fullgraph: bool, error: Optional[BaseException], graph_count: Optional[int],
+             graph_breaks: int, correctness: Optional[dict]) -> str:
+    """The one status of a compiled run that did not crash or time out (see DESIGN's vocabulary)."""
+    if error is not None:
+        if fullgraph and compat.is_dynamo_tracing_error(error):
+            return "fullgraph_error"
+        return "compile_error"
+    if graph_count == 0:
+        return "eager_fallback"
+    if correctness is not None and not correctness["within_tolerance"]:
+        return "mismatch"
+    if graph_breaks > 0:
+        return "graph_break"
+    return "pass"
+
+
+def group(items: list[dict], by: tuple[str, ...], count_field: str = "count") -> list[dict]:
+    """Items with equal ``by`` fields merged into one, counted, keeping the first occurrence."""
+    grouped: "OrderedDict[tuple, dict]" = OrderedDict()
+    for item in items:
+        ident = tuple(item.get(field) for field in by)
+        if ident in grouped:
+            grouped[ident][count_field] += 1
+        else:
+            grouped[ident] = {**item, count_field: 1}
+    return list(grouped.values())
+
+
+def error_location(exc: BaseException, case_path: str) -> Optional[str]:
+    """The user-code line an exception points at, preferring a line of the case file."""
+    import traceback
+
+    message = str(exc)
+    location = capture.innermost_user_frame(capture.user_code_section(message), prefer=case_path)
+    if location is None or "from user code:" not in message:
+        frames = "".join(traceback.format_tb(exc.__traceback__))
+        location = capture.innermost_user_frame(frames, prefer=case_path) or location
+    return location
+
+
+def run(workload: Workload, results: Results, artifacts: Path) -> None:
+    spec = workload.spec
+    case_path = workload.case.path
+    try:
+        eager = workload.eager()
+        reference = llama.reference_tokens(workload.model, workload.input_ids, workload.attention_mask,
+                                           spec.config.new_tokens)
+    except Exception as exc:
+        info = exception_info(exc)
+        results.write("result", status="eager_error", error_location=error_location(exc, case_path), **info)
+        return
+    import torch
+
+    oracle_equal = bool(torch.equal(torch.cat(eager.tokens, 1), reference.cpu()))
+    results.write("oracle", eager_matches_generate=oracle_equal)
+    if not oracle_equal:
+        results.write("result", status="eager_error", error_type="OracleMismatch",
+                      error_message=f"eager tokens of case {spec.case} differ from transformers generate")
+        return
+
+    capabilities = compat.detect()
+    results.write("capabilities", **{name: {"available": ok, "detail": detail}
+                                    for name, (ok, detail) in capabilities.items()})
+    collector = capture.LogCapture(artifacts / "torch_debug.log", lambda: workload.current_step)
+    capture.clear_counters()
+    torch._dynamo.reset()
+    error: Optional[BaseException] = None
+    compiled = None
+    collector.install()
+    try:
+        compiled = workload.compiled()
+    except Exception as exc:
+        error = exc
+    finally:
+        collector.uninstall()
+    counters = capture.counter_snapshot()
+    emit_findings(results, collector)
+
+    stats = counters.get("stats", {})
+    graph_count = stats.get("unique_graphs", 0) if capabilities["dynamo_counters"][0] else None
+    correctness = None
+    if compiled is not None:
+        correctness = compare(eager, compiled, TOLERANCE.get(spec.config.dtype, 1e-4))
+        results.write("correctness", **correctness)
+    graph_breaks = len(collector.of_kind("graph_break"))
+    status = classify(fullgraph=spec.config.fullgraph, error=error, graph_count=graph_count,
+                      graph_breaks=graph_breaks, correctness=correctness)
+    summary: dict[str, Any] = {
+        "status": status,
+        "graph_count": graph_count,
+        "counters": counters,
+        "log_records": collector.record_count,
+        "collector_errors": collector.parser_errors,
+    }
+    if error is not None:
+        inner = compat.unwrap_backend_error(error)
+        summary.update(exception_info(error))
+        summary["error_type"] = type(inner).__name__
+        summary["error_location"] = error_location(error, case_path)
+    results.write("result", **summary)
+
+
+def emit_findings(results: Results, collector: capture.LogCapture) -> None:
+    for item in group(collector.of_kind("graph_break"), ("key", "location")):
+        results.write("graph_break", **item)
+    for item in collector.of_kind("recompile"):
+        results.write("recompile", **item)
+    for item in group(collector.of_kind("hidden_error"), ("key", "frame")):
+        results.write("hidden_error", **item)

@@ -1,0 +1,142 @@
+"""What both probe passes share: the spec, the results file, the model and the generation loop.
+
+Imports: standard library, torch, transformers (through ``llama``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from diag.probe.cases import Case, Generation
+
+DTYPES = {"float32": "float32", "fp32": "float32", "float16": "float16", "fp16": "float16",
+          "bfloat16": "bfloat16", "bf16": "bfloat16"}
+
+
+@dataclass(frozen=True)
+class Config:
+    backend: str = "inductor"
+    fullgraph: bool = True
+    dynamic: Optional[bool] = None
+    mode: Optional[str] = None
+    device: str = "cpu"
+    dtype: str = "float32"
+    batch_size: int = 1
+    prompt_length: int = 16
+    new_tokens: int = 16
+    model: Optional[str] = None
+    seed: int = 0
+    repeats: int = 5
+    warmup: int = 1
+
+    def compile_options(self) -> dict[str, Any]:
+        options: dict[str, Any] = {"backend": self.backend, "fullgraph": self.fullgraph, "dynamic": self.dynamic}
+        if self.mode:
+            options["mode"] = self.mode
+        return options
+
+
+@dataclass(frozen=True)
+class Spec:
+    case: str
+    case_path: str
+    config: Config
+
+    @classmethod
+    def load(cls, path: str) -> "Spec":
+        raw = json.loads(Path(path).read_text(encoding="utf-8"))
+        return cls(case=raw["case"], case_path=raw["case_path"], config=Config(**raw["config"]))
+
+
+class Results:
+    """JSON-lines results file, flushed and synced per record so a crash keeps what came before."""
+
+    def __init__(self, path: str) -> None:
+        self._file = open(path, "a", encoding="utf-8")
+
+    def write(self, kind: str, **data: Any) -> None:
+        line = json.dumps({"kind": kind, **data}, default=str, ensure_ascii=True)
+        self._file.write(line + "\n")
+        self._file.flush()
+        os.fsync(self._file.fileno())
+
+    def close(self) -> None:
+        self._file.close()
+
+
+def environment() -> dict[str, Any]:
+    import torch
+
+    info: dict[str, Any] = {
+        "torch_version": torch.__version__,
+        "git_version": getattr(torch.version, "git_version", None),
+        "cuda_version": getattr(torch.version, "cuda", None),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "executable": sys.executable,
+        "device_name": torch.cuda.get_device_name(0) if torch.cuda.is_available() else platform.processor() or platform.machine(),
+    }
+    for package in ("transformers", "depyf"):
+        try:
+            module = __import__(package)
+            info[f"{package}_version"] = getattr(module, "__version__", "unknown")
+        except ImportError:
+            info[f"{package}_version"] = None
+    return info
+
+
+def exception_info(exc: BaseException) -> dict[str, Any]:
+    return {
+        "error_type": type(exc).__name__,
+        "error_message": str(exc),
+        "traceback": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
+    }
+
+
+class Workload:
+    """The model and prompt of one spec, and the means to run its case eagerly or compiled."""
+
+    def __init__(self, spec: Spec, case: Case) -> None:
+        import torch
+
+        from diag.probe import llama
+
+        cfg = spec.config
+        self.spec, self.case = spec, case
+        self.torch = torch
+        self.dtype = getattr(torch, DTYPES[cfg.dtype])
+        self.model = llama.build_model(cfg.model, self.dtype, cfg.device, cfg.seed)
+        self.input_ids, self.attention_mask = llama.make_prompt(
+            cfg.batch_size, cfg.prompt_length, self.model.config.vocab_size, cfg.seed, cfg.device)
+        self.current_step: Optional[int] = None
+
+    def synchronize(self) -> None:
+        if self.spec.config.device.startswith("cuda"):
+            self.torch.cuda.synchronize()
+
+    def _set_step(self, step: Optional[int]) -> None:
+        self.current_step = step
+
+    def generate(self, compile_fn: Callable[[Callable], Callable]) -> Generation:
+        gen = Generation(self.model, self.input_ids, self.attention_mask, self.spec.config.new_tokens,
+                         compile_fn, self._set_step, self.synchronize)
+        with self.torch.no_grad():
+            self.case.generate(gen)
+        if len(gen.tokens) != self.spec.config.new_tokens:
+            raise RuntimeError(f"case {self.case.name} emitted {len(gen.tokens)} tokens, "
+                               f"expected new_tokens={self.spec.config.new_tokens}")
+        return gen
+
+    def eager(self) -> Generation:
+        return self.generate(lambda fn: fn)
+
+    def compiled(self) -> Generation:
+        options = self.spec.config.compile_options()
+        return self.generate(lambda fn: self.torch.compile(fn, **options))

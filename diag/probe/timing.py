@@ -1,0 +1,73 @@
+"""The timing pass: logging off, warmup, repeats; eager and compiled per-token latency.
+
+Runs in its own process, never after the diagnosis pass: DEBUG logging slows
+compilation and must not leak into a stored timing.
+
+Imports: standard library, torch, transformers.
+"""
+
+from __future__ import annotations
+
+import resource
+import statistics
+import sys
+import time
+from typing import Any
+
+from diag.probe.session import Results, Workload, exception_info
+
+
+def peak_memory_mb(workload: Workload) -> tuple[float, str]:
+    """CUDA max allocated where the run is on a GPU; else the process RSS high-water mark."""
+    torch = workload.torch
+    if workload.spec.config.device.startswith("cuda"):
+        return torch.cuda.max_memory_allocated() / 2**20, "cuda_max_allocated"
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    # ru_maxrss is in KiB on Linux and in bytes on macOS.
+    return (rss / 2**20 if sys.platform == "darwin" else rss / 2**10), "rss_high_water"
+
+
+def reset_peak(workload: Workload) -> None:
+    if workload.spec.config.device.startswith("cuda"):
+        workload.torch.cuda.reset_peak_memory_stats()
+
+
+def measure(workload: Workload, generate, repeats: int, warmup: int) -> dict[str, Any]:
+    """Per-token samples (seconds per decode step) over ``repeats`` generations after ``warmup``."""
+    totals, samples = [], []
+    first_total = None
+    for index in range(warmup + repeats):
+        start = time.perf_counter()
+        gen = generate()
+        workload.synchronize()
+        total = time.perf_counter() - start
+        if index == 0:
+            first_total = total
+        if index >= warmup:
+            totals.append(total)
+            samples.extend(gen.step_seconds)
+    return {"first_total_s": first_total, "totals_s": totals, "step_samples_s": samples,
+            "median_ms_per_token": statistics.median(samples) * 1e3 if samples else None}
+
+
+def run(workload: Workload, results: Results, with_compiled: bool) -> None:
+    cfg = workload.spec.config
+    reset_peak(workload)
+    eager = measure(workload, workload.eager, cfg.repeats, cfg.warmup)
+    memory, memory_kind = peak_memory_mb(workload)
+    results.write("timing", mode="eager", memory_kind=memory_kind, peak_memory_mb=memory, **eager)
+    if not with_compiled:
+        return
+    workload.torch._dynamo.reset()
+    reset_peak(workload)
+    try:
+        compiled = measure(workload, workload.compiled, cfg.repeats, max(cfg.warmup, 1))
+    except Exception as exc:
+        results.write("timing_error", mode="compiled", **exception_info(exc))
+        return
+    memory, memory_kind = peak_memory_mb(workload)
+    steady = statistics.median(compiled["totals_s"]) if compiled["totals_s"] else 0.0
+    # The first compiled generation pays for compilation (and any recompiles) once.
+    compile_s = max(0.0, compiled["first_total_s"] - steady)
+    results.write("timing", mode="compiled", memory_kind=memory_kind, peak_memory_mb=memory,
+                  compile_s=compile_s, **compiled)

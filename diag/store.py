@@ -1,0 +1,222 @@
+"""The SQLite store: schema, migrations, and every read and write (the only module with SQL).
+
+sqlite-utils creates tables and indexes; a run and its child rows are written
+with plain statements inside one ``with conn:`` transaction, because
+sqlite-utils' own insert commits on its own and would split the transaction.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, Iterable, Optional
+
+import sqlite_utils
+
+
+class StoreError(Exception):
+    """A database diag cannot use: not SQLite, written by a newer diag, or not writable."""
+
+
+_NIGHTLY = re.compile(r"\.dev(\d{8})")
+
+Migration = Callable[[sqlite_utils.Database], None]
+MIGRATIONS: list[tuple[str, Migration]] = []
+
+
+def migration(fn: Migration) -> Migration:
+    MIGRATIONS.append((fn.__name__, fn))
+    return fn
+
+
+@migration
+def m001_initial(db: sqlite_utils.Database) -> None:
+    db["migrations"].create({"name": str, "applied_at": str}, pk="name")
+    db["torch_builds"].create({
+        "id": int, "build_key": str, "version": str, "git_version": str, "nightly_date": str,
+        "variant": str, "cuda_version": str, "first_seen": str,
+    }, pk="id")
+    db["torch_builds"].create_index(["build_key"], unique=True)
+    db["runs"].create({
+        "id": int, "uid": str, "torch_build_id": int, "case": str, "config": str,
+        "backend": str, "fullgraph": int, "dynamic": str, "mode": str, "device": str, "dtype": str,
+        "batch_size": int, "prompt_length": int, "new_tokens": int, "model": str,
+        "status": str, "error_type": str, "error_message": str, "error_location": str, "traceback": str,
+        "graph_count": int, "graph_break_count": int, "recompile_count": int, "hidden_error_count": int,
+        "compile_s": float, "eager_ms_per_token": float, "compiled_ms_per_token": float,
+        "peak_mem_eager_mb": float, "peak_mem_compiled_mb": float, "memory_kind": str,
+        "tokens_equal": int, "max_abs_diff": float, "first_differing_step": int, "eager_margin": float,
+        "oracle_equal": int, "capabilities": str, "counters": str, "timing_error": str,
+        "torch_version": str, "transformers_version": str, "depyf_version": str, "python": str,
+        "platform": str, "device_name": str, "host": str, "started_at": str, "duration_s": float,
+        "tool_version": str, "artifacts_dir": str, "exit_code": int, "signal": int, "stderr_tail": str,
+    }, pk="id", foreign_keys=[("torch_build_id", "torch_builds", "id")])
+    db["runs"].create_index(["uid"], unique=True)
+    db["runs"].create_index(["torch_build_id", "case"])
+    db["graph_breaks"].create({
+        "id": int, "run_id": int, "key": str, "reason": str, "gb_type": str, "user_file": str,
+        "user_line": int, "resumable": int, "decode_step": int, "count": int,
+    }, pk="id", foreign_keys=[("run_id", "runs", "id")])
+    db["recompiles"].create({
+        "id": int, "run_id": int, "key": str, "reason": str, "function": str, "frame": str,
+        "decode_step": int, "guard_failures": int,
+    }, pk="id", foreign_keys=[("run_id", "runs", "id")])
+    db["hidden_errors"].create({
+        "id": int, "run_id": int, "key": str, "source": str, "exc_type": str, "message": str,
+        "logger": str, "frame": str, "traceback": str, "decode_step": int, "count": int,
+    }, pk="id", foreign_keys=[("run_id", "runs", "id")])
+    db["timings"].create({
+        "id": int, "run_id": int, "pass": str, "metric": str, "unit": str, "samples": str,
+    }, pk="id", foreign_keys=[("run_id", "runs", "id")])
+    for table in ("graph_breaks", "recompiles", "hidden_errors", "timings"):
+        db[table].create_index(["run_id"])
+
+
+CHILD_TABLES = ("graph_breaks", "recompiles", "hidden_errors", "timings")
+
+
+def open_db(path: str | Path, create: bool = True) -> sqlite_utils.Database:
+    """Open (and migrate) the DB at ``path``; StoreError with a one-line reason when unusable."""
+    path = Path(path)
+    if not path.exists() and not create:
+        raise StoreError(f"no database at {path}")
+    if path.exists() and path.is_dir():
+        raise StoreError(f"{path} is a directory, not a database")
+    try:
+        conn = sqlite3.connect(str(path), timeout=60)
+        conn.execute("PRAGMA busy_timeout = 60000")
+        tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    except sqlite3.DatabaseError as exc:
+        raise StoreError(f"{path} is not a diag database ({exc})") from exc
+    db = sqlite_utils.Database(conn)
+    _check_known(db, tables, path)
+    pending = [(name, fn) for name, fn in MIGRATIONS if name not in _applied(db, tables)]
+    if pending:
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            with conn:
+                for name, fn in pending:
+                    fn(db)
+                    _insert(conn, "migrations", {"name": name, "applied_at": _now()})
+        except sqlite3.OperationalError as exc:
+            if "already exists" in str(exc):
+                # Another process migrated the same new DB at the same moment.
+                return open_db(path, create)
+            raise StoreError(f"cannot write to {path}: {exc}") from exc
+    conn.execute("PRAGMA foreign_keys = ON")
+    return db
+
+
+def _applied(db: sqlite_utils.Database, tables: set[str]) -> set[str]:
+    if "migrations" not in tables:
+        return set()
+    return {row["name"] for row in db.query("SELECT name FROM migrations")}
+
+
+def _check_known(db: sqlite_utils.Database, tables: set[str], path: Path) -> None:
+    known = {name for name, _ in MIGRATIONS}
+    if tables and "migrations" not in tables:
+        raise StoreError(f"{path} is an SQLite database but not one diag wrote (no migrations table)")
+    unknown = _applied(db, tables) - known
+    if unknown:
+        raise StoreError(f"{path} was written by a newer diag (migrations {', '.join(sorted(unknown))}); "
+                         "upgrade diag to read it")
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def _insert(conn: sqlite3.Connection, table: str, row: dict[str, Any]) -> int:
+    columns = ", ".join(f'"{c}"' for c in row)
+    marks = ", ".join("?" for _ in row)
+    cursor = conn.execute(f'INSERT INTO "{table}" ({columns}) VALUES ({marks})', list(row.values()))
+    return int(cursor.lastrowid)
+
+
+def nightly_date(version: str) -> Optional[str]:
+    """``2.1.0.dev20230621+cu118`` -> ``2023-06-21``."""
+    match = _NIGHTLY.search(version or "")
+    if not match:
+        return None
+    raw = match.group(1)
+    return f"{raw[:4]}-{raw[4:6]}-{raw[6:]}"
+
+
+def build_identity(version: str, git_version: Optional[str], cuda_version: Optional[str]) -> dict[str, Any]:
+    """A torch build row. Two dated nightlies of one git commit are the same build."""
+    variant = "cpu" if not cuda_version else "cu" + cuda_version.replace(".", "")
+    commit = git_version if git_version and git_version.lower() not in ("unknown", "none") else None
+    return {
+        "build_key": f"{commit or version}|{variant}",
+        "version": version, "git_version": commit, "nightly_date": nightly_date(version),
+        "variant": variant, "cuda_version": cuda_version,
+    }
+
+
+@dataclass
+class RunRecord:
+    """Everything one run produced, ready to store."""
+    build: dict[str, Any]
+    run: dict[str, Any]
+    graph_breaks: list[dict[str, Any]]
+    recompiles: list[dict[str, Any]]
+    hidden_errors: list[dict[str, Any]]
+    timings: list[dict[str, Any]]
+
+
+def _build_id(conn: sqlite3.Connection, build: dict[str, Any]) -> int:
+    row = conn.execute("SELECT id FROM torch_builds WHERE build_key = ?", [build["build_key"]]).fetchone()
+    if row:
+        return int(row[0])
+    return _insert(conn, "torch_builds", {**build, "first_seen": _now()})
+
+
+def save_run(db: sqlite_utils.Database, record: RunRecord) -> int:
+    """Write a run and all its child rows in one transaction; returns the run id."""
+    conn = db.conn
+    with conn:
+        run_id = _insert(conn, "runs", {**record.run, "torch_build_id": _build_id(conn, record.build)})
+        for table in CHILD_TABLES:
+            for row in getattr(record, table):
+                _insert(conn, table, {**row, "run_id": run_id})
+    return run_id
+
+
+def get_run(db: sqlite_utils.Database, run_id: int) -> Optional[dict[str, Any]]:
+    rows = list(db.query(
+        "SELECT runs.*, b.version AS build_version, b.git_version AS build_git_version, "
+        "b.nightly_date AS build_nightly_date, b.variant AS build_variant "
+        "FROM runs JOIN torch_builds b ON b.id = runs.torch_build_id WHERE runs.id = ?", [run_id]))
+    if not rows:
+        return None
+    run = rows[0]
+    for table in CHILD_TABLES:
+        run[table] = list(db.query(f'SELECT * FROM "{table}" WHERE run_id = ? ORDER BY id', [run_id]))
+    for field in ("config", "capabilities", "counters"):
+        run[field] = json.loads(run[field]) if run.get(field) else None
+    for timing in run["timings"]:
+        timing["samples"] = json.loads(timing["samples"])
+    return run
+
+
+def recent_runs(db: sqlite_utils.Database, limit: int = 20, case: Optional[str] = None) -> list[dict[str, Any]]:
+    where, params = ("WHERE runs.\"case\" = ?", [case]) if case else ("", [])
+    return list(db.query(
+        "SELECT runs.id, runs.\"case\", runs.backend, runs.fullgraph, runs.dynamic, runs.mode, runs.device, "
+        "runs.dtype, runs.batch_size, runs.status, runs.graph_break_count, runs.recompile_count, "
+        "runs.hidden_error_count, runs.compile_s, runs.eager_ms_per_token, runs.compiled_ms_per_token, "
+        f"runs.started_at, b.version AS torch_version FROM runs JOIN torch_builds b ON b.id = runs.torch_build_id "
+        f"{where} ORDER BY runs.id DESC LIMIT ?", [*params, limit]))
+
+
+def integrity(db: sqlite_utils.Database) -> str:
+    return str(db.execute("PRAGMA integrity_check").fetchone()[0])
+
+
+def table_counts(db: sqlite_utils.Database, tables: Iterable[str] = ("runs", *CHILD_TABLES)) -> dict[str, int]:
+    return {table: db[table].count for table in tables}

@@ -1,0 +1,100 @@
+"""Terminal rendering of runs: one-line summaries and the full record of one run."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Optional
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def safe(value: Any) -> str:
+    """Text that cannot drive the terminal: control characters (ANSI escapes, NUL) shown as escapes."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", "" if value is None else str(value))
+
+
+def _num(value: Optional[float], fmt: str, unit: str) -> str:
+    return "-" if value is None else f"{value:{fmt}}{unit}"
+
+
+def config_label(run: dict[str, Any]) -> str:
+    parts = [run["backend"], "fullgraph" if run["fullgraph"] else "no-fullgraph"]
+    if run.get("dynamic") not in (None, "auto"):
+        parts.append(f"dynamic={run['dynamic']}")
+    if run.get("mode") not in (None, "default"):
+        parts.append(f"mode={run['mode']}")
+    parts += [run["device"], run["dtype"], f"b{run['batch_size']}"]
+    return " ".join(safe(p) for p in parts)
+
+
+def summary_line(run: dict[str, Any]) -> str:
+    """case, config, status, breaks, recompiles, hidden errors, compile s, eager/compiled ms per token."""
+    return (
+        f"#{run['id']:<5} {safe(run['case']):<18} {config_label(run):<40} {run['status']:<15} "
+        f"breaks {_num(run.get('graph_break_count'), 'd', ''):>3}  "
+        f"recompiles {_num(run.get('recompile_count'), 'd', ''):>3}  "
+        f"hidden {_num(run.get('hidden_error_count'), 'd', ''):>3}  "
+        f"compile {_num(run.get('compile_s'), '.2f', 's'):>7}  "
+        f"eager {_num(run.get('eager_ms_per_token'), '.2f', ''):>7} / compiled "
+        f"{_num(run.get('compiled_ms_per_token'), '.2f', ''):>7} ms/token"
+    )
+
+
+def _section(title: str) -> list[str]:
+    return ["", title, "-" * len(title)]
+
+
+def show(run: dict[str, Any]) -> str:
+    """Everything recorded for one run, for ``diag show``."""
+    lines = [f"run #{run['id']}  {safe(run['case'])}  {config_label(run)}",
+             f"status: {run['status']}"]
+    if run.get("error_type"):
+        lines.append(f"error: {safe(run['error_type'])}: {safe(_first_line(run.get('error_message')))}")
+        if run.get("error_location"):
+            lines.append(f"at: {safe(run['error_location'])}")
+    lines += _section("environment")
+    for field in ("torch_version", "build_git_version", "build_nightly_date", "build_variant",
+                  "transformers_version", "depyf_version", "python", "platform", "device_name", "host",
+                  "started_at", "duration_s", "tool_version"):
+        if run.get(field) is not None:
+            lines.append(f"  {field}: {safe(run[field])}")
+    lines += _section("counts")
+    for field in ("graph_count", "graph_break_count", "recompile_count", "hidden_error_count"):
+        lines.append(f"  {field}: {_num(run.get(field), 'd', '')}")
+    lines += _section("correctness (compiled vs eager)")
+    for field in ("oracle_equal", "tokens_equal", "max_abs_diff", "first_differing_step", "eager_margin"):
+        lines.append(f"  {field}: {safe(run.get(field))}")
+    lines += _section("timings")
+    lines.append(f"  compile: {_num(run.get('compile_s'), '.3f', ' s')}")
+    lines.append(f"  eager: {_num(run.get('eager_ms_per_token'), '.3f', ' ms/token')}   "
+                 f"compiled: {_num(run.get('compiled_ms_per_token'), '.3f', ' ms/token')}")
+    lines.append(f"  peak memory ({safe(run.get('memory_kind'))}): eager {_num(run.get('peak_mem_eager_mb'), '.1f', ' MB')}"
+                 f", compiled {_num(run.get('peak_mem_compiled_mb'), '.1f', ' MB')}")
+    if run.get("timing_error"):
+        lines.append(f"  timing error: {safe(_first_line(run['timing_error']))}")
+    lines += _section(f"graph breaks ({len(run['graph_breaks'])})")
+    for gb in run["graph_breaks"]:
+        lines.append(f"  [{safe(gb['key'])}] x{gb['count']} at {safe(gb['user_file'])}:{gb['user_line']}  "
+                     f"{safe(_first_line(gb['gb_type'] or gb['reason']))}")
+    lines += _section(f"recompiles ({len(run['recompiles'])})")
+    for rc in run["recompiles"]:
+        lines.append(f"  step {rc['decode_step']}: {safe(rc['function'])} — {safe(_first_line(rc['reason']))}")
+    lines += _section(f"hidden errors ({len(run['hidden_errors'])})")
+    for he in run["hidden_errors"]:
+        lines.append(f"  [{safe(he['source'])}] {safe(he['exc_type'])}: {safe(_first_line(he['message']))} "
+                     f"(logger {safe(he['logger'])}, x{he['count']})")
+    lines += _section("capabilities")
+    for name, cap in (run.get("capabilities") or {}).items():
+        lines.append(f"  {name}: {'yes' if cap['available'] else 'NO'} — {safe(cap['detail'])}")
+    if run.get("stderr_tail"):
+        lines += _section("probe stderr (tail)")
+        lines += ["  " + safe(line) for line in run["stderr_tail"].splitlines()[-20:]]
+    lines += _section("artifacts")
+    lines.append(f"  {safe(run.get('artifacts_dir'))}")
+    return "\n".join(lines)
+
+
+def _first_line(text: Optional[str]) -> str:
+    if not text:
+        return ""
+    return next((line for line in text.splitlines() if line.strip()), "")[:300]
