@@ -10,4 +10,4 @@ from diag.probe.cases import case
 
 @case("hf_dynamic_cache", "transformers LlamaForCausalLM, default DynamicCache (growing), compiled forward")
 def generate(gen):
-    hf.greedy(gen, hf.dynamic_cache(gen))
+    hf.greedy(gen, hf.dynamic_cache(gen), fixed_mask=False)

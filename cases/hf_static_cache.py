@@ -11,4 +11,4 @@ from diag.probe.cases import case
 
 @case("hf_static_cache", "transformers LlamaForCausalLM, StaticCache, compiled forward for decode")
 def generate(gen):
-    hf.greedy(gen, hf.static_cache(gen))
+    hf.greedy(gen, hf.static_cache(gen), fixed_mask=True)

@@ -229,4 +229,14 @@ def _artifacts(directory: Optional[str]) -> dict[str, str]:
 
 
 def main() -> None:
-    cli(prog_name="diag")
+    """Entry point: click's usage errors reduced to one line on stderr, exit status 2."""
+    try:
+        code = cli.main(prog_name="diag", standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("Aborted.", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        hint = f" (see 'diag {exc.ctx.info_name} --help')" if isinstance(exc, click.UsageError) and exc.ctx else ""
+        click.echo(f"Error: {text.safe(exc.format_message())}{hint}", err=True)
+        sys.exit(exc.exit_code)
+    sys.exit(code if isinstance(code, int) else 0)

@@ -58,8 +58,14 @@ def _call(forward, accepted: set[str], token, attention_mask, position_ids, cach
     return forward(**kwargs).logits
 
 
-def greedy(gen, cache) -> None:
-    """Prefill with the plain forward, then decode every step with the compiled forward."""
+def greedy(gen, cache, fixed_mask: bool) -> None:
+    """Prefill with the plain forward, then decode every step with the compiled forward.
+
+    ``fixed_mask`` passes the attention mask at its full max_length every step
+    (future slots set; the causal mask hides them), as a static cache needs
+    for fixed shapes; otherwise the mask grows by one column per step, as
+    ``generate`` grows it.
+    """
     model = gen.model
     accepted = _parameters(model.forward)
     mask = gen.attention_mask
@@ -67,9 +73,12 @@ def greedy(gen, cache) -> None:
     logits = _call(model.forward, accepted, gen.input_ids, mask, positions, cache, 0)
     token = gen.emit(logits[:, -1])
     position_ids = positions[:, -1:] + 1
+    if fixed_mask:
+        mask = torch.cat([mask, mask.new_ones(gen.batch_size, gen.new_tokens)], dim=1)
     forward = gen.compile(model.forward)
     for index in gen.steps():
-        mask = torch.cat([mask, mask.new_ones(gen.batch_size, 1)], dim=1)
+        if not fixed_mask:
+            mask = torch.cat([mask, mask.new_ones(gen.batch_size, 1)], dim=1)
         logits = _call(forward, accepted, token, mask, position_ids, cache, gen.prompt_length + index)
         token = gen.emit(logits[:, -1])
         position_ids = position_ids + 1

@@ -1,0 +1,43 @@
+"""Every command documents itself; the README's case API example is a working case."""
+
+from __future__ import annotations
+
+import re
+
+import click
+from click.testing import CliRunner
+
+from conftest import REPO
+from diag.cli import cli
+from diag.probe.cases import read_case_header
+
+
+def _commands(group: click.Group, prefix=()):
+    for name, command in group.commands.items():
+        yield (*prefix, name), command
+        if isinstance(command, click.Group):
+            yield from _commands(command, (*prefix, name))
+
+
+def test_every_command_has_help():
+    for path, command in _commands(cli):
+        assert command.help and len(command.help.strip()) > 20, path
+        result = CliRunner().invoke(cli, [*path, "--help"])
+        assert result.exit_code == 0, path
+        assert "Usage:" in result.output
+
+
+def test_readme_case_example_is_a_registrable_case(tmp_path):
+    readme = (REPO / "README.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", readme, re.S)
+    example = next(b for b in blocks if "@case(" in b)
+    path = tmp_path / "readme_case.py"
+    path.write_text(example)
+    name, description = read_case_header(str(path))
+    assert name and description
+
+
+def test_readme_names_the_test_command_ci_runs():
+    readme = (REPO / "README.md").read_text()
+    ci = (REPO / ".ci" / "run").read_text()
+    assert "python -m pytest" in readme and "python -m pytest" in ci

@@ -1,0 +1,100 @@
+"""The expected findings on the installed torch, each from a real compile in a real probe process."""
+
+from __future__ import annotations
+
+import linecache
+
+import pytest
+
+from conftest import REPO, diag, show
+
+
+def test_append_last_fullgraph_passes_with_no_breaks_or_decode_recompiles(findings):
+    run = findings[("append_last", True)]
+    assert run["status"] == "pass"
+    assert run["graph_break_count"] == 0
+    assert run["graph_count"] >= 1
+    # The first decode step compiles; any recompile after it would mean the shapes are not fixed.
+    assert [r for r in run["recompiles"] if (r["decode_step"] or 0) > 0] == []
+    assert run["tokens_equal"] == 1
+    assert run["oracle_equal"] == 1
+
+
+def test_dynamic_slice_fullgraph_fails_at_the_slicing_line(findings):
+    run = findings[("dynamic_slice", True)]
+    assert run["status"] == "fullgraph_error"
+    assert "data-dependent" in run["error_message"]
+    file, _, line = run["error_location"].rpartition(":")
+    assert file == str(REPO / "cases" / "dynamic_slice.py")
+    assert ": valid_past_index + 1]" in linecache.getline(file, int(line))
+
+
+def test_dynamic_slice_without_fullgraph_falls_back_and_records_a_hidden_error(findings):
+    run = findings[("dynamic_slice", False)]
+    # On torch 2.13 the frame compiles up to the break, then runs its remainder eagerly.
+    assert run["status"] in ("eager_fallback", "graph_break")
+    assert run["hidden_error_count"] >= 1
+    assert any(h["source"] == "frame_fallback" for h in run["hidden_errors"])
+    assert run["tokens_equal"] == 1
+
+
+def test_hf_static_cache_fullgraph_passes(findings):
+    run = findings[("hf_static_cache", True)]
+    assert run["status"] == "pass"
+    assert run["graph_break_count"] == 0
+    assert run["tokens_equal"] == 1
+
+
+@pytest.mark.parametrize("fullgraph", [True, False])
+def test_hf_dynamic_cache_recompiles_are_recorded_with_reasons(findings, fullgraph):
+    run = findings[("hf_dynamic_cache", fullgraph)]
+    assert run["recompile_count"] >= 1
+    assert run["recompile_count"] == len(run["recompiles"])
+    for recompile in run["recompiles"]:
+        assert recompile["reason"]
+        assert recompile["key"].startswith("Recompile:")
+        assert recompile["decode_step"] is not None and recompile["decode_step"] >= 1
+
+
+def test_swallowed_backend_error_is_a_hidden_error(findings):
+    run = findings[("swallowed_error", True)]
+    hidden = [h for h in run["hidden_errors"] if h["exc_type"] == "TypeError"]
+    assert hidden, run["hidden_errors"]
+    assert "unexpected keyword argument 'guards'" in hidden[0]["message"]
+    assert hidden[0]["logger"].startswith("torch._dynamo")
+    # The call returned normally, but nothing was compiled for it.
+    assert run["status"] == "eager_fallback"
+    assert run["tokens_equal"] == 1
+
+
+def test_every_run_records_environment_and_capabilities(findings):
+    for run in findings.values():
+        assert run["torch_version"].startswith("2.")
+        assert run["build_git_version"]
+        assert run["transformers_version"]
+        assert run["capabilities"]["debug_logs"]["available"] is True
+
+
+def test_wrong_compiled_tokens_are_a_mismatch_with_the_differing_step(findings):
+    run = findings[("mismatch", True)]
+    assert run["status"] == "mismatch"
+    assert run["tokens_equal"] == 0
+    assert run["first_differing_step"] == 1
+    assert run["eager_margin"] > 0.01
+
+
+def test_local_checkpoint_via_model_option(tmp_path):
+    """--model loads a transformers checkpoint from disk (saved here, since there is no hub)."""
+    import torch
+
+    from diag.probe import llama
+
+    checkpoint = tmp_path / "tiny-llama"
+    llama.build_model(None, torch.float32, "cpu", seed=3).save_pretrained(checkpoint)
+    db = tmp_path / "m.db"
+    diag("run", "--case", "append_last", "--fullgraph", "--backend", "eager", "--no-timing", "--new-tokens", "4",
+         "--model", str(checkpoint), "--db", str(db), cwd=tmp_path)
+    run = show(db, 1, tmp_path)
+    assert run["model"] == str(checkpoint)
+    assert run["status"] == "pass"
+    assert run["oracle_equal"] == 1

@@ -1,0 +1,96 @@
+"""Schema, migrations, transactions and unusable files, on real SQLite files."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+from diag import store
+
+
+def record(**run) -> store.RunRecord:
+    build = store.build_identity("2.1.0.dev20230621+cu118", "abc123", "11.8")
+    base = {"uid": run.pop("uid", "u1"), "case": "append_last", "config": "{}", "backend": "eager", "fullgraph": 1,
+            "status": "pass", "device": "cpu", "dtype": "float32", "batch_size": 1}
+    return store.RunRecord(build=build, run={**base, **run},
+                           graph_breaks=[{"key": "GB0124", "reason": "r", "count": 2}],
+                           recompiles=[{"key": "Recompile:x", "reason": "size", "decode_step": 1}],
+                           hidden_errors=[], timings=[{"pass": "eager", "metric": "decode_step", "unit": "s",
+                                                       "samples": "[0.1, 0.2]"}])
+
+
+def test_blank_db_is_migrated_with_every_table_and_column(tmp_path):
+    db = store.open_db(tmp_path / "a.db")
+    assert {"torch_builds", "runs", "graph_breaks", "recompiles", "hidden_errors", "timings",
+            "migrations"} <= set(db.table_names())
+    assert {"status", "error_location", "graph_break_count", "recompile_count", "hidden_error_count",
+            "compile_s", "eager_ms_per_token", "compiled_ms_per_token", "tokens_equal", "max_abs_diff",
+            "capabilities"} <= set(db["runs"].columns_dict)
+    assert [row["name"] for row in db.query("SELECT name FROM migrations")] == [n for n, _ in store.MIGRATIONS]
+    assert db["runs"].foreign_keys[0].other_table == "torch_builds"
+    assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_reopening_applies_nothing_twice(tmp_path):
+    store.open_db(tmp_path / "a.db")
+    db = store.open_db(tmp_path / "a.db")
+    assert db["migrations"].count == len(store.MIGRATIONS)
+
+
+def test_run_and_children_round_trip(tmp_path):
+    db = store.open_db(tmp_path / "a.db")
+    run_id = store.save_run(db, record())
+    run = store.get_run(db, run_id)
+    assert run["build_nightly_date"] == "2023-06-21"
+    assert run["build_variant"] == "cu118"
+    assert run["graph_breaks"][0]["count"] == 2
+    assert run["timings"][0]["samples"] == [0.1, 0.2]
+
+
+def test_same_git_commit_is_one_build(tmp_path):
+    db = store.open_db(tmp_path / "a.db")
+    store.save_run(db, record(uid="a"))
+    other_date = record(uid="b")
+    other_date.build = store.build_identity("2.1.0.dev20230622+cu118", "abc123", "11.8")
+    store.save_run(db, other_date)
+    assert db["torch_builds"].count == 1
+
+
+def test_a_failing_child_row_leaves_no_run(tmp_path):
+    db = store.open_db(tmp_path / "a.db")
+    broken = record()
+    broken.hidden_errors = [{"no_such_column": 1}]
+    with pytest.raises(sqlite3.OperationalError):
+        store.save_run(db, broken)
+    assert store.table_counts(db) == {"runs": 0, "graph_breaks": 0, "recompiles": 0, "hidden_errors": 0,
+                                      "timings": 0}
+
+
+def test_newer_schema_is_refused_and_left_untouched(tmp_path):
+    path = tmp_path / "future.db"
+    db = store.open_db(path)
+    db.execute("INSERT INTO migrations (name, applied_at) VALUES ('m999_future', 'x')")
+    db.conn.commit()
+    before = path.read_bytes()
+    with pytest.raises(store.StoreError, match="newer diag"):
+        store.open_db(path)
+    assert path.read_bytes() == before
+
+
+def test_a_file_that_is_not_a_db_is_refused_and_left_untouched(tmp_path):
+    path = tmp_path / "notes.db"
+    path.write_bytes(b"this is not sqlite" * 100)
+    with pytest.raises(store.StoreError, match="not a diag database"):
+        store.open_db(path)
+    assert path.read_bytes() == b"this is not sqlite" * 100
+
+
+def test_foreign_sqlite_db_is_refused(tmp_path):
+    path = tmp_path / "other.db"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE t (x)")
+    conn.commit()
+    conn.close()
+    with pytest.raises(store.StoreError, match="not one diag wrote"):
+        store.open_db(path)

@@ -1,0 +1,136 @@
+"""Pure pieces: stable keys, status classification, probe-outcome verdicts, spec parsing."""
+
+from __future__ import annotations
+
+import pytest
+
+from diag import envs
+from diag.assemble import probe_failure
+from diag.probe import keys
+from diag.probe.capture import Record, parse_graph_break, parse_hidden_error, parse_recompile
+from diag.probe.diagnose import classify, group
+from diag.spawn import ProbeOutcome
+
+
+def test_fingerprint_ignores_addresses_numbers_and_paths():
+    a = keys.fingerprint("TypeError", "bad object at 0x7f00aa12 in /tmp/x/1.py size 13", "/a/b/case.py:10")
+    b = keys.fingerprint("TypeError", "bad object at 0x7fffffff in /home/u/2.py size 99", "/c/case.py:42")
+    assert a == b
+    assert a != keys.fingerprint("ValueError", "bad object at 0x7f00aa12 in /tmp/x/1.py size 13")
+
+
+def test_stable_key_prefers_gb_id_then_gb_type():
+    assert keys.stable_key("Unsupported", "see .../gb/gb0124.html", gb_type="x") == "GB0124"
+    assert keys.stable_key("Unsupported", "no id here", gb_type="Tensor.item()") == "gb_type:Tensor.item()"
+    assert keys.stable_key("Unsupported", "no id here").startswith("Unsupported:")
+
+
+GRAPH_BREAK = (
+    "Graph break in user code at /w/cases/dynamic_slice.py:19\n"
+    "Graph Break Reason: Encountered graph break that we cannot resume from. Compiling up to the previous "
+    "resumable state, then skipping the rest of the function. Graph break encountered:\n\n"
+    "Unsupported Tensor.item() call with capture_scalar_outputs=False\n"
+    "  Explanation: Dynamo does not support tracing `Tensor.item()`.\n"
+    " For more details about this graph break, please visit: https://x/gb/gb0124.html"
+)
+
+
+def test_graph_break_record_parses_location_type_and_id():
+    finding = parse_graph_break(Record("torch._dynamo.symbolic_convert.__graph_breaks", "DEBUG", GRAPH_BREAK, None, 3))
+    assert finding.data["location"] == "/w/cases/dynamic_slice.py:19"
+    assert finding.data["gb_type"] == "Unsupported Tensor.item() call with capture_scalar_outputs=False"
+    assert finding.data["key"] == "GB0124"
+    assert finding.data["resumable"] is False
+    assert finding.data["decode_step"] == 3
+
+
+def test_unresumable_graph_break_is_also_a_hidden_fallback():
+    finding = parse_hidden_error(Record("torch._dynamo.symbolic_convert.__graph_breaks", "DEBUG", GRAPH_BREAK, None, 0))
+    assert finding.data["source"] == "frame_fallback"
+    assert finding.data["frame"] == "/w/cases/dynamic_slice.py:19"
+
+
+def test_recompile_record_takes_the_newest_guard_failure():
+    text = ("Recompiling function decode_step in /w/cases/x.py:15\n"
+            "    triggered by the following guard failure(s):\n"
+            "    - 0/1: tensor 'bias' size mismatch at index 3. expected 13, actual 14\n"
+            "    - 0/0: tensor 'bias' size mismatch at index 3. expected 12, actual 14\n")
+    finding = parse_recompile(Record("torch._dynamo.guards.__recompiles_verbose", "DEBUG", text, None, 2))
+    assert finding.data["reason"].startswith("tensor 'bias' size mismatch")
+    assert "expected 13" in finding.data["reason"]
+    assert finding.data["guard_failures"] == 2
+    assert finding.data["function"] == "decode_step"
+
+
+def test_wont_convert_text_without_exc_info_is_parsed():
+    text = ("WON'T CONVERT forward /w/m.py line 12\ndue to:\nTraceback (most recent call last):\n"
+            "  File \"/x/torch/_dynamo/convert_frame.py\", line 1, in f\n"
+            "TypeError: VariableBuilder.__init__() got an unexpected keyword argument 'guards'\n")
+    finding = parse_hidden_error(Record("torch._dynamo.convert_frame", "WARNING", text, None, None))
+    assert finding.data["exc_type"] == "TypeError"
+    assert "'guards'" in finding.data["message"]
+    assert finding.data["frame"] == "/w/m.py:12"
+
+
+def test_plain_debug_records_are_not_findings():
+    record = Record("torch._dynamo.output_graph", "DEBUG", "Step 2: calling compiler function eager", None, 0)
+    assert all(parse(record) is None for parse in (parse_graph_break, parse_recompile, parse_hidden_error))
+
+
+class Unsupported(Exception):
+    pass
+
+
+class BackendCompilerFailed(Exception):
+    pass
+
+
+@pytest.mark.parametrize("kwargs, status", [
+    (dict(fullgraph=True, error=Unsupported("x"), graph_count=0, graph_breaks=0, correctness=None), "fullgraph_error"),
+    (dict(fullgraph=False, error=Unsupported("x"), graph_count=0, graph_breaks=0, correctness=None), "compile_error"),
+    (dict(fullgraph=True, error=BackendCompilerFailed("x"), graph_count=0, graph_breaks=0, correctness=None),
+     "compile_error"),
+    (dict(fullgraph=False, error=None, graph_count=0, graph_breaks=1, correctness={"within_tolerance": True}),
+     "eager_fallback"),
+    (dict(fullgraph=False, error=None, graph_count=2, graph_breaks=1, correctness={"within_tolerance": False}),
+     "mismatch"),
+    (dict(fullgraph=False, error=None, graph_count=2, graph_breaks=1, correctness={"within_tolerance": True}),
+     "graph_break"),
+    (dict(fullgraph=True, error=None, graph_count=1, graph_breaks=0, correctness={"within_tolerance": True}), "pass"),
+])
+def test_classify(kwargs, status):
+    assert classify(**kwargs) == status
+
+
+def test_group_counts_duplicates_in_order():
+    items = [{"key": "a", "at": 1}, {"key": "b", "at": 1}, {"key": "a", "at": 1}, {"key": "a", "at": 2}]
+    assert [(g["key"], g["at"], g["count"]) for g in group(items, ("key", "at"))] == [
+        ("a", 1, 2), ("b", 1, 1), ("a", 2, 1)]
+
+
+def _outcome(**kw) -> ProbeOutcome:
+    base = dict(returncode=0, signal=None, timed_out=False, duration_s=1.0, stderr_tail="", records=[])
+    return ProbeOutcome(**{**base, **kw})
+
+
+def test_probe_failure_verdicts():
+    assert probe_failure(_outcome(timed_out=True, returncode=-9))["status"] == "timeout"
+    assert probe_failure(_outcome(returncode=-11, signal=11))["status"] == "crash"
+    garbage = probe_failure(_outcome(returncode=0, unreadable_lines=3))
+    assert garbage["status"] == "crash" and "3 unreadable" in garbage["error_message"]
+    assert probe_failure(_outcome(records=[{"kind": "result", "status": "pass"}])) is None
+
+
+@pytest.mark.parametrize("spec, kind", [
+    ("current", "current"), ("2.13.0", "release"), ("2.13", "release"), ("2.1.0.dev20230621", "nightly_date"),
+    ("2.1.0.dev", "nightly_prefix"), ("nightly", "nightly"), ("./envs/x/bin/python", "python"),
+    ("python3.11", "python"),
+])
+def test_spec_kinds(spec, kind):
+    assert envs.spec_kind(spec) == kind
+
+
+@pytest.mark.parametrize("spec", ["2.x", "latest", "2.1.0.dev2023", ""])
+def test_malformed_specs(spec):
+    with pytest.raises(envs.EnvError, match="malformed torch spec"):
+        envs.spec_kind(spec)
