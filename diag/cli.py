@@ -222,6 +222,34 @@ def show_command(run_id: int, db_path: str, as_json: bool) -> None:
         click.echo(f"  {text.safe(name)}: {text.safe(path)}")
 
 
+@cli.command("report")
+@db_option
+@click.option("--out", "out_dir", default="reports", show_default=True, type=click.Path(file_okay=False),
+              help="Output directory; updated in place.")
+@json_option
+def report_command(db_path: str, out_dir: str, as_json: bool) -> None:
+    """Render the static HTML report: the status matrix across torch builds, transitions, trends, run pages.
+
+    Opens from disk or any static host (no server, no CDN). Re-running updates
+    the site in place and deletes only stale files that diag itself wrote.
+    """
+    from diag import report
+
+    db = open_store(db_path, create=False)
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise _fail(f"--out {out_dir} is not a directory")
+    try:
+        counts = report.publish(report.render(db, out), out)
+    except OSError as exc:
+        raise _fail(f"cannot write report to {out_dir}: {exc}") from exc
+    index = out / "index.html"
+    if as_json:
+        click.echo(json.dumps({**counts, "index": str(index)}))
+    else:
+        click.echo(f"wrote {counts['written']} files ({counts['removed']} stale removed): {index}")
+
+
 def _artifacts(directory: Optional[str]) -> dict[str, str]:
     if not directory or not Path(directory).is_dir():
         return {}

@@ -79,6 +79,24 @@ def m001_initial(db: sqlite_utils.Database) -> None:
 CHILD_TABLES = ("graph_breaks", "recompiles", "hidden_errors", "timings")
 
 
+@migration
+def m002_views(db: sqlite_utils.Database) -> None:
+    """Views for browsing the DB in Datasette or sqlite3."""
+    db.create_view("run_summary", """
+        SELECT runs.id, b.version AS torch_version, b.nightly_date, b.git_version, runs."case", runs.backend,
+               runs.fullgraph, runs.dynamic, runs.mode, runs.device, runs.dtype, runs.batch_size,
+               runs.prompt_length, runs.status, runs.error_type, runs.graph_break_count, runs.recompile_count,
+               runs.hidden_error_count, runs.compile_s, runs.eager_ms_per_token, runs.compiled_ms_per_token,
+               runs.started_at
+        FROM runs JOIN torch_builds b ON b.id = runs.torch_build_id""")
+    db.create_view("latest_status", """
+        SELECT s.* FROM run_summary s
+        WHERE s.id = (SELECT MAX(r.id) FROM runs r JOIN torch_builds rb ON rb.id = r.torch_build_id
+                      WHERE rb.version = s.torch_version AND r."case" = s."case" AND r.backend = s.backend
+                        AND r.fullgraph = s.fullgraph AND r.dynamic = s.dynamic AND r.mode = s.mode
+                        AND r.device = s.device AND r.dtype = s.dtype)""")
+
+
 def open_db(path: str | Path, create: bool = True) -> sqlite_utils.Database:
     """Open (and migrate) the DB at ``path``; StoreError with a one-line reason when unusable."""
     path = Path(path)
@@ -188,20 +206,8 @@ def save_run(db: sqlite_utils.Database, record: RunRecord) -> int:
 
 
 def get_run(db: sqlite_utils.Database, run_id: int) -> Optional[dict[str, Any]]:
-    rows = list(db.query(
-        "SELECT runs.*, b.version AS build_version, b.git_version AS build_git_version, "
-        "b.nightly_date AS build_nightly_date, b.variant AS build_variant "
-        "FROM runs JOIN torch_builds b ON b.id = runs.torch_build_id WHERE runs.id = ?", [run_id]))
-    if not rows:
-        return None
-    run = rows[0]
-    for table in CHILD_TABLES:
-        run[table] = list(db.query(f'SELECT * FROM "{table}" WHERE run_id = ? ORDER BY id', [run_id]))
-    for field in ("config", "capabilities", "counters"):
-        run[field] = json.loads(run[field]) if run.get(field) else None
-    for timing in run["timings"]:
-        timing["samples"] = json.loads(timing["samples"])
-    return run
+    """A run with its build, child rows and decoded JSON fields; None when there is no such run."""
+    return next(iter(full_runs(db, [run_id])), None)
 
 
 def recent_runs(db: sqlite_utils.Database, limit: int = 20, case: Optional[str] = None) -> list[dict[str, Any]]:
@@ -220,3 +226,52 @@ def integrity(db: sqlite_utils.Database) -> str:
 
 def table_counts(db: sqlite_utils.Database, tables: Iterable[str] = ("runs", *CHILD_TABLES)) -> dict[str, int]:
     return {table: db[table].count for table in tables}
+
+
+def builds(db: sqlite_utils.Database) -> list[dict[str, Any]]:
+    return list(db.query("SELECT * FROM torch_builds"))
+
+
+REPORT_COLUMNS = ("id", "uid", "torch_build_id", "case", "backend", "fullgraph", "dynamic", "mode", "device",
+                  "dtype", "batch_size", "prompt_length", "new_tokens", "model", "status", "error_type",
+                  "graph_count", "graph_break_count", "recompile_count", "hidden_error_count", "compile_s",
+                  "eager_ms_per_token", "compiled_ms_per_token", "peak_mem_eager_mb", "peak_mem_compiled_mb",
+                  "started_at")
+
+
+def report_runs(db: sqlite_utils.Database) -> list[dict[str, Any]]:
+    """The columns the report's matrix and charts need, for every run, oldest first."""
+    columns = ", ".join(f'"{c}"' for c in REPORT_COLUMNS)
+    return list(db.query(f"SELECT {columns} FROM runs ORDER BY id"))
+
+
+def finding_keys(db: sqlite_utils.Database) -> dict[int, set[tuple[str, str]]]:
+    """Per run id, its (kind, key) pairs over graph breaks, recompiles and hidden errors."""
+    found: dict[int, set[tuple[str, str]]] = {}
+    for table in ("graph_breaks", "recompiles", "hidden_errors"):
+        for run_id, key in db.execute(f'SELECT run_id, key FROM "{table}"'):
+            found.setdefault(run_id, set()).add((table, key))
+    return found
+
+
+def full_runs(db: sqlite_utils.Database, run_ids: Iterable[int]) -> Iterable[dict[str, Any]]:
+    """Full records (as get_run returns them) for many runs, fetched in batches."""
+    ids = sorted(set(run_ids))
+    for start in range(0, len(ids), 500):
+        batch = ids[start:start + 500]
+        marks = ", ".join("?" for _ in batch)
+        runs = {row["id"]: row for row in db.query(
+            "SELECT runs.*, b.version AS build_version, b.git_version AS build_git_version, "
+            "b.nightly_date AS build_nightly_date, b.variant AS build_variant FROM runs "
+            f"JOIN torch_builds b ON b.id = runs.torch_build_id WHERE runs.id IN ({marks})", batch)}
+        for run in runs.values():
+            for table in CHILD_TABLES:
+                run[table] = []
+            for field in ("config", "capabilities", "counters"):
+                run[field] = json.loads(run[field]) if run.get(field) else None
+        for table in CHILD_TABLES:
+            for row in db.query(f'SELECT * FROM "{table}" WHERE run_id IN ({marks}) ORDER BY id', batch):
+                if table == "timings":
+                    row["samples"] = json.loads(row["samples"])
+                runs[row["run_id"]][table].append(row)
+        yield from (runs[i] for i in batch if i in runs)

@@ -47,10 +47,9 @@ def runs_by_case(db: Path, cwd: Path) -> dict[tuple[str, bool], dict]:
 
 
 @pytest.fixture(scope="session")
-def findings(tmp_path_factory) -> dict[tuple[str, bool], dict]:
-    """One real matrix over the four cases and the swallowed-error case, both fullgraph settings.
-
-    aot_eager runs dynamo and AOTAutograd as inductor would, without the C++ compile.
+def findings_db(tmp_path_factory) -> Path:
+    """A DB filled by one real matrix: the four cases plus the swallowed-error and mismatch cases,
+    both fullgraph settings. aot_eager runs dynamo and AOTAutograd as inductor would, without the C++ compile.
     """
     work = tmp_path_factory.mktemp("findings")
     db = work / "findings.db"
@@ -58,4 +57,9 @@ def findings(tmp_path_factory) -> dict[tuple[str, bool], dict]:
          "--case", str(TEST_CASES / "mismatch.py"), "--backend", "aot_eager",
          "--new-tokens", "6", "--prompt-length", "10", "--batch-size", "2", "--no-timing", "--jobs", "2",
          "--db", str(db), cwd=work)
-    return runs_by_case(db, work)
+    return db
+
+
+@pytest.fixture(scope="session")
+def findings(findings_db) -> dict[tuple[str, bool], dict]:
+    return runs_by_case(findings_db, findings_db.parent)

@@ -1,0 +1,159 @@
+"""The static HTML report: ``render`` returns {relative path: content}; ``publish`` writes it.
+
+Layout: ``index.html`` (the matrix over the newest builds, transitions, key
+changes), ``matrix-N.html`` (older builds), ``cases/<case>.html`` (trend
+charts), ``runs/<id>.html`` (one page per run shown in a matrix), and
+``report.json`` (a machine-readable index).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import statistics
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Optional
+
+import jinja2
+
+from diag import __version__, store
+from diag.report import charts
+from diag.report.model import Matrix, build_matrix, pages, row_label
+from diag.text import config_label
+
+STATUSES = ["pass", "graph_break", "eager_fallback", "fullgraph_error", "compile_error", "mismatch",
+            "eager_error", "crash", "timeout"]
+BUILDS_PER_PAGE = 25
+MAX_LISTED = 300
+MANIFEST = ".diag-report-manifest.json"
+_DOC_URL = re.compile(r"https?://\S+?/gb/gb\d+\.html")
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
+
+
+def case_href(case: str) -> str:
+    slug = _UNSAFE.sub("_", case)[:80]
+    if slug == case:
+        return f"cases/{case}.html"
+    return f"cases/{slug}-{hashlib.sha1(case.encode('utf-8', 'replace')).hexdigest()[:8]}.html"
+
+
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(Path(__file__).parent / "templates")),
+        autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env.globals.update(row_label=row_label, case_href=case_href, yesno=_yesno, fmt=_fmt,
+                       tool_version=__version__)
+    return env
+
+
+def _yesno(value: Optional[int]) -> str:
+    return "-" if value is None else ("yes" if value else "no")
+
+
+def _fmt(value: Optional[float], unit: str) -> str:
+    return "-" if value is None else f"{value:.3f} {unit}"
+
+
+def _quantiles(samples: list[float]) -> dict[str, Any]:
+    ordered = sorted(samples)
+    if len(ordered) < 2:
+        value = ordered[0] if ordered else None
+        return {"n": len(ordered), "p10": value, "median": value, "p90": value}
+    deciles = statistics.quantiles(ordered, n=10)
+    return {"n": len(ordered), "p10": f"{deciles[0]:.6f}", "median": f"{statistics.median(ordered):.6f}",
+            "p90": f"{deciles[-1]:.6f}"}
+
+
+def _artifacts(run: dict[str, Any], out_dir: Path) -> list[tuple[str, str]]:
+    directory = run.get("artifacts_dir")
+    if not directory or not os.path.isdir(directory):
+        return []
+    return [(p.name, os.path.relpath(p, out_dir / "runs")) for p in sorted(Path(directory).iterdir()) if p.is_file()]
+
+
+def render(db, out_dir: Path, builds_per_page: int = BUILDS_PER_PAGE) -> dict[str, str]:
+    """Every page of the site for ``db``; ``out_dir`` only resolves links to run artifacts."""
+    env = _environment()
+    runs = store.report_runs(db)
+    matrix = build_matrix(store.builds(db), runs, store.finding_keys(db))
+    cases = sorted({row[0] for row in matrix.rows})
+    common = {"case_links": [{"name": c, "href": case_href(c)} for c in cases],
+              "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+    files: dict[str, str] = {}
+    files.update(_matrix_pages(env, matrix, {**common, "run_count": len(runs)}, builds_per_page))
+    for case in cases:
+        files[case_href(case)] = env.get_template("case.html.j2").render(
+            root="../", case=case, charts=charts.case_charts(matrix, case), max_lines=charts.MAX_LINES, **common)
+    run_ids = [cell.run["id"] for cell in matrix.cells.values()]
+    template = env.get_template("run.html.j2")
+    for run in store.full_runs(db, run_ids):
+        for gb in run["graph_breaks"]:
+            match = _DOC_URL.search(gb.get("reason") or "")
+            gb["doc_url"] = match.group(0) if match else None
+        stats = [{**t, **_quantiles(t["samples"])} for t in run["timings"]]
+        files[f"runs/{run['id']}.html"] = template.render(
+            root="../", run=run, config_label=config_label(run), timing_stats=stats,
+            artifacts=_artifacts(run, out_dir), **common)
+    files["report.json"] = json.dumps(_index(matrix), indent=1, default=str)
+    return files
+
+
+def _matrix_pages(env: jinja2.Environment, matrix: Matrix, common: dict[str, Any],
+                  builds_per_page: int) -> dict[str, str]:
+    chunks = pages(matrix.builds, builds_per_page)
+    names = ["index.html"] + [f"matrix-{n}.html" for n in range(2, len(chunks) + 1)]
+    labels = [f"{c[0]['version']} … {c[-1]['version']}" if c else "none" for c in chunks]
+    transitions = list(reversed(matrix.transitions))
+    changes = list(reversed(matrix.key_changes))
+    counts = {"build_count": len(matrix.builds), "row_count": len(matrix.rows)}
+    files = {}
+    for index, (name, chunk) in enumerate(zip(names, chunks)):
+        pagination = [{"href": n, "label": label, "current": n == name} for n, label in zip(names, labels)]
+        files[name] = env.get_template("index.html.j2").render(
+            root="", matrix=matrix, page_builds=chunk, pagination=pagination, statuses=STATUSES,
+            transitions=transitions[:MAX_LISTED], transitions_hidden=max(0, len(transitions) - MAX_LISTED),
+            key_changes=changes[:MAX_LISTED], key_changes_hidden=max(0, len(changes) - MAX_LISTED),
+            **counts, **common)
+    return files
+
+
+def _index(matrix: Matrix) -> dict[str, Any]:
+    return {
+        "builds": [{k: b[k] for k in ("id", "version", "git_version", "nightly_date", "variant")}
+                   for b in matrix.builds],
+        "rows": [{"row": list(row), "label": row_label(row),
+                  "cells": {str(b["id"]): {"run": c.run["id"], "status": c.run["status"]}
+                            for b in matrix.builds if (c := matrix.cell(row, b["id"]))}}
+                 for row in matrix.rows],
+        "transitions": [{"row": list(t.row), "kind": t.kind, "last_before": t.last_before["version"],
+                         "first_after": t.first_after["version"], "run": t.run_id} for t in matrix.transitions],
+    }
+
+
+def publish(files: dict[str, str], out_dir: Path) -> dict[str, int]:
+    """Write ``files`` under ``out_dir``; remove only files an earlier publish wrote that are now stale."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    manifest_path = out_dir / MANIFEST
+    previous: list[str] = []
+    if manifest_path.exists():
+        try:
+            previous = json.loads(manifest_path.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            previous = []
+    for relative, content in files.items():
+        target = out_dir / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        temporary = target.with_name(target.name + ".tmp")
+        temporary.write_text(content, encoding="utf-8")
+        os.replace(temporary, target)
+    removed = 0
+    for relative in set(previous) - set(files):
+        stale = out_dir / relative
+        if stale.is_file() and out_dir.resolve() in stale.resolve().parents:
+            stale.unlink()
+            removed += 1
+    manifest_path.write_text(json.dumps(sorted(files)), encoding="utf-8")
+    return {"written": len(files), "removed": removed}

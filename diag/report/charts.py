@@ -1,0 +1,83 @@
+"""Trend charts across torch builds, drawn with matplotlib and inlined as SVG."""
+
+from __future__ import annotations
+
+import io
+from typing import Any, Callable, Optional
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from diag.report.model import Matrix, RowKey, row_label  # noqa: E402
+
+plt.rcParams.update({"svg.fonttype": "none", "font.size": 9})
+
+MAX_LINES = 8
+MAX_TICKS = 12
+
+
+def _speedup(run: dict[str, Any]) -> Optional[float]:
+    eager, compiled = run.get("eager_ms_per_token"), run.get("compiled_ms_per_token")
+    return eager / compiled if eager and compiled else None
+
+
+Metric = tuple[str, str, Callable[[dict[str, Any]], Optional[float]]]
+METRICS: list[Metric] = [
+    ("Compile time", "seconds", lambda r: r.get("compile_s")),
+    ("Eager per-token latency", "ms / token", lambda r: r.get("eager_ms_per_token")),
+    ("Compiled per-token latency", "ms / token", lambda r: r.get("compiled_ms_per_token")),
+    ("Speedup (eager / compiled)", "x", _speedup),
+    ("Peak memory, compiled", "MB", lambda r: r.get("peak_mem_compiled_mb")),
+]
+
+
+def _svg(figure) -> str:
+    buffer = io.StringIO()
+    figure.savefig(buffer, format="svg", bbox_inches="tight")
+    plt.close(figure)
+    text = buffer.getvalue()
+    return text[text.index("<svg"):]
+
+
+def trend(matrix: Matrix, rows: list[RowKey], metric: Metric) -> Optional[str]:
+    """One SVG line chart of ``metric`` over builds, a line per row; None when no run has a value."""
+    title, unit, value = metric
+    labels = [b["version"] for b in matrix.builds]
+    figure, axes = plt.subplots(figsize=(7.5, 2.8))
+    drawn = 0
+    for row in rows[:MAX_LINES]:
+        xs, ys = [], []
+        for index, build in enumerate(matrix.builds):
+            cell = matrix.cell(row, build["id"])
+            y = value(cell.run) if cell else None
+            if y is not None:
+                xs.append(index)
+                ys.append(y)
+        if xs:
+            axes.plot(xs, ys, marker="o", markersize=3, linewidth=1.2, label=row_label(row))
+            drawn += 1
+    if not drawn:
+        plt.close(figure)
+        return None
+    step = max(1, len(labels) // MAX_TICKS)
+    axes.set_xticks(range(0, len(labels), step))
+    axes.set_xticklabels(labels[::step], rotation=30, ha="right")
+    axes.set_xlabel("torch build")
+    axes.set_ylabel(unit)
+    axes.set_title(title)
+    axes.grid(True, alpha=0.3)
+    axes.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    return _svg(figure)
+
+
+def case_charts(matrix: Matrix, case: str) -> list[tuple[str, str]]:
+    """(title, svg) for every metric with data, for the rows of ``case``."""
+    rows = [row for row in matrix.rows if row[0] == case]
+    charts = []
+    for metric in METRICS:
+        svg = trend(matrix, rows, metric)
+        if svg:
+            charts.append((metric[0], svg))
+    return charts

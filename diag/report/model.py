@@ -1,0 +1,131 @@
+"""What the report shows, computed from stored runs: build order, the matrix, transitions. Pure."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+ROW_FIELDS = ("case", "backend", "fullgraph", "dynamic", "mode", "device", "dtype")
+GOOD = {"pass", "graph_break"}
+_VERSION = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+))?")
+
+RowKey = tuple
+
+
+def version_order(build: dict[str, Any]) -> tuple:
+    """Releases and nightlies in one order: 2.1.0.dev20230621 < 2.1.0 < 2.1.1 < 2.2.0.dev..."""
+    version = build.get("version") or ""
+    match = _VERSION.match(version)
+    numbers = tuple(int(n or 0) for n in match.groups()) if match else (0, 0, 0)
+    is_release = ".dev" not in version
+    return (*numbers, is_release, build.get("nightly_date") or "", version, build["id"])
+
+
+def row_key(run: dict[str, Any]) -> RowKey:
+    return tuple(run[f] for f in ROW_FIELDS)
+
+
+def row_label(key: RowKey) -> str:
+    values = dict(zip(ROW_FIELDS, key))
+    parts = [values["backend"], "fullgraph" if values["fullgraph"] else "no-fullgraph"]
+    if values["dynamic"] not in (None, "auto"):
+        parts.append(f"dynamic={values['dynamic']}")
+    if values["mode"] not in (None, "default"):
+        parts.append(f"mode={values['mode']}")
+    parts += [values["device"], values["dtype"]]
+    return " ".join(str(p) for p in parts)
+
+
+@dataclass
+class Cell:
+    run: dict[str, Any]
+    changed: bool = False  # the status differs from the previous build that has a run in this row
+
+
+@dataclass
+class Transition:
+    row: RowKey
+    kind: str  # regression | fix
+    last_before: dict[str, Any]  # build
+    first_after: dict[str, Any]  # build
+    status_before: str
+    status_after: str
+    run_id: int
+
+
+@dataclass
+class KeyChange:
+    row: RowKey
+    build: dict[str, Any]
+    previous: dict[str, Any]
+    appeared: list[tuple[str, str]] = field(default_factory=list)
+    disappeared: list[tuple[str, str]] = field(default_factory=list)
+
+
+@dataclass
+class Matrix:
+    builds: list[dict[str, Any]]
+    rows: list[RowKey]
+    cells: dict[tuple[RowKey, int], Cell]
+    transitions: list[Transition]
+    key_changes: list[KeyChange]
+
+    def cell(self, row: RowKey, build_id: int) -> Optional[Cell]:
+        return self.cells.get((row, build_id))
+
+
+def build_matrix(builds: list[dict[str, Any]], runs: list[dict[str, Any]],
+                 keys: dict[int, set[tuple[str, str]]]) -> Matrix:
+    """The newest run of each row x build, with status changes, transitions and key changes."""
+    ordered = sorted(builds, key=version_order)
+    latest: dict[tuple[RowKey, int], dict[str, Any]] = {}
+    for run in runs:  # oldest first: a later run of the same row and build replaces an earlier one
+        latest[(row_key(run), run["torch_build_id"])] = run
+    rows = sorted({row for row, _ in latest}, key=lambda r: tuple("" if v is None else str(v) for v in r))
+    used = {build_id for _, build_id in latest}
+    ordered = [b for b in ordered if b["id"] in used]
+    cells: dict[tuple[RowKey, int], Cell] = {}
+    transitions: list[Transition] = []
+    changes: list[KeyChange] = []
+    for row in rows:
+        previous: Optional[tuple[dict[str, Any], dict[str, Any]]] = None
+        for build in ordered:
+            run = latest.get((row, build["id"]))
+            if run is None:
+                continue
+            cell = Cell(run)
+            if previous is not None:
+                before_build, before_run = previous
+                cell.changed = before_run["status"] != run["status"]
+                transition = _transition(row, before_build, before_run, build, run)
+                if transition:
+                    transitions.append(transition)
+                change = _key_change(row, before_build, keys.get(before_run["id"], set()), build,
+                                     keys.get(run["id"], set()))
+                if change:
+                    changes.append(change)
+            cells[(row, build["id"])] = cell
+            previous = (build, run)
+    return Matrix(ordered, rows, cells, transitions, changes)
+
+
+def _transition(row: RowKey, before_build, before_run, build, run) -> Optional[Transition]:
+    was_good, is_good = before_run["status"] in GOOD, run["status"] in GOOD
+    if was_good == is_good:
+        return None
+    return Transition(row, "fix" if is_good else "regression", before_build, build, before_run["status"],
+                      run["status"], run["id"])
+
+
+def _key_change(row: RowKey, before_build, before: set, build, after: set) -> Optional[KeyChange]:
+    appeared, disappeared = sorted(after - before), sorted(before - after)
+    if not appeared and not disappeared:
+        return None
+    return KeyChange(row, build, before_build, appeared, disappeared)
+
+
+def pages(items: list, size: int) -> list[list]:
+    """``items`` in chunks of ``size``, newest chunk first (items are oldest first)."""
+    chunks = [items[max(0, end - size):end] for end in range(len(items), 0, -size)]
+    return chunks or [[]]

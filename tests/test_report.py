@@ -1,0 +1,156 @@
+"""The static report: rendered from real runs, escaped, updated in place, loaded in a real browser."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import diag
+from diag import report, store
+from diag.report.model import build_matrix, version_order
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def test_matrix_of_real_runs(findings_db, findings, tmp_path):
+    out = tmp_path / "site"
+    done = diag("report", "--db", str(findings_db), "--out", str(out), "--json", cwd=tmp_path)
+    assert json.loads(done.stdout)["written"] >= len(findings) + 2
+    index = (out / "index.html").read_text()
+    machine = json.loads((out / "report.json").read_text())
+    assert [b["version"] for b in machine["builds"]] == [findings[("append_last", True)]["build_version"]]
+    by_label = {(row["row"][0], row["row"][2]): row for row in machine["rows"]}
+    for (case, fullgraph), run in findings.items():
+        cell = next(iter(by_label[(case, int(fullgraph))]["cells"].values()))
+        assert cell == {"run": run["id"], "status": run["status"]}
+        assert f'href="runs/{run["id"]}.html"' in index
+        assert (out / "runs" / f"{run['id']}.html").exists()
+    assert "fullgraph_error" in index and "append_last" in index
+    assert 'title="git ' + findings[("append_last", True)]["build_git_version"] in index
+
+
+def test_run_page_shows_the_exception_location_and_artifacts(findings_db, findings, tmp_path):
+    out = tmp_path / "site"
+    diag("report", "--db", str(findings_db), "--out", str(out), cwd=tmp_path)
+    failing = findings[("dynamic_slice", True)]
+    page = (out / "runs" / f"{failing['id']}.html").read_text()
+    assert failing["error_type"] in page
+    assert "dynamic_slice.py:" in page
+    links = re.findall(r'<a href="(\.\./[^"]+)">', page)
+    assert any(link.endswith("torch_debug.log") for link in links)
+    for link in links:
+        assert (out / "runs" / link).resolve().exists(), link
+    breaking = findings[("dynamic_slice", False)]
+    page = (out / "runs" / f"{breaking['id']}.html").read_text()
+    assert "GB0124" in page and "compile-graph-break-site" in page
+    assert "Recompiles (" in page and "valid_past_index" in page
+
+
+def _hostile_db(path: Path) -> int:
+    db = store.open_db(path)
+    record = store.RunRecord(
+        build=store.build_identity("2.13.0", "deadbeef", None),
+        run={"uid": "hostile", "case": "<b>case</b>", "config": "{}", "backend": "eager", "fullgraph": 1,
+             "dynamic": "auto", "mode": "default", "device": "cpu", "dtype": "float32", "batch_size": 1,
+             "status": "compile_error", "error_type": "RuntimeError",
+             "error_message": "<script>alert('x')</script> \x1b[31mred\x1b[0m"},
+        graph_breaks=[{"key": "<img src=x onerror=alert(1)>", "reason": "<script>1</script>", "count": 1}],
+        recompiles=[], hidden_errors=[{"key": "k", "exc_type": "E", "message": "</pre><script>2</script>",
+                                       "count": 1}], timings=[])
+    return store.save_run(db, record)
+
+
+def test_strings_from_logs_and_case_names_are_escaped(tmp_path):
+    db_path = tmp_path / "hostile.db"
+    run_id = _hostile_db(db_path)
+    files = report.render(store.open_db(db_path), tmp_path / "site")
+    page = files[f"runs/{run_id}.html"]
+    assert "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;" in page
+    assert "<script>alert" not in page and "<script>1" not in page and "<script>2" not in page
+    assert "<img src=x" not in page
+    assert "&lt;b&gt;case&lt;/b&gt;" in files["index.html"]
+
+
+def test_rerun_updates_in_place_and_keeps_foreign_files(findings_db, tmp_path):
+    out = tmp_path / "site"
+    diag("report", "--db", str(findings_db), "--out", str(out), cwd=tmp_path)
+    (out / "notes.txt").write_text("mine")
+    (out / "runs" / "999999.html").write_text("not written by diag")
+    stale = out / "runs" / "1.html"
+    manifest = json.loads((out / report.MANIFEST).read_text())
+    manifest.append("runs/old-page.html")
+    (out / "runs" / "old-page.html").write_text("written by an earlier report")
+    (out / report.MANIFEST).write_text(json.dumps(manifest))
+    done = diag("report", "--db", str(findings_db), "--out", str(out), "--json", cwd=tmp_path)
+    assert json.loads(done.stdout)["removed"] == 1
+    assert (out / "notes.txt").read_text() == "mine"
+    assert (out / "runs" / "999999.html").exists()
+    assert not (out / "runs" / "old-page.html").exists()
+    assert stale.exists()
+
+
+def _build(id_, version, date=None):
+    return {"id": id_, "version": version, "nightly_date": date, "git_version": f"g{id_}", "variant": "cpu"}
+
+
+def _run(id_, build_id, status):
+    return {"id": id_, "torch_build_id": build_id, "case": "append_last", "backend": "inductor", "fullgraph": 1,
+            "dynamic": "auto", "mode": "default", "device": "cpu", "dtype": "float32", "status": status}
+
+
+def test_builds_order_by_version_then_nightly_date():
+    builds = [_build(1, "2.2.0"), _build(2, "2.1.0.dev20230621", "2023-06-21"), _build(3, "2.10.0"),
+              _build(4, "2.1.0"), _build(5, "2.1.0.dev20230601", "2023-06-01")]
+    assert [b["id"] for b in sorted(builds, key=version_order)] == [5, 2, 4, 1, 3]
+
+
+def test_transitions_and_key_changes_between_consecutive_builds():
+    builds = [_build(1, "2.1.0.dev20230601", "2023-06-01"), _build(2, "2.1.0.dev20230602", "2023-06-02"),
+              _build(3, "2.1.0.dev20230603", "2023-06-03")]
+    runs = [_run(10, 1, "pass"), _run(11, 2, "fullgraph_error"), _run(12, 3, "pass")]
+    keys = {11: {("graph_breaks", "GB0124")}}
+    matrix = build_matrix(builds, runs, keys)
+    assert [(t.kind, t.last_before["id"], t.first_after["id"]) for t in matrix.transitions] == [
+        ("regression", 1, 2), ("fix", 2, 3)]
+    row = matrix.rows[0]
+    assert [matrix.cell(row, b).changed for b in (1, 2, 3)] == [False, True, True]
+    assert [(c.build["id"], c.appeared, c.disappeared) for c in matrix.key_changes] == [
+        (2, [("graph_breaks", "GB0124")], []), (3, [], [("graph_breaks", "GB0124")])]
+
+
+def test_datasette_views(findings_db):
+    db = store.open_db(findings_db)
+    assert {"run_summary", "latest_status"} <= set(db.view_names())
+    latest = list(db.query("SELECT \"case\", status FROM latest_status"))
+    assert len(latest) == db["runs"].count
+
+
+def _console_errors(page: Path, screenshot: Path, profile: Path) -> list[str]:
+    done = subprocess.run(
+        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={profile}",
+         "--enable-logging=stderr", "--v=0", "--window-size=1400,1000", f"--screenshot={screenshot}",
+         page.as_uri()], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return [line for line in done.stderr.splitlines() if "CONSOLE" in line and ("Error" in line or "Uncaught" in line)]
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium package is not installed")
+def test_index_loads_in_headless_chromium_without_console_errors(findings_db, findings, tmp_path):
+    out = tmp_path / "site"
+    diag("report", "--db", str(findings_db), "--out", str(out), cwd=tmp_path)
+    pages = [out / "index.html", out / "runs" / f"{findings[('dynamic_slice', False)]['id']}.html",
+             out / "cases" / "append_last.html"]
+    for number, page in enumerate(pages):
+        shot = tmp_path / f"page{number}.png"
+        assert _console_errors(page, shot, tmp_path / f"profile{number}") == []
+        assert shot.stat().st_size > 5000
+    # The check itself can fail: a page with a script error is caught.
+    broken = out / "broken.html"
+    broken.write_text("<html><body><script>undefinedFunction();</script></body></html>")
+    assert _console_errors(broken, tmp_path / "broken.png", tmp_path / "profile-broken")
