@@ -149,10 +149,20 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
+def _storable(value: Any) -> Any:
+    """Text as SQLite can hold it: lone surrogates (undecodable bytes) become backslash escapes."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    return value
+
+
 def _insert(conn: sqlite3.Connection, table: str, row: dict[str, Any]) -> int:
     columns = ", ".join(f'"{c}"' for c in row)
     marks = ", ".join("?" for _ in row)
-    cursor = conn.execute(f'INSERT INTO "{table}" ({columns}) VALUES ({marks})', list(row.values()))
+    cursor = conn.execute(f'INSERT INTO "{table}" ({columns}) VALUES ({marks})', [_storable(v) for v in row.values()])
     return int(cursor.lastrowid)
 
 
@@ -194,15 +204,24 @@ def _build_id(conn: sqlite3.Connection, build: dict[str, Any]) -> int:
     return _insert(conn, "torch_builds", {**build, "first_seen": _now()})
 
 
+def _write_run(conn: sqlite3.Connection, record: RunRecord) -> int:
+    run_id = _insert(conn, "runs", {**record.run, "torch_build_id": _build_id(conn, record.build)})
+    for table in CHILD_TABLES:
+        for row in getattr(record, table):
+            _insert(conn, table, {**row, "run_id": run_id})
+    return run_id
+
+
 def save_run(db: sqlite_utils.Database, record: RunRecord) -> int:
     """Write a run and all its child rows in one transaction; returns the run id."""
-    conn = db.conn
-    with conn:
-        run_id = _insert(conn, "runs", {**record.run, "torch_build_id": _build_id(conn, record.build)})
-        for table in CHILD_TABLES:
-            for row in getattr(record, table):
-                _insert(conn, table, {**row, "run_id": run_id})
-    return run_id
+    with db.conn:
+        return _write_run(db.conn, record)
+
+
+def save_runs(db: sqlite_utils.Database, records: Iterable[RunRecord]) -> list[int]:
+    """Write many runs in one transaction (bulk loads: merges, benchmarks)."""
+    with db.conn:
+        return [_write_run(db.conn, record) for record in records]
 
 
 def get_run(db: sqlite_utils.Database, run_id: int) -> Optional[dict[str, Any]]:

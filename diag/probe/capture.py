@@ -203,7 +203,10 @@ class LogCapture(logging.Handler):
         self._saved.clear()
         torch._logging.set_logs()
         if self._file is not None:
-            self._file.close()
+            try:
+                self._file.close()
+            except OSError as exc:
+                self.parser_errors.append(f"debug log {self.log_path}: close failed: {exc}")
             self._file = None
 
     def emit(self, log_record: logging.LogRecord) -> None:
@@ -213,10 +216,7 @@ class LogCapture(logging.Handler):
             message = f"<unformattable log record: {exc!r}> {log_record.msg!r}"
         self.record_count += 1
         step = self.current_step()
-        if self._file is not None:
-            self._file.write(f"[step {step}] {log_record.levelname} {log_record.name} {message}\n")
-            if log_record.exc_info:
-                self._file.write("".join(traceback.format_exception(*log_record.exc_info)))
+        self._write(f"[step {step}] {log_record.levelname} {log_record.name} {message}\n", log_record)
         record = Record(log_record.name, log_record.levelname, message, log_record.exc_info, step)
         for parser in PARSERS:
             try:
@@ -226,6 +226,18 @@ class LogCapture(logging.Handler):
                 continue
             if finding is not None:
                 self.findings.append(finding)
+
+    def _write(self, line: str, log_record: logging.LogRecord) -> None:
+        """Append to the debug log; a full disk stops the log, never the compile or the parsing."""
+        if self._file is None:
+            return
+        try:
+            self._file.write(line)
+            if log_record.exc_info:
+                self._file.write("".join(traceback.format_exception(*log_record.exc_info)))
+        except (OSError, ValueError) as exc:
+            self.parser_errors.append(f"debug log {self.log_path}: writing stopped: {exc}")
+            self._file = None
 
     def of_kind(self, kind: str) -> list[dict]:
         return [f.data for f in self.findings if f.kind == kind]

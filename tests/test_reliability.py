@@ -1,0 +1,145 @@
+"""Faults, concurrency and hostile input never lose or mislabel data (real processes, real SQLite)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, TEST_CASES, diag
+from diag import store, text
+
+FAST = ["--backend", "eager", "--fullgraph", "--no-timing", "--new-tokens", "3", "--prompt-length", "6"]
+
+
+def _probe_processes(marker: str) -> list[str]:
+    done = subprocess.run(["ps", "-ww", "-eo", "pid,args"], capture_output=True, text=True)
+    return [line for line in done.stdout.splitlines() if "diag.probe" in line and marker in line]
+
+
+def test_ctrl_c_kills_probes_keeps_finished_runs_and_leaves_a_consistent_db(tmp_path):
+    db = tmp_path / "int.db"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "diag", "run", "--case", "append_last", "--case", str(TEST_CASES / "hang.py"),
+         *FAST, "--db", str(db)], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        if db.exists() and store.open_db(db)["runs"].count == 1 and _probe_processes(str(tmp_path)):
+            break
+        time.sleep(0.5)
+    else:
+        process.kill()
+        pytest.fail("the first run never finished")
+    time.sleep(3)  # the hang case is now inside its probe
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 130
+    assert "interrupted: 1 of 2 runs recorded" in err
+    assert _probe_processes(str(tmp_path)) == []
+    handle = store.open_db(db)
+    assert [r["case"] for r in handle.query("SELECT \"case\" FROM runs")] == ["append_last"]
+    assert store.integrity(handle) == "ok"
+
+
+def test_two_concurrent_writers_keep_every_run_once(tmp_path):
+    db = tmp_path / "shared.db"
+    command = [sys.executable, "-m", "diag", "run", "--case", "append_last", "--case", "dynamic_slice", *FAST,
+               "--db", str(db), "--json"]
+    first = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    second = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    outputs = [p.communicate(timeout=900) for p in (first, second)]
+    assert first.returncode == 0 and second.returncode == 0, outputs
+    uids = [run["uid"] for out, _ in outputs for run in json.loads(out)]
+    assert len(uids) == 4
+    handle = store.open_db(db)
+    stored = [row["uid"] for row in handle.query("SELECT uid FROM runs")]
+    assert sorted(stored) == sorted(uids)
+    assert store.integrity(handle) == "ok"
+
+
+def test_old_schema_fixture_is_migrated_in_place(tmp_path):
+    """tests/fixtures/schema_v1.db was written by diag with only migration m001 (see tests/fixtures/README)."""
+    path = tmp_path / "v1.db"
+    shutil.copy(REPO / "tests" / "fixtures" / "schema_v1.db", path)
+    raw = sqlite3.connect(path)
+    assert [r[0] for r in raw.execute("SELECT name FROM migrations")] == ["m001_initial"]
+    runs_before = raw.execute("SELECT id, \"case\", status FROM runs").fetchall()
+    raw.close()
+    db = store.open_db(path)
+    assert [r["name"] for r in db.query("SELECT name FROM migrations")] == [n for n, _ in store.MIGRATIONS]
+    assert "latest_status" in db.view_names()
+    assert [tuple(r.values()) for r in db.query("SELECT id, \"case\", status FROM runs")] == runs_before
+
+
+HOSTILE = "<script>alert(1)</script> \x1b[2J\x1b[31mred\x00nul " + "x" * 20000 + " \udcff\udcfe"
+
+
+def test_hostile_strings_are_stored_and_readable_in_the_terminal(tmp_path):
+    db = store.open_db(tmp_path / "h.db")
+    run_id = store.save_run(db, store.RunRecord(
+        build=store.build_identity("2.13.0", "abc", None),
+        run={"uid": "h", "case": "\x1b]0;title\x07case", "config": "{}", "backend": "eager", "fullgraph": 1,
+             "dynamic": "auto", "mode": "default", "device": "cpu", "dtype": "float32", "batch_size": 1,
+             "status": "compile_error", "error_type": "RuntimeError", "error_message": HOSTILE},
+        graph_breaks=[], recompiles=[], hidden_errors=[{"key": "k", "exc_type": "E", "message": HOSTILE,
+                                                        "count": 1}], timings=[]))
+    run = store.get_run(db, run_id)
+    assert run["error_message"].startswith("<script>alert(1)</script> \x1b[2J")
+    assert "\x00nul" in run["error_message"] and "x" * 20000 in run["error_message"]
+    assert run["error_message"].endswith("\\udcff\\udcfe")
+    done = diag("show", str(run_id), "--db", str(tmp_path / "h.db"), cwd=tmp_path)
+    assert "\x1b" not in done.stdout and "\x00" not in done.stdout and "\x07" not in done.stdout
+    assert "\\x1b[2J" in done.stdout
+    assert "\x1b" not in text.safe(HOSTILE)
+
+
+def test_missing_artifacts_do_not_lose_the_run(findings_db, tmp_path):
+    """A run directory that was deleted or replaced by a file: show and report still work."""
+    work = tmp_path / "copy"
+    work.mkdir()
+    db_path = work / "findings.db"
+    handle = store.open_db(findings_db)
+    handle.conn.execute("PRAGMA wal_checkpoint(FULL)")
+    shutil.copy(findings_db, db_path)
+    db = store.open_db(db_path)
+    first, second = [r["id"] for r in db.query("SELECT id FROM runs ORDER BY id LIMIT 2")]
+    gone, corrupted = tmp_path / "gone", tmp_path / "corrupted"
+    corrupted.write_text("not a directory")
+    db.conn.execute("UPDATE runs SET artifacts_dir = ? WHERE id = ?", [str(gone), first])
+    db.conn.execute("UPDATE runs SET artifacts_dir = ? WHERE id = ?", [str(corrupted), second])
+    db.conn.commit()
+    shown = json.loads(diag("show", str(first), "--db", str(db_path), "--json", cwd=work).stdout)
+    assert shown["artifacts"] == {}
+    diag("report", "--db", str(db_path), "--out", str(work / "site"), cwd=work)
+    assert "No artifacts found" in (work / "site" / "runs" / f"{second}.html").read_text()
+
+
+def test_debug_log_on_a_full_disk_does_not_stop_the_compile(tmp_path):
+    """/dev/full fails every write with ENOSPC, as a full disk does."""
+    if not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full on this system")
+    code = f"""
+import logging, torch
+from pathlib import Path
+from diag.probe.capture import LogCapture
+capture = LogCapture(Path('/dev/full'), lambda: 0)
+capture.install()
+try:
+    out = torch.compile(lambda x: torch.sin(x) + 1, backend='eager')(torch.ones(3))
+finally:
+    capture.uninstall()
+print(float(out.sum()), len(capture.parser_errors) > 0, capture.record_count > 0)
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    total, noted, captured = done.stdout.split()
+    assert abs(float(total) - 3 * (1 + 0.8414709848)) < 1e-4
+    assert noted == "True" and captured == "True"
