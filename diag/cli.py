@@ -123,11 +123,53 @@ def _writable(db_path: str) -> None:
         raise _fail(f"cannot write database {db_path}: directory {parent} does not exist")
 
 
+def env_options(fn: Callable) -> Callable:
+    """How provisioned torch environments are built (shared by run and env add)."""
+    options = [
+        click.option("--with", "extras", multiple=True, metavar="REQUIREMENT",
+                     help="Extra requirement for provisioned environments, e.g. transformers==4.38.2. Repeatable."),
+        click.option("--index-url", default=None,
+                     help="Index for torch itself (default for nightly specs: the PyTorch nightly index)."),
+        click.option("--variant", default="cpu", show_default=True,
+                     help="Nightly index variant: cpu, cu121, cu124, ..."),
+        click.option("--installer", type=click.Choice(["pip", "uv"]), default="pip", show_default=True),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
+def _progress(message: str) -> None:
+    click.echo(message, err=True)
+
+
+def resolve_envs(specs: tuple[str, ...], extras: tuple[str, ...], index_url: Optional[str], variant: str,
+                 installer: str) -> tuple[list[envs.TorchEnv], list[str]]:
+    """Environments for ``specs``; a spec that fails is reported and skipped, the others still run."""
+    for spec in specs:
+        try:
+            envs.spec_kind(spec)
+        except envs.EnvError as exc:
+            raise _fail(str(exc)) from exc
+    resolved, failures = [], []
+    for spec in specs:
+        try:
+            resolved.append(envs.resolve(spec, extras, index_url, variant, installer, log=_progress))
+        except envs.EnvError as exc:
+            failures.append(str(exc))
+            if len(specs) == 1:
+                raise _fail(str(exc)) from exc
+            click.echo(f"Error: {text.safe(str(exc))}", err=True)
+    return resolved, failures
+
+
 @cli.command("run")
 @click.option("--case", "case_values", multiple=True, required=True,
               help="Case name, 'all', or a path to a case file. Repeatable.")
 @click.option("--torch", "torch_specs", multiple=True, default=("current",), show_default=True,
-              help="Torch environment: current or a path to a python. Repeatable.")
+              help="Torch environment: current, a release (2.13.0), a nightly (2.1.0.dev20230621, 2.1.0.dev, "
+                   "nightly) or a path to a python. Repeatable: runs the matrix.")
+@env_options
 @config_options
 @db_option
 @click.option("--timeout", "timeout_s", type=click.FloatRange(min=1), default=DEFAULT_TIMEOUT_S, show_default=True,
@@ -136,7 +178,8 @@ def _writable(db_path: str) -> None:
 @click.option("--timing/--no-timing", default=True, show_default=True,
               help="Run the timing pass (a second process with logging off).")
 @json_option
-def run_command(case_values: tuple[str, ...], torch_specs: tuple[str, ...], db_path: str, timeout_s: float,
+def run_command(case_values: tuple[str, ...], torch_specs: tuple[str, ...], extras: tuple[str, ...],
+                index_url: Optional[str], variant: str, installer: str, db_path: str, timeout_s: float,
                 jobs: int, timing: bool, as_json: bool, **config: Any) -> None:
     """Diagnose cases under torch.compile and record the runs.
 
@@ -152,10 +195,7 @@ def run_command(case_values: tuple[str, ...], torch_specs: tuple[str, ...], db_p
         raise _fail(str(exc)) from exc
     _writable(db_path)
     db = open_store(db_path, create=True)
-    try:
-        environments = [envs.resolve(spec) for spec in torch_specs]
-    except envs.EnvError as exc:
-        raise _fail(str(exc)) from exc
+    environments, env_failures = resolve_envs(torch_specs, extras, index_url, variant, installer)
     for env in environments:
         _check_case_files(env, refs)
     jobs_list = runner.plan(environments, refs, configs)
@@ -180,6 +220,8 @@ def run_command(case_values: tuple[str, ...], torch_specs: tuple[str, ...], db_p
         sys.exit(130)
     if as_json:
         click.echo(json.dumps([_public(row) for row in recorded], indent=2, default=str))
+    if env_failures:
+        sys.exit(1)
 
 
 def _public(run: dict[str, Any]) -> dict[str, Any]:
@@ -220,6 +262,74 @@ def show_command(run_id: int, db_path: str, as_json: bool) -> None:
     click.echo(text.show(run))
     for name, path in run["artifacts"].items():
         click.echo(f"  {text.safe(name)}: {text.safe(path)}")
+
+
+@cli.group("env")
+def env_group() -> None:
+    """Provisioned torch environments (virtualenvs under $DIAG_HOME/envs)."""
+
+
+@env_group.command("list")
+@json_option
+def env_list(as_json: bool) -> None:
+    """List provisioned environments: name, torch version, git commit, nightly date, size, path."""
+    rows = envs.listing()
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    for row in rows:
+        click.echo(f"{row['name']:<36} torch {row['torch_version']:<26} git {(row['git_version'] or '-')[:12]:<12} "
+                   f"nightly {row['nightly_date'] or '-':<10} {row['size_mb']:>9.1f} MB  {row['path']}")
+
+
+@env_group.command("add")
+@click.argument("spec")
+@env_options
+@json_option
+def env_add(spec: str, extras: tuple[str, ...], index_url: Optional[str], variant: str, installer: str,
+            as_json: bool) -> None:
+    """Provision (or reuse) the environment for a torch SPEC: a release, a dated nightly, 2.1.0.dev, nightly."""
+    try:
+        if envs.spec_kind(spec) in ("current", "python"):
+            raise _fail(f"torch spec {spec!r} names an existing interpreter; nothing to provision")
+        env = envs.resolve(spec, extras, index_url, variant, installer, log=_progress)
+    except envs.EnvError as exc:
+        raise _fail(str(exc)) from exc
+    info = {"spec": spec, "python": env.python, "path": env.path, **env.torch}
+    click.echo(json.dumps(info, indent=2) if as_json else f"{spec}: torch {env.torch['torch_version']} at {env.path}")
+
+
+@env_group.command("rm")
+@click.argument("name")
+def env_rm(name: str) -> None:
+    """Remove a provisioned environment by NAME (from diag env list)."""
+    try:
+        click.echo(f"removed {envs.remove(name)}")
+    except envs.EnvError as exc:
+        raise _fail(str(exc)) from exc
+
+
+@cli.command("merge")
+@click.argument("out_db", type=click.Path(dir_okay=False))
+@click.argument("shards", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@json_option
+def merge_command(out_db: str, shards: tuple[str, ...], as_json: bool) -> None:
+    """Merge shard databases (e.g. one per CI leg) into OUT_DB without duplicating runs.
+
+    Runs are matched by their unique id, so merging the same shard twice adds
+    nothing. Builds are matched by git commit and variant.
+    """
+    _writable(out_db)
+    shard_dbs = [(shard, open_store(shard, create=False)) for shard in shards]
+    target = open_store(out_db, create=True)
+    summary = []
+    for shard, db in shard_dbs:
+        added, present = store.merge(target, db)
+        summary.append({"shard": shard, "added": added, "already_present": present})
+        if not as_json:
+            click.echo(f"{shard}: {added} runs added, {present} already present")
+    if as_json:
+        click.echo(json.dumps(summary, indent=2))
 
 
 @cli.command("report")

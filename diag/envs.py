@@ -1,24 +1,36 @@
-"""Torch environments: which interpreter a probe runs in.
+"""Torch environments: which interpreter a probe runs in, and provisioning new ones.
 
-A spec is ``current`` (the CLI's own interpreter) or a path to an existing
-python. Provisioned environments for releases and nightlies are parsed here so
-that they fail with a clear message rather than as an unknown spec.
+A spec is ``current`` (the CLI's own interpreter), a path to an existing
+python, a release (``2.13.0``), a dated nightly (``2.1.0.dev20230621``), a
+nightly prefix (``2.1.0.dev``: the newest nightly of that series) or
+``nightly`` (the newest nightly). Releases and nightlies are provisioned as
+virtualenvs under ``$DIAG_HOME/envs``, one per environment key, and reused.
+
+The probe is not installed into an environment: every probe process gets the
+orchestrator's own ``diag`` package on PYTHONPATH (nothing of the
+orchestrator's dependencies), so an environment can never run a stale probe.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Optional
 
-from diag.config import PACKAGE_ROOT
+from diag.config import PACKAGE_ROOT, diag_home
 
 _RELEASE = re.compile(r"^\d+\.\d+(\.\d+)?$")
-_NIGHTLY = re.compile(r"^\d+\.\d+\.\d+\.dev(\d{8})?$")
+_NIGHTLY = re.compile(r"^(?P<series>\d+\.\d+\.\d+)\.dev(?P<date>\d{8})?$")
+NIGHTLY_INDEX = "https://download.pytorch.org/whl/nightly/{variant}"
+STAMP = ".diag-env.json"
 
 
 class EnvError(Exception):
@@ -29,7 +41,8 @@ class EnvError(Exception):
 class TorchEnv:
     spec: str
     python: str
-    torch: dict
+    torch: dict = field(hash=False)
+    path: Optional[str] = None
 
     def probe_command(self, *args: str) -> list[str]:
         return [self.python, "-m", "diag.probe", *args]
@@ -41,6 +54,22 @@ class TorchEnv:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
         env.setdefault("PYTHONUNBUFFERED", "1")
         return env
+
+
+@dataclass(frozen=True)
+class Request:
+    """Everything that decides what a provisioned environment contains."""
+    spec: str
+    extras: tuple[str, ...] = ()
+    python: str = sys.executable
+    index_url: Optional[str] = None
+    extra_index_urls: tuple[str, ...] = ()
+    variant: str = "cpu"
+    installer: str = "pip"
+
+    @property
+    def kind(self) -> str:
+        return spec_kind(self.spec)
 
 
 def spec_kind(spec: str) -> str:
@@ -55,12 +84,144 @@ def spec_kind(spec: str) -> str:
         return "release"
     match = _NIGHTLY.match(spec)
     if match:
-        return "nightly_date" if match.group(1) else "nightly_prefix"
+        return "nightly_date" if match.group("date") else "nightly_prefix"
     raise EnvError(f"malformed torch spec {spec!r}: expected current, a release (2.13.0), a nightly "
                    "(2.1.0.dev20230621 or 2.1.0.dev), nightly, or a path to a python")
 
 
-def resolve(spec: str) -> TorchEnv:
+def torch_requirement(spec: str) -> str:
+    kind = spec_kind(spec)
+    if kind in ("release", "nightly_date"):
+        return f"torch=={spec}"
+    if kind == "nightly_prefix":
+        series = _NIGHTLY.match(spec)["series"]
+        return f"torch>={series}.dev0,<{series}"
+    if kind == "nightly":
+        return "torch"
+    raise EnvError(f"torch spec {spec!r} is not installable")
+
+
+def _installer(request: Request, python: str) -> list[str]:
+    if request.installer == "uv":
+        return ["uv", "pip", "install", "--python", python]
+    return [python, "-m", "pip", "install", "--disable-pip-version-check", "--no-input"]
+
+
+def torch_install_command(request: Request, python: str) -> list[str]:
+    """Step 1: torch alone, from the nightly index for dev specs (it hosts torch's own dependencies)."""
+    is_dev = request.kind in ("nightly_date", "nightly_prefix", "nightly")
+    index_url = request.index_url or (NIGHTLY_INDEX.format(variant=request.variant) if is_dev else None)
+    command = _installer(request, python)
+    if is_dev:
+        command += ["--prerelease", "allow"] if request.installer == "uv" else ["--pre"]
+    if index_url:
+        command += ["--index-url", index_url]
+    for url in request.extra_index_urls:
+        command += ["--extra-index-url", url]
+    return command + [torch_requirement(request.spec)]
+
+
+def extras_install_command(request: Request, python: str, constraint_file: str) -> list[str]:
+    """Step 2: transformers and the user's extras from the user's own index, torch pinned by a constraint."""
+    extras = list(request.extras)
+    if not any(re.split(r"[<>=!~\[ ;]", e, maxsplit=1)[0].lower() == "transformers" for e in extras):
+        extras.append("transformers")
+    command = _installer(request, python) + ["-c", constraint_file]
+    for url in request.extra_index_urls:
+        command += ["--extra-index-url", url]
+    return command + extras
+
+
+def matches_request(spec: str, version: str) -> bool:
+    """Does the installed ``torch.__version__`` satisfy the spec? (pip may fall back to a release.)"""
+    base = version.split("+", 1)[0]
+    kind = spec_kind(spec)
+    if kind == "release":
+        wanted = spec if spec.count(".") == 2 else spec + ".0"
+        return base == wanted
+    if kind == "nightly_date":
+        return base == spec
+    if kind == "nightly_prefix":
+        return base.startswith(spec) and len(base) > len(spec)
+    if kind == "nightly":
+        return ".dev" in base
+    return True
+
+
+def env_key(request: Request) -> str:
+    python_version = subprocess.run([request.python, "-c", "import sys; print(sys.version)"],
+                                    capture_output=True, text=True).stdout.strip()
+    parts = [request.spec, *sorted(request.extras), request.python, python_version, request.index_url or "",
+             *request.extra_index_urls, request.variant, request.installer]
+    digest = hashlib.sha1("\x1f".join(parts).encode()).hexdigest()[:10]
+    label = re.sub(r"[^A-Za-z0-9.]+", "-", request.spec).strip("-")
+    return f"torch-{label}-{digest}"
+
+
+def envs_dir() -> Path:
+    return diag_home() / "envs"
+
+
+def _env_python(directory: Path) -> Path:
+    return directory / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+
+
+def read_stamp(directory: Path) -> Optional[dict[str, Any]]:
+    try:
+        return json.loads((directory / STAMP).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+def _run(command: list[str], spec: str, what: str, timeout: float = 3600) -> subprocess.CompletedProcess:
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise EnvError(f"torch spec {spec!r}: {what} failed: {exc}") from exc
+    if done.returncode != 0:
+        lines = [line for line in (done.stderr + done.stdout).splitlines() if line.strip()]
+        reason = next((line for line in reversed(lines) if "error" in line.lower()), lines[-1] if lines else "")
+        raise EnvError(f"torch spec {spec!r}: {what} failed: {reason.strip()}")
+    return done
+
+
+def provision(request: Request, log=lambda message: None) -> TorchEnv:
+    """The environment for ``request``: reused when its stamp says it is complete, else built."""
+    directory = envs_dir() / env_key(request)
+    stamp = read_stamp(directory)
+    python = _env_python(directory)
+    if stamp is not None and python.exists():
+        if subprocess.run([str(python), "-c", "pass"], capture_output=True).returncode == 0:
+            return TorchEnv(request.spec, str(python), stamp["torch"], str(directory))
+    if directory.exists():
+        shutil.rmtree(directory, ignore_errors=True)
+    if request.installer == "uv" and shutil.which("uv") is None:
+        raise EnvError(f"torch spec {request.spec!r}: --installer uv asked for, but uv is not on PATH")
+    envs_dir().mkdir(parents=True, exist_ok=True)
+    partial = directory.with_name(f"{directory.name}.partial-{os.getpid()}")
+    try:
+        log(f"provisioning {request.spec} in {directory}")
+        _run([request.python, "-m", "venv", str(partial)], request.spec, "creating the virtualenv", 600)
+        env_python = str(_env_python(partial))
+        _run(torch_install_command(request, env_python), request.spec, "installing torch")
+        info = describe(request.spec, env_python)
+        if not matches_request(request.spec, info["torch_version"]):
+            raise EnvError(f"torch spec {request.spec!r}: the installer gave torch {info['torch_version']}, "
+                           "not the requested build (is that nightly on the index?)")
+        pin = partial / "torch-pin.txt"
+        pin.write_text(f"torch=={info['torch_version']}\n", encoding="utf-8")
+        _run(extras_install_command(request, env_python, str(pin)), request.spec, "installing transformers and extras")
+        stamp = {"spec": request.spec, "request": request.__dict__, "torch": info, "created": time.time()}
+        (partial / STAMP).write_text(json.dumps(stamp, indent=2, default=list), encoding="utf-8")
+        os.replace(partial, directory)
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+    return TorchEnv(request.spec, str(_env_python(directory)), stamp["torch"], str(directory))
+
+
+def resolve(spec: str, extras: tuple[str, ...] = (), index_url: Optional[str] = None,
+            variant: str = "cpu", installer: str = "pip", log=lambda message: None) -> TorchEnv:
     kind = spec_kind(spec)
     if kind == "current":
         return TorchEnv(spec, sys.executable, describe(spec, sys.executable))
@@ -69,8 +230,8 @@ def resolve(spec: str) -> TorchEnv:
         if not python.is_file() or not os.access(python, os.X_OK):
             raise EnvError(f"torch spec {spec!r}: no executable python at that path")
         return TorchEnv(spec, str(python.absolute()), describe(spec, str(python)))
-    raise EnvError(f"torch spec {spec!r}: provisioning {kind.replace('_', ' ')} environments is not "
-                   "available in this diag; pass --torch current or a path to a python that has torch")
+    request = Request(spec=spec, extras=tuple(extras), index_url=index_url, variant=variant, installer=installer)
+    return provision(request, log)
 
 
 _DESCRIBE = ("import json, torch; print(json.dumps({'torch_version': torch.__version__, "
@@ -88,3 +249,30 @@ def describe(spec: str, python: str) -> dict:
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
         raise EnvError(f"torch spec {spec!r}: {python} cannot import torch ({last})")
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def listing() -> list[dict[str, Any]]:
+    """Provisioned environments with their torch build, size on disk and path."""
+    rows = []
+    if not envs_dir().is_dir():
+        return rows
+    for directory in sorted(envs_dir().iterdir()):
+        stamp = read_stamp(directory) if directory.is_dir() else None
+        if stamp is None:
+            continue
+        from diag.store import nightly_date
+
+        size = sum(p.stat().st_size for p in directory.rglob("*") if p.is_file() and not p.is_symlink())
+        rows.append({"name": directory.name, "spec": stamp["spec"], "torch_version": stamp["torch"]["torch_version"],
+                     "git_version": stamp["torch"].get("git_version"),
+                     "nightly_date": nightly_date(stamp["torch"]["torch_version"]),
+                     "size_mb": round(size / 2**20, 1), "path": str(directory)})
+    return rows
+
+
+def remove(name: str) -> Path:
+    directory = envs_dir() / name
+    if not name or "/" in name or not (directory / STAMP).exists():
+        raise EnvError(f"no provisioned environment named {name!r} (see diag env list)")
+    shutil.rmtree(directory)
+    return directory

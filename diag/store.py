@@ -294,3 +294,37 @@ def full_runs(db: sqlite_utils.Database, run_ids: Iterable[int]) -> Iterable[dic
                     row["samples"] = json.loads(row["samples"])
                 runs[row["run_id"]][table].append(row)
         yield from (runs[i] for i in batch if i in runs)
+
+
+def records(db: sqlite_utils.Database) -> Iterable[RunRecord]:
+    """Every run of ``db`` as a RunRecord (ids dropped), for copying into another DB."""
+    build_columns = ("build_key", "version", "git_version", "nightly_date", "variant", "cuda_version")
+    builds_by_id = {row["id"]: {k: row[k] for k in build_columns} for row in db.query("SELECT * FROM torch_builds")}
+    ids = [row[0] for row in db.execute("SELECT id FROM runs ORDER BY id")]
+    for start in range(0, len(ids), 500):
+        batch = ids[start:start + 500]
+        marks = ", ".join("?" for _ in batch)
+        raw_runs = {row["id"]: row for row in db.query(f"SELECT * FROM runs WHERE id IN ({marks})", batch)}
+        children: dict[int, dict[str, list]] = {i: {t: [] for t in CHILD_TABLES} for i in batch}
+        for table in CHILD_TABLES:
+            for row in db.query(f'SELECT * FROM "{table}" WHERE run_id IN ({marks}) ORDER BY id', batch):
+                run_id = row.pop("run_id")
+                row.pop("id")
+                children[run_id][table].append(row)
+        for run_id in batch:
+            run = dict(raw_runs[run_id])
+            build = builds_by_id[run.pop("torch_build_id")]
+            run.pop("id")
+            yield RunRecord(build=build, run=run, **children[run_id])
+
+
+def merge(target: sqlite_utils.Database, shard: sqlite_utils.Database) -> tuple[int, int]:
+    """Copy the runs of ``shard`` that ``target`` lacks (matched by uid), in one transaction.
+
+    Returns (added, already present). Merging the same shard twice adds nothing.
+    """
+    known = {row[0] for row in target.execute("SELECT uid FROM runs")}
+    fresh = [record for record in records(shard) if record.run["uid"] not in known]
+    seen = sum(1 for _ in shard.execute("SELECT 1 FROM runs")) - len(fresh)
+    save_runs(target, fresh)
+    return len(fresh), seen

@@ -2,8 +2,12 @@
 
 Layout: ``index.html`` (the matrix over the newest builds, transitions, key
 changes), ``matrix-N.html`` (older builds), ``cases/<case>.html`` (trend
-charts), ``runs/<id>.html`` (one page per run shown in a matrix), and
-``report.json`` (a machine-readable index).
+charts), ``runs/<id>.html``, and ``report.json`` (a machine-readable index).
+
+Run pages are written for the runs of the newest ``detail_builds`` builds and
+for both sides of every transition and key change; older cells link nowhere
+and name the run id for ``diag show``. A year of nightlies stays a site of a
+few thousand pages instead of one page per stored run.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from diag.text import config_label
 STATUSES = ["pass", "graph_break", "eager_fallback", "fullgraph_error", "compile_error", "mismatch",
             "eager_error", "crash", "timeout"]
 BUILDS_PER_PAGE = 25
+DETAIL_BUILDS = 30
 MAX_LISTED = 300
 MANIFEST = ".diag-report-manifest.json"
 _DOC_URL = re.compile(r"https?://\S+?/gb/gb\d+\.html")
@@ -74,22 +79,36 @@ def _artifacts(run: dict[str, Any], out_dir: Path) -> list[tuple[str, str]]:
     return [(p.name, os.path.relpath(p, out_dir / "runs")) for p in sorted(Path(directory).iterdir()) if p.is_file()]
 
 
-def render(db, out_dir: Path, builds_per_page: int = BUILDS_PER_PAGE) -> dict[str, str]:
+def detailed_runs(matrix: Matrix, detail_builds: int) -> set[int]:
+    """Ids of the runs that get a page of their own."""
+    newest = {b["id"] for b in matrix.builds[-detail_builds:]} if detail_builds > 0 else set()
+    ids = {cell.run["id"] for (_, build_id), cell in matrix.cells.items() if build_id in newest}
+    for row, before, after in [(t.row, t.last_before, t.first_after) for t in matrix.transitions] + \
+            [(c.row, c.previous, c.build) for c in matrix.key_changes]:
+        for build in (before, after):
+            cell = matrix.cell(row, build["id"])
+            if cell:
+                ids.add(cell.run["id"])
+    return ids
+
+
+def render(db, out_dir: Path, builds_per_page: int = BUILDS_PER_PAGE,
+           detail_builds: int = DETAIL_BUILDS) -> dict[str, str]:
     """Every page of the site for ``db``; ``out_dir`` only resolves links to run artifacts."""
     env = _environment()
     runs = store.report_runs(db)
     matrix = build_matrix(store.builds(db), runs, store.finding_keys(db))
     cases = sorted({row[0] for row in matrix.rows})
-    common = {"case_links": [{"name": c, "href": case_href(c)} for c in cases],
+    paged = detailed_runs(matrix, detail_builds)
+    common = {"case_links": [{"name": c, "href": case_href(c)} for c in cases], "paged": paged,
               "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
     files: dict[str, str] = {}
     files.update(_matrix_pages(env, matrix, {**common, "run_count": len(runs)}, builds_per_page))
     for case in cases:
         files[case_href(case)] = env.get_template("case.html.j2").render(
             root="../", case=case, charts=charts.case_charts(matrix, case), max_lines=charts.MAX_LINES, **common)
-    run_ids = [cell.run["id"] for cell in matrix.cells.values()]
     template = env.get_template("run.html.j2")
-    for run in store.full_runs(db, run_ids):
+    for run in store.full_runs(db, paged):
         for gb in run["graph_breaks"]:
             match = _DOC_URL.search(gb.get("reason") or "")
             gb["doc_url"] = match.group(0) if match else None

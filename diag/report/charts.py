@@ -16,6 +16,7 @@ plt.rcParams.update({"svg.fonttype": "none", "font.size": 9})
 
 MAX_LINES = 8
 MAX_TICKS = 12
+MAX_MARKED_POINTS = 40  # beyond this many builds, markers only clutter the line and bloat the SVG
 
 
 def _speedup(run: dict[str, Any]) -> Optional[float]:
@@ -35,7 +36,7 @@ METRICS: list[Metric] = [
 
 def _svg(figure) -> str:
     buffer = io.StringIO()
-    figure.savefig(buffer, format="svg", bbox_inches="tight")
+    figure.savefig(buffer, format="svg")
     plt.close(figure)
     text = buffer.getvalue()
     return text[text.index("<svg"):]
@@ -45,7 +46,9 @@ def trend(matrix: Matrix, rows: list[RowKey], metric: Metric) -> Optional[str]:
     """One SVG line chart of ``metric`` over builds, a line per row; None when no run has a value."""
     title, unit, value = metric
     labels = [b["version"] for b in matrix.builds]
-    figure, axes = plt.subplots(figsize=(7.5, 2.8))
+    figure, axes = plt.subplots(figsize=(9.5, 3.2))
+    figure.subplots_adjust(left=0.08, right=0.72, bottom=0.3, top=0.9)
+    marker = "o" if len(labels) <= MAX_MARKED_POINTS else None
     drawn = 0
     for row in rows[:MAX_LINES]:
         xs, ys = [], []
@@ -56,7 +59,7 @@ def trend(matrix: Matrix, rows: list[RowKey], metric: Metric) -> Optional[str]:
                 xs.append(index)
                 ys.append(y)
         if xs:
-            axes.plot(xs, ys, marker="o", markersize=3, linewidth=1.2, label=row_label(row))
+            axes.plot(xs, ys, marker=marker, markersize=3, linewidth=1.2, label=row_label(row))
             drawn += 1
     if not drawn:
         plt.close(figure)

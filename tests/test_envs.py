@@ -1,0 +1,114 @@
+"""Torch environment specs and installer arguments (pure), and provisioning failures (real pip, real venvs).
+
+The PyTorch nightly index cannot be reached from the test machines, so nightly
+specs are checked by the installer arguments they produce, not by installing.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import diag
+from diag import envs
+
+NIGHTLY_CPU = "https://download.pytorch.org/whl/nightly/cpu"
+
+
+def _pip(python="py"):
+    return [python, "-m", "pip", "install", "--disable-pip-version-check", "--no-input"]
+
+
+@pytest.mark.parametrize("spec, expected", [
+    ("2.13.0", _pip() + ["torch==2.13.0"]),
+    ("2.4", _pip() + ["torch==2.4"]),
+    ("2.1.0.dev20230621", _pip() + ["--pre", "--index-url", NIGHTLY_CPU, "torch==2.1.0.dev20230621"]),
+    ("2.1.0.dev", _pip() + ["--pre", "--index-url", NIGHTLY_CPU, "torch>=2.1.0.dev0,<2.1.0"]),
+    ("nightly", _pip() + ["--pre", "--index-url", NIGHTLY_CPU, "torch"]),
+])
+def test_torch_install_command_per_spec_kind(spec, expected):
+    assert envs.torch_install_command(envs.Request(spec), "py") == expected
+
+
+def test_nightly_variant_and_custom_indexes():
+    request = envs.Request("nightly", variant="cu124", extra_index_urls=("https://mirror.example/simple",))
+    assert envs.torch_install_command(request, "py")[-5:] == [
+        "--index-url", "https://download.pytorch.org/whl/nightly/cu124",
+        "--extra-index-url", "https://mirror.example/simple", "torch"]
+    custom = envs.Request("2.1.0.dev20230621", index_url="https://my.index/nightly")
+    assert "https://my.index/nightly" in envs.torch_install_command(custom, "py")
+    assert NIGHTLY_CPU not in envs.torch_install_command(custom, "py")
+
+
+def test_extras_step_pins_torch_and_adds_transformers_only_when_missing():
+    plain = envs.extras_install_command(envs.Request("2.13.0"), "py", "pin.txt")
+    assert plain == _pip() + ["-c", "pin.txt", "transformers"]
+    pinned = envs.extras_install_command(envs.Request("2.4.1", extras=("transformers==4.44.2", "depyf")), "py", "pin.txt")
+    assert pinned[-2:] == ["transformers==4.44.2", "depyf"]
+    assert pinned.count("transformers") == 0
+
+
+def test_uv_installer_arguments():
+    request = envs.Request("2.1.0.dev", installer="uv")
+    assert envs.torch_install_command(request, "/e/bin/python")[:7] == [
+        "uv", "pip", "install", "--python", "/e/bin/python", "--prerelease", "allow"]
+
+
+@pytest.mark.parametrize("spec, version, ok", [
+    ("2.13.0", "2.13.0+cpu", True), ("2.13.0", "2.13.1", False), ("2.13", "2.13.0", True),
+    ("2.1.0.dev20230621", "2.1.0.dev20230621+cu118", True),
+    # pip falling back to a release when the dated nightly is missing must not pass.
+    ("2.1.0.dev20230621", "2.1.0", False), ("2.1.0.dev", "2.1.0.dev20230701+cpu", True),
+    ("2.1.0.dev", "2.1.0", False), ("nightly", "2.16.0.dev20261130", True), ("nightly", "2.14.1", False),
+])
+def test_installed_version_must_match_the_request(spec, version, ok):
+    assert envs.matches_request(spec, version) is ok
+
+
+def test_env_key_depends_on_everything_that_changes_the_environment():
+    base = envs.Request("2.13.0")
+    keys = {envs.env_key(r) for r in (base, envs.Request("2.13.0", extras=("transformers==4.44.2",)),
+                                      envs.Request("2.13.0", index_url="https://x"),
+                                      envs.Request("2.13.0", installer="uv"), envs.Request("2.14.1"))}
+    assert len(keys) == 5
+    assert envs.env_key(base) == envs.env_key(envs.Request("2.13.0"))
+
+
+def test_interpreter_without_torch_is_one_line_error(tmp_path):
+    venv = tmp_path / "bare"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    done = diag("run", "--case", "append_last", "--torch", str(venv / "bin" / "python"),
+                "--db", str(tmp_path / "x.db"), cwd=tmp_path, check=False)
+    assert done.returncode != 0
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "cannot import torch" in lines[0] and str(venv) in lines[0]
+
+
+def test_a_version_that_does_not_exist_leaves_no_half_built_environment(tmp_path):
+    done = diag("env", "add", "2.0.99", cwd=tmp_path, check=False)
+    assert done.returncode != 0
+    assert "torch spec '2.0.99'" in done.stderr and "Traceback" not in done.stderr
+    home = tmp_path / "diag-home" / "envs"
+    assert not home.exists() or list(home.iterdir()) == []
+
+
+def test_unreachable_index_is_one_line_error_and_other_envs_still_run(tmp_path):
+    db = tmp_path / "m.db"
+    done = diag("run", "--case", "append_last", "--fullgraph", "--backend", "eager", "--no-timing",
+                "--new-tokens", "3", "--torch", "2.1.0.dev20230621", "--index-url", "http://127.0.0.1:9/simple",
+                "--torch", "current", "--db", str(db), "--json", cwd=tmp_path, check=False)
+    assert done.returncode == 1
+    errors = [line for line in done.stderr.splitlines() if line.startswith("Error:")]
+    assert len(errors) == 1 and "2.1.0.dev20230621" in errors[0]
+    import json
+    assert [r["case"] for r in json.loads(done.stdout)] == ["append_last"]
+    home = tmp_path / "diag-home" / "envs"
+    assert not home.exists() or [p for p in home.iterdir()] == []
+
+
+def test_env_rm_unknown_name(tmp_path):
+    done = diag("env", "rm", "nope", cwd=tmp_path, check=False)
+    assert done.returncode != 0 and "no provisioned environment named 'nope'" in done.stderr
