@@ -93,6 +93,7 @@ def assemble(config: dict[str, Any], case: str, diagnosis: ProbeOutcome, timing:
         "error_type": verdict.get("error_type"),
         "error_message": verdict.get("error_message"),
         "error_location": verdict.get("error_location"),
+        "error_key": verdict.get("error_key"),
         "traceback": verdict.get("traceback"),
         "signal": verdict.get("signal"),
         "graph_count": result.get("graph_count"),

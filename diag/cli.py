@@ -9,7 +9,7 @@ from typing import Any, Callable, Optional
 
 import click
 
-from diag import __version__, catalog, envs, runner, store, text
+from diag import __version__, catalog, envs, gate, regress, runner, store, text
 from diag.config import DEFAULT_DB, DEFAULT_TIMEOUT_S
 from diag.probe.session import DTYPES, Config
 
@@ -50,6 +50,9 @@ def config_options(fn: Callable) -> Callable:
         click.option("--seed", type=int, default=0, show_default=True, help="Seed for weights and prompt."),
         click.option("--repeats", type=click.IntRange(min=1), default=5, show_default=True,
                      help="Timed generations per mode in the timing pass."),
+        click.option("--threads", type=click.IntRange(min=1), default=None,
+                     help="torch intra-op threads in the probes (default: torch's own choice). On a shared "
+                          "machine, 1 keeps other load from skewing timings."),
     ]
     for option in reversed(options):
         fn = option(fn)
@@ -58,14 +61,15 @@ def config_options(fn: Callable) -> Callable:
 
 def build_configs(fullgraph: Optional[bool], backend: str, mode: Optional[str], dynamic: str, batch_size: int,
                   prompt_length: int, new_tokens: int, dtype: str, device: str, model_path: Optional[str],
-                  seed: int, repeats: int) -> list[Config]:
+                  seed: int, repeats: int, threads: Optional[int]) -> list[Config]:
     if not (device == "cpu" or device == "cuda" or device.startswith("cuda:")):
         raise click.BadParameter(f"{device!r} is not cpu, cuda or cuda:N", param_hint="--device")
     fullgraphs = [True, False] if fullgraph is None else [fullgraph]
     return [Config(backend=backend, fullgraph=fg, dynamic={"auto": None, "true": True, "false": False}[dynamic],
                    mode=mode, device=device, dtype=DTYPES[dtype], batch_size=batch_size,
                    prompt_length=prompt_length, new_tokens=new_tokens,
-                   model=str(Path(model_path).resolve()) if model_path else None, seed=seed, repeats=repeats)
+                   model=str(Path(model_path).resolve()) if model_path else None, seed=seed, repeats=repeats,
+                   threads=threads)
             for fg in fullgraphs]
 
 
@@ -330,6 +334,99 @@ def merge_command(out_db: str, shards: tuple[str, ...], as_json: bool) -> None:
             click.echo(f"{shard}: {added} runs added, {present} already present")
     if as_json:
         click.echo(json.dumps(summary, indent=2))
+
+
+def _timing_text(change: regress.TimingChange) -> str:
+    if change.ratio is None:
+        return f"{change.metric} -"
+    p = "n/a" if change.p_value is None else f"{change.p_value:.2g}"
+    return f"{change.metric} x{change.ratio:.3f} (p={p})"
+
+
+def _comparison_lines(comparison: regress.RowComparison) -> list[str]:
+    before, after = comparison.before, comparison.after
+    status = (f"{before['status'] if before else 'absent'} -> {after['status'] if after else 'absent'}")
+    lines = [f"{text.safe(regress.row_label(comparison.row))}: {status}"]
+    for kind in regress.KINDS:
+        for key in comparison.added.get(kind, []):
+            lines.append(f"    + {kind[:-1].replace('_', ' ')} {text.safe(key)}")
+        for key in comparison.removed.get(kind, []):
+            lines.append(f"    - {kind[:-1].replace('_', ' ')} {text.safe(key)}")
+    if comparison.timings:
+        lines.append("    " + "; ".join(_timing_text(t) for t in comparison.timings))
+    return lines
+
+
+@cli.command("compare")
+@click.argument("a")
+@click.argument("b")
+@db_option
+@json_option
+def compare_command(a: str, b: str, db_path: str, as_json: bool) -> None:
+    """What changed from A to B: two run ids, or two torch builds (version, git prefix, build:ID).
+
+    Per case x config: the status change, graph-break / recompile / hidden-error keys
+    added and removed, and compile-time and per-token latency ratios with a one-sided
+    Mann-Whitney U p-value on the raw samples.
+    """
+    db = open_store(db_path, create=False)
+    try:
+        outcome = gate.compare(db, a, b)
+    except store.StoreError as exc:
+        raise _fail(str(exc)) from exc
+    if as_json:
+        click.echo(json.dumps({"compared": outcome.description,
+                               "rows": [c.as_dict() for c in outcome.comparisons]}, indent=2, default=str))
+        return
+    click.echo(f"compared: {outcome.description}")
+    for comparison in outcome.comparisons:
+        click.echo("\n".join(_comparison_lines(comparison)))
+
+
+@cli.command("check")
+@click.option("--baseline", default=None, help="Build to compare the newest build against (default: the previous "
+                                                "build; with one build in the DB, the runs before the newest ones).")
+@click.option("--compile-threshold", type=click.FloatRange(min=1.0), default=1.15, show_default=True,
+              help="Compile-time ratio that counts as a slowdown (when significant).")
+@click.option("--latency-threshold", type=click.FloatRange(min=1.0), default=1.05, show_default=True,
+              help="Per-token latency ratio that counts as a slowdown (when significant).")
+@click.option("--alpha", type=click.FloatRange(min=0.0, max=1.0), default=0.01, show_default=True,
+              help="Significance level of the one-sided Mann-Whitney U test.")
+@click.option("--allow", "allow_file", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="File of keys known to be flaky (one per line), ignored when new.")
+@click.option("--junit", "junit_file", type=click.Path(dir_okay=False), default=None,
+              help="Write JUnit XML: a test case per row, a failure per regression.")
+@db_option
+@json_option
+def check_command(baseline: Optional[str], compile_threshold: float, latency_threshold: float, alpha: float,
+                  allow_file: Optional[str], junit_file: Optional[str], db_path: str, as_json: bool) -> None:
+    """CI gate: exit 1 if the newest build regressed against the baseline.
+
+    A regression is: a pass or graph_break row that now fails; a new graph-break,
+    recompile or hidden-error key (not in --allow); compiled tokens that no longer
+    match eager; or a statistically significant slowdown beyond the thresholds.
+    """
+    db = open_store(db_path, create=False)
+    thresholds = regress.Thresholds(compile_threshold, latency_threshold, alpha)
+    try:
+        outcome = gate.check(db, baseline, thresholds, gate.read_allow_list(allow_file))
+    except store.StoreError as exc:
+        raise _fail(str(exc)) from exc
+    if junit_file:
+        Path(junit_file).write_text(regress.junit_xml(outcome.comparisons, outcome.regressions, "diag check"),
+                                    encoding="utf-8")
+    if as_json:
+        click.echo(json.dumps({"checked": outcome.description, "rows": len(outcome.comparisons),
+                               "regressions": [{"row": regress.row_label(r.row), "kind": r.kind,
+                                                "message": r.message} for r in outcome.regressions]}, indent=2))
+    else:
+        click.echo(f"checked: {outcome.description}; {len(outcome.comparisons)} rows")
+        for regression in outcome.regressions:
+            click.echo(f"REGRESSION {text.safe(regress.row_label(regression.row))}: {text.safe(regression.message)}")
+        if not outcome.regressions:
+            click.echo("no regressions")
+    if outcome.regressions:
+        sys.exit(1)
 
 
 @cli.command("report")

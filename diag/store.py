@@ -97,6 +97,12 @@ def m002_views(db: sqlite_utils.Database) -> None:
                         AND r.device = s.device AND r.dtype = s.dtype)""")
 
 
+@migration
+def m003_error_key(db: sqlite_utils.Database) -> None:
+    """The stable key of a run's own exception, so that check and compare can name it across builds."""
+    db["runs"].add_column("error_key", str)
+
+
 def open_db(path: str | Path, create: bool = True) -> sqlite_utils.Database:
     """Open (and migrate) the DB at ``path``; StoreError with a one-line reason when unusable."""
     path = Path(path)
@@ -328,3 +334,25 @@ def merge(target: sqlite_utils.Database, shard: sqlite_utils.Database) -> tuple[
     seen = sum(1 for _ in shard.execute("SELECT 1 FROM runs")) - len(fresh)
     save_runs(target, fresh)
     return len(fresh), seen
+
+
+def find_build(db: sqlite_utils.Database, ref: str) -> dict[str, Any]:
+    """The build named by ``ref``: a version (exact, else a unique prefix), a git commit prefix, or build:ID."""
+    all_builds = builds(db)
+    if ref.startswith("build:") and ref[6:].isdigit():
+        matches = [b for b in all_builds if b["id"] == int(ref[6:])]
+    else:
+        matches = [b for b in all_builds if b["version"] == ref]
+        matches = matches or [b for b in all_builds if b["version"].startswith(ref)
+                              or (b["git_version"] or "").startswith(ref)]
+    if len(matches) != 1:
+        names = ", ".join(sorted(b["version"] for b in matches)) or "none"
+        raise StoreError(f"build {ref!r} matches {len(matches)} builds ({names}); "
+                         "give a full version, a git commit prefix, or build:ID")
+    return matches[0]
+
+
+def runs_of_build(db: sqlite_utils.Database, build_id: int) -> list[dict[str, Any]]:
+    """Full records of every run on one build, oldest first."""
+    ids = [row[0] for row in db.execute("SELECT id FROM runs WHERE torch_build_id = ? ORDER BY id", [build_id])]
+    return list(full_runs(db, ids))

@@ -61,10 +61,16 @@ def case(name: str, description: str) -> Callable[[GenerateFn], GenerateFn]:
 
 
 def load_case_file(path: str) -> Case:
-    """Import a case file by path and return the case it registered."""
+    """Import a case file by path and return the case it registered.
+
+    The file's folder goes on sys.path first, so a case can import helper
+    modules that sit next to it.
+    """
     file = Path(path).resolve()
     if not file.is_file():
         raise CaseError(f"case file not found: {path}")
+    if str(file.parent) not in sys.path:
+        sys.path.insert(0, str(file.parent))
     before = dict(_registry)
     module_name = f"diag_case_{file.stem}_{abs(hash(str(file)))}"
     spec = importlib.util.spec_from_file_location(module_name, file)

@@ -9,7 +9,7 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Optional
 
-from diag.probe import capture, compat, llama
+from diag.probe import capture, compat, keys, llama
 from diag.probe.session import Results, Workload, exception_info
 
 # Relative logit tolerance: a difference beyond this fraction of the largest
@@ -147,6 +147,7 @@ def run(workload: Workload, results: Results, artifacts: Path) -> None:
         summary.update(exception_info(error))
         summary["error_type"] = type(inner).__name__
         summary["error_location"] = error_location(error, case_path)
+        summary["error_key"] = keys.stable_key(type(inner).__name__, str(inner), summary["error_location"])
     results.write("result", **summary)
 
 

@@ -35,6 +35,7 @@ class Config:
     seed: int = 0
     repeats: int = 5
     warmup: int = 1
+    threads: Optional[int] = None  # torch intra-op threads; None keeps torch's default
 
     def compile_options(self) -> dict[str, Any]:
         options: dict[str, Any] = {"backend": self.backend, "fullgraph": self.fullgraph, "dynamic": self.dynamic}
@@ -111,6 +112,8 @@ class Workload:
         cfg = spec.config
         self.spec, self.case = spec, case
         self.torch = torch
+        if cfg.threads:
+            torch.set_num_threads(cfg.threads)
         self.dtype = getattr(torch, DTYPES[cfg.dtype])
         self.model = llama.build_model(cfg.model, self.dtype, cfg.device, cfg.seed)
         self.input_ids, self.attention_mask = llama.make_prompt(

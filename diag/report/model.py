@@ -2,24 +2,14 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from diag.regress import GOOD, version_order
+
 ROW_FIELDS = ("case", "backend", "fullgraph", "dynamic", "mode", "device", "dtype")
-GOOD = {"pass", "graph_break"}
-_VERSION = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+))?")
 
 RowKey = tuple
-
-
-def version_order(build: dict[str, Any]) -> tuple:
-    """Releases and nightlies in one order: 2.1.0.dev20230621 < 2.1.0 < 2.1.1 < 2.2.0.dev..."""
-    version = build.get("version") or ""
-    match = _VERSION.match(version)
-    numbers = tuple(int(n or 0) for n in match.groups()) if match else (0, 0, 0)
-    is_release = ".dev" not in version
-    return (*numbers, is_release, build.get("nightly_date") or "", version, build["id"])
 
 
 def row_key(run: dict[str, Any]) -> RowKey:

@@ -1,13 +1,10 @@
 """Hangs in the compiled pass, so the probe's timeout must end it."""
 
-import sys
 import time
-from pathlib import Path
+
+from _greedy import full_forward, greedy
 
 from diag.probe.cases import case
-
-sys.path.insert(0, str(Path(__file__).parent))
-from _greedy import full_forward, greedy  # noqa: E402
 
 
 @case("hang", "sleeps forever in the compiled pass")

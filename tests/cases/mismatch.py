@@ -3,15 +3,11 @@
 It stands in for a miscompile, so the mismatch path is exercised end to end.
 """
 
-import sys
-from pathlib import Path
-
 import torch
 
-from diag.probe.cases import case
+from _greedy import full_forward, greedy
 
-sys.path.insert(0, str(Path(__file__).parent))
-from _greedy import full_forward, greedy  # noqa: E402
+from diag.probe.cases import case
 
 
 def miscompiled(model, input_ids, attention_mask):

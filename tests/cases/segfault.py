@@ -3,12 +3,10 @@
 import os
 import signal
 import sys
-from pathlib import Path
+
+from _greedy import full_forward, greedy
 
 from diag.probe.cases import case
-
-sys.path.insert(0, str(Path(__file__).parent))
-from _greedy import full_forward, greedy  # noqa: E402
 
 
 @case("segfault", "crashes with SIGSEGV in the compiled pass")

@@ -5,15 +5,11 @@ It mirrors the torch 2.1 nightly failure that only DEBUG logs showed:
 The decode call returns normally (the frame silently runs eagerly).
 """
 
-import sys
-from pathlib import Path
-
 import torch
 
-from diag.probe.cases import case
+from _greedy import full_forward, greedy
 
-sys.path.insert(0, str(Path(__file__).parent))
-from _greedy import full_forward, greedy  # noqa: E402
+from diag.probe.cases import case
 
 MESSAGE = "VariableBuilder.__init__() got an unexpected keyword argument 'guards'"
 

@@ -1,0 +1,85 @@
+"""``diag compare`` and ``diag check``: pick the runs to compare from the DB, then apply regress."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from diag import regress, store
+
+
+@dataclass
+class Outcome:
+    description: str
+    comparisons: list[regress.RowComparison]
+    regressions: list[regress.Regression]
+
+
+def _compile_samples(runs: list[dict[str, Any]]) -> dict[tuple, list[float]]:
+    samples: dict[tuple, list[float]] = {}
+    for run in runs:
+        if run.get("compile_s") is not None:
+            samples.setdefault(regress.row_key(run), []).append(run["compile_s"])
+    return samples
+
+
+def compare_build_runs(before_runs: list[dict[str, Any]], after_runs: list[dict[str, Any]]) -> list[regress.RowComparison]:
+    """Newest run per row on each side; compile time compared over every run of the row."""
+    compile_before, compile_after = _compile_samples(before_runs), _compile_samples(after_runs)
+    return [regress.compare_runs(before, after, compile_before.get(row, ()), compile_after.get(row, ()))
+            for row, before, after in regress.pair_rows(before_runs, after_runs)]
+
+
+def compare_within_build(runs: list[dict[str, Any]]) -> list[regress.RowComparison]:
+    """Each row's newest run against the run of that row before it, on one build (A/A, reruns)."""
+    by_row: dict[tuple, list[dict[str, Any]]] = {}
+    for run in sorted(runs, key=lambda r: r["id"]):
+        by_row.setdefault(regress.row_key(run), []).append(run)
+    return [regress.compare_runs(history[-2] if len(history) > 1 else None, history[-1])
+            for _, history in sorted(by_row.items(), key=lambda item: tuple(str(v) for v in item[0]))]
+
+
+def compare(db, a: str, b: str) -> Outcome:
+    """Two run ids (digits) or two builds (version, git prefix, build:ID)."""
+    if a.isdigit() and b.isdigit():
+        before, after = store.get_run(db, int(a)), store.get_run(db, int(b))
+        missing = [ref for ref, run in ((a, before), (b, after)) if run is None]
+        if missing:
+            raise store.StoreError(f"no run #{missing[0]}")
+        return Outcome(f"run #{a} -> run #{b}", [regress.compare_runs(before, after)], [])
+    if a.isdigit() or b.isdigit():
+        raise store.StoreError("compare two run ids or two builds, not one of each")
+    build_a, build_b = store.find_build(db, a), store.find_build(db, b)
+    if build_a["id"] == build_b["id"]:
+        return Outcome(f"reruns on {build_a['version']}", compare_within_build(store.runs_of_build(db, build_a["id"])), [])
+    return Outcome(f"{build_a['version']} -> {build_b['version']}",
+                   compare_build_runs(store.runs_of_build(db, build_a["id"]), store.runs_of_build(db, build_b["id"])), [])
+
+
+def check(db, baseline: Optional[str], thresholds: regress.Thresholds, allowed: set[str]) -> Outcome:
+    """The newest build against ``baseline`` (default: the build before it; on a DB of one build, reruns)."""
+    ordered = sorted(store.builds(db), key=regress.version_order)
+    if not ordered:
+        raise store.StoreError("the database has no runs to check")
+    newest = ordered[-1]
+    if baseline is not None:
+        base = store.find_build(db, baseline)
+    else:
+        base = ordered[-2] if len(ordered) > 1 else newest
+    after_runs = store.runs_of_build(db, newest["id"])
+    if base["id"] == newest["id"]:
+        comparisons = compare_within_build(after_runs)
+        description = f"newest runs on {newest['version']} against the runs before them"
+    else:
+        comparisons = compare_build_runs(store.runs_of_build(db, base["id"]), after_runs)
+        description = f"{newest['version']} against baseline {base['version']}"
+    found = [r for c in comparisons for r in regress.regressions(c, thresholds, allowed)]
+    return Outcome(description, comparisons, found)
+
+
+def read_allow_list(path: Optional[str]) -> set[str]:
+    """Keys known to be flaky: one per line; '#' starts a comment."""
+    if not path:
+        return set()
+    with open(path, encoding="utf-8") as handle:
+        return {line.split("#", 1)[0].strip() for line in handle} - {""}

@@ -1,0 +1,214 @@
+"""Comparisons between runs and builds, and the regression verdicts of ``diag check``. Pure: no I/O.
+
+Discrete findings (status, keys, token equality) are compared exactly. Timings
+are compared only with a significance test on raw samples: a one-sided
+Mann-Whitney U (normal approximation with tie correction), as asv does.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import statistics
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Optional, Sequence
+
+GOOD = {"pass", "graph_break"}
+_VERSION = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+))?")
+KINDS = ("graph_breaks", "recompiles", "hidden_errors")
+ROW_FIELDS = ("case", "backend", "fullgraph", "dynamic", "mode", "device", "dtype", "batch_size",
+              "prompt_length", "new_tokens", "model")
+
+
+def version_order(build: dict[str, Any]) -> tuple:
+    """Releases and nightlies in one order: 2.1.0.dev20230621 < 2.1.0 < 2.1.1 < 2.2.0.dev..."""
+    version = build.get("version") or ""
+    match = _VERSION.match(version)
+    numbers = tuple(int(n or 0) for n in match.groups()) if match else (0, 0, 0)
+    is_release = ".dev" not in version
+    return (*numbers, is_release, build.get("nightly_date") or "", version, build["id"])
+
+
+def row_key(run: dict[str, Any]) -> tuple:
+    return tuple(run.get(f) for f in ROW_FIELDS)
+
+
+def row_label(key: tuple) -> str:
+    values = dict(zip(ROW_FIELDS, key))
+    return (f"{values['case']} {values['backend']} {'fullgraph' if values['fullgraph'] else 'no-fullgraph'} "
+            f"dynamic={values['dynamic']} mode={values['mode']} {values['device']} {values['dtype']} "
+            f"b{values['batch_size']} p{values['prompt_length']} n{values['new_tokens']}")
+
+
+def mann_whitney_greater(after: Sequence[float], before: Sequence[float]) -> Optional[float]:
+    """One-sided p-value that ``after`` tends to be larger than ``before``; None with too few samples."""
+    n1, n2 = len(after), len(before)
+    if n1 < 3 or n2 < 3:
+        return None
+    pooled = sorted([(v, 0) for v in after] + [(v, 1) for v in before])
+    ranks = [0.0] * len(pooled)
+    ties = 0.0
+    i = 0
+    while i < len(pooled):
+        j = i
+        while j + 1 < len(pooled) and pooled[j + 1][0] == pooled[i][0]:
+            j += 1
+        rank = (i + j) / 2 + 1
+        for k in range(i, j + 1):
+            ranks[k] = rank
+        size = j - i + 1
+        ties += size ** 3 - size
+        i = j + 1
+    rank_sum = sum(r for r, (_, group) in zip(ranks, pooled) if group == 0)
+    u = rank_sum - n1 * (n1 + 1) / 2
+    n = n1 + n2
+    variance = n1 * n2 / 12 * ((n + 1) - ties / (n * (n - 1)))
+    if variance <= 0:
+        return 1.0
+    z = (u - n1 * n2 / 2 - 0.5) / math.sqrt(variance)  # continuity correction
+    return 0.5 * math.erfc(z / math.sqrt(2))
+
+
+@dataclass
+class TimingChange:
+    metric: str
+    before_median: Optional[float]
+    after_median: Optional[float]
+    ratio: Optional[float]
+    p_value: Optional[float]
+
+    def significant_slowdown(self, threshold: float, alpha: float) -> bool:
+        return (self.ratio is not None and self.ratio > threshold and self.p_value is not None
+                and self.p_value < alpha)
+
+
+def timing_change(metric: str, before: Sequence[float], after: Sequence[float]) -> TimingChange:
+    before_median = statistics.median(before) if before else None
+    after_median = statistics.median(after) if after else None
+    ratio = after_median / before_median if before_median and after_median is not None else None
+    return TimingChange(metric, before_median, after_median, ratio, mann_whitney_greater(after, before))
+
+
+@dataclass
+class RowComparison:
+    row: tuple
+    before: Optional[dict[str, Any]]
+    after: Optional[dict[str, Any]]
+    added: dict[str, list[str]] = field(default_factory=dict)
+    removed: dict[str, list[str]] = field(default_factory=dict)
+    timings: list[TimingChange] = field(default_factory=list)
+
+    @property
+    def status_change(self) -> Optional[tuple[str, str]]:
+        if self.before and self.after and self.before["status"] != self.after["status"]:
+            return self.before["status"], self.after["status"]
+        return None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "row": row_label(self.row),
+            "before_run": self.before and self.before["id"], "after_run": self.after and self.after["id"],
+            "status_before": self.before and self.before["status"],
+            "status_after": self.after and self.after["status"],
+            "added": self.added, "removed": self.removed,
+            "timings": [t.__dict__ for t in self.timings],
+        }
+
+
+def samples_of(run: dict[str, Any], mode: str, metric: str = "decode_step") -> list[float]:
+    return next((t["samples"] for t in run.get("timings", []) if t["pass"] == mode and t["metric"] == metric), [])
+
+
+def compare_runs(before: Optional[dict[str, Any]], after: Optional[dict[str, Any]],
+                 compile_before: Sequence[float] = (), compile_after: Sequence[float] = ()) -> RowComparison:
+    """Full run records (with child rows) of one row on two builds."""
+    row = row_key(after or before)
+    result = RowComparison(row, before, after)
+    if before is None or after is None:
+        return result
+    for kind in KINDS:
+        keys_before = {item["key"] for item in before.get(kind, [])}
+        keys_after = {item["key"] for item in after.get(kind, [])}
+        result.added[kind] = sorted(keys_after - keys_before)
+        result.removed[kind] = sorted(keys_before - keys_after)
+    for mode in ("eager", "compiled"):
+        b, a = samples_of(before, mode), samples_of(after, mode)
+        if b and a:
+            result.timings.append(timing_change(f"{mode}_s_per_token", b, a))
+    compile_before = list(compile_before) or ([before["compile_s"]] if before.get("compile_s") is not None else [])
+    compile_after = list(compile_after) or ([after["compile_s"]] if after.get("compile_s") is not None else [])
+    if compile_before and compile_after:
+        result.timings.append(timing_change("compile_s", compile_before, compile_after))
+    return result
+
+
+def pair_rows(before_runs: Iterable[dict[str, Any]], after_runs: Iterable[dict[str, Any]]) -> list[tuple]:
+    """(row, newest run before, newest run after) for every row present on either side."""
+    newest_before = {row_key(r): r for r in sorted(before_runs, key=lambda r: r["id"])}
+    newest_after = {row_key(r): r for r in sorted(after_runs, key=lambda r: r["id"])}
+    rows = sorted(set(newest_before) | set(newest_after), key=lambda k: tuple(str(v) for v in k))
+    return [(row, newest_before.get(row), newest_after.get(row)) for row in rows]
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    compile_ratio: float = 1.15
+    latency_ratio: float = 1.05
+    alpha: float = 0.01
+
+
+@dataclass
+class Regression:
+    row: tuple
+    kind: str  # status | new_key | tokens | slowdown
+    message: str
+
+
+def regressions(comparison: RowComparison, thresholds: Thresholds, allowed: set[str]) -> list[Regression]:
+    """What makes ``diag check`` fail for one row."""
+    found: list[Regression] = []
+    before, after, row = comparison.before, comparison.after, comparison.row
+    if before is None or after is None:
+        return found
+    if before["status"] in GOOD and after["status"] not in GOOD:
+        detail = f": {after.get('error_type')}" if after.get("error_type") else ""
+        detail += f" [key {after['error_key']}]" if after.get("error_key") else ""
+        found.append(Regression(row, "status", f"status {before['status']} -> {after['status']}{detail}"))
+    for kind, keys in comparison.added.items():
+        for key in keys:
+            if key not in allowed:
+                found.append(Regression(row, "new_key", f"new {kind[:-1].replace('_', ' ')} key {key}"))
+    if before.get("tokens_equal") == 1 and after.get("tokens_equal") == 0:
+        found.append(Regression(row, "tokens", "compiled tokens no longer match eager "
+                                               f"(first differing step {after.get('first_differing_step')})"))
+    for change in comparison.timings:
+        limit = thresholds.compile_ratio if change.metric == "compile_s" else thresholds.latency_ratio
+        if change.significant_slowdown(limit, thresholds.alpha):
+            found.append(Regression(row, "slowdown", f"{change.metric} x{change.ratio:.3f} "
+                                                     f"(median {change.before_median:.6g} -> {change.after_median:.6g}, "
+                                                     f"p={change.p_value:.2g}, threshold x{limit})"))
+    return found
+
+
+def junit_xml(rows: list[RowComparison], found: list[Regression], suite: str) -> str:
+    """JUnit XML: one test case per compared row, a failure element per regression."""
+    from xml.sax.saxutils import escape, quoteattr
+
+    by_row: dict[tuple, list[Regression]] = {}
+    for regression in found:
+        by_row.setdefault(regression.row, []).append(regression)
+    lines = [f'<?xml version="1.0" encoding="UTF-8"?>',
+             f'<testsuite name={quoteattr(suite)} tests="{len(rows)}" failures="{len(by_row)}">']
+    for comparison in rows:
+        name = quoteattr(row_label(comparison.row))
+        failures = by_row.get(comparison.row, [])
+        if not failures:
+            lines.append(f"  <testcase classname=\"diag.check\" name={name}/>")
+            continue
+        lines.append(f"  <testcase classname=\"diag.check\" name={name}>")
+        for regression in failures:
+            lines.append(f"    <failure type={quoteattr(regression.kind)} message={quoteattr(regression.message)}>"
+                         f"{escape(regression.message)}</failure>")
+        lines.append("  </testcase>")
+    lines.append("</testsuite>")
+    return "\n".join(lines) + "\n"

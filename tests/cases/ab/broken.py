@@ -1,0 +1,11 @@
+"""ab_variant, version C: regresses to the dynamic_slice loop, which fullgraph cannot capture."""
+
+import _shared  # noqa: F401
+import dynamic_slice
+
+from diag.probe.cases import case
+
+
+@case("ab_variant", "a data-dependent slice: pass -> fullgraph_error")
+def generate(gen):
+    dynamic_slice.generate(gen)

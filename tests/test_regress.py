@@ -1,0 +1,117 @@
+"""Comparisons, the CI gate and its statistics."""
+
+from __future__ import annotations
+
+import json
+import random
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from conftest import TEST_CASES, diag
+from diag import regress
+
+
+def test_mann_whitney_detects_a_shift_and_not_noise():
+    rng = random.Random(1)
+    before = [1.0 + rng.random() * 0.05 for _ in range(40)]
+    same = [1.0 + rng.random() * 0.05 for _ in range(40)]
+    slower = [1.1 + rng.random() * 0.05 for _ in range(40)]
+    assert regress.mann_whitney_greater(slower, before) < 1e-6
+    assert regress.mann_whitney_greater(same, before) > 0.01
+    assert regress.mann_whitney_greater(before, slower) > 0.99
+    assert regress.mann_whitney_greater([1.0, 2.0], before) is None
+
+
+def test_mann_whitney_with_all_ties_is_not_significant():
+    assert regress.mann_whitney_greater([1.0] * 5, [1.0] * 5) == 1.0
+
+
+def _run(id_, status="pass", keys=(), tokens_equal=1, samples=(), **extra):
+    return {"id": id_, "case": "c", "backend": "eager", "fullgraph": 1, "dynamic": "auto", "mode": "default",
+            "device": "cpu", "dtype": "float32", "batch_size": 1, "prompt_length": 16, "new_tokens": 16,
+            "model": "tiny-random", "status": status, "tokens_equal": tokens_equal,
+            "graph_breaks": [{"key": k} for k in keys], "recompiles": [], "hidden_errors": [],
+            "timings": [{"pass": "compiled", "metric": "decode_step", "samples": list(samples)}], **extra}
+
+
+def test_regressions_status_keys_tokens_and_allow_list():
+    before = _run(1)
+    after = _run(2, status="fullgraph_error", keys=("GB0001", "GB0002"), tokens_equal=0,
+                 error_type="UserError", error_key="UserError:abc")
+    found = regress.regressions(regress.compare_runs(before, after), regress.Thresholds(), allowed={"GB0002"})
+    kinds = sorted(r.kind for r in found)
+    assert kinds == ["new_key", "status", "tokens"]
+    assert any("UserError:abc" in r.message for r in found)
+    assert not any("GB0002" in r.message for r in found)
+
+
+def test_timing_regression_needs_both_ratio_and_significance():
+    rng = random.Random(2)
+    base = [1e-3 * (1 + rng.random() * 0.02) for _ in range(30)]
+    slower = [s * 1.2 for s in base]
+    barely = [s * 1.03 for s in base]
+    thresholds = regress.Thresholds()
+    assert [r.kind for r in regress.regressions(regress.compare_runs(_run(1, samples=base), _run(2, samples=slower)),
+                                                 thresholds, set())] == ["slowdown"]
+    assert regress.regressions(regress.compare_runs(_run(1, samples=base), _run(2, samples=barely)),
+                               thresholds, set()) == []
+    few = regress.compare_runs(_run(1, samples=base[:2]), _run(2, samples=slower[:2]))
+    assert regress.regressions(few, thresholds, set()) == []
+
+
+def test_junit_has_one_case_per_row_and_a_failure_per_regression():
+    comparison = regress.compare_runs(_run(1), _run(2, status="crash"))
+    found = regress.regressions(comparison, regress.Thresholds(), set())
+    root = ET.fromstring(regress.junit_xml([comparison], found, "diag check"))
+    assert root.get("tests") == "1" and root.get("failures") == "1"
+    assert root.find("testcase/failure").get("type") == "status"
+
+
+AB = TEST_CASES / "ab"
+TIMED = ["--backend", "eager", "--fullgraph", "--new-tokens", "8", "--repeats", "5", "--prompt-length", "8",
+         "--threads", "1"]
+
+
+@pytest.mark.slow
+def test_a_a_passes_then_a_b_slowdown_and_fullgraph_regression_fail(tmp_path):
+    db = tmp_path / "ab.db"
+
+    def run(variant):
+        diag("run", "--case", str(AB / f"{variant}.py"), *TIMED, "--db", str(db), cwd=tmp_path)
+
+    def check():
+        done = diag("check", "--db", str(db), "--json", "--junit", str(tmp_path / "junit.xml"), cwd=tmp_path,
+                    check=False)
+        return done.returncode, json.loads(done.stdout)
+
+    run("base")
+    run("base")
+    code, verdict = check()
+    assert code == 0, verdict
+    assert verdict["regressions"] == [] and verdict["rows"] == 1
+
+    run("slow")
+    code, verdict = check()
+    assert code == 1
+    assert [r["kind"] for r in verdict["regressions"]] == ["slowdown"] * len(verdict["regressions"])
+    assert any("s_per_token" in r["message"] for r in verdict["regressions"])
+    assert ET.parse(tmp_path / "junit.xml").getroot().get("failures") == "1"
+
+    run("broken")
+    code, verdict = check()
+    assert code == 1
+    status = [r for r in verdict["regressions"] if r["kind"] == "status"]
+    assert len(status) == 1
+    assert "pass -> fullgraph_error" in status[0]["message"] and "[key UserError:" in status[0]["message"]
+
+    compared = json.loads(diag("compare", "1", "4", "--db", str(db), "--json", cwd=tmp_path).stdout)
+    row = compared["rows"][0]
+    assert (row["status_before"], row["status_after"]) == ("pass", "fullgraph_error")
+
+
+def test_compare_rejects_mixed_and_unknown_references(findings_db, tmp_path):
+    done = diag("compare", "1", "2.13.0", "--db", str(findings_db), cwd=tmp_path, check=False)
+    assert done.returncode != 0 and "not one of each" in done.stderr
+    done = diag("compare", "2.99", "2.13.0", "--db", str(findings_db), cwd=tmp_path, check=False)
+    assert done.returncode != 0 and "matches 0 builds" in done.stderr
