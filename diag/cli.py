@@ -429,6 +429,35 @@ def check_command(baseline: Optional[str], compile_threshold: float, latency_thr
         sys.exit(1)
 
 
+@cli.command("repro")
+@click.argument("run_id", type=int)
+@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
+              help="Write the script here (default: print it).")
+@db_option
+def repro_command(run_id: int, output: Optional[str], db_path: str) -> None:
+    """Write a standalone script (torch and transformers only, no diag import) that reproduces a run.
+
+    It rebuilds the case's model and inputs, compiles with the recorded options,
+    and prints the graph breaks, or raises the compile error as torch raises it.
+    Attach it to a PyTorch issue.
+    """
+    from diag import repro
+
+    db = open_store(db_path, create=False)
+    run = store.get_run(db, run_id)
+    if run is None:
+        raise _fail(f"no run #{run_id} in {db_path}")
+    try:
+        source = repro.script(run, repro.case_path_of(run), Path(output).name if output else "repro.py")
+    except repro.ReproError as exc:
+        raise _fail(str(exc)) from exc
+    if output:
+        Path(output).write_text(source, encoding="utf-8")
+        click.echo(f"wrote {output}: python {output}", err=True)
+    else:
+        click.echo(source)
+
+
 @cli.command("report")
 @db_option
 @click.option("--out", "out_dir", default="reports", show_default=True, type=click.Path(file_okay=False),

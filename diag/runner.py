@@ -77,7 +77,7 @@ def execute(job: Job, db_path: Path, timeout_s: float, timing: bool,
             job.env.probe_command("time", "--spec", str(spec_path), "--out", str(timing_path), *extra),
             timing_path, run_dir, env, timeout_s, "time", tracker)
     meta = {"uid": uid, "started_at": started_at, "host": socket.gethostname(), "tool_version": __version__,
-            "artifacts_dir": str(run_dir)}
+            "artifacts_dir": str(run_dir), "case_path": job.case.path}
     return assemble(asdict(job.config), job.case.name, diagnosis, timing_outcome, meta, job.env.torch)
 
 

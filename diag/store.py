@@ -98,9 +98,11 @@ def m002_views(db: sqlite_utils.Database) -> None:
 
 
 @migration
-def m003_error_key(db: sqlite_utils.Database) -> None:
-    """The stable key of a run's own exception, so that check and compare can name it across builds."""
+def m003_error_key_case_path(db: sqlite_utils.Database) -> None:
+    """The stable key of a run's own exception (check and compare name it across builds), and the
+    case file a run used (repro rebuilds from it)."""
     db["runs"].add_column("error_key", str)
+    db["runs"].add_column("case_path", str)
 
 
 def open_db(path: str | Path, create: bool = True) -> sqlite_utils.Database:

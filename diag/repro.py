@@ -1,0 +1,138 @@
+"""``diag repro``: a standalone script that rebuilds a run's model, inputs and compile, with no diag import.
+
+The script carries the sources it needs (the case file, the shared Llama
+helpers and the small case API) as text, writes them to a temporary folder
+and imports them from there, so tracebacks show real source lines. It needs
+only torch and transformers.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from diag.config import PACKAGE_ROOT
+
+PROBE = PACKAGE_ROOT / "probe"
+REWRITES = [
+    (re.compile(r"^from diag\.probe\.cases import ", re.M), "from case_api import "),
+    (re.compile(r"^from diag\.probe import llama$", re.M), "import llama"),
+    (re.compile(r"^from diag\.probe import hf$", re.M), "import hf"),
+]
+_DIAG_IMPORT = re.compile(r"^\s*(from diag[\w.]* import|import diag)", re.M)
+
+
+class ReproError(Exception):
+    pass
+
+
+def _standalone(source: str, origin: str) -> str:
+    for pattern, replacement in REWRITES:
+        source = pattern.sub(replacement, source)
+    leftover = _DIAG_IMPORT.search(source)
+    if leftover:
+        raise ReproError(f"{origin} imports {leftover.group(0).strip()!r}; a repro can carry only cases that "
+                         "import torch, transformers, diag.probe.llama, diag.probe.hf and diag.probe.cases")
+    return source
+
+
+SCRIPT = '''#!/usr/bin/env python
+"""Reproduce diag run #{run_id}: case {case!r} under torch.compile({options_text}).
+
+Recorded on torch {torch_version} (git {git_version}) with transformers {transformers_version}:
+status {status}{error_line}.
+
+Needs only torch and transformers: python {filename}
+It prints the graph breaks and recompiles torch reports, then compares compiled
+tokens with eager. A compile error is raised as torch raises it.
+"""
+
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+
+OPTIONS = {options!r}
+WORKLOAD = {workload!r}
+SOURCES = {sources}
+
+folder = Path(tempfile.mkdtemp(prefix="repro-"))
+for name, text in SOURCES.items():
+    (folder / name).write_text(text, encoding="utf-8")
+sys.path.insert(0, str(folder))
+
+import llama  # noqa: E402
+from case_api import Generation, load_case_file  # noqa: E402
+
+
+def generate(case, model, input_ids, attention_mask, compile_fn):
+    gen = Generation(model, input_ids, attention_mask, WORKLOAD["new_tokens"], compile_fn,
+                     lambda step: None, lambda: None)
+    with torch.no_grad():
+        case.generate(gen)
+    return torch.cat(gen.tokens, dim=1)
+
+
+def main():
+    if WORKLOAD["threads"]:
+        torch.set_num_threads(WORKLOAD["threads"])
+    case = load_case_file(str(folder / {case_file!r}))
+    dtype = getattr(torch, WORKLOAD["dtype"])
+    model = llama.build_model(WORKLOAD["model"], dtype, WORKLOAD["device"], WORKLOAD["seed"])
+    input_ids, attention_mask = llama.make_prompt(WORKLOAD["batch_size"], WORKLOAD["prompt_length"],
+                                                  model.config.vocab_size, WORKLOAD["seed"], WORKLOAD["device"])
+    eager = generate(case, model, input_ids, attention_mask, lambda fn: fn)
+    torch._logging.set_logs(graph_breaks=True, recompiles=True)
+    compiled = generate(case, model, input_ids, attention_mask, lambda fn: torch.compile(fn, **OPTIONS))
+    from torch._dynamo.utils import counters
+    print("graph count:", counters["stats"].get("unique_graphs", 0))
+    print("tokens equal eager:", bool(torch.equal(eager, compiled)))
+
+
+if __name__ == "__main__":
+    main()
+'''
+
+
+def script(run: dict[str, Any], case_path: str, filename: str = "repro.py") -> str:
+    """The repro script for a stored run whose case file is at ``case_path``."""
+    config = run.get("config") or {}
+    case_file = Path(case_path)
+    if not case_file.is_file():
+        raise ReproError(f"the case file of run #{run['id']} is gone: {case_path}")
+    case_name = f"case_{re.sub(r'[^A-Za-z0-9_]', '_', case_file.stem)}.py"
+    sources = {
+        "case_api.py": (PROBE / "cases.py").read_text(encoding="utf-8"),
+        "llama.py": (PROBE / "llama.py").read_text(encoding="utf-8"),
+        "hf.py": _standalone((PROBE / "hf.py").read_text(encoding="utf-8"), "diag/probe/hf.py"),
+        case_name: _standalone(case_file.read_text(encoding="utf-8"), case_path),
+    }
+    options = {"backend": config.get("backend", run["backend"]), "fullgraph": bool(run["fullgraph"]),
+               "dynamic": config.get("dynamic")}
+    if config.get("mode"):
+        options["mode"] = config["mode"]
+    workload = {key: config.get(key) for key in ("batch_size", "prompt_length", "new_tokens", "dtype", "device",
+                                                 "model", "seed", "threads")}
+    error = f": {run['error_type']} at {run['error_location']}" if run.get("error_type") else ""
+    return SCRIPT.format(
+        run_id=run["id"], case=run["case"], options=options, workload=workload, case_file=case_name,
+        options_text=", ".join(f"{k}={v!r}" for k, v in options.items()), filename=filename,
+        torch_version=run.get("build_version") or run.get("torch_version"),
+        git_version=run.get("build_git_version") or "unknown",
+        transformers_version=run.get("transformers_version"), status=run["status"], error_line=error,
+        sources="{\n" + "".join(f"    {name!r}: {text!r},\n" for name, text in sources.items()) + "}",
+    )
+
+
+def case_path_of(run: dict[str, Any]) -> str:
+    """The case file a run used: recorded on the run, else read from the spec in its run directory."""
+    if run.get("case_path"):
+        return run["case_path"]
+    spec = Path(run.get("artifacts_dir") or "") / "spec.json"
+    try:
+        return json.loads(spec.read_text(encoding="utf-8"))["case_path"]
+    except (OSError, KeyError, json.JSONDecodeError) as exc:
+        raise ReproError(f"run #{run['id']} has no readable spec.json in {spec.parent}: {exc}") from exc
