@@ -60,6 +60,17 @@ def _timing_error(outcome: Optional[ProbeOutcome]) -> Optional[str]:
     return f"{error['error_type']}: {error['error_message']}" if error else None
 
 
+def row_fields(config: dict[str, Any], case: str) -> dict[str, Any]:
+    """The columns that name a run's case x config, as stored."""
+    return {
+        "case": case, "backend": config["backend"], "fullgraph": int(config["fullgraph"]),
+        "dynamic": {None: "auto", True: "true", False: "false"}[config.get("dynamic")],
+        "mode": config.get("mode") or "default", "device": config["device"], "dtype": config["dtype"],
+        "batch_size": config["batch_size"], "prompt_length": config["prompt_length"],
+        "new_tokens": config["new_tokens"], "model": config.get("model") or "tiny-random",
+    }
+
+
 def assemble(config: dict[str, Any], case: str, diagnosis: ProbeOutcome, timing: Optional[ProbeOutcome],
              meta: dict[str, Any], torch_info: dict[str, Any]) -> RunRecord:
     """One RunRecord from the diagnosis probe (and the timing probe, when it ran).
@@ -82,13 +93,8 @@ def assemble(config: dict[str, Any], case: str, diagnosis: ProbeOutcome, timing:
     eager_timing, compiled_timing = _timing(timing, "eager"), _timing(timing, "compiled")
     run = {
         **meta,
-        "case": case,
+        **row_fields(config, case),
         "config": json.dumps(config, sort_keys=True),
-        "backend": config["backend"], "fullgraph": int(config["fullgraph"]),
-        "dynamic": {None: "auto", True: "true", False: "false"}[config.get("dynamic")],
-        "mode": config.get("mode") or "default", "device": config["device"], "dtype": config["dtype"],
-        "batch_size": config["batch_size"], "prompt_length": config["prompt_length"],
-        "new_tokens": config["new_tokens"], "model": config.get("model") or "tiny-random",
         "status": verdict.get("status"),
         "error_type": verdict.get("error_type"),
         "error_message": verdict.get("error_message"),

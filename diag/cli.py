@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any, Callable, Optional
 
 import click
 
-from diag import __version__, catalog, envs, gate, regress, runner, store, text
+from diag import __version__, assemble, catalog, envs, gate, regress, runner, store, text
 from diag.config import DEFAULT_DB, DEFAULT_TIMEOUT_S
 from diag.probe.session import DTYPES, Config
 
@@ -71,6 +72,26 @@ def build_configs(fullgraph: Optional[bool], backend: str, mode: Optional[str], 
                    model=str(Path(model_path).resolve()) if model_path else None, seed=seed, repeats=repeats,
                    threads=threads)
             for fg in fullgraphs]
+
+
+SWEEP_DEFAULTS = {"batch": "1,2,4,8", "length": "16,64,256"}
+
+
+def sweep_configs(configs: list[Config], sweep: Optional[str], values: Optional[str]) -> list[Config]:
+    """Each config repeated over the swept batch sizes or prompt lengths."""
+    if sweep is None:
+        if values is not None:
+            raise click.BadParameter("needs --sweep batch|length", param_hint="--sweep-values")
+        return configs
+    try:
+        numbers = [int(v) for v in (values or SWEEP_DEFAULTS[sweep]).split(",")]
+    except ValueError:
+        raise click.BadParameter(f"{values!r} is not a comma-separated list of integers",
+                                 param_hint="--sweep-values") from None
+    if not numbers or min(numbers) < 1:
+        raise click.BadParameter("values must be positive integers", param_hint="--sweep-values")
+    field = "batch_size" if sweep == "batch" else "prompt_length"
+    return [replace(config, **{field: number}) for config in configs for number in numbers]
 
 
 def open_store(db_path: str, create: bool) -> Any:
@@ -181,10 +202,15 @@ def resolve_envs(specs: tuple[str, ...], extras: tuple[str, ...], index_url: Opt
 @click.option("--jobs", type=click.IntRange(min=1), default=1, show_default=True, help="Probes run in parallel.")
 @click.option("--timing/--no-timing", default=True, show_default=True,
               help="Run the timing pass (a second process with logging off).")
+@click.option("--sweep", type=click.Choice(["batch", "length"]), default=None,
+              help="Run every config over a range of batch sizes or prompt lengths (see --sweep-values).")
+@click.option("--sweep-values", default=None, metavar="N,N,...",
+              help="Values for --sweep (default: batch 1,2,4,8; length 16,64,256).")
 @json_option
 def run_command(case_values: tuple[str, ...], torch_specs: tuple[str, ...], extras: tuple[str, ...],
                 index_url: Optional[str], variant: str, installer: str, db_path: str, timeout_s: float,
-                jobs: int, timing: bool, as_json: bool, **config: Any) -> None:
+                jobs: int, timing: bool, sweep: Optional[str], sweep_values: Optional[str], as_json: bool,
+                **config: Any) -> None:
     """Diagnose cases under torch.compile and record the runs.
 
     Each case x torch x config runs in fresh processes: a diagnosis pass with
@@ -192,7 +218,7 @@ def run_command(case_values: tuple[str, ...], torch_specs: tuple[str, ...], extr
     off. Prints one line per run. Exits 0 when every run was recorded, whatever
     the statuses; compile failures are findings, not tool errors.
     """
-    configs = build_configs(**config)
+    configs = sweep_configs(build_configs(**config), sweep, sweep_values)
     try:
         refs = catalog.resolve(list(case_values))
     except catalog.CatalogError as exc:
@@ -427,6 +453,110 @@ def check_command(baseline: Optional[str], compile_threshold: float, latency_thr
             click.echo("no regressions")
     if outcome.regressions:
         sys.exit(1)
+
+
+@cli.command("bisect")
+@click.option("--case", "case_value", required=True, help="Case name or path to a case file.")
+@click.option("--good", required=True, help="A torch spec that behaves (e.g. 2.1.0.dev20230601).")
+@click.option("--bad", required=True, help="A later torch spec that does not.")
+@click.option("--candidates", "candidates_file", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="File of torch specs to search, one per line (default: the versions on --index).")
+@click.option("--index", "listing_index", default=None,
+              help="Simple index whose torch builds are the candidates (default: the PyTorch nightly index "
+                   "for --variant). Installs still use --index-url, else the installer's defaults.")
+@env_options
+@config_options
+@db_option
+@click.option("--timeout", "timeout_s", type=click.FloatRange(min=1), default=DEFAULT_TIMEOUT_S, show_default=True)
+@json_option
+def bisect_command(case_value: str, good: str, bad: str, candidates_file: Optional[str],
+                   listing_index: Optional[str], extras: tuple[str, ...], index_url: Optional[str], variant: str,
+                   installer: str, db_path: str, timeout_s: float, as_json: bool, **config: Any) -> None:
+    """Binary-search the builds between --good and --bad for the first one whose status differs from --good's.
+
+    Builds are provisioned as needed and runs already in the DB are reused. A build
+    that fails to install is skipped and reported. Prints the first bad build, its
+    nightly date and git commit, and the commit range since the last good build.
+    """
+    from diag import bisect
+
+    config["fullgraph"] = True if config["fullgraph"] is None else config["fullgraph"]
+    run_config = build_configs(**config)[0]
+    try:
+        refs = catalog.resolve([case_value])
+        for spec in (good, bad):
+            if envs.spec_kind(spec) in ("current", "python"):
+                raise envs.EnvError(f"bisect needs installable torch specs, not {spec!r}")
+        if candidates_file:
+            listed = [line.strip() for line in Path(candidates_file).read_text().splitlines()
+                      if line.strip() and not line.startswith("#")]
+        else:
+            listed = bisect.index_versions(listing_index or envs.NIGHTLY_INDEX.format(variant=variant))
+        for spec in listed:
+            envs.spec_kind(spec)
+        candidates = bisect.between(listed, good, bad)
+    except (catalog.CatalogError, envs.EnvError) as exc:
+        raise _fail(str(exc)) from exc
+    _writable(db_path)
+    db = open_store(db_path, create=True)
+    row = regress.row_key({**assemble.row_fields(asdict(run_config), refs[0].name)})
+
+    def run_build(spec: str) -> Optional[dict[str, Any]]:
+        stored = bisect.find_stored(db, spec, row)
+        if stored is not None:
+            _progress(f"{spec}: reusing run #{stored['id']}")
+            return stored
+        try:
+            env = envs.resolve(spec, extras, index_url, variant, installer, log=_progress)
+        except envs.EnvError as exc:
+            probe.failures[spec] = str(exc)
+            _progress(f"{spec}: skipped ({text.safe(str(exc))})")
+            return None
+        _progress(f"{spec}: running {refs[0].name}")
+        job = runner.Job(env, refs[0], run_config)
+        return store.get_run(db, store.save_run(db, runner.execute(job, Path(db_path), timeout_s, timing=False)))
+
+    probe = bisect.Probe(run_build, log=_progress)
+    good_run, bad_run = run_build(good), run_build(bad)
+    if good_run is None or bad_run is None:
+        raise _fail(f"cannot test the {'good' if good_run is None else 'bad'} build: "
+                    f"{probe.failures.get(good if good_run is None else bad)}")
+    if good_run["status"] == bad_run["status"]:
+        raise _fail(f"{good} and {bad} both give status {good_run['status']}: nothing to bisect")
+    probe.good_status = good_run["status"]
+    result = bisect.search(candidates, probe.is_bad)
+    first_bad = bisect.find_stored(db, result.first_bad, row)
+    last_good = bisect.find_stored(db, result.last_good, row)
+    summary = {
+        "case": refs[0].name, "good_status": good_run["status"], "bad_status": bad_run["status"],
+        "candidates": len(candidates), "tested": result.tested, "skipped": {s: probe.failures.get(s) for s in result.skipped},
+        "last_good": _build_summary(last_good), "first_bad": _build_summary(first_bad),
+    }
+    good_git, bad_git = summary["last_good"]["git_version"], summary["first_bad"]["git_version"]
+    summary["commit_range"] = f"{good_git}..{bad_git}" if good_git and bad_git else None
+    summary["compare_url"] = (f"https://github.com/pytorch/pytorch/compare/{good_git}...{bad_git}"
+                              if good_git and bad_git else None)
+    if as_json:
+        click.echo(json.dumps(summary, indent=2))
+        return
+    click.echo(f"last good: {_build_line(summary['last_good'])}")
+    click.echo(f"first bad: {_build_line(summary['first_bad'])}")
+    if summary["commit_range"]:
+        click.echo(f"commits:   git log {summary['commit_range']}   ({summary['compare_url']})")
+    for spec, reason in summary["skipped"].items():
+        click.echo(f"skipped:   {spec}: {text.safe(reason)}")
+
+
+def _build_summary(run: Optional[dict[str, Any]]) -> dict[str, Any]:
+    if run is None:
+        return {"version": None, "nightly_date": None, "git_version": None, "run": None, "status": None}
+    return {"version": run["build_version"], "nightly_date": run["build_nightly_date"],
+            "git_version": run["build_git_version"], "run": run["id"], "status": run["status"]}
+
+
+def _build_line(build: dict[str, Any]) -> str:
+    date = f", nightly {build['nightly_date']}" if build["nightly_date"] else ""
+    return f"{build['version']}{date}, git {build['git_version']} (run #{build['run']}: {build['status']})"
 
 
 @cli.command("repro")

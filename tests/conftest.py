@@ -27,6 +27,12 @@ def isolated_home(tmp_path, monkeypatch, inductor_cache):
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(inductor_cache))
 
 
+@pytest.fixture(scope="session")
+def torch_envs_home(tmp_path_factory) -> Path:
+    """One DIAG_HOME for the tests that provision real torch builds, so each build installs once."""
+    return tmp_path_factory.mktemp("provisioned-home")
+
+
 def diag(*args: str, cwd: Path, check: bool = True, timeout: float = 1200) -> subprocess.CompletedProcess:
     """Run the real ``diag`` command line in a subprocess."""
     done = subprocess.run([sys.executable, "-m", "diag", *args], cwd=cwd, capture_output=True, text=True,

@@ -12,7 +12,8 @@ from diag import store
 
 
 @pytest.mark.slow
-def test_two_provisioned_builds_land_in_one_db(tmp_path):
+def test_two_provisioned_builds_land_in_one_db(tmp_path, torch_envs_home, monkeypatch):
+    monkeypatch.setenv("DIAG_HOME", str(torch_envs_home))
     db = tmp_path / "cross.db"
     done = diag("run", "--case", "append_last", "--case", "dynamic_slice", "--torch", "2.13.0", "--torch", "2.14.1",
                 "--backend", "eager", "--fullgraph", "--no-timing", "--new-tokens", "4", "--jobs", "2",

@@ -104,9 +104,12 @@ def render(db, out_dir: Path, builds_per_page: int = BUILDS_PER_PAGE,
               "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
     files: dict[str, str] = {}
     files.update(_matrix_pages(env, matrix, {**common, "run_count": len(runs)}, builds_per_page))
+    newest = matrix.builds[-1]["id"] if matrix.builds else None
     for case in cases:
+        sweeps = charts.sweep_charts([r for r in runs if r["case"] == case and r["torch_build_id"] == newest])
         files[case_href(case)] = env.get_template("case.html.j2").render(
-            root="../", case=case, charts=charts.case_charts(matrix, case), max_lines=charts.MAX_LINES, **common)
+            root="../", case=case, charts=charts.case_charts(matrix, case), sweeps=sweeps,
+            newest=matrix.builds[-1] if matrix.builds else None, max_lines=charts.MAX_LINES, **common)
     template = env.get_template("run.html.j2")
     for run in store.full_runs(db, paged):
         for gb in run["graph_breaks"]:

@@ -84,3 +84,57 @@ def case_charts(matrix: Matrix, case: str) -> list[tuple[str, str]]:
         if svg:
             charts.append((metric[0], svg))
     return charts
+
+
+SWEEPS = [("batch_size", "batch size"), ("prompt_length", "prompt length (tokens)")]
+
+
+def _tokens_per_second(run: dict[str, Any], mode: str) -> Optional[float]:
+    ms = run.get(f"{mode}_ms_per_token")
+    return run["batch_size"] * 1000.0 / ms if ms else None
+
+
+def sweep_charts(runs: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """Throughput and peak memory against batch size and against prompt length, where runs vary in them.
+
+    ``runs`` are one case's runs on one build; a line per (config, eager|compiled).
+    """
+    charts = []
+    for field, label in SWEEPS:
+        other = "prompt_length" if field == "batch_size" else "batch_size"
+        lines: dict[tuple, dict[int, dict[str, Any]]] = {}
+        for run in runs:
+            key = (row_label(tuple(run[f] for f in ("case", "backend", "fullgraph", "dynamic", "mode", "device",
+                                                      "dtype"))), run[other])
+            lines.setdefault(key, {})[run[field]] = run  # newest run per point (runs are oldest first)
+        swept = {k: v for k, v in lines.items() if len(v) > 1}
+        if not swept:
+            continue
+        for title, unit, values in (
+                (f"Throughput against {label}", "tokens / s",
+                 [("eager", lambda r: _tokens_per_second(r, "eager")), ("compiled", lambda r: _tokens_per_second(r, "compiled"))]),
+                (f"Peak memory against {label}", "MB",
+                 [("eager", lambda r: r.get("peak_mem_eager_mb")), ("compiled", lambda r: r.get("peak_mem_compiled_mb"))])):
+            figure, axes = plt.subplots(figsize=(9.5, 3.2))
+            figure.subplots_adjust(left=0.08, right=0.68, bottom=0.18, top=0.9)
+            drawn = 0
+            for (config_label, fixed), points in list(swept.items())[:MAX_LINES]:
+                xs = sorted(points)
+                for mode, value in values:
+                    ys = [value(points[x]) for x in xs]
+                    pairs = [(x, y) for x, y in zip(xs, ys) if y is not None]
+                    if pairs:
+                        axes.plot(*zip(*pairs), marker="o", markersize=3,
+                                  label=f"{config_label}, {mode} ({other.replace('_', ' ')} {fixed})")
+                        drawn += 1
+            if not drawn:
+                plt.close(figure)
+                continue
+            axes.set_xscale("log", base=2)
+            axes.set_xlabel(label)
+            axes.set_ylabel(unit)
+            axes.set_title(title)
+            axes.grid(True, alpha=0.3)
+            axes.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+            charts.append((title, _svg(figure)))
+    return charts

@@ -1,0 +1,128 @@
+"""``diag bisect``: the first bad build between a good one and a bad one.
+
+The search is pure (``search``); ``Bisector`` supplies the verdicts, reusing
+runs already in the DB and provisioning the builds it still has to probe. A
+build that cannot be installed is skipped and reported, never fatal.
+"""
+
+from __future__ import annotations
+
+import re
+import urllib.request
+from dataclasses import dataclass, field
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Callable, Optional
+
+from diag import envs, regress, store
+
+Verdict = Optional[bool]  # True: bad, False: good, None: could not be tested
+
+
+@dataclass
+class SearchResult:
+    last_good: str
+    first_bad: str
+    tested: dict[str, Verdict] = field(default_factory=dict)
+    skipped: list[str] = field(default_factory=list)
+
+
+def search(candidates: list[str], is_bad: Callable[[str], Verdict]) -> SearchResult:
+    """Binary search over ``candidates`` (ordered; the first is good, the last is bad).
+
+    Candidates that cannot be tested are skipped; the next probe is the untested
+    candidate nearest the middle of the remaining range.
+    """
+    low, high = 0, len(candidates) - 1
+    tested: dict[str, Verdict] = {}
+    skipped: set[int] = set()
+    while True:
+        inner = [i for i in range(low + 1, high) if i not in skipped]
+        if not inner:
+            break
+        middle = (low + high) / 2
+        probe = min(inner, key=lambda i: (abs(i - middle), i))
+        verdict = is_bad(candidates[probe])
+        tested[candidates[probe]] = verdict
+        if verdict is None:
+            skipped.add(probe)
+        elif verdict:
+            high = probe
+        else:
+            low = probe
+    return SearchResult(candidates[low], candidates[high], tested,
+                        [candidates[i] for i in sorted(skipped)])
+
+
+class _Links(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.names: list[str] = []
+
+    def handle_starttag(self, tag, attrs) -> None:
+        if tag == "a":
+            href = dict(attrs).get("href") or ""
+            self.names.append(href.split("#", 1)[0].rsplit("/", 1)[-1])
+
+
+_WHEEL = re.compile(r"^torch-(?P<version>[^-]+)-")
+
+
+def index_versions(index_url: str) -> list[str]:
+    """torch versions listed on a PEP 503 simple index (``URL/torch/``), local labels dropped."""
+    url = index_url.rstrip("/") + "/torch/"
+    if url.startswith("file://") and not url.endswith("index.html") and Path(url[7:]).is_dir():
+        url += "index.html"
+    try:
+        with urllib.request.urlopen(url, timeout=60) as response:
+            page = response.read().decode("utf-8", "replace")
+    except OSError as exc:
+        raise envs.EnvError(f"cannot read the torch index {url}: {exc}") from exc
+    parser = _Links()
+    parser.feed(page)
+    versions = set()
+    for name in parser.names:
+        match = _WHEEL.match(name.replace("%2B", "+"))
+        if match:
+            versions.add(match["version"].split("+", 1)[0])
+    return sorted(versions, key=lambda v: regress.version_order({"version": v, "nightly_date": None, "id": 0}))
+
+
+def between(versions: list[str], good: str, bad: str) -> list[str]:
+    """``versions`` from ``good`` to ``bad`` inclusive, ordered; both ends always present."""
+    order = lambda v: regress.version_order({"version": v, "nightly_date": None, "id": 0})  # noqa: E731
+    low, high = order(good), order(bad)
+    if low >= high:
+        raise envs.EnvError(f"the good build {good} must come before the bad build {bad}")
+    inside = [v for v in versions if low < order(v) < high]
+    return [good, *sorted(set(inside), key=order), bad]
+
+
+@dataclass
+class Probe:
+    """How one build is tested: provision it (or reuse runs already stored), run the case, read the status."""
+    run_build: Callable[[str], Optional[dict]]  # spec -> the stored run, or None when it cannot be installed
+    good_status: Optional[str] = None
+    log: Callable[[str], None] = lambda message: None
+    failures: dict[str, str] = field(default_factory=dict)
+
+    def status(self, spec: str) -> Optional[str]:
+        run = self.run_build(spec)
+        return None if run is None else run["status"]
+
+    def is_bad(self, spec: str) -> Verdict:
+        status = self.status(spec)
+        if status is None:
+            return None
+        self.log(f"{spec}: {status} -> {'bad' if status != self.good_status else 'good'}")
+        return status != self.good_status
+
+
+def find_stored(db, spec: str, row: tuple) -> Optional[dict]:
+    """The newest stored run of ``row`` on the build whose version is ``spec``."""
+    for build in store.builds(db):
+        if build["version"].split("+", 1)[0] == spec:
+            runs = [r for r in store.runs_of_build(db, build["id"]) if regress.row_key(r) == row]
+            if runs:
+                return runs[-1]
+    return None
