@@ -72,7 +72,8 @@ def row_fields(config: dict[str, Any], case: str) -> dict[str, Any]:
 
 
 def assemble(config: dict[str, Any], case: str, diagnosis: ProbeOutcome, timing: Optional[ProbeOutcome],
-             meta: dict[str, Any], torch_info: dict[str, Any]) -> RunRecord:
+             meta: dict[str, Any], torch_info: dict[str, Any], frames: Optional[list[dict[str, Any]]] = None,
+             notes: Optional[dict[str, dict[str, Any]]] = None) -> RunRecord:
     """One RunRecord from the diagnosis probe (and the timing probe, when it ran).
 
     ``torch_info`` describes the environment as the orchestrator saw it before
@@ -85,6 +86,13 @@ def assemble(config: dict[str, Any], case: str, diagnosis: ProbeOutcome, timing:
     correctness = diagnosis.first("correctness") or {}
     oracle = diagnosis.first("oracle")
     capabilities = {k: v for k, v in (diagnosis.first("capabilities") or {}).items() if k != "kind"}
+    capabilities.update(notes or {})
+    if "collector_errors" in result:
+        errors = result["collector_errors"]
+        capabilities["log_parsing"] = {"available": not errors,
+                                       "detail": "; ".join(errors[:5]) if errors else "every log record parsed"}
+    for note in diagnosis.all("collector_note"):
+        capabilities[note["name"]] = {"available": note["available"], "detail": note["detail"]}
     graph_breaks = [_graph_break_row(r) for r in diagnosis.all("graph_break")]
     recompiles = [{k: r.get(k) for k in ("key", "reason", "function", "frame", "decode_step", "guard_failures")}
                   for r in diagnosis.all("recompile")]
@@ -114,6 +122,7 @@ def assemble(config: dict[str, Any], case: str, diagnosis: ProbeOutcome, timing:
         "capabilities": json.dumps(capabilities) if capabilities else None,
         "counters": json.dumps(result.get("counters")) if result.get("counters") is not None else None,
         "compile_s": compiled_timing.get("compile_s") if compiled_timing else None,
+        "compile_warm_s": compiled_timing.get("compile_warm_s") if compiled_timing else None,
         "eager_ms_per_token": eager_timing.get("median_ms_per_token") if eager_timing else None,
         "compiled_ms_per_token": compiled_timing.get("median_ms_per_token") if compiled_timing else None,
         "peak_mem_eager_mb": eager_timing.get("peak_memory_mb") if eager_timing else None,
@@ -132,7 +141,7 @@ def assemble(config: dict[str, Any], case: str, diagnosis: ProbeOutcome, timing:
     build = build_identity(environment["torch_version"], environment.get("git_version"),
                            environment.get("cuda_version"))
     return RunRecord(build=build, run=run, graph_breaks=graph_breaks, recompiles=recompiles,
-                     hidden_errors=hidden, timings=timing_rows(timing))
+                     hidden_errors=hidden, timings=timing_rows(timing), frames=list(frames or []))
 
 
 def _bool(value: Any) -> Optional[int]:

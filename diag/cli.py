@@ -10,7 +10,7 @@ from typing import Any, Callable, Optional
 
 import click
 
-from diag import __version__, assemble, catalog, envs, gate, regress, runner, store, text
+from diag import __version__, artifacts, assemble, catalog, envs, gate, regress, runner, store, text
 from diag.config import DEFAULT_DB, DEFAULT_TIMEOUT_S
 from diag.probe.session import DTYPES, Config
 
@@ -285,7 +285,7 @@ def show_command(run_id: int, db_path: str, as_json: bool) -> None:
     run = store.get_run(db, run_id)
     if run is None:
         raise _fail(f"no run #{run_id} in {db_path}")
-    run["artifacts"] = _artifacts(run.get("artifacts_dir"))
+    run["artifacts"] = {label: str(path) for label, path in artifacts.listing(run.get("artifacts_dir"))}
     if as_json:
         click.echo(json.dumps(run, indent=2, default=str))
         return
@@ -614,12 +614,6 @@ def report_command(db_path: str, out_dir: str, as_json: bool) -> None:
         click.echo(json.dumps({**counts, "index": str(index)}))
     else:
         click.echo(f"wrote {counts['written']} files ({counts['removed']} stale removed): {index}")
-
-
-def _artifacts(directory: Optional[str]) -> dict[str, str]:
-    if not directory or not Path(directory).is_dir():
-        return {}
-    return {p.name: str(p) for p in sorted(Path(directory).iterdir()) if p.is_file()}
 
 
 def main() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import socket
+import tempfile
 import uuid
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass
@@ -11,7 +12,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Iterator, Optional
 
-from diag import __version__
+from diag import __version__, trace
 from diag.assemble import assemble, probe_failure
 from diag.catalog import CaseRef
 from diag.config import artifacts_root
@@ -55,7 +56,7 @@ def execute(job: Job, db_path: Path, timeout_s: float, timing: bool,
             tracker: Optional[ProcessTracker] = None) -> RunRecord:
     """Run the diagnosis probe, then (unless the diagnosis says there is nothing to time) the timing probe."""
     uid = uuid.uuid4().hex
-    run_dir = artifacts_root(db_path) / uid
+    run_dir = artifacts_root(db_path.resolve()) / uid
     run_dir.mkdir(parents=True, exist_ok=True)
     spec = {"case": job.case.name, "case_path": job.case.path, "config": asdict(job.config)}
     spec_path = run_dir / "spec.json"
@@ -67,18 +68,33 @@ def execute(job: Job, db_path: Path, timeout_s: float, timing: bool,
     diagnosis = run_probe(
         job.env.probe_command("diagnose", "--spec", str(spec_path), "--out", str(diagnosis_path),
                               "--artifacts", str(run_dir)),
-        diagnosis_path, run_dir, env, timeout_s, "diagnose", tracker)
+        diagnosis_path, run_dir, {**env, "TORCH_TRACE": str(run_dir / "trace")}, timeout_s, "diagnose", tracker)
+    frames, notes = trace.collect(run_dir)
     timing_outcome = None
     verdict = probe_failure(diagnosis) or diagnosis.first("result") or {}
     if timing and verdict.get("status") not in {"eager_error", "crash", "timeout"}:
         timing_path = run_dir / "time.jsonl"
         extra = ["--no-compiled"] if verdict.get("status") in NOT_TIMEABLE else []
-        timing_outcome = run_probe(
-            job.env.probe_command("time", "--spec", str(spec_path), "--out", str(timing_path), *extra),
-            timing_path, run_dir, env, timeout_s, "time", tracker)
+        with tempfile.TemporaryDirectory(prefix="diag-inductor-cold-") as cold_cache:
+            timing_outcome = run_probe(
+                job.env.probe_command("time", "--spec", str(spec_path), "--out", str(timing_path), *extra),
+                timing_path, run_dir, timing_environ(env, cold_cache), timeout_s, "time", tracker)
     meta = {"uid": uid, "started_at": started_at, "host": socket.gethostname(), "tool_version": __version__,
             "artifacts_dir": str(run_dir), "case_path": job.case.path}
-    return assemble(asdict(job.config), job.case.name, diagnosis, timing_outcome, meta, job.env.torch)
+    return assemble(asdict(job.config), job.case.name, diagnosis, timing_outcome, meta, job.env.torch,
+                    frames, notes)
+
+
+# Debug output of any kind slows compilation; none may reach a stored timing.
+DEBUG_VARIABLES = ("TORCH_LOGS", "TORCH_TRACE", "TORCH_COMPILE_DEBUG", "TORCHDYNAMO_VERBOSE",
+                   "TORCHINDUCTOR_FORCE_DISABLE_CACHES")
+
+
+def timing_environ(env: dict[str, str], inductor_cache: str) -> dict[str, str]:
+    """The timing probe's environment: no debug switches, and an empty inductor cache (a cold compile)."""
+    clean = {k: v for k, v in env.items() if k not in DEBUG_VARIABLES}
+    clean["TORCHINDUCTOR_CACHE_DIR"] = inductor_cache
+    return clean
 
 
 Done = Callable[[Job, RunRecord], None]

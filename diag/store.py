@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterable, Optional
@@ -76,7 +76,7 @@ def m001_initial(db: sqlite_utils.Database) -> None:
         db[table].create_index(["run_id"])
 
 
-CHILD_TABLES = ("graph_breaks", "recompiles", "hidden_errors", "timings")
+CHILD_TABLES = ("graph_breaks", "recompiles", "hidden_errors", "timings", "frames")
 
 
 @migration
@@ -103,6 +103,20 @@ def m003_error_key_case_path(db: sqlite_utils.Database) -> None:
     case file a run used (repro rebuilds from it)."""
     db["runs"].add_column("error_key", str)
     db["runs"].add_column("case_path", str)
+
+
+@migration
+def m004_frames_and_warm_compile(db: sqlite_utils.Database) -> None:
+    """Per compiled frame: torch's compilation_metrics (torch >= 2.4); and compile time with warm caches."""
+    db["frames"].create({
+        "id": int, "run_id": int, "compile_id": str, "co_name": str, "co_filename": str, "co_firstlineno": int,
+        "cache_size": int, "accumulated_cache_size": int, "guard_count": int, "shape_env_guard_count": int,
+        "graph_op_count": int, "graph_node_count": int, "graph_input_count": int,
+        "entire_frame_compile_time_s": float, "backend_compile_time_s": float, "inductor_compile_time_s": float,
+        "code_gen_time_s": float, "fail_type": str, "fail_reason": str, "restart_reasons": str,
+    }, pk="id", foreign_keys=[("run_id", "runs", "id")])
+    db["frames"].create_index(["run_id"])
+    db["runs"].add_column("compile_warm_s", float)
 
 
 def open_db(path: str | Path, create: bool = True) -> sqlite_utils.Database:
@@ -203,6 +217,7 @@ class RunRecord:
     recompiles: list[dict[str, Any]]
     hidden_errors: list[dict[str, Any]]
     timings: list[dict[str, Any]]
+    frames: list[dict[str, Any]] = field(default_factory=list)
 
 
 def _build_id(conn: sqlite3.Connection, build: dict[str, Any]) -> int:

@@ -65,7 +65,8 @@ def show(run: dict[str, Any]) -> str:
     for field in ("oracle_equal", "tokens_equal", "max_abs_diff", "first_differing_step", "eager_margin"):
         lines.append(f"  {field}: {safe(run.get(field))}")
     lines += _section("timings")
-    lines.append(f"  compile: {_num(run.get('compile_s'), '.3f', ' s')}")
+    lines.append(f"  compile: {_num(run.get('compile_s'), '.3f', ' s')} cold, "
+                 f"{_num(run.get('compile_warm_s'), '.3f', ' s')} warm")
     lines.append(f"  eager: {_num(run.get('eager_ms_per_token'), '.3f', ' ms/token')}   "
                  f"compiled: {_num(run.get('compiled_ms_per_token'), '.3f', ' ms/token')}")
     lines.append(f"  peak memory ({safe(run.get('memory_kind'))}): eager {_num(run.get('peak_mem_eager_mb'), '.1f', ' MB')}"
@@ -83,6 +84,12 @@ def show(run: dict[str, Any]) -> str:
     for he in run["hidden_errors"]:
         lines.append(f"  [{safe(he['source'])}] {safe(he['exc_type'])}: {safe(_first_line(he['message']))} "
                      f"(logger {safe(he['logger'])}, x{he['count']})")
+    lines += _section(f"compiled frames ({len(run.get('frames', []))})")
+    for frame in run.get("frames", []):
+        fail = f"  FAIL {safe(frame['fail_type'])}" if frame.get("fail_type") else ""
+        lines.append(f"  {safe(frame['compile_id'])} {safe(frame['co_name'])}: cache {frame['cache_size']}, "
+                     f"guards {frame['guard_count']}, ops {frame['graph_op_count']}, inputs {frame['graph_input_count']}, "
+                     f"{_num(frame.get('entire_frame_compile_time_s'), '.3f', ' s')}{fail}")
     lines += _section("capabilities")
     for name, cap in (run.get("capabilities") or {}).items():
         lines.append(f"  {name}: {'yes' if cap['available'] else 'NO'} — {safe(cap['detail'])}")

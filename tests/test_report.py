@@ -154,3 +154,23 @@ def test_index_loads_in_headless_chromium_without_console_errors(findings_db, fi
     broken = out / "broken.html"
     broken.write_text("<html><body><script>undefinedFunction();</script></body></html>")
     assert _console_errors(broken, tmp_path / "broken.png", tmp_path / "profile-broken")
+
+
+def test_sweep_runs_are_plotted_against_batch_size(tmp_path):
+    db = tmp_path / "sweep.db"
+    done = diag("run", "--case", "append_last", "--backend", "eager", "--fullgraph", "--new-tokens", "4",
+                "--repeats", "2", "--threads", "1", "--sweep", "batch", "--sweep-values", "1,2", "--db", str(db),
+                "--json", cwd=tmp_path)
+    assert [r["batch_size"] for r in json.loads(done.stdout)] == [1, 2]
+    out = tmp_path / "site"
+    diag("report", "--db", str(db), "--out", str(out), cwd=tmp_path)
+    page = (out / "cases" / "append_last.html").read_text()
+    assert "Throughput against batch size" in page and "Peak memory against batch size" in page
+    assert page.count("<svg") >= 6
+    assert "tokens / s" in page and "batch size" in page
+
+
+def test_bad_sweep_values(tmp_path):
+    done = diag("run", "--case", "append_last", "--sweep", "batch", "--sweep-values", "1,x", "--db",
+                str(tmp_path / "x.db"), cwd=tmp_path, check=False)
+    assert done.returncode == 2 and "--sweep-values" in done.stderr

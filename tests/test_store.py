@@ -64,7 +64,7 @@ def test_a_failing_child_row_leaves_no_run(tmp_path):
     with pytest.raises(sqlite3.OperationalError):
         store.save_run(db, broken)
     assert store.table_counts(db) == {"runs": 0, "graph_breaks": 0, "recompiles": 0, "hidden_errors": 0,
-                                      "timings": 0}
+                                      "timings": 0, "frames": 0}
 
 
 def test_newer_schema_is_refused_and_left_untouched(tmp_path):

@@ -54,6 +54,36 @@ def dynamo_counters() -> Capability:
     return True, "torch._dynamo.utils.counters"
 
 
+def structured_trace() -> Capability:
+    """TORCH_TRACE (torch >= 2.3): torch._logging._internal grew a trace_log and its handler."""
+    import os
+
+    try:
+        from torch._logging import _internal
+    except ImportError:
+        return False, "structured trace: torch._logging._internal is not available on this torch"
+    if not hasattr(_internal, "trace_log"):
+        return False, "structured trace: not available on this torch (needs >= 2.3)"
+    if not os.environ.get("TORCH_TRACE"):
+        return False, "structured trace: TORCH_TRACE was not set for this probe"
+    return True, f"TORCH_TRACE log in {os.environ['TORCH_TRACE']}"
+
+
+def depyf_hook() -> Capability:
+    """depyf needs dynamo's bytecode hook (torch >= 2.2) and the depyf package."""
+    try:
+        import torch._dynamo.convert_frame as convert_frame
+    except ImportError as exc:
+        return False, f"depyf: torch._dynamo.convert_frame is not importable: {exc}"
+    if not hasattr(convert_frame, "register_bytecode_hook"):
+        return False, "depyf: dynamo has no register_bytecode_hook on this torch (needs >= 2.2)"
+    try:
+        import depyf  # noqa: F401
+    except ImportError:
+        return False, "depyf: the depyf package is not installed in this environment"
+    return True, "depyf dump of transformed bytecode and compiled graphs"
+
+
 def detect() -> dict[str, Capability]:
     """Every capability the probe knows, detected on the running torch."""
     return {
@@ -61,6 +91,8 @@ def detect() -> dict[str, Capability]:
         "graph_breaks_log": graph_breaks_log(),
         "recompiles_log": recompiles_log(),
         "dynamo_counters": dynamo_counters(),
+        "structured_trace": structured_trace(),
+        "depyf": depyf_hook(),
     }
 
 

@@ -111,18 +111,13 @@ def run(workload: Workload, results: Results, artifacts: Path) -> None:
     capabilities = compat.detect()
     results.write("capabilities", **{name: {"available": ok, "detail": detail}
                                     for name, (ok, detail) in capabilities.items()})
-    collector = capture.LogCapture(artifacts / "torch_debug.log", lambda: workload.current_step)
-    capture.clear_counters()
-    torch._dynamo.reset()
-    error: Optional[BaseException] = None
-    compiled = None
-    collector.install()
-    try:
-        compiled = workload.compiled()
-    except Exception as exc:
-        error = exc
-    finally:
-        collector.uninstall()
+    use_depyf = capabilities["depyf"][0]
+    collector, compiled, error = compile_once(workload, artifacts, use_depyf)
+    if use_depyf and error is not None and _raised_in_depyf(error):
+        # depyf's hook broke the compile: that says nothing about torch. Compile again without it.
+        results.write("collector_note", name="depyf", available=False,
+                      detail=f"depyf raised during the compile and was turned off: {type(error).__name__}: {error}")
+        collector, compiled, error = compile_once(workload, artifacts, False)
     counters = capture.counter_snapshot()
     emit_findings(results, collector)
 
@@ -149,6 +144,39 @@ def run(workload: Workload, results: Results, artifacts: Path) -> None:
         summary["error_location"] = error_location(error, case_path)
         summary["error_key"] = keys.stable_key(type(inner).__name__, str(inner), summary["error_location"])
     results.write("result", **summary)
+
+
+def compile_once(workload: Workload, artifacts: Path, use_depyf: bool):
+    """One compiled generation with the log capture (and depyf's dump) installed."""
+    import contextlib
+
+    import torch
+
+    collector = capture.LogCapture(artifacts / "torch_debug.log", lambda: workload.current_step)
+    capture.clear_counters()
+    torch._dynamo.reset()
+    error: Optional[BaseException] = None
+    compiled = None
+    dump: contextlib.AbstractContextManager = contextlib.nullcontext()
+    if use_depyf:
+        import depyf
+
+        dump = depyf.prepare_debug(str(artifacts / "depyf"))
+    collector.install()
+    try:
+        with dump:
+            compiled = workload.compiled()
+    except Exception as exc:
+        error = exc
+    finally:
+        collector.uninstall()
+    return collector, compiled, error
+
+
+def _raised_in_depyf(error: BaseException) -> bool:
+    import traceback
+
+    return any("/depyf/" in frame.filename for frame in traceback.extract_tb(error.__traceback__))
 
 
 def emit_findings(results: Results, collector: capture.LogCapture) -> None:

@@ -67,7 +67,14 @@ def run(workload: Workload, results: Results, with_compiled: bool) -> None:
         return
     memory, memory_kind = peak_memory_mb(workload)
     steady = statistics.median(compiled["totals_s"]) if compiled["totals_s"] else 0.0
-    # The first compiled generation pays for compilation (and any recompiles) once.
+    # The first compiled generation pays for compilation (and any recompiles) once. It ran with
+    # the caches this process was given (cold when the orchestrator passed an empty inductor cache);
+    # after a dynamo reset, the same compile again finds them warm.
     compile_s = max(0.0, compiled["first_total_s"] - steady)
+    workload.torch._dynamo.reset()
+    start = time.perf_counter()
+    workload.compiled()
+    workload.synchronize()
+    compile_warm_s = max(0.0, time.perf_counter() - start - steady)
     results.write("timing", mode="compiled", memory_kind=memory_kind, peak_memory_mb=memory,
-                  compile_s=compile_s, **compiled)
+                  compile_s=compile_s, compile_warm_s=compile_warm_s, **compiled)

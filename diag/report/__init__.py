@@ -23,7 +23,7 @@ from typing import Any, Optional
 
 import jinja2
 
-from diag import __version__, store
+from diag import __version__, artifacts, store
 from diag.report import charts
 from diag.report.model import Matrix, build_matrix, pages, row_label
 from diag.text import config_label
@@ -73,10 +73,8 @@ def _quantiles(samples: list[float]) -> dict[str, Any]:
 
 
 def _artifacts(run: dict[str, Any], out_dir: Path) -> list[tuple[str, str]]:
-    directory = run.get("artifacts_dir")
-    if not directory or not os.path.isdir(directory):
-        return []
-    return [(p.name, os.path.relpath(p, out_dir / "runs")) for p in sorted(Path(directory).iterdir()) if p.is_file()]
+    return [(label, os.path.relpath(path.resolve(), (out_dir / "runs").resolve()))
+            for label, path in artifacts.listing(run.get("artifacts_dir"))]
 
 
 def detailed_runs(matrix: Matrix, detail_builds: int) -> set[int]:

@@ -46,8 +46,8 @@ def trend(matrix: Matrix, rows: list[RowKey], metric: Metric) -> Optional[str]:
     """One SVG line chart of ``metric`` over builds, a line per row; None when no run has a value."""
     title, unit, value = metric
     labels = [b["version"] for b in matrix.builds]
-    figure, axes = plt.subplots(figsize=(9.5, 3.2))
-    figure.subplots_adjust(left=0.08, right=0.72, bottom=0.3, top=0.9)
+    figure, axes = plt.subplots(figsize=(9.5, 4.2))
+    figure.subplots_adjust(left=0.08, right=0.98, bottom=0.42, top=0.92)
     marker = "o" if len(labels) <= MAX_MARKED_POINTS else None
     drawn = 0
     for row in rows[:MAX_LINES]:
@@ -70,9 +70,14 @@ def trend(matrix: Matrix, rows: list[RowKey], metric: Metric) -> Optional[str]:
     axes.set_xlabel("torch build")
     axes.set_ylabel(unit)
     axes.set_title(title)
-    axes.grid(True, alpha=0.3)
-    axes.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    _finish(axes)
     return _svg(figure)
+
+
+def _finish(axes) -> None:
+    """Grid, and the legend under the plot where long config labels fit."""
+    axes.grid(True, alpha=0.3)
+    axes.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.32), ncol=2, frameon=False)
 
 
 def case_charts(matrix: Matrix, case: str) -> list[tuple[str, str]]:
@@ -115,8 +120,8 @@ def sweep_charts(runs: list[dict[str, Any]]) -> list[tuple[str, str]]:
                  [("eager", lambda r: _tokens_per_second(r, "eager")), ("compiled", lambda r: _tokens_per_second(r, "compiled"))]),
                 (f"Peak memory against {label}", "MB",
                  [("eager", lambda r: r.get("peak_mem_eager_mb")), ("compiled", lambda r: r.get("peak_mem_compiled_mb"))])):
-            figure, axes = plt.subplots(figsize=(9.5, 3.2))
-            figure.subplots_adjust(left=0.08, right=0.68, bottom=0.18, top=0.9)
+            figure, axes = plt.subplots(figsize=(9.5, 4.2))
+            figure.subplots_adjust(left=0.08, right=0.98, bottom=0.42, top=0.92)
             drawn = 0
             for (config_label, fixed), points in list(swept.items())[:MAX_LINES]:
                 xs = sorted(points)
@@ -131,10 +136,13 @@ def sweep_charts(runs: list[dict[str, Any]]) -> list[tuple[str, str]]:
                 plt.close(figure)
                 continue
             axes.set_xscale("log", base=2)
+            ticks = sorted({x for points in swept.values() for x in points})
+            axes.set_xticks(ticks)
+            axes.set_xticklabels([str(t) for t in ticks])
+            axes.minorticks_off()
             axes.set_xlabel(label)
             axes.set_ylabel(unit)
             axes.set_title(title)
-            axes.grid(True, alpha=0.3)
-            axes.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+            _finish(axes)
             charts.append((title, _svg(figure)))
     return charts

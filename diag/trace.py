@@ -1,0 +1,80 @@
+"""The structured trace (TORCH_TRACE, torch >= 2.3): per-frame compilation metrics, and tlparse's report.
+
+The diagnosis probe runs with TORCH_TRACE pointing into the run directory;
+afterwards the orchestrator reads the ``compilation_metrics`` records (torch
+>= 2.4) and renders tlparse's HTML report from the same log. Neither may
+fail a run: problems come back as notes stored with the run's capabilities.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+FRAME_FIELDS = ("compile_id", "co_name", "co_filename", "co_firstlineno", "cache_size", "accumulated_cache_size",
+                "guard_count", "shape_env_guard_count", "graph_op_count", "graph_node_count", "graph_input_count",
+                "entire_frame_compile_time_s", "backend_compile_time_s", "inductor_compile_time_s",
+                "code_gen_time_s", "fail_type", "fail_reason")
+Note = tuple[bool, str]
+
+
+def trace_logs(directory: Path) -> list[Path]:
+    return sorted(directory.glob("*.log")) if directory.is_dir() else []
+
+
+def frames(directory: Path) -> tuple[list[dict[str, Any]], Note]:
+    """One row per compilation_metrics record in the trace logs of ``directory``."""
+    logs = trace_logs(directory)
+    if not logs:
+        return [], (False, "no TORCH_TRACE log was written (structured trace needs torch >= 2.3)")
+    rows, unreadable = [], 0
+    for log in logs:
+        with open(log, encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                if '"compilation_metrics"' not in line or "{" not in line:
+                    continue
+                try:
+                    metrics = json.loads(line[line.index("{"):])["compilation_metrics"]
+                except (ValueError, KeyError, TypeError):
+                    unreadable += 1
+                    continue
+                row = {field: metrics.get(field) for field in FRAME_FIELDS}
+                row["compile_id"] = str(row["compile_id"]) if row["compile_id"] is not None else None
+                row["restart_reasons"] = json.dumps(metrics.get("restart_reasons") or [])
+                rows.append(row)
+    if not rows:
+        return [], (False, "the trace has no compilation_metrics records (they arrived in torch 2.4)")
+    detail = f"{len(rows)} compilation_metrics records"
+    return rows, (True, detail + (f", {unreadable} unreadable lines skipped" if unreadable else ""))
+
+
+def render_tlparse(directory: Path, out_dir: Path, timeout_s: float = 300) -> Note:
+    """tlparse's HTML report for the trace in ``directory``, written to ``out_dir``."""
+    logs = trace_logs(directory)
+    if not logs:
+        return False, "no TORCH_TRACE log to render"
+    binary = shutil.which("tlparse")
+    if binary is None:
+        return False, "tlparse is not installed (pip install tlparse)"
+    try:
+        done = subprocess.run([binary, str(logs[0]), "-o", str(out_dir), "--overwrite", "--no-browser"],
+                              capture_output=True, text=True, timeout=timeout_s)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return False, f"tlparse failed: {exc}"
+    if done.returncode != 0 or not (out_dir / "index.html").exists():
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        return False, f"tlparse exited {done.returncode}: {last}"
+    return True, f"tlparse report at {out_dir / 'index.html'}"
+
+
+def collect(run_dir: Path) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
+    """Frames and capability notes for a finished diagnosis probe."""
+    rows, frames_note = frames(run_dir / "trace")
+    tlparse_note = render_tlparse(run_dir / "trace", run_dir / "tlparse")
+    notes = {"compilation_metrics": frames_note, "tlparse": tlparse_note}
+    return rows, {name: {"available": ok, "detail": detail} for name, (ok, detail) in notes.items()}
+
+
