@@ -72,6 +72,13 @@ def test_wont_convert_text_without_exc_info_is_parsed():
     assert finding.data["frame"] == "/w/m.py:12"
 
 
+def test_wont_convert_echoed_on_the_graph_break_log_is_not_a_second_break():
+    text = "WON'T CONVERT decode_step /w/cases/dynamic_slice.py line 15\n===== TorchDynamo Stack Trace =====\n"
+    record = Record("torch._dynamo.symbolic_convert.__graph_breaks", "DEBUG", text, None, 0)
+    assert parse_graph_break(record) is None
+    assert parse_hidden_error(record).data["source"] == "frame_fallback"
+
+
 def test_plain_debug_records_are_not_findings():
     record = Record("torch._dynamo.output_graph", "DEBUG", "Step 2: calling compiler function eager", None, 0)
     assert all(parse(record) is None for parse in (parse_graph_break, parse_recompile, parse_hidden_error))

@@ -70,6 +70,10 @@ def parse_graph_break(record: Record) -> Optional[Finding]:
     if not record.logger.endswith("__graph_breaks"):
         return None
     text = record.message
+    if _WONT_CONVERT.search(text):
+        # Some torch versions echo a frame's fallback on the graph-break log; it is the same event
+        # as the graph break logged next to it, and a hidden error, not a second break.
+        return None
     where = _BREAK_AT.search(text)
     reason_match = _REASON.search(text)
     reason = reason_match["reason"].strip() if reason_match else text.strip()
