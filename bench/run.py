@@ -1,19 +1,27 @@
-"""diag's own benchmarks. Results go to docs/BENCHMARKS.md.
+"""diag's own benchmarks; the Markdown table goes to docs/BENCHMARKS.md with --write.
 
-    python bench/run.py            # full: 50,000 synthetic runs
-    python bench/run.py --quick    # a smoke run (CI checks that it still works)
+    python bench/run.py [--write]    # everything (about 30 minutes on 2 cores)
+    python bench/run.py --quick      # a smoke run of every part (CI checks it still works)
 
-Measured here: storage ingest and `diag report` time, peak memory and largest
-page on a DB of synthetic history.
+1. Overhead: `diag run` (both passes) against bench/bare.py doing the same compile and timing by
+   hand, each starting from an empty inductor cache; and the diagnosis pass against bare.py with
+   TORCH_LOGS="+dynamo,+aot,+inductor" written to a file.
+2. Matrix throughput: the four cases x fullgraph on/off with --jobs 1 and --jobs 2.
+3. Storage and report at scale: synthetic history, `diag report` wall time and peak memory.
+4. Timing fidelity: A/A spread of per-token medians and false alarms of `diag check`; A/B
+   detection of an injected 10% per-token slowdown; both over N repetitions.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
+import json
 import os
 import platform
 import resource
+import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -21,66 +29,160 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+BENCH = REPO / "bench"
 sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "bench"))
+sys.path.insert(0, str(BENCH))
 
 from diag import store  # noqa: E402
 import synthetic  # noqa: E402
 
+CASES = ["append_last", "dynamic_slice", "hf_static_cache", "hf_dynamic_cache"]
 
-def ingest(db_path: Path, total: int) -> float:
+
+def timed(command: list[str], env: dict | None = None, cwd: Path | None = None) -> tuple[float, str]:
+    start = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=cwd)
+    if done.returncode not in (0, 1):
+        raise RuntimeError(f"{command} failed: {done.stderr[-2000:]}")
+    return time.perf_counter() - start, done.stdout
+
+
+def environ(**extra: str) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TORCH_")}
+    env.update(extra)
+    return env
+
+
+def overhead(work: Path, cases: list[str], backend: str, new_tokens: int, repeats: int) -> list[tuple]:
+    rows = []
+    for case in cases:
+        cold_diag, cold_bare = work / f"cache-diag-{case}", work / f"cache-bare-{case}"
+        diag_s, _ = timed([sys.executable, "-m", "diag", "run", "--case", case, "--fullgraph", "--backend", backend,
+                           "--new-tokens", str(new_tokens), "--repeats", str(repeats), "--db", str(work / "o.db")],
+                          environ(TORCHINDUCTOR_CACHE_DIR=str(cold_diag)), work)
+        bare_s, _ = timed([sys.executable, str(BENCH / "bare.py"), case, backend, str(new_tokens), str(repeats)],
+                          environ(TORCHINDUCTOR_CACHE_DIR=str(cold_bare)))
+        spec = json.loads(sorted((work / "o.runs").glob("*/spec.json"), key=os.path.getmtime)[-1].read_text())
+        spec_path = work / f"spec-{case}.json"
+        spec_path.write_text(json.dumps(spec))
+        diagnose_s, _ = timed([sys.executable, "-m", "diag.probe", "diagnose", "--spec", str(spec_path), "--out",
+                               str(work / f"d-{case}.jsonl"), "--artifacts", str(work / f"a-{case}")],
+                              environ(TORCHINDUCTOR_CACHE_DIR=str(cold_diag), TORCH_TRACE=str(work / f"t-{case}"),
+                                      PYTHONPATH=str(REPO)))
+        logged_s, _ = timed([sys.executable, str(BENCH / "bare.py"), case, backend, str(new_tokens), str(repeats)],
+                            environ(TORCHINDUCTOR_CACHE_DIR=str(cold_bare), TORCH_LOGS="+dynamo,+aot,+inductor",
+                                    TORCH_LOGS_OUT=str(work / f"logs-{case}.txt")))
+        rows.append((case, diag_s, bare_s, diagnose_s, logged_s))
+    return rows
+
+
+def matrix(work: Path, jobs: int, cases: list[str], backend: str, new_tokens: int) -> float:
+    case_args = [arg for case in cases for arg in ("--case", case)]
+    seconds, _ = timed([sys.executable, "-m", "diag", "run", *case_args, "--backend", backend, "--new-tokens",
+                        str(new_tokens), "--jobs", str(jobs), "--db", str(work / f"m{jobs}.db")], environ(), work)
+    return seconds
+
+
+def scale(work: Path, total: int) -> dict:
+    db_path = work / "scale.db"
     db = store.open_db(db_path)
     start = time.perf_counter()
     store.save_runs(db, synthetic.records(total))
-    return time.perf_counter() - start
-
-
-def report(db_path: Path, out: Path) -> dict:
+    ingest_s = time.perf_counter() - start
+    db.conn.execute("PRAGMA wal_checkpoint(FULL)")
+    out = work / "site"
     before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    start = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "diag", "report", "--db", str(db_path), "--out", str(out)],
-                   check=True, capture_output=True, text=True)
-    elapsed = time.perf_counter() - start
-    peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    report_s, _ = timed([sys.executable, "-m", "diag", "report", "--db", str(db_path), "--out", str(out)])
+    peak = max(before, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss) / 1024
     files = [p for p in out.rglob("*") if p.is_file()]
     largest = max(files, key=lambda p: p.stat().st_size)
-    return {"seconds": elapsed, "peak_rss_mb": max(peak_kib, before) / 1024, "files": len(files),
-            "largest_page": str(largest.relative_to(out)), "largest_page_kb": largest.stat().st_size / 1024,
-            "total_mb": sum(p.stat().st_size for p in files) / 2**20}
+    return {"runs": total, "ingest_s": ingest_s, "db_mb": db_path.stat().st_size / 2**20, "report_s": report_s,
+            "peak_mb": peak, "files": len(files), "site_mb": sum(p.stat().st_size for p in files) / 2**20,
+            "largest": f"{largest.relative_to(out)} ({largest.stat().st_size / 1024:.0f} KB)"}
+
+
+def fidelity(work: Path, repetitions: int, new_tokens: int, repeats: int) -> dict:
+    case = str(BENCH / "cases" / "extra_cost.py")
+    common = ["--case", case, "--backend", "eager", "--fullgraph", "--new-tokens", str(new_tokens), "--repeats",
+              str(repeats), "--threads", "1", "--json"]
+    medians, false_alarms, detected = [], 0, 0
+    for index in range(repetitions):
+        for label, extra_fraction in (("aa", None), ("ab", 0.10)):
+            db = work / f"{label}{index}.db"
+            _, first = timed([sys.executable, "-m", "diag", "run", *common, "--db", str(db)],
+                             environ(DIAG_BENCH_EXTRA_S="0"), work)
+            base = json.loads(first)[0]
+            medians.append(base["compiled_ms_per_token"])
+            extra = "0" if extra_fraction is None else str(extra_fraction * base["compiled_ms_per_token"] / 1e3)
+            _, second = timed([sys.executable, "-m", "diag", "run", *common, "--db", str(db)],
+                              environ(DIAG_BENCH_EXTRA_S=extra), work)
+            if label == "aa":
+                medians.append(json.loads(second)[0]["compiled_ms_per_token"])
+            code = subprocess.run([sys.executable, "-m", "diag", "check", "--db", str(db)], capture_output=True,
+                                  cwd=work).returncode
+            if label == "aa":
+                false_alarms += code != 0
+            else:
+                detected += code != 0
+    spread = (max(medians) - min(medians)) / statistics.median(medians)
+    return {"repetitions": repetitions, "median_ms": statistics.median(medians), "spread": spread,
+            "cv": statistics.pstdev(medians) / statistics.mean(medians), "false_alarms": false_alarms,
+            "detected": detected}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--quick", action="store_true", help="1,000 runs instead of 50,000")
-    parser.add_argument("--runs", type=int, default=None)
-    parser.add_argument("--write", action="store_true", help="append the table to docs/BENCHMARKS.md")
+    parser.add_argument("--quick", action="store_true", help="a smoke run of every part")
+    parser.add_argument("--write", action="store_true", help="append the results to docs/BENCHMARKS.md")
+    parser.add_argument("--parts", default="overhead,matrix,scale,fidelity")
     args = parser.parse_args()
-    total = args.runs or (1000 if args.quick else 50_000)
-    with tempfile.TemporaryDirectory() as tmp:
-        db_path = Path(tmp) / "scale.db"
-        ingest_s = ingest(db_path, total)
-        db_mb = sum(p.stat().st_size for p in db_path.parent.glob("scale.db*")) / 2**20
-        result = report(db_path, Path(tmp) / "site")
-    rows = [
-        ("runs ingested", f"{total:,}"),
-        ("ingest time (one transaction)", f"{ingest_s:.1f} s"),
-        ("DB size", f"{db_mb:.1f} MB"),
-        ("`diag report` wall time", f"{result['seconds']:.1f} s"),
-        ("`diag report` peak RSS", f"{result['peak_rss_mb']:.0f} MB"),
-        ("files written", f"{result['files']:,} ({result['total_mb']:.0f} MB)"),
-        ("largest file", f"{result['largest_page']} ({result['largest_page_kb']:.0f} KB)"),
-    ]
+    parts = set(args.parts.split(","))
+    quick = args.quick
     import torch
 
-    header = (f"## Report at scale — {dt.date.today()}\n\n{platform.processor() or platform.machine()}, "
-              f"{os.cpu_count()} cores, Python {platform.python_version()}, torch {torch.__version__}\n\n"
-              "| measure | value |\n|---|---|\n")
-    table = header + "\n".join(f"| {k} | {v} |" for k, v in rows) + "\n"
-    print(table)
+    lines = [f"## {dt.date.today()} — {'quick' if quick else 'full'} run",
+             "", f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+                 f"torch {torch.__version__}, CPU", ""]
+    with tempfile.TemporaryDirectory(prefix="diag-bench-") as tmp:
+        work = Path(tmp)
+        if "overhead" in parts:
+            backend = "eager" if quick else "inductor"
+            rows = overhead(work, CASES[:1] if quick else CASES, backend, 8, 3 if quick else 5)
+            lines += [f"### 1. Overhead ({backend} backend, fullgraph=True, 8 new tokens, empty inductor caches)", "",
+                      "| case | diag run (both passes) | bare script | ratio | diagnosis pass | bare + TORCH_LOGS | ratio |",
+                      "|---|---|---|---|---|---|---|"]
+            lines += [f"| {c} | {d:.1f} s | {b:.1f} s | {d / b:.2f} | {dp:.1f} s | {lg:.1f} s | {dp / lg:.2f} |"
+                      for c, d, b, dp, lg in rows] + [""]
+        if "matrix" in parts:
+            cases = CASES[:1] if quick else CASES
+            one, two = matrix(work, 1, cases, "eager", 8), matrix(work, 2, cases, "eager", 8)
+            lines += [f"### 2. Matrix throughput ({len(cases)} cases x fullgraph on/off, eager backend, both passes)", "",
+                      "| --jobs 1 | --jobs 2 | speed-up |", "|---|---|---|",
+                      f"| {one:.0f} s | {two:.0f} s | {one / two:.2f} |", ""]
+        if "scale" in parts:
+            result = scale(work, 1000 if quick else 50_000)
+            lines += ["### 3. Storage and report at scale (synthetic history)", "", "| measure | value |", "|---|---|",
+                      f"| runs | {result['runs']:,} |", f"| ingest (one transaction) | {result['ingest_s']:.1f} s |",
+                      f"| DB size | {result['db_mb']:.1f} MB |", f"| `diag report` | {result['report_s']:.1f} s |",
+                      f"| `diag report` peak RSS | {result['peak_mb']:.0f} MB |",
+                      f"| files written | {result['files']:,} ({result['site_mb']:.0f} MB) |",
+                      f"| largest file | {result['largest']} |", ""]
+        if "fidelity" in parts:
+            result = fidelity(work, 1 if quick else 5, 8, 5)
+            n = result["repetitions"]
+            lines += ["### 4. Timing fidelity (eager backend, --threads 1, 8 new tokens, 5 repeats)", "",
+                      "| measure | value |", "|---|---|",
+                      f"| A/A compiled per-token medians | {result['median_ms']:.3f} ms, spread {result['spread']:.1%}, "
+                      f"CV {result['cv']:.1%} over {2 * n} runs |",
+                      f"| A/A false alarms of `diag check` | {result['false_alarms']} of {n} |",
+                      f"| A/B 10% per-token slowdown detected | {result['detected']} of {n} |", ""]
+    text = "\n".join(lines)
+    print(text)
     if args.write:
         target = REPO / "docs" / "BENCHMARKS.md"
-        existing = target.read_text() if target.exists() else "# Benchmarks\n\nWritten by `python bench/run.py --write`.\n\n"
-        target.write_text(existing + "\n" + table)
+        existing = target.read_text() if target.exists() else (
+            "# Benchmarks\n\nMeasured by `python bench/run.py --write`; newest first below the targets.\n")
+        target.write_text(existing.rstrip("\n") + "\n\n" + text + "\n")
 
 
 if __name__ == "__main__":

@@ -93,8 +93,10 @@ def attend(layer, hidden: torch.Tensor, query, keys, values, bias: torch.Tensor)
 
     attn = layer.self_attn
     groups = attn.num_key_value_groups
+    # transformers < 4.48 keeps no ``scaling`` on the attention module; the default is head_dim ** -0.5.
+    scale = getattr(attn, "scaling", attn.head_dim ** -0.5)
     out = F.scaled_dot_product_attention(
-        query, repeat_kv(keys, groups), repeat_kv(values, groups), attn_mask=bias, scale=attn.scaling
+        query, repeat_kv(keys, groups), repeat_kv(values, groups), attn_mask=bias, scale=scale
     )
     batch, _, tokens, _ = query.shape
     hidden = hidden + attn.o_proj(out.transpose(1, 2).reshape(batch, tokens, -1))

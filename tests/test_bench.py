@@ -1,0 +1,21 @@
+"""The benchmark script still runs (its numbers are recorded by hand in docs/BENCHMARKS.md)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO
+
+
+@pytest.mark.slow
+def test_bench_quick_runs_every_part(tmp_path):
+    done = subprocess.run([sys.executable, str(REPO / "bench" / "run.py"), "--quick"], capture_output=True, text=True,
+                          timeout=1800, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    for heading in ("### 1. Overhead", "### 2. Matrix throughput", "### 3. Storage and report at scale",
+                    "### 4. Timing fidelity"):
+        assert heading in done.stdout
+    assert "| runs | 1,000 |" in done.stdout
