@@ -22,24 +22,16 @@ def decode_step(model, token, position_ids, key_cache, value_cache, cache_mask):
         hidden = llama.attend(layer, hidden, query, keys, values, bias)
     return llama.head(model, hidden)
 
+
 @case("append_last", "fixed-size KV cache, current token appended in the last slot, whole cache masked (fullgraph-friendly)")
 def generate(gen):
-    model, prompt_mask = gen.model, gen.attention_mask
-    logits, prompt_keys, prompt_values = llama.prefill(model, gen.input_ids, prompt_mask)
-    token = gen.emit(logits[:, -1])
-
-    prompt, slots = gen.prompt_length, gen.max_length
-    key_cache = llama.preallocate(prompt_keys, slots)
-    value_cache = llama.preallocate(prompt_values, slots)
-    cache_mask = prompt_mask.new_zeros(gen.batch_size, slots)
-    cache_mask[:, :prompt] = prompt_mask
-    cache_mask[:, -1] = 1
-    position_ids = llama.prefill_positions(prompt_mask)[:, -1:] + 1
+    token, key_cache, value_cache, cache_mask, position_ids = llama.prefill_into_cache(gen)
+    cache_mask[:, -1] = 1  # the last slot holds the current token during every decode step
 
     step = gen.compile(decode_step)
     for index in gen.steps():
-        logits = step(model, token, position_ids, key_cache, value_cache, cache_mask)
-        slot = prompt + index
+        logits = step(gen.model, token, position_ids, key_cache, value_cache, cache_mask)
+        slot = gen.prompt_length + index
         for keys, values in zip(key_cache, value_cache):
             keys[:, :, slot] = keys[:, :, -1]
             values[:, :, slot] = values[:, :, -1]

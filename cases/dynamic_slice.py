@@ -27,21 +27,12 @@ def decode_step(model, token, position_ids, key_cache, value_cache, cache_mask, 
 
 @case("dynamic_slice", "preallocated KV cache sliced to a tensor-valued length before SDPA (data-dependent shapes)")
 def generate(gen):
-    model, prompt_mask = gen.model, gen.attention_mask
-    logits, prompt_keys, prompt_values = llama.prefill(model, gen.input_ids, prompt_mask)
-    token = gen.emit(logits[:, -1])
-
-    prompt, slots = gen.prompt_length, gen.max_length
-    key_cache = llama.preallocate(prompt_keys, slots)
-    value_cache = llama.preallocate(prompt_values, slots)
-    cache_mask = prompt_mask.new_zeros(gen.batch_size, slots)
-    cache_mask[:, :prompt] = prompt_mask
-    valid_past_index = torch.tensor(prompt, device=prompt_mask.device)
-    position_ids = llama.prefill_positions(prompt_mask)[:, -1:] + 1
+    token, key_cache, value_cache, cache_mask, position_ids = llama.prefill_into_cache(gen)
+    valid_past_index = torch.tensor(gen.prompt_length, device=cache_mask.device)
 
     step = gen.compile(decode_step)
     for _ in gen.steps():
-        logits = step(model, token, position_ids, key_cache, value_cache, cache_mask, valid_past_index)
+        logits = step(gen.model, token, position_ids, key_cache, value_cache, cache_mask, valid_past_index)
         token = gen.emit(logits[:, -1])
         valid_past_index = valid_past_index + 1
         position_ids = position_ids + 1

@@ -325,8 +325,8 @@ def env_add(spec: str, extras: tuple[str, ...], index_url: Optional[str], varian
         env = envs.resolve(spec, extras, index_url, variant, installer, log=_progress)
     except envs.EnvError as exc:
         raise _fail(str(exc)) from exc
-    info = {"spec": spec, "python": env.python, "path": env.path, **env.torch}
-    click.echo(json.dumps(info, indent=2) if as_json else f"{spec}: torch {env.torch['torch_version']} at {env.path}")
+    info = {"spec": spec, "python": env.python, "path": env.path, **env.build_info()}
+    click.echo(json.dumps(info, indent=2) if as_json else f"{spec}: torch {info['torch_version']} at {env.path}")
 
 
 @env_group.command("rm")

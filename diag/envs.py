@@ -41,8 +41,17 @@ class EnvError(Exception):
 class TorchEnv:
     spec: str
     python: str
-    torch: dict = field(hash=False)
+    torch: Optional[dict] = field(default=None, hash=False)  # None: not looked up yet (see build_info)
     path: Optional[str] = None
+
+    def build_info(self) -> dict:
+        """torch version, commit and CUDA version; looked up only when a probe died before reporting them."""
+        if self.torch is not None:
+            return self.torch
+        try:
+            return describe(self.spec, self.python)
+        except EnvError:
+            return {"torch_version": "unknown", "git_version": None, "cuda_version": None}
 
     def probe_command(self, *args: str) -> list[str]:
         return [self.python, "-m", "diag.probe", *args]
@@ -151,7 +160,9 @@ def matches_request(spec: str, version: str) -> bool:
 def env_key(request: Request) -> str:
     python_version = subprocess.run([request.python, "-c", "import sys; print(sys.version)"],
                                     capture_output=True, text=True).stdout.strip()
-    parts = [request.spec, *sorted(request.extras), request.python, python_version, request.index_url or "",
+    # python, python3 and python3.11 may name one interpreter: key on the file they resolve to.
+    python = os.path.realpath(request.python)
+    parts = [request.spec, *sorted(request.extras), python, python_version, request.index_url or "",
              *request.extra_index_urls, request.variant, request.installer]
     digest = hashlib.sha1("\x1f".join(parts).encode()).hexdigest()[:10]
     label = re.sub(r"[^A-Za-z0-9.]+", "-", request.spec).strip("-")
@@ -224,7 +235,8 @@ def resolve(spec: str, extras: tuple[str, ...] = (), index_url: Optional[str] = 
             variant: str = "cpu", installer: str = "pip", log=lambda message: None) -> TorchEnv:
     kind = spec_kind(spec)
     if kind == "current":
-        return TorchEnv(spec, sys.executable, describe(spec, sys.executable))
+        # The CLI's own interpreter: importing torch just to name it would add seconds to every run.
+        return TorchEnv(spec, sys.executable)
     if kind == "python":
         python = Path(spec).expanduser()
         if not python.is_file() or not os.access(python, os.X_OK):

@@ -81,8 +81,8 @@ def execute(job: Job, db_path: Path, timeout_s: float, timing: bool,
                 timing_path, run_dir, timing_environ(env, cold_cache), timeout_s, "time", tracker)
     meta = {"uid": uid, "started_at": started_at, "host": socket.gethostname(), "tool_version": __version__,
             "artifacts_dir": str(run_dir), "case_path": job.case.path}
-    return assemble(asdict(job.config), job.case.name, diagnosis, timing_outcome, meta, job.env.torch,
-                    frames, notes)
+    build = {} if diagnosis.first("environment") else job.env.build_info()
+    return assemble(asdict(job.config), job.case.name, diagnosis, timing_outcome, meta, build, frames, notes)
 
 
 # Debug output of any kind slows compilation; none may reach a stored timing.

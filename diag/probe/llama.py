@@ -150,3 +150,21 @@ def preallocate(prompt_states: list, slots: int) -> list:
         cache[:, :, : states.shape[2]] = states
         caches.append(cache)
     return caches
+
+
+def prefill_into_cache(gen):
+    """The uncompiled prefill both cache-managing cases start with.
+
+    Returns the first generated token, per-layer key and value caches of
+    ``gen.max_length`` slots holding the prompt's states, a cache mask that
+    marks the prompt's real tokens, and the position ids of the next token.
+    """
+    prompt_mask = gen.attention_mask
+    logits, prompt_keys, prompt_values = prefill(gen.model, gen.input_ids, prompt_mask)
+    token = gen.emit(logits[:, -1])
+    key_cache = preallocate(prompt_keys, gen.max_length)
+    value_cache = preallocate(prompt_values, gen.max_length)
+    cache_mask = prompt_mask.new_zeros(gen.batch_size, gen.max_length)
+    cache_mask[:, : gen.prompt_length] = prompt_mask
+    position_ids = prefill_positions(prompt_mask)[:, -1:] + 1
+    return token, key_cache, value_cache, cache_mask, position_ids
