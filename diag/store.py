@@ -119,7 +119,7 @@ def m004_frames_and_warm_compile(db: sqlite_utils.Database) -> None:
     db["runs"].add_column("compile_warm_s", float)
 
 
-def open_db(path: str | Path, create: bool = True) -> sqlite_utils.Database:
+def open_db(path: str | Path, create: bool = True, _retry: bool = True) -> sqlite_utils.Database:
     """Open (and migrate) the DB at ``path``; StoreError with a one-line reason when unusable."""
     path = Path(path)
     if not path.exists() and not create:
@@ -143,9 +143,9 @@ def open_db(path: str | Path, create: bool = True) -> sqlite_utils.Database:
                     fn(db)
                     _insert(conn, "migrations", {"name": name, "applied_at": _now()})
         except sqlite3.OperationalError as exc:
-            if "already exists" in str(exc):
+            if "already exists" in str(exc) and _retry:
                 # Another process migrated the same new DB at the same moment.
-                return open_db(path, create)
+                return open_db(path, create, _retry=False)
             raise StoreError(f"cannot write to {path}: {exc}") from exc
     conn.execute("PRAGMA foreign_keys = ON")
     return db
