@@ -21,7 +21,7 @@ from diag.probe.cases import Generation, load_case_file  # noqa: E402
 
 
 def generate(case, model, ids, mask, new_tokens, compile_fn):
-    gen = Generation(model, ids, mask, new_tokens, compile_fn, lambda step: None, lambda: None)
+    gen = Generation(model, ids, mask, new_tokens, compile_fn)
     with torch.no_grad():
         case.generate(gen)
     return gen

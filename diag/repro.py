@@ -69,8 +69,7 @@ from case_api import Generation, load_case_file  # noqa: E402
 
 
 def generate(case, model, input_ids, attention_mask, compile_fn):
-    gen = Generation(model, input_ids, attention_mask, WORKLOAD["new_tokens"], compile_fn,
-                     lambda step: None, lambda: None)
+    gen = Generation(model, input_ids, attention_mask, WORKLOAD["new_tokens"], compile_fn)
     with torch.no_grad():
         case.generate(gen)
     return torch.cat(gen.tokens, dim=1)

@@ -25,7 +25,7 @@ def test_eager_tokens_equal_generate(model, name, batch_size):
     input_ids, attention_mask = llama.make_prompt(batch_size, 12, model.config.vocab_size, 0, "cpu")
     if batch_size > 1:
         assert (attention_mask[1:] == 0).any(), "rows after the first must be left-padded"
-    gen = Generation(model, input_ids, attention_mask, 10, lambda fn: fn, lambda step: None, lambda: None)
+    gen = Generation(model, input_ids, attention_mask, 10, lambda fn: fn)
     with torch.no_grad():
         case.generate(gen)
     expected = llama.reference_tokens(model, input_ids, attention_mask, 10)

@@ -127,16 +127,16 @@ class Generation:
         attention_mask: Any,
         new_tokens: int,
         compile_fn: Callable[[Callable], Callable],
-        on_step: Callable[[Optional[int]], None],
-        synchronize: Callable[[], None],
+        on_step: Optional[Callable[[Optional[int]], None]] = None,
+        clock: Optional[Callable[[], Callable[[], float]]] = None,
     ) -> None:
         self.model = model
         self.input_ids = input_ids
         self.attention_mask = attention_mask
         self.new_tokens = new_tokens
         self._compile_fn = compile_fn
-        self._on_step = on_step
-        self._synchronize = synchronize
+        self._on_step = on_step or (lambda step: None)
+        self._clock = clock or wall_clock
         self.logits: list[Any] = []
         self.tokens: list[Any] = []
         self.step_seconds: list[float] = []
@@ -172,10 +172,14 @@ class Generation:
         attribute what torch logs to the step in flight.
         """
         for index in range(self.new_tokens - 1):
-            self._synchronize()
             self._on_step(index)
-            start = time.perf_counter()
+            stop = self._clock()
             yield index
-            self._synchronize()
-            self.step_seconds.append(time.perf_counter() - start)
+            self.step_seconds.append(stop())
         self._on_step(None)
+
+
+def wall_clock() -> Callable[[], float]:
+    """Start a measurement; the returned function gives the seconds since."""
+    start = time.perf_counter()
+    return lambda: time.perf_counter() - start

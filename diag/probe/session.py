@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from diag.probe.cases import Case, Generation
+from diag.probe.cases import Case, Generation, wall_clock
 
 DTYPES = {"float32": "float32", "fp32": "float32", "float16": "float16", "fp16": "float16",
           "bfloat16": "bfloat16", "bf16": "bfloat16"}
@@ -120,16 +120,35 @@ class Workload:
             cfg.batch_size, cfg.prompt_length, self.model.config.vocab_size, cfg.seed, cfg.device)
         self.current_step: Optional[int] = None
 
+    @property
+    def on_cuda(self) -> bool:
+        return self.spec.config.device.startswith("cuda")
+
     def synchronize(self) -> None:
-        if self.spec.config.device.startswith("cuda"):
+        if self.on_cuda:
             self.torch.cuda.synchronize()
+
+    def clock(self) -> Callable[[], float]:
+        """Start timing one decode step: CUDA events on a GPU (device time, synchronised), else wall time."""
+        if not self.on_cuda:
+            return wall_clock()
+        torch = self.torch
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+
+        def stop() -> float:
+            end.record()
+            end.synchronize()
+            return start.elapsed_time(end) / 1e3
+
+        return stop
 
     def _set_step(self, step: Optional[int]) -> None:
         self.current_step = step
 
     def generate(self, compile_fn: Callable[[Callable], Callable]) -> Generation:
         gen = Generation(self.model, self.input_ids, self.attention_mask, self.spec.config.new_tokens,
-                         compile_fn, self._set_step, self.synchronize)
+                         compile_fn, on_step=self._set_step, clock=self.clock)
         with self.torch.no_grad():
             self.case.generate(gen)
         if len(gen.tokens) != self.spec.config.new_tokens:
