@@ -40,7 +40,8 @@ def test_unwritable_db_path(tmp_path):
     assert_one_line_error(done, "cannot write database")
 
 
-@pytest.mark.parametrize("command", [["runs"], ["show", "1"]])
+@pytest.mark.parametrize("command", [["runs"], ["show", "1"], ["report"], ["check"], ["compare", "1", "2"],
+                                     ["repro", "1"]])
 def test_missing_db(tmp_path, command):
     done = diag(*command, "--db", str(tmp_path / "absent.db"), cwd=tmp_path, check=False)
     assert_one_line_error(done, "no database at")
@@ -61,3 +62,20 @@ def test_not_a_database(tmp_path):
     done = diag("runs", "--db", str(junk), cwd=tmp_path, check=False)
     assert_one_line_error(done, "not a diag database")
     assert junk.read_text() == "hello"
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["env", "add", "not-a-spec"], "malformed torch spec"),
+    (["env", "add", "current"], "nothing to provision"),
+    (["bisect", "--case", "append_last", "--good", "current", "--bad", "2.14.1", "--candidates", "/dev/null"],
+     "installable torch specs"),
+    (["bisect", "--case", "nope", "--good", "2.13.0", "--bad", "2.14.1"], "unknown case"),
+    (["check", "--alpha", "2"], "--alpha"),
+    (["run", "--case", "append_last", "--jobs", "0"], "--jobs"),
+    (["run", "--case", "append_last", "--timeout", "-5"], "--timeout"),
+])
+def test_more_bad_input_is_one_line(tmp_path, args, fragment):
+    done = diag(*args, "--db", str(tmp_path / "x.db"), cwd=tmp_path, check=False) if args[0] not in ("env",) \
+        else diag(*args, cwd=tmp_path, check=False)
+    assert_one_line_error(done, fragment)
+    assert not (tmp_path / "x.db").exists()

@@ -1,0 +1,19 @@
+"""Prints junk and exits with status 3 in the compiled pass, before any verdict is written."""
+
+import os
+import sys
+
+from _greedy import full_forward, greedy
+
+from diag.probe.cases import case
+
+
+@case("garbage_exit", "writes junk to stdout and stderr, then exits 3 without a verdict")
+def generate(gen):
+    if gen.compile(full_forward) is not full_forward:
+        sys.stdout.write("\x00\xff{not json\n")
+        sys.stderr.write("garbage_exit: leaving without a verdict\n")
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(3)
+    greedy(gen, full_forward)
