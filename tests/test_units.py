@@ -141,3 +141,21 @@ def test_spec_kinds(spec, kind):
 def test_malformed_specs(spec):
     with pytest.raises(envs.EnvError, match="malformed torch spec"):
         envs.spec_kind(spec)
+
+
+class _NoBreaks:
+    def of_kind(self, kind):
+        return []
+
+
+def test_graph_breaks_fall_back_to_dynamo_counters_when_the_log_has_none():
+    """torch 2.1's graph_breaks log reports only WON'T CONVERT; its counters still count the breaks."""
+    from diag.probe.diagnose import graph_breaks_from_counters
+
+    counters = {"unimplemented": {"Dynamic slicing on data-dependent value is not supported": 1},
+                "graph_break": {"call_function in skip_files": 2}, "stats": {"unique_graphs": 10}}
+    found = graph_breaks_from_counters(_NoBreaks(), counters)
+    assert sorted((f["reason"], f["count"], f["resumable"]) for f in found) == [
+        ("Dynamic slicing on data-dependent value is not supported", 1, False),
+        ("call_function in skip_files", 2, True)]
+    assert all(f["key"].startswith("Unsupported:") for f in found)

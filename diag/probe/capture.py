@@ -77,19 +77,19 @@ def parse_graph_break(record: Record) -> Optional[Finding]:
     where = _BREAK_AT.search(text)
     reason_match = _REASON.search(text)
     reason = reason_match["reason"].strip() if reason_match else text.strip()
-    gb_type = _gb_type(reason)
+    kind = gb_type(reason)
     location = where["where"] if where else innermost_user_frame(text)
     return Finding("graph_break", {
-        "key": keys.stable_key("Unsupported", reason, location, gb_type),
+        "key": keys.stable_key("Unsupported", reason, location, kind),
         "reason": reason,
-        "gb_type": gb_type,
+        "gb_type": kind,
         "location": location,
         "resumable": _CANNOT_RESUME not in reason,
         "decode_step": record.step,
     })
 
 
-def _gb_type(reason: str) -> Optional[str]:
+def gb_type(reason: str) -> Optional[str]:
     """gb_type from torch ≥ 2.7's structured message: the line after 'Graph break encountered:'."""
     lines = [line.strip() for line in reason.splitlines()]
     for index, line in enumerate(lines):

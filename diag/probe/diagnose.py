@@ -119,7 +119,12 @@ def run(workload: Workload, results: Results, artifacts: Path) -> None:
                       detail=f"depyf raised during the compile and was turned off: {type(error).__name__}: {error}")
         collector, compiled, error = compile_once(workload, artifacts, False)
     counters = capture.counter_snapshot()
-    emit_findings(results, collector)
+    breaks_from_counters = graph_breaks_from_counters(collector, counters)
+    if breaks_from_counters:
+        results.write("collector_note", name="graph_breaks_log", available=False,
+                      detail="the graph_breaks log held no graph breaks while dynamo's counters did; "
+                             "graph breaks counted from the counters (no decode step, location from the message)")
+    emit_findings(results, collector, breaks_from_counters)
 
     stats = counters.get("stats", {})
     graph_count = stats.get("unique_graphs", 0) if capabilities["dynamo_counters"][0] else None
@@ -127,7 +132,9 @@ def run(workload: Workload, results: Results, artifacts: Path) -> None:
     if compiled is not None:
         correctness = compare(eager, compiled, TOLERANCE.get(spec.config.dtype, 1e-4))
         results.write("correctness", **correctness)
-    graph_breaks = len(collector.of_kind("graph_break"))
+    # A frame (or its remainder) that fell back to eager did not compile whole, like a graph break.
+    fallbacks = [h for h in collector.of_kind("hidden_error") if h["source"] == "frame_fallback"]
+    graph_breaks = len(collector.of_kind("graph_break")) + len(breaks_from_counters) + len(fallbacks)
     status = classify(fullgraph=spec.config.fullgraph, error=error, graph_count=graph_count,
                       graph_breaks=graph_breaks, correctness=correctness)
     summary: dict[str, Any] = {
@@ -179,8 +186,27 @@ def _raised_in_depyf(error: BaseException) -> bool:
     return any("/depyf/" in frame.filename for frame in traceback.extract_tb(error.__traceback__))
 
 
-def emit_findings(results: Results, collector: capture.LogCapture) -> None:
-    for item in group(collector.of_kind("graph_break"), ("key", "location")):
+def graph_breaks_from_counters(collector: capture.LogCapture, counters: dict) -> list[dict]:
+    """Graph breaks from dynamo's counters, for a torch whose graph_breaks log does not report them (2.1).
+
+    torch counts a break it resumes from under "graph_break" and one it cannot resume from under
+    "unimplemented"; both are used only when the log gave no graph-break record at all.
+    """
+    if collector.of_kind("graph_break"):
+        return []
+    found = []
+    for group_name in ("graph_break", "unimplemented"):
+        for message, count in counters.get(group_name, {}).items():
+            location = capture.innermost_user_frame(message)
+            gb_type = capture.gb_type(message)
+            found.append({"key": keys.stable_key("Unsupported", message, location, gb_type), "reason": message,
+                          "gb_type": gb_type, "location": location, "resumable": group_name == "graph_break",
+                          "decode_step": None, "count": count})
+    return found
+
+
+def emit_findings(results: Results, collector: capture.LogCapture, extra_breaks: list[dict]) -> None:
+    for item in group(collector.of_kind("graph_break"), ("key", "location")) + extra_breaks:
         results.write("graph_break", **item)
     for item in collector.of_kind("recompile"):
         results.write("recompile", **item)
