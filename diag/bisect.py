@@ -9,12 +9,19 @@ from __future__ import annotations
 
 import re
 import urllib.request
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Callable, Optional
 
-from diag import envs, regress, store
+from diag import envs, regress, runner, store
+from diag.assemble import row_fields
+from diag.catalog import CaseRef
+from diag.probe.session import Config
+
+
+class BisectError(Exception):
+    pass
 
 Verdict = Optional[bool]  # True: bad, False: good, None: could not be tested
 
@@ -126,3 +133,56 @@ def find_stored(db, spec: str, row: tuple) -> Optional[dict]:
             if runs:
                 return runs[-1]
     return None
+
+
+def _build_summary(run: Optional[dict]) -> dict:
+    if run is None:
+        return {"version": None, "nightly_date": None, "git_version": None, "run": None, "status": None}
+    return {"version": run["build_version"], "nightly_date": run["build_nightly_date"],
+            "git_version": run["build_git_version"], "run": run["id"], "status": run["status"]}
+
+
+def bisect(db, db_path: Path, case: CaseRef, config: Config, candidates: list[str],
+           provision: Callable[[str], envs.TorchEnv], timeout_s: float,
+           log: Callable[[str], None] = lambda message: None) -> dict:
+    """Test both ends, then search ``candidates`` (good first, bad last); a summary of the result."""
+    row = regress.row_key(row_fields(asdict(config), case.name))
+    probe = Probe(lambda spec: None, log=log)
+
+    def run_build(spec: str) -> Optional[dict]:
+        stored = find_stored(db, spec, row)
+        if stored is not None:
+            log(f"{spec}: reusing run #{stored['id']}")
+            return stored
+        try:
+            env = provision(spec)
+        except envs.EnvError as exc:
+            probe.failures[spec] = str(exc)
+            log(f"{spec}: skipped ({exc})")
+            return None
+        log(f"{spec}: running {case.name}")
+        record = runner.execute(runner.Job(env, case, config), db_path, timeout_s, timing=False)
+        return store.get_run(db, store.save_run(db, record))
+
+    probe.run_build = run_build
+    good, bad = candidates[0], candidates[-1]
+    good_run, bad_run = run_build(good), run_build(bad)
+    for spec, run in ((good, good_run), (bad, bad_run)):
+        if run is None:
+            raise BisectError(f"cannot test {spec}: {probe.failures.get(spec)}")
+    if good_run["status"] == bad_run["status"]:
+        raise BisectError(f"{good} and {bad} both give status {good_run['status']}: nothing to bisect")
+    probe.good_status = good_run["status"]
+    result = search(candidates, probe.is_bad)
+    summary = {
+        "case": case.name, "good_status": good_run["status"], "bad_status": bad_run["status"],
+        "candidates": len(candidates), "tested": result.tested,
+        "skipped": {spec: probe.failures.get(spec) for spec in result.skipped},
+        "last_good": _build_summary(find_stored(db, result.last_good, row)),
+        "first_bad": _build_summary(find_stored(db, result.first_bad, row)),
+    }
+    good_git, bad_git = summary["last_good"]["git_version"], summary["first_bad"]["git_version"]
+    summary["commit_range"] = f"{good_git}..{bad_git}" if good_git and bad_git else None
+    summary["compare_url"] = (f"https://github.com/pytorch/pytorch/compare/{good_git}...{bad_git}"
+                              if good_git and bad_git else None)
+    return summary

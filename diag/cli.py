@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import asdict, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Optional
 
 import click
 
-from diag import __version__, artifacts, assemble, catalog, envs, gate, regress, runner, store, text
+from diag import __version__, artifacts, catalog, envs, gate, regress, runner, store, text
 from diag.config import DEFAULT_DB, DEFAULT_TIMEOUT_S
 from diag.probe.session import DTYPES, Config
 
@@ -499,43 +499,15 @@ def bisect_command(case_value: str, good: str, bad: str, candidates_file: Option
         raise _fail(str(exc)) from exc
     _writable(db_path)
     db = open_store(db_path, create=True)
-    row = regress.row_key({**assemble.row_fields(asdict(run_config), refs[0].name)})
 
-    def run_build(spec: str) -> Optional[dict[str, Any]]:
-        stored = bisect.find_stored(db, spec, row)
-        if stored is not None:
-            _progress(f"{spec}: reusing run #{stored['id']}")
-            return stored
-        try:
-            env = envs.resolve(spec, extras, index_url, variant, installer, log=_progress)
-        except envs.EnvError as exc:
-            probe.failures[spec] = str(exc)
-            _progress(f"{spec}: skipped ({text.safe(str(exc))})")
-            return None
-        _progress(f"{spec}: running {refs[0].name}")
-        job = runner.Job(env, refs[0], run_config)
-        return store.get_run(db, store.save_run(db, runner.execute(job, Path(db_path), timeout_s, timing=False)))
+    def provision(spec: str) -> envs.TorchEnv:
+        return envs.resolve(spec, extras, index_url, variant, installer, log=_progress)
 
-    probe = bisect.Probe(run_build, log=_progress)
-    good_run, bad_run = run_build(good), run_build(bad)
-    if good_run is None or bad_run is None:
-        raise _fail(f"cannot test the {'good' if good_run is None else 'bad'} build: "
-                    f"{probe.failures.get(good if good_run is None else bad)}")
-    if good_run["status"] == bad_run["status"]:
-        raise _fail(f"{good} and {bad} both give status {good_run['status']}: nothing to bisect")
-    probe.good_status = good_run["status"]
-    result = bisect.search(candidates, probe.is_bad)
-    first_bad = bisect.find_stored(db, result.first_bad, row)
-    last_good = bisect.find_stored(db, result.last_good, row)
-    summary = {
-        "case": refs[0].name, "good_status": good_run["status"], "bad_status": bad_run["status"],
-        "candidates": len(candidates), "tested": result.tested, "skipped": {s: probe.failures.get(s) for s in result.skipped},
-        "last_good": _build_summary(last_good), "first_bad": _build_summary(first_bad),
-    }
-    good_git, bad_git = summary["last_good"]["git_version"], summary["first_bad"]["git_version"]
-    summary["commit_range"] = f"{good_git}..{bad_git}" if good_git and bad_git else None
-    summary["compare_url"] = (f"https://github.com/pytorch/pytorch/compare/{good_git}...{bad_git}"
-                              if good_git and bad_git else None)
+    try:
+        summary = bisect.bisect(db, Path(db_path), refs[0], run_config, candidates, provision, timeout_s,
+                                log=lambda message: _progress(text.safe(message)))
+    except bisect.BisectError as exc:
+        raise _fail(str(exc)) from exc
     if as_json:
         click.echo(json.dumps(summary, indent=2))
         return
@@ -545,13 +517,6 @@ def bisect_command(case_value: str, good: str, bad: str, candidates_file: Option
         click.echo(f"commits:   git log {summary['commit_range']}   ({summary['compare_url']})")
     for spec, reason in summary["skipped"].items():
         click.echo(f"skipped:   {spec}: {text.safe(reason)}")
-
-
-def _build_summary(run: Optional[dict[str, Any]]) -> dict[str, Any]:
-    if run is None:
-        return {"version": None, "nightly_date": None, "git_version": None, "run": None, "status": None}
-    return {"version": run["build_version"], "nightly_date": run["build_nightly_date"],
-            "git_version": run["build_git_version"], "run": run["id"], "status": run["status"]}
 
 
 def _build_line(build: dict[str, Any]) -> str:

@@ -197,7 +197,7 @@ def junit_xml(rows: list[RowComparison], found: list[Regression], suite: str) ->
     by_row: dict[tuple, list[Regression]] = {}
     for regression in found:
         by_row.setdefault(regression.row, []).append(regression)
-    lines = [f'<?xml version="1.0" encoding="UTF-8"?>',
+    lines = ['<?xml version="1.0" encoding="UTF-8"?>',
              f'<testsuite name={quoteattr(suite)} tests="{len(rows)}" failures="{len(by_row)}">']
     for comparison in rows:
         name = quoteattr(row_label(comparison.row))

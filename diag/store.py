@@ -309,8 +309,8 @@ def full_runs(db: sqlite_utils.Database, run_ids: Iterable[int]) -> Iterable[dic
         for run in runs.values():
             for table in CHILD_TABLES:
                 run[table] = []
-            for field in ("config", "capabilities", "counters"):
-                run[field] = json.loads(run[field]) if run.get(field) else None
+            for name in ("config", "capabilities", "counters"):
+                run[name] = json.loads(run[name]) if run.get(name) else None
         for table in CHILD_TABLES:
             for row in db.query(f'SELECT * FROM "{table}" WHERE run_id IN ({marks}) ORDER BY id', batch):
                 if table == "timings":

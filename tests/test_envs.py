@@ -6,7 +6,6 @@ specs are checked by the installer arguments they produce, not by installing.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 

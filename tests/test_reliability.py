@@ -10,7 +10,6 @@ import sqlite3
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -126,7 +125,7 @@ def test_debug_log_on_a_full_disk_does_not_stop_the_compile(tmp_path):
     """/dev/full fails every write with ENOSPC, as a full disk does."""
     if not os.path.exists("/dev/full"):
         pytest.skip("no /dev/full on this system")
-    code = f"""
+    code = """
 import logging, torch
 from pathlib import Path
 from diag.probe.capture import LogCapture

@@ -78,7 +78,7 @@ def depyf_hook() -> Capability:
     if not hasattr(convert_frame, "register_bytecode_hook"):
         return False, "depyf: dynamo has no register_bytecode_hook on this torch (needs >= 2.2)"
     try:
-        import depyf  # noqa: F401
+        import depyf  # noqa: F401  (importable is the capability)
     except ImportError:
         return False, "depyf: the depyf package is not installed in this environment"
     return True, "depyf dump of transformed bytecode and compiled graphs"
