@@ -13,6 +13,8 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Optional, Sequence
 
+from diag.labels import WORKLOAD, config_label
+
 GOOD = {"pass", "graph_break"}
 _VERSION = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+))?")
 KINDS = ("graph_breaks", "recompiles", "hidden_errors")
@@ -35,9 +37,7 @@ def row_key(run: dict[str, Any]) -> tuple:
 
 def row_label(key: tuple) -> str:
     values = dict(zip(ROW_FIELDS, key))
-    return (f"{values['case']} {values['backend']} {'fullgraph' if values['fullgraph'] else 'no-fullgraph'} "
-            f"dynamic={values['dynamic']} mode={values['mode']} {values['device']} {values['dtype']} "
-            f"b{values['batch_size']} p{values['prompt_length']} n{values['new_tokens']}")
+    return f"{values['case']} {config_label(values, workload=tuple(WORKLOAD))}"
 
 
 def mann_whitney_greater(after: Sequence[float], before: Sequence[float]) -> Optional[float]:

@@ -13,10 +13,11 @@ from pathlib import Path
 from typing import Callable, Iterator, Optional
 
 from diag import __version__, trace
-from diag.assemble import assemble, probe_failure
+from diag.assemble import assemble, probe_failure, row_fields
 from diag.catalog import CaseRef
 from diag.config import artifacts_root
 from diag.envs import TorchEnv
+from diag.labels import WORKLOAD, config_label
 from diag.probe.session import Config
 from diag.spawn import ProcessTracker, run_probe
 from diag.store import RunRecord
@@ -32,16 +33,9 @@ class Job:
     config: Config
 
     def label(self) -> str:
-        c = self.config
-        parts = [self.case.name, c.backend, "fullgraph" if c.fullgraph else "no-fullgraph"]
-        if c.dynamic is not None:
-            parts.append(f"dynamic={str(c.dynamic).lower()}")
-        if c.mode:
-            parts.append(f"mode={c.mode}")
-        parts += [c.device, c.dtype, f"b{c.batch_size}", f"p{c.prompt_length}", f"n{c.new_tokens}"]
-        if self.env.spec != "current":
-            parts.append(f"torch={self.env.spec}")
-        return " ".join(parts)
+        fields = row_fields(asdict(self.config), self.case.name)
+        label = f"{self.case.name} {config_label(fields, workload=tuple(WORKLOAD))}"
+        return label if self.env.spec == "current" else f"{label} torch={self.env.spec}"
 
 
 def plan(envs: list[TorchEnv], cases: list[CaseRef], configs: list[Config]) -> list[Job]:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from typing import Any, Optional
 
+from diag import labels
+
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
@@ -18,13 +20,7 @@ def _num(value: Optional[float], fmt: str, unit: str) -> str:
 
 
 def config_label(run: dict[str, Any]) -> str:
-    parts = [run["backend"], "fullgraph" if run["fullgraph"] else "no-fullgraph"]
-    if run.get("dynamic") not in (None, "auto"):
-        parts.append(f"dynamic={run['dynamic']}")
-    if run.get("mode") not in (None, "default"):
-        parts.append(f"mode={run['mode']}")
-    parts += [run["device"], run["dtype"], f"b{run['batch_size']}"]
-    return " ".join(safe(p) for p in parts)
+    return safe(labels.config_label(run))
 
 
 def summary_line(run: dict[str, Any]) -> str:

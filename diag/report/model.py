@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from diag.labels import config_label
 from diag.regress import GOOD, version_order
 
 ROW_FIELDS = ("case", "backend", "fullgraph", "dynamic", "mode", "device", "dtype")
@@ -17,14 +18,7 @@ def row_key(run: dict[str, Any]) -> RowKey:
 
 
 def row_label(key: RowKey) -> str:
-    values = dict(zip(ROW_FIELDS, key))
-    parts = [values["backend"], "fullgraph" if values["fullgraph"] else "no-fullgraph"]
-    if values["dynamic"] not in (None, "auto"):
-        parts.append(f"dynamic={values['dynamic']}")
-    if values["mode"] not in (None, "default"):
-        parts.append(f"mode={values['mode']}")
-    parts += [values["device"], values["dtype"]]
-    return " ".join(str(p) for p in parts)
+    return config_label(dict(zip(ROW_FIELDS, key)), workload=())
 
 
 @dataclass
