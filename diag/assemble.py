@@ -51,13 +51,16 @@ def timing_rows(outcome: Optional[ProbeOutcome]) -> list[dict[str, Any]]:
 
 
 def _timing_error(outcome: Optional[ProbeOutcome]) -> Optional[str]:
+    """Why the timing pass gave no (or partial) timings; None when it finished."""
     if outcome is None:
         return None
-    failure = probe_failure(outcome) if outcome.first("timing") is None else None
-    if failure is not None and outcome.first("result") is None:
+    error = outcome.first("timing_error") or outcome.first("result")
+    if error is not None:
+        return f"{error.get('error_type')}: {error.get('error_message')}"
+    if outcome.timed_out or outcome.signal or outcome.first("timing") is None:
+        failure = probe_failure(outcome)
         return failure["error_message"] + (f"\n{outcome.stderr_tail[-1000:]}" if outcome.stderr_tail else "")
-    error = outcome.first("timing_error")
-    return f"{error['error_type']}: {error['error_message']}" if error else None
+    return None
 
 
 def row_fields(config: dict[str, Any], case: str) -> dict[str, Any]:

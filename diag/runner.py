@@ -22,8 +22,9 @@ from diag.probe.session import Config
 from diag.spawn import ProcessTracker, run_probe
 from diag.store import RunRecord
 
-# A compiled run whose diagnosis ended in one of these has nothing to time.
-NOT_TIMEABLE = {"fullgraph_error", "compile_error", "eager_error", "crash", "timeout"}
+# After these diagnoses there is nothing to time; after the compile failures, only eager.
+NOT_TIMEABLE = {"eager_error", "crash", "timeout"}
+EAGER_ONLY = {"fullgraph_error", "compile_error"}
 
 
 @dataclass(frozen=True)
@@ -66,9 +67,9 @@ def execute(job: Job, db_path: Path, timeout_s: float, timing: bool,
     frames, notes = trace.collect(run_dir)
     timing_outcome = None
     verdict = probe_failure(diagnosis) or diagnosis.first("result") or {}
-    if timing and verdict.get("status") not in {"eager_error", "crash", "timeout"}:
+    if timing and verdict.get("status") not in NOT_TIMEABLE:
         timing_path = run_dir / "time.jsonl"
-        extra = ["--no-compiled"] if verdict.get("status") in NOT_TIMEABLE else []
+        extra = ["--no-compiled"] if verdict.get("status") in EAGER_ONLY else []
         with tempfile.TemporaryDirectory(prefix="diag-inductor-cold-") as cold_cache:
             timing_outcome = run_probe(
                 job.env.probe_command("time", "--spec", str(spec_path), "--out", str(timing_path), *extra),
