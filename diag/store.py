@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
+import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -119,7 +120,7 @@ def m004_frames_and_warm_compile(db: sqlite_utils.Database) -> None:
     db["runs"].add_column("compile_warm_s", float)
 
 
-def open_db(path: str | Path, create: bool = True, _retry: bool = True) -> sqlite_utils.Database:
+def open_db(path: str | Path, create: bool = True) -> sqlite_utils.Database:
     """Open (and migrate) the DB at ``path``; StoreError with a one-line reason when unusable."""
     path = Path(path)
     if not path.exists() and not create:
@@ -129,26 +130,66 @@ def open_db(path: str | Path, create: bool = True, _retry: bool = True) -> sqlit
     try:
         conn = sqlite3.connect(str(path), timeout=60)
         conn.execute("PRAGMA busy_timeout = 60000")
-        tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        tables = _tables(conn)
     except sqlite3.DatabaseError as exc:
         raise StoreError(f"{path} is not a diag database ({exc})") from exc
     db = sqlite_utils.Database(conn)
     _check_known(db, tables, path)
-    pending = [(name, fn) for name, fn in MIGRATIONS if name not in _applied(db, tables)]
-    if pending:
+    if any(name not in _applied(db, tables) for name, _ in MIGRATIONS):
         try:
-            conn.execute("PRAGMA journal_mode = WAL")
-            with conn:
-                for name, fn in pending:
-                    fn(db)
-                    _insert(conn, "migrations", {"name": name, "applied_at": _now()})
+            _migrate(conn, db, path)
         except sqlite3.OperationalError as exc:
-            if "already exists" in str(exc) and _retry:
-                # Another process migrated the same new DB at the same moment.
-                return open_db(path, create, _retry=False)
             raise StoreError(f"cannot write to {path}: {exc}") from exc
     conn.execute("PRAGMA foreign_keys = ON")
     return db
+
+
+def _tables(conn: sqlite3.Connection) -> set[str]:
+    return {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+
+
+def _migrate(conn: sqlite3.Connection, db: sqlite_utils.Database, path: Path) -> None:
+    """Apply the pending migrations as one transaction that holds the write lock from the start.
+
+    Two processes opening the same new DB at once both see it unmigrated; ``BEGIN IMMEDIATE``
+    makes the second wait for the first, and it re-reads what is applied once it holds the lock.
+    The sqlite3 module would commit DDL statement by statement, so the transaction is explicit.
+    """
+    level = conn.isolation_level
+    conn.isolation_level = None
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            tables = _tables(conn)
+            _check_known(db, tables, path)
+            applied = _applied(db, tables)
+            for name, fn in MIGRATIONS:
+                if name not in applied:
+                    fn(db)
+                    _insert(conn, "migrations", {"name": name, "applied_at": _now()})
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+    finally:
+        conn.isolation_level = level
+    _use_wal(conn)
+
+
+def _use_wal(conn: sqlite3.Connection, patience_s: float = 60.0) -> None:
+    """Switch a new DB to WAL, so readers never wait for a writer.
+
+    The switch needs every other connection gone and SQLite does not wait for that on its own
+    (no busy handler), so it is retried until this or another process has made it.
+    """
+    deadline = time.monotonic() + patience_s
+    while conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+        except sqlite3.OperationalError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
 
 
 def _applied(db: sqlite_utils.Database, tables: set[str]) -> set[str]:

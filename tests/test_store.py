@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import sqlite3
+import subprocess
+import sys
+import time
 
 import pytest
 
@@ -94,3 +97,22 @@ def test_foreign_sqlite_db_is_refused(tmp_path):
     conn.close()
     with pytest.raises(store.StoreError, match="not one diag wrote"):
         store.open_db(path)
+
+
+def test_processes_opening_one_new_db_at_once_migrate_it_once(tmp_path):
+    # Real processes, released together, each opening the same file that does not exist yet.
+    db = tmp_path / "race.db"
+    go = tmp_path / "go"
+    script = (
+        "import os, sys, time\n"
+        "from diag import store\n"
+        f"while not os.path.exists({str(go)!r}): time.sleep(0.001)\n"
+        f"store.open_db({str(db)!r})\n"
+    )
+    procs = [subprocess.Popen([sys.executable, "-c", script], stderr=subprocess.PIPE, text=True) for _ in range(8)]
+    time.sleep(1.5)
+    go.touch()
+    errors = [p.communicate(timeout=120)[1] for p in procs]
+    assert [p.returncode for p in procs] == [0] * 8, errors
+    names = [row["name"] for row in store.open_db(db).query("SELECT name FROM migrations")]
+    assert names == [name for name, _ in store.MIGRATIONS]
