@@ -31,6 +31,11 @@ def probe_failure(outcome: ProbeOutcome) -> Optional[dict[str, Any]]:
     return None
 
 
+# After these diagnoses no timing is stored; after the compile failures, only eager timings.
+NOT_TIMEABLE = {"eager_error", "crash", "timeout"}
+EAGER_ONLY = {"fullgraph_error", "compile_error"}
+
+
 def _timing(outcome: Optional[ProbeOutcome], mode: str) -> Optional[dict[str, Any]]:
     if outcome is None:
         return None
@@ -50,11 +55,18 @@ def timing_rows(outcome: Optional[ProbeOutcome]) -> list[dict[str, Any]]:
     return rows
 
 
-def _timing_error(outcome: Optional[ProbeOutcome]) -> Optional[str]:
-    """Why the timing pass gave no (or partial) timings; None when it finished."""
+def _timing_error(outcome: Optional[ProbeOutcome], compiled_expected: bool = True) -> Optional[str]:
+    """Why the timing pass gave no (or partial) timings; None when it finished.
+
+    Where the diagnosis says the case does not compile, the timing pass's compile failure is
+    that same failure, already the run's own error, and not repeated here.
+    """
     if outcome is None:
         return None
-    error = outcome.first("timing_error") or outcome.first("result")
+    error = outcome.first("timing_error")
+    if error is not None and error.get("mode") == "compiled" and not compiled_expected:
+        error = None
+    error = error or outcome.first("result")
     if error is not None:
         return f"{error.get('error_type')}: {error.get('error_message')}"
     if outcome.timed_out or outcome.signal or outcome.first("timing") is None:
@@ -77,7 +89,7 @@ def row_fields(config: dict[str, Any], case: str) -> dict[str, Any]:
 def assemble(config: dict[str, Any], case: str, diagnosis: ProbeOutcome, timing: Optional[ProbeOutcome],
              meta: dict[str, Any], torch_info: dict[str, Any], frames: Optional[list[dict[str, Any]]] = None,
              notes: Optional[dict[str, dict[str, Any]]] = None) -> RunRecord:
-    """One RunRecord from the diagnosis probe (and the timing probe, when it ran).
+    """One RunRecord from the diagnosis pass (and the timing pass, when it ran).
 
     ``torch_info`` describes the environment as the orchestrator saw it before
     the run; it names the build when the probe died before reporting its own.
@@ -86,6 +98,8 @@ def assemble(config: dict[str, Any], case: str, diagnosis: ProbeOutcome, timing:
     result = diagnosis.first("result") or {}
     failure = probe_failure(diagnosis)
     verdict = failure or result
+    if verdict.get("status") in NOT_TIMEABLE:
+        timing = None
     correctness = diagnosis.first("correctness") or {}
     oracle = diagnosis.first("oracle")
     capabilities = {k: v for k, v in (diagnosis.first("capabilities") or {}).items() if k != "kind"}
@@ -131,7 +145,7 @@ def assemble(config: dict[str, Any], case: str, diagnosis: ProbeOutcome, timing:
         "peak_mem_eager_mb": eager_timing.get("peak_memory_mb") if eager_timing else None,
         "peak_mem_compiled_mb": compiled_timing.get("peak_memory_mb") if compiled_timing else None,
         "memory_kind": (eager_timing or {}).get("memory_kind"),
-        "timing_error": _timing_error(timing),
+        "timing_error": _timing_error(timing, compiled_expected=verdict.get("status") not in EAGER_ONLY),
         "torch_version": environment.get("torch_version"),
         "transformers_version": environment.get("transformers_version"),
         "depyf_version": environment.get("depyf_version"),

@@ -1,4 +1,4 @@
-"""Plan and execute a matrix of environment x case x config, one probe process per pass."""
+"""Plan and execute a matrix of environment x case x config, one probe process per run."""
 
 from __future__ import annotations
 
@@ -13,19 +13,14 @@ from pathlib import Path
 from typing import Callable, Iterator, Optional
 
 from diag import __version__, trace
-from diag.assemble import assemble, probe_failure, row_fields
+from diag.assemble import assemble, row_fields
 from diag.catalog import CaseRef
 from diag.config import artifacts_root
 from diag.envs import TorchEnv
 from diag.labels import WORKLOAD, config_label
 from diag.probe.session import Config
-from diag.spawn import ProcessTracker, run_probe
+from diag.spawn import ProbeOutcome, ProcessTracker, read_results, run_probe, tail
 from diag.store import RunRecord
-
-# After these diagnoses there is nothing to time; after the compile failures, only eager.
-NOT_TIMEABLE = {"eager_error", "crash", "timeout"}
-EAGER_ONLY = {"fullgraph_error", "compile_error"}
-
 
 @dataclass(frozen=True)
 class Job:
@@ -49,7 +44,7 @@ def _now() -> str:
 
 def execute(job: Job, db_path: Path, timeout_s: float, timing: bool,
             tracker: Optional[ProcessTracker] = None) -> RunRecord:
-    """Run the diagnosis probe, then (unless the diagnosis says there is nothing to time) the timing probe."""
+    """One probe process for the run (supervise.py): the timing pass, then the diagnosis pass."""
     uid = uuid.uuid4().hex
     run_dir = artifacts_root(db_path.resolve()) / uid
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -57,38 +52,53 @@ def execute(job: Job, db_path: Path, timeout_s: float, timing: bool,
     spec_path = run_dir / "spec.json"
     spec_path.write_text(json.dumps(spec, indent=2), encoding="utf-8")
     started_at = _now()
-    env = job.env.probe_environ()
-
-    diagnosis_path = run_dir / "diagnose.jsonl"
-    diagnosis = run_probe(
-        job.env.probe_command("diagnose", "--spec", str(spec_path), "--out", str(diagnosis_path),
-                              "--artifacts", str(run_dir)),
-        diagnosis_path, run_dir, {**env, "TORCH_TRACE": str(run_dir / "trace")}, timeout_s, "diagnose", tracker)
+    command = job.env.probe_command("run", "--spec", str(spec_path), "--dir", str(run_dir),
+                                    "--timeout", str(timeout_s), *([] if timing else ["--no-timing"]))
+    passes = 2 if timing else 1
+    with tempfile.TemporaryDirectory(prefix="diag-inductor-cold-") as cold_cache:
+        env = probe_environ(job.env.probe_environ(), run_dir, cold_cache if timing else None)
+        # Each pass has its own limit inside the probe; this one only covers the imports around them.
+        supervisor = run_probe(command, run_dir / "passes.jsonl", run_dir, env, (passes + 1) * timeout_s,
+                               "run", tracker)
+    diagnosis = pass_outcome(supervisor, run_dir, "diagnose")
+    timing_outcome = pass_outcome(supervisor, run_dir, "time") if timing else None
     frames, notes = trace.collect(run_dir)
-    timing_outcome = None
-    verdict = probe_failure(diagnosis) or diagnosis.first("result") or {}
-    if timing and verdict.get("status") not in NOT_TIMEABLE:
-        timing_path = run_dir / "time.jsonl"
-        extra = ["--no-compiled"] if verdict.get("status") in EAGER_ONLY else []
-        with tempfile.TemporaryDirectory(prefix="diag-inductor-cold-") as cold_cache:
-            timing_outcome = run_probe(
-                job.env.probe_command("time", "--spec", str(spec_path), "--out", str(timing_path), *extra),
-                timing_path, run_dir, timing_environ(env, cold_cache), timeout_s, "time", tracker)
     meta = {"uid": uid, "started_at": started_at, "host": socket.gethostname(), "tool_version": __version__,
             "artifacts_dir": str(run_dir), "case_path": job.case.path}
     build = {} if diagnosis.first("environment") else job.env.build_info()
-    return assemble(asdict(job.config), job.case.name, diagnosis, timing_outcome, meta, build, frames, notes)
+    record = assemble(asdict(job.config), job.case.name, diagnosis, timing_outcome, meta, build, frames, notes)
+    record.run["duration_s"] = supervisor.duration_s
+    return record
 
 
-# Debug output of any kind slows compilation; none may reach a stored timing.
+def pass_outcome(supervisor: ProbeOutcome, run_dir: Path, name: str) -> Optional[ProbeOutcome]:
+    """What one pass left: its exit as the probe recorded it, else (the probe itself died or
+    hung before recording it) the probe's own exit; its results file and stderr either way."""
+    exit_record = next((r for r in supervisor.all("pass") if r.get("name") == name), None)
+    records, bad = read_results(run_dir / f"{name}.jsonl")
+    stderr = tail(run_dir / f"{name}.stderr.txt")
+    if exit_record is not None:
+        return ProbeOutcome(exit_record["returncode"], exit_record["signal"], exit_record["timed_out"],
+                            exit_record["duration_s"], stderr, records, bad)
+    if name == "time" and not (run_dir / f"{name}.stderr.txt").exists():
+        return None
+    return ProbeOutcome(supervisor.returncode, supervisor.signal, supervisor.timed_out, supervisor.duration_s,
+                        "\n".join(t for t in (supervisor.stderr_tail, stderr) if t), records, bad)
+
+
+# Debug output of any kind slows compilation; none may reach a stored timing. The diagnosis pass
+# sets up its own logging and gets TORCH_TRACE; the probe takes TORCH_TRACE away from the timing pass.
 DEBUG_VARIABLES = ("TORCH_LOGS", "TORCH_TRACE", "TORCH_COMPILE_DEBUG", "TORCHDYNAMO_VERBOSE",
                    "TORCHINDUCTOR_FORCE_DISABLE_CACHES")
 
 
-def timing_environ(env: dict[str, str], inductor_cache: str) -> dict[str, str]:
-    """The timing probe's environment: no debug switches, and an empty inductor cache (a cold compile)."""
+def probe_environ(env: dict[str, str], run_dir: Path, inductor_cache: Optional[str]) -> dict[str, str]:
+    """The probe's environment: no debug switches but TORCH_TRACE into the run directory; with
+    timing, an empty inductor cache (the timing pass compiles cold, the diagnosis pass after it)."""
     clean = {k: v for k, v in env.items() if k not in DEBUG_VARIABLES}
-    clean["TORCHINDUCTOR_CACHE_DIR"] = inductor_cache
+    clean["TORCH_TRACE"] = str(run_dir / "trace")
+    if inductor_cache is not None:
+        clean["TORCHINDUCTOR_CACHE_DIR"] = inductor_cache
     return clean
 
 

@@ -1,22 +1,74 @@
-"""The timing pass: a separate process with logging off, raw samples stored."""
+"""The timing pass: forked from the same import as the diagnosis, logging off, raw samples stored."""
 
 from __future__ import annotations
 
-from conftest import diag, show
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import TEST_CASES, diag, show
+
+FAST = ["--backend", "eager", "--new-tokens", "4", "--prompt-length", "6", "--repeats", "2"]
 
 
-def test_timing_pass_stores_latency_samples_and_compile_time(tmp_path):
+def _run_dirs(db):
+    return sorted(p for p in db.with_suffix(".runs").iterdir() if p.is_dir())
+
+
+@pytest.mark.parametrize("fork", [True, False], ids=["forked", "fresh-interpreters"])
+def test_timing_pass_stores_latency_samples_and_compile_time(tmp_path, fork):
     db = tmp_path / "t.db"
-    diag("run", "--case", "append_last", "--backend", "aot_eager", "--fullgraph", "--new-tokens", "5",
-         "--repeats", "3", "--db", str(db), cwd=tmp_path)
+    env = None if fork else {**os.environ, "DIAG_PROBE_NO_FORK": "1"}
+    subprocess.run([sys.executable, "-m", "diag", "run", "--case", "append_last", "--backend", "aot_eager",
+                    "--fullgraph", "--new-tokens", "5", "--repeats", "3", "--db", str(db)],
+                   cwd=tmp_path, env=env, check=True, capture_output=True, timeout=900)
     run = show(db, 1, tmp_path)
     assert run["status"] == "pass"
     assert run["eager_ms_per_token"] > 0 and run["compiled_ms_per_token"] > 0
     assert run["compile_s"] is not None and run["compile_s"] >= 0
     assert run["peak_mem_eager_mb"] > 0 and run["memory_kind"] == "rss_high_water"
+    assert run["timing_error"] is None
     samples = {(t["pass"], t["metric"]): t["samples"] for t in run["timings"]}
     # 3 repeats x (5 - 1) decode steps each.
     assert len(samples[("eager", "decode_step")]) == 12
     assert len(samples[("compiled", "decode_step")]) == 12
     assert "time.stderr.txt" in run["artifacts"]
     assert "torch_debug.log" in run["artifacts"]
+    run_dir, = _run_dirs(db)
+    passes = [json.loads(line) for line in (run_dir / "passes.jsonl").read_text().splitlines()]
+    assert [(p["name"], p["returncode"]) for p in passes] == [("time", 0), ("diagnose", 0)]
+    # Only the diagnosis pass writes a structured trace: the timing pass runs with it turned off.
+    assert len(list((run_dir / "trace").glob("*.log"))) == 1
+
+
+def test_a_case_that_does_not_compile_is_timed_eagerly_only(tmp_path):
+    db = tmp_path / "f.db"
+    diag("run", "--case", "dynamic_slice", "--fullgraph", *FAST, "--db", str(db), cwd=tmp_path)
+    run = show(db, 1, tmp_path)
+    assert run["status"] == "fullgraph_error"
+    assert run["eager_ms_per_token"] > 0
+    assert run["compiled_ms_per_token"] is None and run["compile_s"] is None
+    # The compile failure is the run's own error; the timing pass does not report it twice.
+    assert run["timing_error"] is None
+    assert {t["pass"] for t in run["timings"]} == {"eager"}
+
+
+def test_crash_and_hang_with_timing_store_no_timings_and_leave_no_process(tmp_path):
+    db = tmp_path / "c.db"
+    done = diag("run", "--case", str(TEST_CASES / "segfault.py"), "--case", str(TEST_CASES / "hang.py"),
+                "--fullgraph", *FAST, "--timeout", "25", "--db", str(db), "--json", cwd=tmp_path)
+    runs = {r["case"]: r for r in json.loads(done.stdout)}
+    assert runs["segfault"]["status"] == "crash" and runs["hang"]["status"] == "timeout"
+    for case in ("segfault", "hang"):
+        run = show(db, runs[case]["id"], tmp_path)
+        assert run["timings"] == [] and run["eager_ms_per_token"] is None and run["timing_error"] is None
+    crash = show(db, runs["segfault"]["id"], tmp_path)
+    assert crash["signal"] == 11 and "about to crash" in crash["stderr_tail"]
+    for run_dir in _run_dirs(db):
+        passes = [json.loads(line) for line in (run_dir / "passes.jsonl").read_text().splitlines()]
+        assert [p["name"] for p in passes] == ["time", "diagnose"]
+    listing = subprocess.run(["ps", "-ww", "-eo", "pid,args"], capture_output=True, text=True).stdout
+    assert [line for line in listing.splitlines() if str(tmp_path) in line and "diag.probe" in line] == []

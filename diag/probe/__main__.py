@@ -3,6 +3,9 @@
     python -m diag.probe diagnose --spec spec.json --out results.jsonl --artifacts DIR
     python -m diag.probe time     --spec spec.json --out results.jsonl [--no-compiled]
     python -m diag.probe check    CASE_FILE...
+    python -m diag.probe run      --spec spec.json --dir RUN_DIR --timeout S [--no-timing]
+
+``run`` is what the orchestrator starts: both passes forked from one import (supervise.py).
 
 Everything it finds goes to the results file (JSON lines); stdout is left to
 torch. The exit status is 0 whenever the results file holds a ``result`` or
@@ -26,6 +29,11 @@ def _parse(argv: list[str]) -> argparse.Namespace:
         cmd.add_argument("--out", required=True)
         cmd.add_argument("--artifacts", default=".")
         cmd.add_argument("--no-compiled", action="store_true", help="time the eager pass only")
+    run = sub.add_parser("run", help="the timing pass, then the diagnosis pass, forked from one import")
+    run.add_argument("--spec", required=True)
+    run.add_argument("--dir", required=True)
+    run.add_argument("--timeout", type=float, required=True, help="seconds each pass may take")
+    run.add_argument("--no-timing", action="store_true")
     check = sub.add_parser("check", help="import case files; print a JSON verdict per file")
     check.add_argument("files", nargs="+")
     return parser.parse_args(argv)
@@ -48,6 +56,10 @@ def main(argv: list[str]) -> int:
     args = _parse(argv)
     if args.command == "check":
         return _check(args.files)
+    if args.command == "run":
+        from diag.probe import supervise
+
+        return supervise.main(args.spec, Path(args.dir), args.timeout, timing=not args.no_timing)
 
     from diag.probe import diagnose, timing
     from diag.probe.cases import load_case_file

@@ -121,3 +121,25 @@ def is_dynamo_tracing_error(exc: BaseException) -> bool:
         return False
     return bool(names & {"Unsupported", "UserError", "UncapturedHigherOrderOpError", "TorchRuntimeError",
                          "GuardOnDataDependentSymNode", "DataDependentOutputException"})
+
+
+# Caches that would hand the diagnosis a finished graph: inductor's FX graph cache (2.2+) and
+# AOTAutograd's cache (2.5+). Without them dynamo, AOT and inductor's lowering all run and log;
+# compiled kernels may still come from the kernel cache, which holds no diagnostics.
+GRAPH_CACHES = (("torch._inductor.config", "fx_graph_cache"), ("torch._functorch.config", "enable_autograd_cache"))
+
+
+def recompute_compiled_graphs() -> list[str]:
+    """Turn the graph caches off where this torch has them; the names of those turned off."""
+    import importlib
+
+    turned_off = []
+    for module_name, flag in GRAPH_CACHES:
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:
+            continue
+        if isinstance(getattr(module, flag, None), bool):
+            setattr(module, flag, False)
+            turned_off.append(f"{module_name}.{flag}")
+    return turned_off

@@ -108,6 +108,7 @@ def run(workload: Workload, results: Results, artifacts: Path) -> None:
                       error_message=f"eager tokens of case {spec.case} differ from transformers generate")
         return
 
+    compat.recompute_compiled_graphs()
     capabilities = compat.detect()
     results.write("capabilities", **{name: {"available": ok, "detail": detail}
                                     for name, (ok, detail) in capabilities.items()})

@@ -1,0 +1,185 @@
+"""One probe process per run: import torch once, then fork each pass from that process.
+
+    python -m diag.probe run --spec spec.json --dir RUN_DIR --timeout S [--no-timing]
+
+Importing torch and transformers costs more than a small compile, and a run has two
+passes. This process imports them once (before any tensor exists, any thread starts or
+CUDA is touched) and forks a child per pass, so each pass still starts from a process
+that has compiled nothing, with its own stdout, stderr and results file, and its own
+time limit. The timing pass runs first, on the inductor cache the orchestrator gave this
+run (empty: a cold compile); the diagnosis pass follows, and finds the compiled kernels
+there (see diagnose.run for what it still redoes).
+
+For each pass a ``pass`` record (exit code, signal, timed out, seconds) goes to
+RUN_DIR/passes.jsonl; the orchestrator reads nothing else from this process.
+Where os.fork is missing (or DIAG_PROBE_NO_FORK is set), each pass is a fresh
+interpreter instead.
+
+Imports: standard library; torch and transformers, imported before forking.
+"""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Optional
+
+POLL_S = 0.05
+
+
+def preload() -> None:
+    """Import what both passes need, so that the children inherit it."""
+    import torch  # noqa: F401
+    import torch._dynamo  # noqa: F401
+
+    from diag.probe import diagnose, llama, timing  # noqa: F401
+    try:
+        import depyf  # noqa: F401
+    except ImportError:
+        pass
+
+
+def quiet_structured_trace() -> None:
+    """The timing pass must not pay for TORCH_TRACE, which torch set up at import from the environment."""
+    os.environ.pop("TORCH_TRACE", None)
+    internal = getattr(getattr(sys.modules.get("torch"), "_logging", None), "_internal", None)
+    trace_log = getattr(internal, "trace_log", None)
+    for handler in list(getattr(trace_log, "handlers", [])):
+        trace_log.removeHandler(handler)
+
+
+def _become_subreaper() -> None:
+    """Linux: orphans of a pass (inductor compile workers) become this process's children to reap."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+    except (OSError, AttributeError):
+        pass
+
+
+def _children_of(pids: set[int]) -> set[int]:
+    """Every descendant of ``pids`` that /proc shows (empty where there is no /proc)."""
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2:].split()
+        parents[int(entry.name)] = int(fields[1])
+    found, frontier = set(), set(pids)
+    while frontier:
+        frontier = {pid for pid, parent in parents.items() if parent in frontier} - found
+        found |= frontier
+    return found
+
+
+def _kill(pids: set[int]) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def _reap_leftovers() -> None:
+    """Kill and reap whatever a finished pass left behind (its workers, reparented here)."""
+    leftovers = _children_of({os.getpid()})
+    _kill(leftovers)
+    for pid in leftovers:
+        try:
+            os.waitpid(pid, 0)
+        except ChildProcessError:
+            pass
+
+
+def _run_child(argv: list[str], run_dir: Path, name: str, quiet_trace: bool) -> None:
+    """In the forked child: redirect output, run one pass, exit. Never returns."""
+    code = 1
+    try:
+        for fd, suffix in ((1, "stdout"), (2, "stderr")):
+            target = os.open(run_dir / f"{name}.{suffix}.txt", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            os.dup2(target, fd)
+            os.close(target)
+        if quiet_trace:
+            quiet_structured_trace()
+        from diag.probe.__main__ import main
+
+        code = main(argv)
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            atexit._run_exitfuncs()  # what a normal exit runs: inductor shuts its worker pool down
+        finally:
+            os._exit(code)
+
+
+def _start(argv: list[str], run_dir: Path, name: str, quiet_trace: bool) -> int:
+    if hasattr(os, "fork") and not os.environ.get("DIAG_PROBE_NO_FORK"):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            _run_child(argv, run_dir, name, quiet_trace)
+        return pid
+    env = dict(os.environ)
+    if quiet_trace:
+        env.pop("TORCH_TRACE", None)
+    with open(run_dir / f"{name}.stdout.txt", "wb") as out, open(run_dir / f"{name}.stderr.txt", "wb") as err:
+        return subprocess.Popen([sys.executable, "-m", "diag.probe", *argv], stdout=out, stderr=err,
+                                stdin=subprocess.DEVNULL, env=env).pid
+
+
+def _wait(pid: int, timeout_s: float) -> tuple[Optional[int], Optional[int], bool]:
+    """(exit code, signal, timed out) of child ``pid``, killing it and its workers at the deadline."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if time.monotonic() > deadline:
+            _kill(_children_of({pid}) | {pid})
+            os.waitpid(pid, 0)
+            return None, None, True
+        time.sleep(POLL_S)
+    if os.WIFSIGNALED(status):
+        return None, os.WTERMSIG(status), False
+    return os.WEXITSTATUS(status), None, False
+
+
+def run_pass(name: str, argv: list[str], run_dir: Path, timeout_s: float, log) -> dict:
+    start = time.monotonic()
+    pid = _start(argv, run_dir, name, quiet_trace=name == "time")
+    code, sig, timed_out = _wait(pid, timeout_s)
+    _reap_leftovers()
+    record = {"kind": "pass", "name": name, "returncode": code, "signal": sig, "timed_out": timed_out,
+              "duration_s": time.monotonic() - start}
+    log.write(json.dumps(record) + "\n")
+    log.flush()
+    return record
+
+
+def main(spec: str, run_dir: Path, timeout_s: float, timing: bool) -> int:
+    _become_subreaper()
+    preload()
+    passes = []
+    if timing:
+        passes.append(("time", ["time", "--spec", spec, "--out", str(run_dir / "time.jsonl")]))
+    passes.append(("diagnose", ["diagnose", "--spec", spec, "--out", str(run_dir / "diagnose.jsonl"),
+                                "--artifacts", str(run_dir)]))
+    with open(run_dir / "passes.jsonl", "a", encoding="utf-8") as log:
+        for name, argv in passes:
+            run_pass(name, argv, run_dir, timeout_s, log)
+    return 0
