@@ -1,7 +1,8 @@
 """The timing pass: logging off, warmup, repeats; eager and compiled per-token latency.
 
-Runs in its own process, never after the diagnosis pass: DEBUG logging slows
-compilation and must not leak into a stored timing.
+Runs in its own process (forked before anything was compiled, see supervise.py),
+never in the diagnosis pass's: DEBUG logging slows compilation and must not leak
+into a stored timing.
 
 Imports: standard library, torch, transformers.
 """
