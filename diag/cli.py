@@ -198,10 +198,10 @@ def resolve_envs(specs: tuple[str, ...], extras: tuple[str, ...], index_url: Opt
 @config_options
 @db_option
 @click.option("--timeout", "timeout_s", type=click.FloatRange(min=1), default=DEFAULT_TIMEOUT_S, show_default=True,
-              help="Seconds each probe process may run.")
+              help="Seconds each pass (timing, diagnosis) may run.")
 @click.option("--jobs", type=click.IntRange(min=1), default=1, show_default=True, help="Probes run in parallel.")
 @click.option("--timing/--no-timing", default=True, show_default=True,
-              help="Run the timing pass (a second process with logging off).")
+              help="Run the timing pass (logging off, a cold compile) before the diagnosis.")
 @click.option("--sweep", type=click.Choice(["batch", "length"]), default=None,
               help="Run every config over a range of batch sizes or prompt lengths (see --sweep-values).")
 @click.option("--sweep-values", default=None, metavar="N,N,...",
