@@ -75,7 +75,8 @@ def overhead(work: Path, cases: list[str], backend: str, new_tokens: int, repeat
                               environ(TORCHINDUCTOR_CACHE_DIR=str(cold_diag), TORCH_TRACE=str(work / f"t-{case}"),
                                       PYTHONPATH=str(REPO)))
         logged_s, _ = timed([sys.executable, str(BENCH / "bare.py"), case, backend, str(new_tokens), str(repeats)],
-                            environ(TORCHINDUCTOR_CACHE_DIR=str(cold_bare), TORCH_LOGS="+dynamo,+aot,+inductor",
+                            environ(TORCHINDUCTOR_CACHE_DIR=str(work / f"cache-logs-{case}"),
+                                    TORCH_LOGS="+dynamo,+aot,+inductor",
                                     TORCH_LOGS_OUT=str(work / f"logs-{case}.txt")))
         rows.append((case, diag_s, bare_s, diagnose_s, logged_s, passes.get("time"), passes.get("diagnose")))
     return rows
