@@ -9,7 +9,8 @@
 2. Matrix throughput: the four cases x fullgraph on/off with --jobs 1 and --jobs 2.
 3. Storage and report at scale: synthetic history, `diag report` wall time and peak memory.
 4. Timing fidelity: A/A spread of per-token medians and false alarms of `diag check`; A/B
-   detection of an injected 10% per-token slowdown; both over N repetitions.
+   detection of an injected 10% per-token slowdown; both over N repetitions. Preceded by the
+   machine's own steadiness: the same small torch workload timed in 250 ms windows for 20 s.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ import datetime as dt
 import json
 import os
 import platform
-import resource
 import statistics
 import subprocess
 import sys
@@ -44,6 +44,17 @@ def timed(command: list[str], env: dict | None = None, cwd: Path | None = None) 
     if done.returncode not in (0, 1):
         raise RuntimeError(f"{command} failed: {done.stderr[-2000:]}")
     return time.perf_counter() - start, done.stdout
+
+
+def timed_with_peak(command: list[str]) -> tuple[float, float]:
+    """Wall seconds and peak RSS (MB) of this one child (RUSAGE_CHILDREN would be the largest of all)."""
+    start = time.perf_counter()
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _, status, usage = os.wait4(process.pid, 0)
+    process.returncode = os.waitstatus_to_exitcode(status)
+    if process.returncode != 0:
+        raise RuntimeError(f"{command} failed with {process.returncode}")
+    return time.perf_counter() - start, usage.ru_maxrss / 1024
 
 
 def environ(**extra: str) -> dict:
@@ -101,14 +112,40 @@ def scale(work: Path, total: int) -> dict:
     ingest_s = time.perf_counter() - start
     db.conn.execute("PRAGMA wal_checkpoint(FULL)")
     out = work / "site"
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    report_s, _ = timed([sys.executable, "-m", "diag", "report", "--db", str(db_path), "--out", str(out)])
-    peak = max(before, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss) / 1024
+    report_s, peak = timed_with_peak([sys.executable, "-m", "diag", "report", "--db", str(db_path), "--out", str(out)])
     files = [p for p in out.rglob("*") if p.is_file()]
     largest = max(files, key=lambda p: p.stat().st_size)
     return {"runs": total, "ingest_s": ingest_s, "db_mb": db_path.stat().st_size / 2**20, "report_s": report_s,
             "peak_mb": peak, "files": len(files), "site_mb": sum(p.stat().st_size for p in files) / 2**20,
             "largest": f"{largest.relative_to(out)} ({largest.stat().st_size / 1024:.0f} KB)"}
+
+
+STEADINESS = """
+import statistics, sys, time, torch
+torch.set_num_threads(1)
+x = torch.randn(64, 64)
+def work():
+    y = x
+    for _ in range(40):
+        y = torch.tanh(y @ x)
+for _ in range(200):
+    work()
+windows, end = [], time.perf_counter() + float(sys.argv[1])
+while time.perf_counter() < end:
+    start, samples = time.perf_counter(), []
+    while time.perf_counter() - start < 0.25:
+        t = time.perf_counter(); work(); samples.append(time.perf_counter() - t)
+    windows.append(statistics.median(samples))
+print(min(windows), statistics.median(windows), max(windows), len(windows))
+"""
+
+
+def steadiness(seconds: float) -> dict:
+    """How much this machine's speed drifts on its own: a fixed workload, one thread, timed in windows."""
+    _, out = timed([sys.executable, "-c", STEADINESS, str(seconds)])
+    low, mid, high, count = (float(v) for v in out.split())
+    return {"seconds": seconds, "windows": int(count), "min_ms": low * 1e3, "median_ms": mid * 1e3,
+            "max_ms": high * 1e3}
 
 
 def fidelity(work: Path, repetitions: int, new_tokens: int, repeats: int) -> dict:
@@ -181,9 +218,15 @@ def main() -> None:
                       f"| files written | {result['files']:,} ({result['site_mb']:.0f} MB) |",
                       f"| largest file | {result['largest']} |", ""]
         if "fidelity" in parts:
+            steady = steadiness(2 if quick else 20)
+            lines += ["### 4. Timing fidelity", "",
+                      f"The machine itself: a fixed one-thread workload timed in {steady['windows']} windows of "
+                      f"250 ms over {steady['seconds']:.0f} s ran at {steady['min_ms']:.2f} ms at best, "
+                      f"{steady['median_ms']:.2f} ms typically and {steady['max_ms']:.2f} ms at worst "
+                      f"(worst / best = {steady['max_ms'] / steady['min_ms']:.2f}).", ""]
             result = fidelity(work, 1 if quick else 5, 8, 5)
             n = result["repetitions"]
-            lines += ["### 4. Timing fidelity (eager backend, --threads 1, 8 new tokens, 5 repeats)", "",
+            lines += ["Eager backend, --threads 1, 8 new tokens, 5 repeats:", "",
                       "| measure | value |", "|---|---|",
                       f"| A/A compiled per-token medians | {result['median_ms']:.3f} ms, spread {result['spread']:.1%}, "
                       f"CV {result['cv']:.1%} over {2 * n} runs |",
