@@ -81,8 +81,12 @@ def test_a_a_passes_then_a_b_slowdown_and_fullgraph_regression_fail(tmp_path):
         diag("run", "--case", str(AB / f"{variant}.py"), *TIMED, "--db", str(db), cwd=tmp_path)
 
     def check():
-        done = diag("check", "--db", str(db), "--json", "--junit", str(tmp_path / "junit.xml"), cwd=tmp_path,
-                    check=False)
+        # This 2-core host drifts on its own by up to ~1.6x for seconds at a time (bench/run.py measures
+        # it), so two single runs differ by more than the default 5% now and then. The test checks the
+        # mechanism: A/A stays quiet and a ~2.7x injected slowdown is caught, at a threshold between the
+        # two. How the default threshold fares on a given machine is measured in bench/, not here.
+        done = diag("check", "--db", str(db), "--json", "--junit", str(tmp_path / "junit.xml"),
+                    "--latency-threshold", "1.5", cwd=tmp_path, check=False)
         return done.returncode, json.loads(done.stdout)
 
     run("base")
