@@ -153,7 +153,6 @@ def assemble(config: dict[str, Any], case: str, diagnosis: ProbeOutcome, timing:
         "device_name": environment.get("device_name"),
         "exit_code": diagnosis.returncode,
         "stderr_tail": diagnosis.stderr_tail if failure else None,
-        "duration_s": diagnosis.duration_s + (timing.duration_s if timing else 0.0),
     }
     build = build_identity(environment["torch_version"], environment.get("git_version"),
                            environment.get("cuda_version"))

@@ -64,11 +64,9 @@ def execute(job: Job, db_path: Path, timeout_s: float, timing: bool,
     timing_outcome = pass_outcome(supervisor, run_dir, "time") if timing else None
     frames, notes = trace.collect(run_dir)
     meta = {"uid": uid, "started_at": started_at, "host": socket.gethostname(), "tool_version": __version__,
-            "artifacts_dir": str(run_dir), "case_path": job.case.path}
+            "artifacts_dir": str(run_dir), "case_path": job.case.path, "duration_s": supervisor.duration_s}
     build = {} if diagnosis.first("environment") else job.env.build_info()
-    record = assemble(asdict(job.config), job.case.name, diagnosis, timing_outcome, meta, build, frames, notes)
-    record.run["duration_s"] = supervisor.duration_s
-    return record
+    return assemble(asdict(job.config), job.case.name, diagnosis, timing_outcome, meta, build, frames, notes)
 
 
 def pass_outcome(supervisor: ProbeOutcome, run_dir: Path, name: str) -> Optional[ProbeOutcome]:

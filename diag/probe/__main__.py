@@ -1,7 +1,7 @@
 """Probe entry point, run inside the target torch environment.
 
     python -m diag.probe diagnose --spec spec.json --out results.jsonl --artifacts DIR
-    python -m diag.probe time     --spec spec.json --out results.jsonl [--no-compiled]
+    python -m diag.probe time     --spec spec.json --out results.jsonl
     python -m diag.probe check    CASE_FILE...
     python -m diag.probe run      --spec spec.json --dir RUN_DIR --timeout S [--no-timing]
 
@@ -28,7 +28,6 @@ def _parse(argv: list[str]) -> argparse.Namespace:
         cmd.add_argument("--spec", required=True)
         cmd.add_argument("--out", required=True)
         cmd.add_argument("--artifacts", default=".")
-        cmd.add_argument("--no-compiled", action="store_true", help="time the eager pass only")
     run = sub.add_parser("run", help="the timing pass, then the diagnosis pass, forked from one import")
     run.add_argument("--spec", required=True)
     run.add_argument("--dir", required=True)
@@ -79,7 +78,7 @@ def main(argv: list[str]) -> int:
         if args.command == "diagnose":
             diagnose.run(workload, results, artifacts)
         else:
-            timing.run(workload, results, with_compiled=not args.no_compiled)
+            timing.run(workload, results)
     finally:
         results.close()
     return 0

@@ -129,11 +129,10 @@ def is_dynamo_tracing_error(exc: BaseException) -> bool:
 GRAPH_CACHES = (("torch._inductor.config", "fx_graph_cache"), ("torch._functorch.config", "enable_autograd_cache"))
 
 
-def recompute_compiled_graphs() -> list[str]:
-    """Turn the graph caches off where this torch has them; the names of those turned off."""
+def recompute_compiled_graphs() -> None:
+    """Turn the graph caches off where this torch has them."""
     import importlib
 
-    turned_off = []
     for module_name, flag in GRAPH_CACHES:
         try:
             module = importlib.import_module(module_name)
@@ -141,5 +140,3 @@ def recompute_compiled_graphs() -> list[str]:
             continue
         if isinstance(getattr(module, flag, None), bool):
             setattr(module, flag, False)
-            turned_off.append(f"{module_name}.{flag}")
-    return turned_off

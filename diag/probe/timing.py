@@ -51,14 +51,12 @@ def measure(workload: Workload, generate, repeats: int, warmup: int) -> dict[str
             "median_ms_per_token": statistics.median(samples) * 1e3 if samples else None}
 
 
-def run(workload: Workload, results: Results, with_compiled: bool) -> None:
+def run(workload: Workload, results: Results) -> None:
     cfg = workload.spec.config
     reset_peak(workload)
     eager = measure(workload, workload.eager, cfg.repeats, cfg.warmup)
     memory, memory_kind = peak_memory_mb(workload)
     results.write("timing", mode="eager", memory_kind=memory_kind, peak_memory_mb=memory, **eager)
-    if not with_compiled:
-        return
     workload.torch._dynamo.reset()
     reset_peak(workload)
     try:
