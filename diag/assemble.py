@@ -52,6 +52,9 @@ def timing_rows(outcome: Optional[ProbeOutcome]) -> list[dict[str, Any]]:
                      "samples": json.dumps(timing["step_samples_s"])})
         rows.append({"pass": mode, "metric": "generation", "unit": "s",
                      "samples": json.dumps(timing["totals_s"])})
+        if timing.get("host_samples_s"):
+            rows.append({"pass": mode, "metric": "host_reference", "unit": "s",
+                         "samples": json.dumps(timing["host_samples_s"])})
     return rows
 
 

@@ -51,6 +51,9 @@ def config_options(fn: Callable) -> Callable:
         click.option("--seed", type=int, default=0, show_default=True, help="Seed for weights and prompt."),
         click.option("--repeats", type=click.IntRange(min=1), default=5, show_default=True,
                      help="Timed generations per mode in the timing pass."),
+        click.option("--timing-seconds", type=click.FloatRange(min=0), default=1.0, show_default=True,
+                     help="Timed generations per mode go on at least this long (after --repeats), so that "
+                          "the samples span the host's own changes of speed."),
         click.option("--threads", type=click.IntRange(min=1), default=None,
                      help="torch intra-op threads in the probes (default: torch's own choice). On a shared "
                           "machine, 1 keeps other load from skewing timings."),
@@ -62,7 +65,7 @@ def config_options(fn: Callable) -> Callable:
 
 def build_configs(fullgraph: Optional[bool], backend: str, mode: Optional[str], dynamic: str, batch_size: int,
                   prompt_length: int, new_tokens: int, dtype: str, device: str, model_path: Optional[str],
-                  seed: int, repeats: int, threads: Optional[int]) -> list[Config]:
+                  seed: int, repeats: int, timing_seconds: float, threads: Optional[int]) -> list[Config]:
     if not (device == "cpu" or device == "cuda" or device.startswith("cuda:")):
         raise click.BadParameter(f"{device!r} is not cpu, cuda or cuda:N", param_hint="--device")
     fullgraphs = [True, False] if fullgraph is None else [fullgraph]
@@ -70,7 +73,7 @@ def build_configs(fullgraph: Optional[bool], backend: str, mode: Optional[str], 
                    mode=mode, device=device, dtype=DTYPES[dtype], batch_size=batch_size,
                    prompt_length=prompt_length, new_tokens=new_tokens,
                    model=str(Path(model_path).resolve()) if model_path else None, seed=seed, repeats=repeats,
-                   threads=threads)
+                   timing_seconds=timing_seconds, threads=threads)
             for fg in fullgraphs]
 
 

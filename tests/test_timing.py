@@ -23,7 +23,7 @@ def test_timing_pass_stores_latency_samples_and_compile_time(tmp_path, fork):
     db = tmp_path / "t.db"
     env = None if fork else {**os.environ, "DIAG_PROBE_NO_FORK": "1"}
     subprocess.run([sys.executable, "-m", "diag", "run", "--case", "append_last", "--backend", "aot_eager",
-                    "--fullgraph", "--new-tokens", "5", "--repeats", "3", "--db", str(db)],
+                    "--fullgraph", "--new-tokens", "5", "--repeats", "3", "--timing-seconds", "0", "--db", str(db)],
                    cwd=tmp_path, env=env, check=True, capture_output=True, timeout=900)
     run = show(db, 1, tmp_path)
     assert run["status"] == "pass"
@@ -32,9 +32,11 @@ def test_timing_pass_stores_latency_samples_and_compile_time(tmp_path, fork):
     assert run["peak_mem_eager_mb"] > 0 and run["memory_kind"] == "rss_high_water"
     assert run["timing_error"] is None
     samples = {(t["pass"], t["metric"]): t["samples"] for t in run["timings"]}
-    # 3 repeats x (5 - 1) decode steps each.
-    assert len(samples[("eager", "decode_step")]) == 12
-    assert len(samples[("compiled", "decode_step")]) == 12
+    # 3 repeats x (5 - 1) decode steps each, and the host timed once after each generation.
+    for mode in ("eager", "compiled"):
+        assert len(samples[(mode, "decode_step")]) == 12
+        assert len(samples[(mode, "generation")]) == 3 and len(samples[(mode, "host_reference")]) == 3
+        assert all(s > 0 for s in samples[(mode, "host_reference")])
     assert "time.stderr.txt" in run["artifacts"]
     assert "torch_debug.log" in run["artifacts"]
     run_dir, = _run_dirs(db)

@@ -35,6 +35,7 @@ class Config:
     seed: int = 0
     repeats: int = 5
     warmup: int = 1
+    timing_seconds: float = 0.0  # timed generations per mode go on at least this long (and >= repeats)
     threads: Optional[int] = None  # torch intra-op threads; None keeps torch's default
 
     def compile_options(self) -> dict[str, Any]:

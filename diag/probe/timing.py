@@ -33,34 +33,61 @@ def reset_peak(workload: Workload) -> None:
         workload.torch.cuda.reset_peak_memory_stats()
 
 
-def measure(workload: Workload, generate, repeats: int, warmup: int) -> dict[str, Any]:
-    """Per-token samples (seconds per decode step) over ``repeats`` generations after ``warmup``."""
-    totals, samples = [], []
+HOST_REFERENCE_LOOPS = 10_000
+
+
+def host_reference() -> float:
+    """Seconds this host takes for a fixed piece of pure-Python work (about 1 ms on a 2020s core).
+
+    Timed right after each generation, it tells how fast the host ran at that moment: shared
+    and virtual machines change speed in stretches of seconds, and a comparison of two runs
+    that ignores this reads the host's change as torch's. Pure Python, so that a change in
+    torch cannot move the yardstick. ``diag check`` divides by it on CPU runs (see regress.py).
+    """
+    start = time.perf_counter()
+    total = 0
+    for i in range(HOST_REFERENCE_LOOPS):
+        total += i * i
+    return time.perf_counter() - start
+
+
+def measure(workload: Workload, generate, repeats: int, warmup: int, min_seconds: float) -> dict[str, Any]:
+    """Per-token samples (seconds per decode step) of at least ``repeats`` generations after ``warmup``,
+    going on until the timed ones span ``min_seconds``; the host reference is timed after each."""
+    totals, samples, host = [], [], []
     first_total = None
-    for index in range(warmup + repeats):
+
+    def one():
+        nonlocal first_total
         start = time.perf_counter()
         gen = generate()
         workload.synchronize()
         total = time.perf_counter() - start
-        if index == 0:
-            first_total = total
-        if index >= warmup:
-            totals.append(total)
-            samples.extend(gen.step_seconds)
-    return {"first_total_s": first_total, "totals_s": totals, "step_samples_s": samples,
+        first_total = total if first_total is None else first_total
+        return total, gen
+
+    for _ in range(warmup):
+        one()
+    timed_since = time.perf_counter()
+    while len(totals) < repeats or time.perf_counter() - timed_since < min_seconds:
+        total, gen = one()
+        totals.append(total)
+        samples.extend(gen.step_seconds)
+        host.append(host_reference())
+    return {"first_total_s": first_total, "totals_s": totals, "step_samples_s": samples, "host_samples_s": host,
             "median_ms_per_token": statistics.median(samples) * 1e3 if samples else None}
 
 
 def run(workload: Workload, results: Results) -> None:
     cfg = workload.spec.config
     reset_peak(workload)
-    eager = measure(workload, workload.eager, cfg.repeats, cfg.warmup)
+    eager = measure(workload, workload.eager, cfg.repeats, cfg.warmup, cfg.timing_seconds)
     memory, memory_kind = peak_memory_mb(workload)
     results.write("timing", mode="eager", memory_kind=memory_kind, peak_memory_mb=memory, **eager)
     workload.torch._dynamo.reset()
     reset_peak(workload)
     try:
-        compiled = measure(workload, workload.compiled, cfg.repeats, max(cfg.warmup, 1))
+        compiled = measure(workload, workload.compiled, cfg.repeats, max(cfg.warmup, 1), cfg.timing_seconds)
     except Exception as exc:
         results.write("timing_error", mode="compiled", **exception_info(exc))
         return
