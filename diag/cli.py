@@ -205,6 +205,9 @@ def resolve_envs(specs: tuple[str, ...], extras: tuple[str, ...], index_url: Opt
 @click.option("--jobs", type=click.IntRange(min=1), default=1, show_default=True, help="Probes run in parallel.")
 @click.option("--timing/--no-timing", default=True, show_default=True,
               help="Run the timing pass (logging off, a cold compile) before the diagnosis.")
+@click.option("--repeat", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Run the whole matrix this many times over. diag check pools a row's runs of one "
+                   "invocation, so that latency is judged over runs spread in time, not one run.")
 @click.option("--sweep", type=click.Choice(["batch", "length"]), default=None,
               help="Run every config over a range of batch sizes or prompt lengths (see --sweep-values).")
 @click.option("--sweep-values", default=None, metavar="N,N,...",
@@ -212,8 +215,8 @@ def resolve_envs(specs: tuple[str, ...], extras: tuple[str, ...], index_url: Opt
 @json_option
 def run_command(case_values: tuple[str, ...], torch_specs: tuple[str, ...], extras: tuple[str, ...],
                 index_url: Optional[str], variant: str, installer: str, db_path: str, timeout_s: float,
-                jobs: int, timing: bool, sweep: Optional[str], sweep_values: Optional[str], as_json: bool,
-                **config: Any) -> None:
+                jobs: int, timing: bool, repeat: int, sweep: Optional[str], sweep_values: Optional[str],
+                as_json: bool, **config: Any) -> None:
     """Diagnose cases under torch.compile and record the runs.
 
     Each case x torch x config runs in fresh processes: a diagnosis pass with
@@ -231,7 +234,7 @@ def run_command(case_values: tuple[str, ...], torch_specs: tuple[str, ...], extr
     environments, env_failures = resolve_envs(torch_specs, extras, index_url, variant, installer)
     for env in environments:
         _check_case_files(env, refs)
-    jobs_list = runner.plan(environments, refs, configs)
+    jobs_list = runner.plan(environments, refs, configs, repeat)
     recorded: list[dict[str, Any]] = []
     started = [0]
 
@@ -369,7 +372,9 @@ def _timing_text(change: regress.TimingChange) -> str:
     if change.ratio is None:
         return f"{change.metric} -"
     p = "n/a" if change.p_value is None else f"{change.p_value:.2g}"
-    return f"{change.metric} x{change.ratio:.3f} (p={p})"
+    basis = "host-adjusted, " if change.basis == "host-adjusted" else ""
+    runs = f"runs {change.runs_before} -> {change.runs_after}, " if (change.runs_before, change.runs_after) != (1, 1) else ""
+    return f"{change.metric} x{change.ratio:.3f} ({basis}{runs}p={p})"
 
 
 def _comparison_lines(comparison: regress.RowComparison) -> list[str]:
@@ -396,7 +401,9 @@ def compare_command(a: str, b: str, db_path: str, as_json: bool) -> None:
 
     Per case x config: the status change, graph-break / recompile / hidden-error keys
     added and removed, and compile-time and per-token latency ratios with a one-sided
-    Mann-Whitney U p-value on the raw samples.
+    Mann-Whitney U p-value. Between builds, timings pool every run of a row on each
+    side; reruns on one build compare the newest `diag run` invocation with the one
+    before. CPU latency is host-adjusted where both sides timed the host.
     """
     db = open_store(db_path, create=False)
     try:

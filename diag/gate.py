@@ -15,28 +15,37 @@ class Outcome:
     regressions: list[regress.Regression]
 
 
-def _compile_samples(runs: list[dict[str, Any]]) -> dict[tuple, list[float]]:
-    samples: dict[tuple, list[float]] = {}
-    for run in runs:
-        if run.get("compile_s") is not None:
-            samples.setdefault(regress.row_key(run), []).append(run["compile_s"])
-    return samples
+def _by_row(runs: list[dict[str, Any]]) -> dict[tuple, list[dict[str, Any]]]:
+    rows: dict[tuple, list[dict[str, Any]]] = {}
+    for run in sorted(runs, key=lambda r: r["id"]):
+        rows.setdefault(regress.row_key(run), []).append(run)
+    return rows
 
 
 def compare_build_runs(before_runs: list[dict[str, Any]], after_runs: list[dict[str, Any]]) -> list[regress.RowComparison]:
-    """Newest run per row on each side; compile time compared over every run of the row."""
-    compile_before, compile_after = _compile_samples(before_runs), _compile_samples(after_runs)
-    return [regress.compare_runs(before, after, compile_before.get(row, ()), compile_after.get(row, ()))
+    """Findings of the newest run per row on each side; timings over every run of the row on each side."""
+    pools_before, pools_after = _by_row(before_runs), _by_row(after_runs)
+    return [regress.compare_runs(before, after, pools_before.get(row, ()), pools_after.get(row, ()))
             for row, before, after in regress.pair_rows(before_runs, after_runs)]
 
 
+def _invocations(history: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """A row's runs grouped by the ``diag run`` that made them, oldest group first (a run with no
+    invocation recorded is a group of its own)."""
+    groups: dict[Any, list[dict[str, Any]]] = {}
+    for run in history:
+        groups.setdefault(run.get("invocation") or ("run", run["id"]), []).append(run)
+    return sorted(groups.values(), key=lambda group: group[-1]["id"])
+
+
 def compare_within_build(runs: list[dict[str, Any]]) -> list[regress.RowComparison]:
-    """Each row's newest run against the run of that row before it, on one build (A/A, reruns)."""
-    by_row: dict[tuple, list[dict[str, Any]]] = {}
-    for run in sorted(runs, key=lambda r: r["id"]):
-        by_row.setdefault(regress.row_key(run), []).append(run)
-    return [regress.compare_runs(history[-2] if len(history) > 1 else None, history[-1])
-            for _, history in sorted(by_row.items(), key=lambda item: tuple(str(v) for v in item[0]))]
+    """Each row's newest invocation against the invocation of that row before it, on one build (A/A, reruns)."""
+    comparisons = []
+    for _, history in sorted(_by_row(runs).items(), key=lambda item: tuple(str(v) for v in item[0])):
+        groups = _invocations(history)
+        before = groups[-2] if len(groups) > 1 else []
+        comparisons.append(regress.compare_runs(before[-1] if before else None, groups[-1][-1], before, groups[-1]))
+    return comparisons
 
 
 def compare(db, a: str, b: str) -> Outcome:

@@ -1,8 +1,15 @@
 """Comparisons between runs and builds, and the regression verdicts of ``diag check``. Pure: no I/O.
 
-Discrete findings (status, keys, token equality) are compared exactly. Timings
-are compared only with a significance test on raw samples: a one-sided
-Mann-Whitney U (normal approximation with tie correction), as asv does.
+Discrete findings (status, keys, token equality) are compared exactly, newest run
+against newest run. Timings pool every run of a row on each side (a build's runs,
+or one ``diag run`` invocation's) and need both a ratio beyond the threshold and a
+one-sided Mann-Whitney U (normal approximation with tie correction, as asv does).
+
+Per-token latency of CPU runs is host-adjusted: each timed generation's decode
+steps are divided by the pure-Python host reference timed right after it (see
+diag/probe/timing.py), and a run is summarised by a low quantile of those values.
+Shared and virtual hosts change speed for seconds at a time, by up to 2x; a raw
+comparison of two runs reads that as a change in torch.
 """
 
 from __future__ import annotations
@@ -72,10 +79,13 @@ def mann_whitney_greater(after: Sequence[float], before: Sequence[float]) -> Opt
 @dataclass
 class TimingChange:
     metric: str
-    before_median: Optional[float]
+    before_median: Optional[float]  # the side's estimate: see basis
     after_median: Optional[float]
     ratio: Optional[float]
     p_value: Optional[float]
+    basis: str = "raw"  # raw: median seconds | host-adjusted: low quantile, in host references
+    runs_before: int = 1
+    runs_after: int = 1
 
     def significant_slowdown(self, threshold: float, alpha: float) -> bool:
         return (self.ratio is not None and self.ratio > threshold and self.p_value is not None
@@ -86,7 +96,57 @@ def timing_change(metric: str, before: Sequence[float], after: Sequence[float]) 
     before_median = statistics.median(before) if before else None
     after_median = statistics.median(after) if after else None
     ratio = after_median / before_median if before_median and after_median is not None else None
-    return TimingChange(metric, before_median, after_median, ratio, mann_whitney_greater(after, before))
+    return TimingChange(metric, before_median, after_median, ratio, mann_whitney_greater(after, before),
+                        runs_before=len(before), runs_after=len(after))
+
+
+HOST_SMOOTHING = 2  # a generation's yardstick: the median host reference of it and 2 neighbours each side
+ADJUSTED_QUANTILE = 0.2  # of a run's host-adjusted generations: the host's faster stretches
+
+
+def quantile(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def host_adjustable(run: dict[str, Any], mode: str) -> bool:
+    """A CPU run whose timing pass timed the host after every generation (older runs did not)."""
+    steps, host = samples_of(run, mode), samples_of(run, mode, "host_reference")
+    return run.get("device") == "cpu" and bool(host) and bool(steps) and len(steps) % len(host) == 0
+
+
+def host_adjusted(run: dict[str, Any], mode: str) -> list[float]:
+    """Per timed generation: its median decode step over the host reference around it."""
+    steps, host = samples_of(run, mode), samples_of(run, mode, "host_reference")
+    per = len(steps) // len(host)
+    return [statistics.median(steps[i * per:(i + 1) * per])
+            / statistics.median(host[max(0, i - HOST_SMOOTHING):i + HOST_SMOOTHING + 1])
+            for i in range(len(host))]
+
+
+def latency_change(mode: str, before_runs: Sequence[dict[str, Any]],
+                   after_runs: Sequence[dict[str, Any]]) -> Optional[TimingChange]:
+    """Per-token latency of ``mode`` over the runs of one row on each side; None where a side has no samples.
+
+    Each run gives one estimate (host-adjusted where every run on both sides allows it, else the
+    median step in seconds); a side's estimate is the median of its runs'. The rank test pools the
+    samples of all runs.
+    """
+    before_runs = [r for r in before_runs if samples_of(r, mode)]
+    after_runs = [r for r in after_runs if samples_of(r, mode)]
+    if not before_runs or not after_runs:
+        return None
+    adjusted = all(host_adjustable(r, mode) for r in (*before_runs, *after_runs))
+
+    def side(runs: Sequence[dict[str, Any]]) -> tuple[float, list[float]]:
+        values = [host_adjusted(r, mode) if adjusted else samples_of(r, mode) for r in runs]
+        summary = (lambda v: quantile(v, ADJUSTED_QUANTILE)) if adjusted else statistics.median
+        return statistics.median(summary(v) for v in values), [x for v in values for x in v]
+
+    (before, pooled_before), (after, pooled_after) = side(before_runs), side(after_runs)
+    return TimingChange(f"{mode}_s_per_token", before, after, after / before if before else None,
+                        mann_whitney_greater(pooled_after, pooled_before),
+                        "host-adjusted" if adjusted else "raw", len(before_runs), len(after_runs))
 
 
 @dataclass
@@ -120,8 +180,9 @@ def samples_of(run: dict[str, Any], mode: str, metric: str = "decode_step") -> l
 
 
 def compare_runs(before: Optional[dict[str, Any]], after: Optional[dict[str, Any]],
-                 compile_before: Sequence[float] = (), compile_after: Sequence[float] = ()) -> RowComparison:
-    """Full run records (with child rows) of one row on two builds."""
+                 before_pool: Sequence[dict[str, Any]] = (), after_pool: Sequence[dict[str, Any]] = ()) -> RowComparison:
+    """Full run records (with child rows) of one row on two sides: findings from the newest run of
+    each, timings over each side's pool of runs (default: that one run)."""
     row = row_key(after or before)
     result = RowComparison(row, before, after)
     if before is None or after is None:
@@ -131,12 +192,13 @@ def compare_runs(before: Optional[dict[str, Any]], after: Optional[dict[str, Any
         keys_after = {item["key"] for item in after.get(kind, [])}
         result.added[kind] = sorted(keys_after - keys_before)
         result.removed[kind] = sorted(keys_before - keys_after)
+    before_pool, after_pool = list(before_pool) or [before], list(after_pool) or [after]
     for mode in ("eager", "compiled"):
-        b, a = samples_of(before, mode), samples_of(after, mode)
-        if b and a:
-            result.timings.append(timing_change(f"{mode}_s_per_token", b, a))
-    compile_before = list(compile_before) or ([before["compile_s"]] if before.get("compile_s") is not None else [])
-    compile_after = list(compile_after) or ([after["compile_s"]] if after.get("compile_s") is not None else [])
+        change = latency_change(mode, before_pool, after_pool)
+        if change is not None:
+            result.timings.append(change)
+    compile_before = [r["compile_s"] for r in before_pool if r.get("compile_s") is not None]
+    compile_after = [r["compile_s"] for r in after_pool if r.get("compile_s") is not None]
     if compile_before and compile_after:
         result.timings.append(timing_change("compile_s", compile_before, compile_after))
     return result
@@ -185,8 +247,9 @@ def regressions(comparison: RowComparison, thresholds: Thresholds, allowed: set[
         limit = thresholds.compile_ratio if change.metric == "compile_s" else thresholds.latency_ratio
         if change.significant_slowdown(limit, thresholds.alpha):
             found.append(Regression(row, "slowdown", f"{change.metric} x{change.ratio:.3f} "
-                                                     f"(median {change.before_median:.6g} -> {change.after_median:.6g}, "
-                                                     f"p={change.p_value:.2g}, threshold x{limit})"))
+                                                     f"({change.basis} {change.before_median:.6g} -> "
+                                                     f"{change.after_median:.6g}, runs {change.runs_before} -> "
+                                                     f"{change.runs_after}, p={change.p_value:.2g}, threshold x{limit})"))
     return found
 
 

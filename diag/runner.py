@@ -34,8 +34,10 @@ class Job:
         return label if self.env.spec == "current" else f"{label} torch={self.env.spec}"
 
 
-def plan(envs: list[TorchEnv], cases: list[CaseRef], configs: list[Config]) -> list[Job]:
-    return [Job(env, case, config) for env in envs for case in cases for config in configs]
+def plan(envs: list[TorchEnv], cases: list[CaseRef], configs: list[Config], repeat: int = 1) -> list[Job]:
+    """Every env x case x config, the whole matrix ``repeat`` times over (not each job ``repeat`` times
+    in a row), so that the runs of one job are spread over the invocation's time."""
+    return [Job(env, case, config) for _ in range(repeat) for env in envs for case in cases for config in configs]
 
 
 def _now() -> str:
@@ -43,7 +45,7 @@ def _now() -> str:
 
 
 def execute(job: Job, db_path: Path, timeout_s: float, timing: bool,
-            tracker: Optional[ProcessTracker] = None) -> RunRecord:
+            tracker: Optional[ProcessTracker] = None, invocation: Optional[str] = None) -> RunRecord:
     """One probe process for the run (supervise.py): the timing pass, then the diagnosis pass."""
     uid = uuid.uuid4().hex
     run_dir = artifacts_root(db_path.resolve()) / uid
@@ -64,7 +66,8 @@ def execute(job: Job, db_path: Path, timeout_s: float, timing: bool,
     timing_outcome = pass_outcome(supervisor, run_dir, "time") if timing else None
     frames, notes = trace.collect(run_dir)
     meta = {"uid": uid, "started_at": started_at, "host": socket.gethostname(), "tool_version": __version__,
-            "artifacts_dir": str(run_dir), "case_path": job.case.path, "duration_s": supervisor.duration_s}
+            "artifacts_dir": str(run_dir), "case_path": job.case.path, "duration_s": supervisor.duration_s,
+            "invocation": invocation}
     build = {} if diagnosis.first("environment") else job.env.build_info()
     return assemble(asdict(job.config), job.case.name, diagnosis, timing_outcome, meta, build, frames, notes)
 
@@ -111,6 +114,7 @@ def run_matrix(jobs: list[Job], db_path: Path, timeout_s: float, timing: bool, w
     killed, and the runs they belonged to are not reported.
     """
     tracker = ProcessTracker()
+    invocation = uuid.uuid4().hex
     pending: Iterator[Job] = iter(jobs)
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         running: dict[Future, Job] = {}
@@ -119,7 +123,7 @@ def run_matrix(jobs: list[Job], db_path: Path, timeout_s: float, timing: bool, w
             job: Optional[Job] = next(pending, None)
             if job is not None:
                 on_start(job)
-                running[pool.submit(execute, job, db_path, timeout_s, timing, tracker)] = job
+                running[pool.submit(execute, job, db_path, timeout_s, timing, tracker, invocation)] = job
 
         try:
             for _ in range(max(1, workers)):

@@ -120,6 +120,13 @@ def m004_frames_and_warm_compile(db: sqlite_utils.Database) -> None:
     db["runs"].add_column("compile_warm_s", float)
 
 
+@migration
+def m005_invocation(db: sqlite_utils.Database) -> None:
+    """Which ``diag run`` made a run: ``diag check`` on one build pools the newest invocation's runs
+    of a row against the invocation's before it (NULL on older runs: each run stands alone)."""
+    db["runs"].add_column("invocation", str)
+
+
 def open_db(path: str | Path, create: bool = True) -> sqlite_utils.Database:
     """Open (and migrate) the DB at ``path``; StoreError with a one-line reason when unusable."""
     path = Path(path)

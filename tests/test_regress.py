@@ -9,7 +9,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from conftest import TEST_CASES, diag
-from diag import regress
+from diag import gate, regress
 
 
 def test_mann_whitney_detects_a_shift_and_not_noise():
@@ -58,6 +58,49 @@ def test_timing_regression_needs_both_ratio_and_significance():
                                thresholds, set()) == []
     few = regress.compare_runs(_run(1, samples=base[:2]), _run(2, samples=slower[:2]))
     assert regress.regressions(few, thresholds, set()) == []
+
+
+def _timed_run(id_, step_s, host_s, generations=30, steps=7, device="cpu", invocation=None, jitter=0.0):
+    """A run whose timing pass saw ``generations`` generations of ``steps`` decode steps each."""
+    rng = random.Random(id_)
+    step_samples = [step_s * (1 + rng.random() * jitter) for _ in range(generations * steps)]
+    host = [host_s * (1 + rng.random() * jitter) for _ in range(generations)]
+    run = _run(id_, samples=step_samples, device=device, invocation=invocation)
+    run["timings"].append({"pass": "compiled", "metric": "host_reference", "samples": host})
+    return run
+
+
+def test_host_adjusted_latency_sees_through_a_slower_host_but_not_a_slower_step():
+    thresholds = regress.Thresholds()
+    base = _timed_run(1, 1e-3, 5e-4, jitter=0.02)
+    host_slower = _timed_run(2, 2e-3, 1e-3, jitter=0.02)  # everything 2x: the host, not torch
+    step_slower = _timed_run(3, 1.2e-3, 5e-4, jitter=0.02)  # the step alone 20% slower
+    change, = regress.compare_runs(base, host_slower).timings
+    assert change.basis == "host-adjusted" and 0.95 < change.ratio < 1.05
+    assert regress.regressions(regress.compare_runs(base, host_slower), thresholds, set()) == []
+    found = regress.regressions(regress.compare_runs(base, step_slower), thresholds, set())
+    assert [r.kind for r in found] == ["slowdown"] and "host-adjusted" in found[0].message
+    # Without host references on both sides, or on a GPU, the raw medians are compared.
+    raw = _run(4, samples=[2e-3] * 210)
+    change, = regress.compare_runs(base, raw).timings
+    assert change.basis == "raw" and change.ratio == pytest.approx(2.0, rel=0.05)
+    cuda = [_timed_run(5, 1e-3, 5e-4, device="cuda"), _timed_run(6, 2e-3, 1e-3, device="cuda")]
+    assert regress.compare_runs(*cuda).timings[0].basis == "raw"
+
+
+def test_check_on_one_build_pools_the_newest_invocation_against_the_one_before():
+    runs = [_timed_run(1, 1e-3, 5e-4, invocation="a", jitter=0.05), _timed_run(2, 1e-3, 5e-4, invocation="a", jitter=0.05),
+            _timed_run(3, 1e-3, 5e-4, invocation="b", jitter=0.05), _timed_run(4, 1.3e-3, 5e-4, invocation="c", jitter=0.05),
+            _timed_run(5, 1.3e-3, 5e-4, invocation="c", jitter=0.05), _timed_run(6, 1.3e-3, 5e-4, invocation="c", jitter=0.05)]
+    comparison, = gate.compare_within_build(runs)
+    assert (comparison.before["id"], comparison.after["id"]) == (3, 6)
+    change, = comparison.timings
+    assert (change.runs_before, change.runs_after) == (1, 3) and change.ratio == pytest.approx(1.3, rel=0.08)
+    comparison, = gate.compare_within_build(runs[:3])
+    assert (comparison.timings[0].runs_before, comparison.timings[0].runs_after) == (2, 1)
+    # Runs stored before invocations were recorded stand alone.
+    comparison, = gate.compare_within_build([_timed_run(1, 1e-3, 5e-4), _timed_run(2, 1e-3, 5e-4)])
+    assert (comparison.before["id"], comparison.after["id"], comparison.timings[0].runs_before) == (1, 2, 1)
 
 
 def test_junit_has_one_case_per_row_and_a_failure_per_regression():

@@ -74,3 +74,30 @@ def test_crash_and_hang_with_timing_store_no_timings_and_leave_no_process(tmp_pa
         assert [p["name"] for p in passes] == ["time", "diagnose"]
     listing = subprocess.run(["ps", "-ww", "-eo", "pid,args"], capture_output=True, text=True).stdout
     assert [line for line in listing.splitlines() if str(tmp_path) in line and "diag.probe" in line] == []
+
+
+def test_timing_seconds_and_repeat_spread_the_samples_and_check_pools_an_invocation(tmp_path):
+    db = tmp_path / "t.db"
+    common = [*FAST, "--case", "append_last", "--fullgraph", "--threads", "1", "--timing-seconds", "0.5",
+              "--db", str(db)]
+    diag("run", *common, "--repeat", "2", cwd=tmp_path)
+    first, second = show(db, 1, tmp_path), show(db, 2, tmp_path)
+    assert first["invocation"] and first["invocation"] == second["invocation"]
+    samples = {(t["pass"], t["metric"]): t["samples"] for t in first["timings"]}
+    for mode in ("eager", "compiled"):
+        generations = samples[(mode, "generation")]
+        # Far more than --repeats 2: the timed generations (each followed by its host reference)
+        # go on for at least half a second.
+        assert len(generations) > 2 and sum(generations) + sum(samples[(mode, "host_reference")]) >= 0.45
+        assert len(samples[(mode, "decode_step")]) == 3 * len(generations)
+        assert len(samples[(mode, "host_reference")]) == len(generations)
+    # One invocation on one build: nothing to compare against yet.
+    verdict = json.loads(diag("check", "--db", str(db), "--json", cwd=tmp_path).stdout)
+    assert verdict["regressions"] == []
+    diag("run", *common, cwd=tmp_path)
+    compared = json.loads(diag("compare", "build:1", "build:1", "--db", str(db), "--json", cwd=tmp_path).stdout)
+    row, = compared["rows"]
+    assert (row["before_run"], row["after_run"]) == (2, 3)
+    latency = {t["metric"]: t for t in row["timings"]}
+    assert latency["compiled_s_per_token"]["basis"] == "host-adjusted"
+    assert (latency["compiled_s_per_token"]["runs_before"], latency["compiled_s_per_token"]["runs_after"]) == (2, 1)
