@@ -1,6 +1,9 @@
 """What a user would write by hand: build the model, time eager and compiled decoding, no diagnostics.
 
-    python bench/bare.py CASE BACKEND NEW_TOKENS REPEATS
+    python bench/bare.py CASE BACKEND NEW_TOKENS REPEATS [SECONDS]
+
+Like diag's timing pass, it times at least REPEATS generations per mode after a warmup, and
+goes on until the timed ones span SECONDS (default 1, diag run's default --timing-seconds).
 
 It uses the same case loops as diag, so both sides do the same compile and generation.
 With TORCH_LOGS set in its environment it is the "debug logs by hand" baseline.
@@ -29,6 +32,7 @@ def generate(case, model, ids, mask, new_tokens, compile_fn):
 
 def main():
     name, backend, new_tokens, repeats = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+    seconds = float(sys.argv[5]) if len(sys.argv) > 5 else 1.0
     case = load_case_file(str(REPO / "cases" / f"{name}.py"))
     model = llama.build_model(None, torch.float32, "cpu", 0)
     ids, mask = llama.make_prompt(1, 16, model.config.vocab_size, 0, "cpu")
@@ -37,8 +41,11 @@ def main():
         samples = []
         start = time.perf_counter()
         try:
-            for _ in range(repeats + 1):
+            generate(case, model, ids, mask, new_tokens, compile_fn)  # warmup (and the compile)
+            timed_since, count = time.perf_counter(), 0
+            while count < repeats or time.perf_counter() - timed_since < seconds:
                 samples += generate(case, model, ids, mask, new_tokens, compile_fn).step_seconds
+                count += 1
         except Exception as exc:  # a fullgraph failure is a result here too, as it is for diag
             print(mode, "failed:", type(exc).__name__, f"{time.perf_counter() - start:.1f} s")
             continue

@@ -9,8 +9,9 @@
 2. Matrix throughput: the four cases x fullgraph on/off with --jobs 1 and --jobs 2.
 3. Storage and report at scale: synthetic history, `diag report` wall time and peak memory.
 4. Timing fidelity: A/A spread of per-token medians and false alarms of `diag check`; A/B
-   detection of an injected 10% per-token slowdown; both over N repetitions. Preceded by the
-   machine's own steadiness: the same small torch workload timed in 250 ms windows for 20 s.
+   detection of an injected 10% per-token slowdown; both over N repetitions, each side one
+   `diag run --repeat 5 --timing-seconds 2` invocation. Preceded by the machine's own steadiness: the same small
+   torch workload timed in 250 ms windows for 20 s.
 """
 
 from __future__ import annotations
@@ -148,33 +149,38 @@ def steadiness(seconds: float) -> dict:
             "max_ms": high * 1e3}
 
 
-def fidelity(work: Path, repetitions: int, new_tokens: int, repeats: int) -> dict:
+def fidelity(work: Path, repetitions: int, runs: int, seconds: float, new_tokens: int, repeats: int) -> dict:
+    """Per repetition, in a fresh DB: an invocation of ``runs`` runs (A), the same again (A'), then
+    the same with every decode step 10% slower (B); `diag check` after A' (A/A) and after B (A/B)."""
     case = str(BENCH / "cases" / "extra_cost.py")
     common = ["--case", case, "--backend", "eager", "--fullgraph", "--new-tokens", str(new_tokens), "--repeats",
-              str(repeats), "--threads", "1", "--json"]
-    medians, false_alarms, detected = [], 0, 0
+              str(repeats), "--timing-seconds", str(seconds), "--threads", "1", "--repeat", str(runs), "--json"]
+    medians, ratios, bases, false_alarms, detected = [], {"aa": [], "ab": []}, set(), 0, 0
     for index in range(repetitions):
-        for label, extra_fraction in (("aa", None), ("ab", 0.10)):
-            db = work / f"{label}{index}.db"
-            _, first = timed([sys.executable, "-m", "diag", "run", *common, "--db", str(db)],
-                             environ(DIAG_BENCH_EXTRA_S="0"), work)
-            base = json.loads(first)[0]
-            medians.append(base["compiled_ms_per_token"])
-            extra = "0" if extra_fraction is None else str(extra_fraction * base["compiled_ms_per_token"] / 1e3)
-            _, second = timed([sys.executable, "-m", "diag", "run", *common, "--db", str(db)],
-                              environ(DIAG_BENCH_EXTRA_S=extra), work)
+        db = work / f"fidelity{index}.db"
+        for label, slowdown in (("base", "0"), ("aa", "0"), ("ab", "0.10")):
+            _, out = timed([sys.executable, "-m", "diag", "run", *common, "--db", str(db)],
+                           environ(DIAG_BENCH_SLOWDOWN=slowdown), work)
+            if label != "ab":
+                medians += [run["compiled_ms_per_token"] for run in json.loads(out)]
+            if label == "base":
+                continue
+            done = subprocess.run([sys.executable, "-m", "diag", "check", "--db", str(db)], capture_output=True,
+                                  cwd=work)
+            compared = json.loads(subprocess.run([sys.executable, "-m", "diag", "compare", "build:1", "build:1",
+                                                  "--db", str(db), "--json"], capture_output=True, text=True,
+                                                 cwd=work).stdout)
+            changes = {t["metric"]: t for t in compared["rows"][0]["timings"]}
+            ratios[label].append(tuple(changes[f"{mode}_s_per_token"]["ratio"] for mode in ("eager", "compiled")))
+            bases.add(changes["compiled_s_per_token"]["basis"])
             if label == "aa":
-                medians.append(json.loads(second)[0]["compiled_ms_per_token"])
-            code = subprocess.run([sys.executable, "-m", "diag", "check", "--db", str(db)], capture_output=True,
-                                  cwd=work).returncode
-            if label == "aa":
-                false_alarms += code != 0
+                false_alarms += done.returncode != 0
             else:
-                detected += code != 0
+                detected += done.returncode != 0
     spread = (max(medians) - min(medians)) / statistics.median(medians)
-    return {"repetitions": repetitions, "median_ms": statistics.median(medians), "spread": spread,
+    return {"repetitions": repetitions, "runs": runs, "median_ms": statistics.median(medians), "spread": spread,
             "cv": statistics.pstdev(medians) / statistics.mean(medians), "false_alarms": false_alarms,
-            "detected": detected}
+            "detected": detected, "ratios": ratios, "bases": sorted(bases), "count": len(medians)}
 
 
 def main() -> None:
@@ -224,14 +230,22 @@ def main() -> None:
                       f"250 ms over {steady['seconds']:.0f} s ran at {steady['min_ms']:.2f} ms at best, "
                       f"{steady['median_ms']:.2f} ms typically and {steady['max_ms']:.2f} ms at worst "
                       f"(worst / best = {steady['max_ms'] / steady['min_ms']:.2f}).", ""]
-            result = fidelity(work, 1 if quick else 5, 8, 5)
+            runs, seconds = (1, 0.5) if quick else (5, 2.0)
+            result = fidelity(work, 1 if quick else 5, runs, seconds, 8, 5)
             n = result["repetitions"]
-            lines += ["Eager backend, --threads 1, 8 new tokens, 5 repeats:", "",
+
+            def listed(label: str) -> str:
+                return ", ".join(f"{eager:.3f} / {compiled:.3f}" for eager, compiled in result["ratios"][label])
+
+            lines += [f"Eager backend, --threads 1, 8 new tokens, 5 repeats, --timing-seconds {seconds:g}; "
+                      f"each side one `diag run --repeat {runs}` invocation; {n} repetitions:", "",
                       "| measure | value |", "|---|---|",
-                      f"| A/A compiled per-token medians | {result['median_ms']:.3f} ms, spread {result['spread']:.1%}, "
-                      f"CV {result['cv']:.1%} over {2 * n} runs |",
+                      f"| raw compiled per-token medians of single runs | {result['median_ms']:.3f} ms, spread "
+                      f"{result['spread']:.1%}, CV {result['cv']:.1%} over {result['count']} runs |",
+                      f"| A/A latency ratios, eager / compiled ({', '.join(result['bases'])}) | {listed('aa')} |",
                       f"| A/A false alarms of `diag check` | {result['false_alarms']} of {n} |",
-                      f"| A/B 10% per-token slowdown detected | {result['detected']} of {n} |", ""]
+                      f"| A/B ratios, eager / compiled, 10% per-step slowdown injected | {listed('ab')} |",
+                      f"| A/B slowdowns detected by `diag check` | {result['detected']} of {n} |", ""]
     text = "\n".join(lines)
     print(text)
     if args.write:

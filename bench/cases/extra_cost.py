@@ -1,7 +1,9 @@
-"""append_last with an optional extra cost per decode step (DIAG_BENCH_EXTRA_S seconds of busy work).
+"""append_last, each decode step made DIAG_BENCH_SLOWDOWN (a fraction, default 0) slower.
 
-The benchmark's A/B fidelity check runs this case once with no extra cost and once with 10% of the
-measured per-token latency added, and asks `diag check` whether it sees the slowdown.
+The benchmark's A/B fidelity check runs this case with no slowdown and then with 0.10, and asks
+`diag check` whether it sees the change. The extra is a busy wait of that fraction of the step's
+own body, so the step is 10% slower whatever speed the host runs at just then, as a step doing
+10% more work would be.
 """
 
 import os
@@ -15,17 +17,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "cases"))
 import append_last  # noqa: E402
 
 
-@case("bench_extra_cost", "append_last plus DIAG_BENCH_EXTRA_S seconds of work per decode step")
+@case("bench_extra_cost", "append_last, each decode step DIAG_BENCH_SLOWDOWN (a fraction) slower")
 def generate(gen):
-    extra = float(os.environ.get("DIAG_BENCH_EXTRA_S", "0"))
+    fraction = float(os.environ.get("DIAG_BENCH_SLOWDOWN", "0"))
     steps = gen.steps
 
-    def with_cost():
-        for index in steps():
-            deadline = time.perf_counter() + extra
-            while time.perf_counter() < deadline:  # busy-wait: sleep granularity is too coarse
-                pass
+    def slowed():
+        for index in steps():  # the step's clock runs from here until this loop asks for the next index
+            start = time.perf_counter()
             yield index
+            deadline = time.perf_counter() + fraction * (time.perf_counter() - start)
+            while time.perf_counter() < deadline:  # busy: sleeping is too coarse for a millisecond
+                pass
 
-    gen.steps = with_cost
+    gen.steps = slowed
     append_last.generate(gen)
