@@ -421,7 +421,8 @@ def compare_command(a: str, b: str, db_path: str, as_json: bool) -> None:
 
 @cli.command("check")
 @click.option("--baseline", default=None, help="Build to compare the newest build against (default: the previous "
-                                                "build; with one build in the DB, the runs before the newest ones).")
+                                                "build; with one build in the DB, each row's newest diag run "
+                                                "invocation against the one before it).")
 @click.option("--compile-threshold", type=click.FloatRange(min=1.0), default=1.15, show_default=True,
               help="Compile-time ratio that counts as a slowdown (when significant).")
 @click.option("--latency-threshold", type=click.FloatRange(min=1.0), default=1.05, show_default=True,

@@ -78,7 +78,7 @@ def check(db, baseline: Optional[str], thresholds: regress.Thresholds, allowed: 
     after_runs = store.runs_of_build(db, newest["id"])
     if base["id"] == newest["id"]:
         comparisons = compare_within_build(after_runs)
-        description = f"newest runs on {newest['version']} against the runs before them"
+        description = f"newest invocation on {newest['version']} against the one before it"
     else:
         comparisons = compare_build_runs(store.runs_of_build(db, base["id"]), after_runs)
         description = f"{newest['version']} against baseline {base['version']}"

@@ -6,10 +6,10 @@ or one ``diag run`` invocation's) and need both a ratio beyond the threshold and
 one-sided Mann-Whitney U (normal approximation with tie correction, as asv does).
 
 Per-token latency of CPU runs is host-adjusted: each timed generation's decode
-steps are divided by the pure-Python host reference timed right after it (see
+steps are divided by the pure-Python host references timed around it (see
 diag/probe/timing.py), and a run is summarised by a low quantile of those values.
-Shared and virtual hosts change speed for seconds at a time, by up to 2x; a raw
-comparison of two runs reads that as a change in torch.
+A shared VM can change speed for seconds at a time, by up to 2x; a raw comparison
+of two runs reads that as a change in torch.
 """
 
 from __future__ import annotations
@@ -128,15 +128,17 @@ def latency_change(mode: str, before_runs: Sequence[dict[str, Any]],
                    after_runs: Sequence[dict[str, Any]]) -> Optional[TimingChange]:
     """Per-token latency of ``mode`` over the runs of one row on each side; None where a side has no samples.
 
-    Each run gives one estimate (host-adjusted where every run on both sides allows it, else the
-    median step in seconds); a side's estimate is the median of its runs'. The rank test pools the
+    Each run gives one estimate (host-adjusted where every run on both sides allows it and ran
+    the same Python, else the median step in seconds); a side's estimate is the median of its runs'. The rank test pools the
     samples of all runs.
     """
     before_runs = [r for r in before_runs if samples_of(r, mode)]
     after_runs = [r for r in after_runs if samples_of(r, mode)]
     if not before_runs or not after_runs:
         return None
-    adjusted = all(host_adjustable(r, mode) for r in (*before_runs, *after_runs))
+    runs = (*before_runs, *after_runs)
+    # The yardstick is pure Python: it only measures the host where every run had the same Python.
+    adjusted = all(host_adjustable(r, mode) for r in runs) and len({r.get("python") for r in runs}) == 1
 
     def side(runs: Sequence[dict[str, Any]]) -> tuple[float, list[float]]:
         values = [host_adjusted(r, mode) if adjusted else samples_of(r, mode) for r in runs]

@@ -86,6 +86,9 @@ def test_host_adjusted_latency_sees_through_a_slower_host_but_not_a_slower_step(
     assert change.basis == "raw" and change.ratio == pytest.approx(2.0, rel=0.05)
     cuda = [_timed_run(5, 1e-3, 5e-4, device="cuda"), _timed_run(6, 2e-3, 1e-3, device="cuda")]
     assert regress.compare_runs(*cuda).timings[0].basis == "raw"
+    other_python = _timed_run(7, 2e-3, 1e-3)
+    other_python["python"] = "3.12.1"
+    assert regress.compare_runs(base, other_python).timings[0].basis == "raw"
 
 
 def test_check_on_one_build_pools_the_newest_invocation_against_the_one_before():
