@@ -1,6 +1,6 @@
 """diag's own benchmarks; the Markdown table goes to docs/BENCHMARKS.md with --write.
 
-    python bench/run.py [--write]    # everything (about 30 minutes on 2 cores)
+    python bench/run.py [--write]    # everything (about an hour on 2 cores; part 4 alone 45 minutes)
     python bench/run.py --quick      # a smoke run of every part (CI checks it still works)
 
 1. Overhead: `diag run` (both passes) against bench/bare.py doing the same compile and timing by
@@ -10,8 +10,8 @@
 3. Storage and report at scale: synthetic history, `diag report` wall time and peak memory.
 4. Timing fidelity: A/A spread of per-token medians and false alarms of `diag check`; A/B
    detection of an injected 10% per-token slowdown; both over N repetitions, each side one
-   `diag run --repeat 5 --timing-seconds 2` invocation. Preceded by the machine's own steadiness: the same small
-   torch workload timed in 250 ms windows for 20 s.
+   `diag run --repeat 5 --timing-seconds 2` invocation. Preceded by the machine's own
+   steadiness: the same small torch workload timed in 250 ms windows for 20 s.
 """
 
 from __future__ import annotations

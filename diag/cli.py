@@ -373,7 +373,8 @@ def _timing_text(change: regress.TimingChange) -> str:
         return f"{change.metric} -"
     p = "n/a" if change.p_value is None else f"{change.p_value:.2g}"
     basis = "host-adjusted, " if change.basis == "host-adjusted" else ""
-    runs = f"runs {change.runs_before} -> {change.runs_after}, " if (change.runs_before, change.runs_after) != (1, 1) else ""
+    pooled = (change.runs_before, change.runs_after) != (1, 1)
+    runs = f"runs {change.runs_before} -> {change.runs_after}, " if pooled else ""
     return f"{change.metric} x{change.ratio:.3f} ({basis}{runs}p={p})"
 
 
