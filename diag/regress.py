@@ -10,6 +10,11 @@ steps are divided by the pure-Python host references timed around it (see
 diag/probe/timing.py), and a run is summarised by a low quantile of those values.
 A shared VM can change speed for seconds at a time, by up to 2x; a raw comparison
 of two runs reads that as a change in torch.
+
+The rank test pools the samples of every run, but the steps of one run share the
+host's state and are not independent draws, so its p-value is optimistic; the
+ratio threshold carries the decision. A test over runs would be the honest unit,
+and cannot reach p < 0.01 with fewer than 5 runs a side.
 """
 
 from __future__ import annotations
