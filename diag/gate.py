@@ -22,11 +22,19 @@ def _by_row(runs: list[dict[str, Any]]) -> dict[tuple, list[dict[str, Any]]]:
     return rows
 
 
+def _in_order(rows) -> list[tuple]:
+    return sorted(rows, key=lambda key: tuple(str(v) for v in key))
+
+
 def compare_build_runs(before_runs: list[dict[str, Any]], after_runs: list[dict[str, Any]]) -> list[regress.RowComparison]:
     """Findings of the newest run per row on each side; timings over every run of the row on each side."""
     pools_before, pools_after = _by_row(before_runs), _by_row(after_runs)
-    return [regress.compare_runs(before, after, pools_before.get(row, ()), pools_after.get(row, ()))
-            for row, before, after in regress.pair_rows(before_runs, after_runs)]
+    comparisons = []
+    for row in _in_order(set(pools_before) | set(pools_after)):
+        before, after = pools_before.get(row, []), pools_after.get(row, [])
+        comparisons.append(regress.compare_runs(before[-1] if before else None, after[-1] if after else None,
+                                                before, after))
+    return comparisons
 
 
 def _invocations(history: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
@@ -41,8 +49,9 @@ def _invocations(history: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
 def compare_within_build(runs: list[dict[str, Any]]) -> list[regress.RowComparison]:
     """Each row's newest invocation against the invocation of that row before it, on one build (A/A, reruns)."""
     comparisons = []
-    for _, history in sorted(_by_row(runs).items(), key=lambda item: tuple(str(v) for v in item[0])):
-        groups = _invocations(history)
+    rows = _by_row(runs)
+    for row in _in_order(rows):
+        groups = _invocations(rows[row])
         before = groups[-2] if len(groups) > 1 else []
         comparisons.append(regress.compare_runs(before[-1] if before else None, groups[-1][-1], before, groups[-1]))
     return comparisons

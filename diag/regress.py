@@ -23,7 +23,7 @@ import math
 import re
 import statistics
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Optional, Sequence
+from typing import Any, Optional, Sequence
 
 from diag.labels import WORKLOAD, config_label
 
@@ -98,6 +98,7 @@ class TimingChange:
 
 
 def timing_change(metric: str, before: Sequence[float], after: Sequence[float]) -> TimingChange:
+    """A metric with one value per run (compile time): medians, their ratio and the rank test."""
     before_median = statistics.median(before) if before else None
     after_median = statistics.median(after) if after else None
     ratio = after_median / before_median if before_median and after_median is not None else None
@@ -114,15 +115,12 @@ def quantile(values: Sequence[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def host_adjustable(run: dict[str, Any], mode: str) -> bool:
-    """A CPU run whose timing pass timed the host after every generation (older runs did not)."""
+def host_adjusted(run: dict[str, Any], mode: str) -> Optional[list[float]]:
+    """Per timed generation: its median decode step over the host references around it; None for a
+    run that cannot be adjusted (not on CPU, or stored before the timing pass timed the host)."""
     steps, host = samples_of(run, mode), samples_of(run, mode, "host_reference")
-    return run.get("device") == "cpu" and bool(host) and bool(steps) and len(steps) % len(host) == 0
-
-
-def host_adjusted(run: dict[str, Any], mode: str) -> list[float]:
-    """Per timed generation: its median decode step over the host reference around it."""
-    steps, host = samples_of(run, mode), samples_of(run, mode, "host_reference")
+    if run.get("device") != "cpu" or not steps or not host or len(steps) % len(host):
+        return None
     per = len(steps) // len(host)
     return [statistics.median(steps[i * per:(i + 1) * per])
             / statistics.median(host[max(0, i - HOST_SMOOTHING):i + HOST_SMOOTHING + 1])
@@ -133,27 +131,27 @@ def latency_change(mode: str, before_runs: Sequence[dict[str, Any]],
                    after_runs: Sequence[dict[str, Any]]) -> Optional[TimingChange]:
     """Per-token latency of ``mode`` over the runs of one row on each side; None where a side has no samples.
 
-    Each run gives one estimate (host-adjusted where every run on both sides allows it and ran
-    the same Python, else the median step in seconds); a side's estimate is the median of its runs'. The rank test pools the
-    samples of all runs.
+    Each run gives one estimate: host-adjusted where every run on both sides can be and all ran
+    the same Python (the yardstick is pure Python), else the median step in seconds. A side's
+    estimate is the median of its runs'; the rank test pools the samples of all runs.
     """
     before_runs = [r for r in before_runs if samples_of(r, mode)]
     after_runs = [r for r in after_runs if samples_of(r, mode)]
     if not before_runs or not after_runs:
         return None
-    runs = (*before_runs, *after_runs)
-    # The yardstick is pure Python: it only measures the host where every run had the same Python.
-    adjusted = all(host_adjustable(r, mode) for r in runs) and len({r.get("python") for r in runs}) == 1
+    runs = [*before_runs, *after_runs]
+    adjusted = [host_adjusted(r, mode) for r in runs]
+    if all(values is not None for values in adjusted) and len({r.get("python") for r in runs}) == 1:
+        per_run, summary, basis = adjusted, (lambda v: quantile(v, ADJUSTED_QUANTILE)), "host-adjusted"
+    else:
+        per_run, summary, basis = [samples_of(r, mode) for r in runs], statistics.median, "raw"
 
-    def side(runs: Sequence[dict[str, Any]]) -> tuple[float, list[float]]:
-        values = [host_adjusted(r, mode) if adjusted else samples_of(r, mode) for r in runs]
-        summary = (lambda v: quantile(v, ADJUSTED_QUANTILE)) if adjusted else statistics.median
+    def side(values: list[list[float]]) -> tuple[float, list[float]]:
         return statistics.median(summary(v) for v in values), [x for v in values for x in v]
 
-    (before, pooled_before), (after, pooled_after) = side(before_runs), side(after_runs)
+    (before, pooled_before), (after, pooled_after) = side(per_run[:len(before_runs)]), side(per_run[len(before_runs):])
     return TimingChange(f"{mode}_s_per_token", before, after, after / before if before else None,
-                        mann_whitney_greater(pooled_after, pooled_before),
-                        "host-adjusted" if adjusted else "raw", len(before_runs), len(after_runs))
+                        mann_whitney_greater(pooled_after, pooled_before), basis, len(before_runs), len(after_runs))
 
 
 @dataclass
@@ -209,14 +207,6 @@ def compare_runs(before: Optional[dict[str, Any]], after: Optional[dict[str, Any
     if compile_before and compile_after:
         result.timings.append(timing_change("compile_s", compile_before, compile_after))
     return result
-
-
-def pair_rows(before_runs: Iterable[dict[str, Any]], after_runs: Iterable[dict[str, Any]]) -> list[tuple]:
-    """(row, newest run before, newest run after) for every row present on either side."""
-    newest_before = {row_key(r): r for r in sorted(before_runs, key=lambda r: r["id"])}
-    newest_after = {row_key(r): r for r in sorted(after_runs, key=lambda r: r["id"])}
-    rows = sorted(set(newest_before) | set(newest_after), key=lambda k: tuple(str(v) for v in k))
-    return [(row, newest_before.get(row), newest_after.get(row)) for row in rows]
 
 
 @dataclass(frozen=True)
