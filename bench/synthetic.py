@@ -52,7 +52,7 @@ def records(total: int, seed: int = 0) -> Iterator[RunRecord]:
             samples = [compiled / 1e3 * (1 + rng.random() * 0.05) for _ in range(20)]
             yield RunRecord(
                 build=build,
-                run={"uid": f"synthetic-{day}-{index}", "case": row["case"], "config": json.dumps(row),
+                run={"uid": f"synthetic-{day}-{index}", "case": row["case"], "case_source": "builtin", "config": json.dumps(row),
                      "backend": row["backend"], "fullgraph": row["fullgraph"], "dynamic": "auto",
                      "mode": row["mode"], "device": "cpu", "dtype": row["dtype"], "batch_size": 1,
                      "prompt_length": 16, "new_tokens": 16, "model": "tiny-random", "status": status,
@@ -65,6 +65,6 @@ def records(total: int, seed: int = 0) -> Iterator[RunRecord]:
                 graph_breaks=[] if row["fullgraph"] else [{"key": "GB0124", "reason": "Tensor.item()", "count": 3}],
                 recompiles=[{"key": "Recompile:abc", "reason": "size mismatch", "decode_step": 1}],
                 hidden_errors=[],
-                timings=[{"pass": "compiled", "metric": "decode_step", "unit": "s", "samples": json.dumps(samples)}],
+                timings=[{"mode": "compiled", "metric": "decode_step", "unit": "s", "samples": json.dumps(samples)}],
             )
             produced += 1

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from diag import envs, regress, runner, store
-from diag.assemble import row_fields
+from diag import row as rows
 from diag.catalog import CaseRef
 from diag.probe.session import Config
 
@@ -95,6 +95,25 @@ def index_versions(index_url: str) -> list[str]:
     return sorted(versions, key=lambda v: regress.version_order({"version": v, "nightly_date": None, "id": 0}))
 
 
+def candidates(good: str, bad: str, candidates_file: Optional[str], listing_index: Optional[str],
+               variant: str) -> list[str]:
+    """The builds to search, good first and bad last: a file of specs, else the torch versions an index lists.
+
+    envs.EnvError for a spec that is not installable or an index that cannot be read.
+    """
+    for spec in (good, bad):
+        if envs.spec_kind(spec) in ("current", "python"):
+            raise envs.EnvError(f"bisect needs installable torch specs, not {spec!r}")
+    if candidates_file:
+        listed = [line.strip() for line in Path(candidates_file).read_text().splitlines()
+                  if line.strip() and not line.startswith("#")]
+    else:
+        listed = index_versions(listing_index or envs.NIGHTLY_INDEX.format(variant=variant))
+    for spec in listed:
+        envs.spec_kind(spec)
+    return between(listed, good, bad)
+
+
 def between(versions: list[str], good: str, bad: str) -> list[str]:
     """``versions`` from ``good`` to ``bad`` inclusive, ordered; both ends always present."""
     order = lambda v: regress.version_order({"version": v, "nightly_date": None, "id": 0})  # noqa: E731
@@ -106,7 +125,7 @@ def between(versions: list[str], good: str, bad: str) -> list[str]:
 
 
 @dataclass
-class Probe:
+class BuildTester:
     """How one build is tested: provision it (or reuse runs already stored), run the case, read the status."""
     run_build: Callable[[str], Optional[dict]]  # spec -> the stored run, or None when it cannot be installed
     good_status: Optional[str] = None
@@ -125,11 +144,11 @@ class Probe:
         return status != self.good_status
 
 
-def find_stored(db, spec: str, row: tuple) -> Optional[dict]:
+def find_stored(db, spec: str, row: rows.Row) -> Optional[dict]:
     """The newest stored run of ``row`` on the build whose version is ``spec``."""
     for build in store.builds(db):
         if build["version"].split("+", 1)[0] == spec:
-            runs = [r for r in store.runs_of_build(db, build["id"]) if regress.row_key(r) == row]
+            runs = [r for r in store.runs_of_build(db, build["id"]) if rows.of(r) == row]
             if runs:
                 return runs[-1]
     return None
@@ -146,8 +165,8 @@ def bisect(db, db_path: Path, case: CaseRef, config: Config, candidates: list[st
            provision: Callable[[str], envs.TorchEnv], timeout_s: float,
            log: Callable[[str], None] = lambda message: None) -> dict:
     """Test both ends, then search ``candidates`` (good first, bad last); a summary of the result."""
-    row = regress.row_key(row_fields(asdict(config), case.name))
-    probe = Probe(lambda spec: None, log=log)
+    row = rows.of_config(asdict(config), case.name, case.source)
+    probe = BuildTester(lambda spec: None, log=log)
 
     def run_build(spec: str) -> Optional[dict]:
         stored = find_stored(db, spec, row)

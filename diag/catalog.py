@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from diag.config import cases_dir
+from diag.row import BUILTIN
 from diag.probe.cases import CaseError, read_case_header
 
 
@@ -19,6 +20,11 @@ class CaseRef:
     path: str
     description: str
     builtin: bool
+
+    @property
+    def source(self) -> str:
+        """Part of the row: a user case file named like a built-in case is another row, not the built-in's."""
+        return BUILTIN if self.builtin else self.path
 
 
 def builtin_cases() -> list[CaseRef]:
@@ -38,11 +44,11 @@ def _looks_like_path(value: str) -> bool:
 def resolve(values: list[str]) -> list[CaseRef]:
     """``--case`` values (names, ``all``, or paths to case files) to case references, in order."""
     known = {ref.name: ref for ref in builtin_cases()}
-    resolved: dict[str, CaseRef] = {}
+    resolved: dict[tuple[str, str], CaseRef] = {}  # by (name, source): a user file may reuse a built-in's name
     for value in values:
         if value == "all":
             for ref in known.values():
-                resolved.setdefault(ref.name, ref)
+                resolved.setdefault((ref.name, ref.source), ref)
         elif _looks_like_path(value):
             file = Path(value)
             if not file.is_file():
@@ -51,9 +57,10 @@ def resolve(values: list[str]) -> list[CaseRef]:
                 name, description = read_case_header(str(file))
             except (CaseError, SyntaxError, UnicodeDecodeError) as exc:
                 raise CatalogError(f"case file {value} cannot be read: {exc}") from exc
-            resolved.setdefault(name, CaseRef(name, str(file.resolve()), description, False))
+            ref = CaseRef(name, str(file.resolve()), description, False)
+            resolved.setdefault((ref.name, ref.source), ref)
         elif value in known:
-            resolved.setdefault(value, known[value])
+            resolved.setdefault((value, known[value].source), known[value])
         else:
             raise CatalogError(f"unknown case {value!r}; known cases: {', '.join(sorted(known))} "
                                "(or all, or a path to a case file)")

@@ -11,8 +11,11 @@ from typing import Any, Callable, Optional
 import click
 
 from diag import __version__, artifacts, catalog, envs, gate, regress, runner, store, text
+from diag import row as rows
 from diag.config import DEFAULT_DB, DEFAULT_TIMEOUT_S
+from diag.probe import records
 from diag.probe.session import DTYPES, Config
+from diag.probe.statuses import FINDING_KINDS, STATUSES
 
 BACKENDS = ("inductor", "eager", "aot_eager", "cudagraphs")
 
@@ -114,6 +117,17 @@ def cli() -> None:
     """
 
 
+@cli.command("statuses")
+@json_option
+def statuses_command(as_json: bool) -> None:
+    """List the statuses a run can have (exactly one each), whether the row works, and what each means."""
+    if as_json:
+        click.echo(json.dumps([{"name": s.name, "works": s.works, "severity": s.severity, "meaning": s.meaning}
+                               for s in STATUSES], indent=2))
+        return
+    click.echo(text.statuses_table())
+
+
 @cli.command("cases")
 @json_option
 def cases_command(as_json: bool) -> None:
@@ -134,15 +148,18 @@ def _check_case_files(env: envs.TorchEnv, refs: list[catalog.CaseRef]) -> None:
     if not files:
         return
     import subprocess
+    import tempfile
 
-    done = subprocess.run(env.probe_command("check", *files), capture_output=True, text=True,
-                          env=env.probe_environ(), timeout=600)
-    marker = [line for line in done.stdout.splitlines() if line.startswith("DIAG-CHECK ")]
-    if not marker:
+    with tempfile.TemporaryDirectory(prefix="diag-check-") as folder:
+        out = Path(folder) / "checks.jsonl"
+        done = subprocess.run(env.probe_command("check", "--out", str(out), *files), capture_output=True,
+                              text=True, env=env.probe_environ(), timeout=600)
+        checks = records.every(records.read(out)[0], records.CASE_CHECK)
+    if len(checks) != len(files):
         raise _fail(f"cannot check case files in {env.python}: {(done.stderr.strip().splitlines() or ['?'])[-1]}")
-    for file, verdict in json.loads(marker[-1][len("DIAG-CHECK "):]).items():
-        if not verdict["ok"]:
-            raise _fail(verdict["error"])
+    for check in checks:
+        if not check["ok"]:
+            raise _fail(check["error"])
 
 
 def _writable(db_path: str) -> None:
@@ -219,10 +236,11 @@ def run_command(case_values: tuple[str, ...], torch_specs: tuple[str, ...], extr
                 as_json: bool, **config: Any) -> None:
     """Diagnose cases under torch.compile and record the runs.
 
-    Each case x torch x config runs in fresh processes: a diagnosis pass with
-    dynamo/aot/inductor DEBUG logs captured, then a timing pass with logging
-    off. Prints one line per run. Exits 0 when every run was recorded, whatever
-    the statuses; compile failures are findings, not tool errors.
+    Each case x torch x config is one probe process, which imports torch once and
+    forks two passes: first the timing pass (logging off, a cold compile), then the
+    diagnosis pass (dynamo/aot/inductor DEBUG logs captured). Prints one line per
+    run. Exits 0 when every run was recorded, whatever the statuses; compile
+    failures are findings, not tool errors (see diag statuses).
     """
     configs = sweep_configs(build_configs(**config), sweep, sweep_values)
     try:
@@ -273,11 +291,11 @@ def _public(run: dict[str, Any]) -> dict[str, Any]:
 def runs_command(db_path: str, limit: int, case_name: Optional[str], as_json: bool) -> None:
     """List recent runs, newest first."""
     db = open_store(db_path, create=False)
-    rows = store.recent_runs(db, limit=limit, case=case_name)
+    listed = store.recent_runs(db, limit=limit, case=case_name)
     if as_json:
-        click.echo(json.dumps(rows, indent=2, default=str))
+        click.echo(json.dumps(listed, indent=2, default=str))
         return
-    for row in rows:
+    for row in listed:
         click.echo(f"{text.summary_line(row)}  torch {text.safe(row['torch_version'])}")
 
 
@@ -309,11 +327,11 @@ def env_group() -> None:
 @json_option
 def env_list(as_json: bool) -> None:
     """List provisioned environments: name, torch version, git commit, nightly date, size, path."""
-    rows = envs.listing()
+    listed = envs.listing()
     if as_json:
-        click.echo(json.dumps(rows, indent=2))
+        click.echo(json.dumps(listed, indent=2))
         return
-    for row in rows:
+    for row in listed:
         click.echo(f"{row['name']:<36} torch {row['torch_version']:<26} git {(row['git_version'] or '-')[:12]:<12} "
                    f"nightly {row['nightly_date'] or '-':<10} {row['size_mb']:>9.1f} MB  {row['path']}")
 
@@ -331,7 +349,7 @@ def env_add(spec: str, extras: tuple[str, ...], index_url: Optional[str], varian
         env = envs.resolve(spec, extras, index_url, variant, installer, log=_progress)
     except envs.EnvError as exc:
         raise _fail(str(exc)) from exc
-    info = {"spec": spec, "python": env.python, "path": env.path, **env.build_info()}
+    info = {"spec": spec, "python": env.python, "path": env.path, **env.build()}
     click.echo(json.dumps(info, indent=2) if as_json else f"{spec}: torch {info['torch_version']} at {env.path}")
 
 
@@ -381,12 +399,12 @@ def _timing_text(change: regress.TimingChange) -> str:
 def _comparison_lines(comparison: regress.RowComparison) -> list[str]:
     before, after = comparison.before, comparison.after
     status = (f"{before['status'] if before else 'absent'} -> {after['status'] if after else 'absent'}")
-    lines = [f"{text.safe(regress.row_label(comparison.row))}: {status}"]
-    for kind in regress.KINDS:
-        for key in comparison.added.get(kind, []):
-            lines.append(f"    + {kind[:-1].replace('_', ' ')} {text.safe(key)}")
-        for key in comparison.removed.get(kind, []):
-            lines.append(f"    - {kind[:-1].replace('_', ' ')} {text.safe(key)}")
+    lines = [f"{text.safe(rows.label(comparison.row))}: {status}"]
+    for kind in FINDING_KINDS:
+        for key in comparison.added.get(kind.table, []):
+            lines.append(f"    + {kind.label} {text.safe(key)}")
+        for key in comparison.removed.get(kind.table, []):
+            lines.append(f"    - {kind.label} {text.safe(key)}")
     if comparison.timings:
         lines.append("    " + "; ".join(_timing_text(t) for t in comparison.timings))
     return lines
@@ -455,12 +473,12 @@ def check_command(baseline: Optional[str], compile_threshold: float, latency_thr
                                     encoding="utf-8")
     if as_json:
         click.echo(json.dumps({"checked": outcome.description, "rows": len(outcome.comparisons),
-                               "regressions": [{"row": regress.row_label(r.row), "kind": r.kind,
+                               "regressions": [{"row": rows.label(r.row), "kind": r.kind,
                                                 "message": r.message} for r in outcome.regressions]}, indent=2))
     else:
         click.echo(f"checked: {outcome.description}; {len(outcome.comparisons)} rows")
         for regression in outcome.regressions:
-            click.echo(f"REGRESSION {text.safe(regress.row_label(regression.row))}: {text.safe(regression.message)}")
+            click.echo(f"REGRESSION {text.safe(rows.label(regression.row))}: {text.safe(regression.message)}")
         if not outcome.regressions:
             click.echo("no regressions")
     if outcome.regressions:
@@ -496,17 +514,7 @@ def bisect_command(case_value: str, good: str, bad: str, candidates_file: Option
     run_config = build_configs(**config)[0]
     try:
         refs = catalog.resolve([case_value])
-        for spec in (good, bad):
-            if envs.spec_kind(spec) in ("current", "python"):
-                raise envs.EnvError(f"bisect needs installable torch specs, not {spec!r}")
-        if candidates_file:
-            listed = [line.strip() for line in Path(candidates_file).read_text().splitlines()
-                      if line.strip() and not line.startswith("#")]
-        else:
-            listed = bisect.index_versions(listing_index or envs.NIGHTLY_INDEX.format(variant=variant))
-        for spec in listed:
-            envs.spec_kind(spec)
-        candidates = bisect.between(listed, good, bad)
+        candidates = bisect.candidates(good, bad, candidates_file, listing_index, variant)
     except (catalog.CatalogError, envs.EnvError) as exc:
         raise _fail(str(exc)) from exc
     _writable(db_path)

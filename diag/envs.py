@@ -41,13 +41,13 @@ class EnvError(Exception):
 class TorchEnv:
     spec: str
     python: str
-    torch: Optional[dict] = field(default=None, hash=False)  # None: not looked up yet (see build_info)
+    known_build: Optional[dict] = field(default=None, hash=False)  # None: not looked up yet (see build)
     path: Optional[str] = None
 
-    def build_info(self) -> dict:
+    def build(self) -> dict:
         """torch version, commit and CUDA version; looked up only when a probe died before reporting them."""
-        if self.torch is not None:
-            return self.torch
+        if self.known_build is not None:
+            return self.known_build
         try:
             return describe(self.spec, self.python)
         except EnvError:

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from diag import regress, store
+from diag import row as rows
 
 
 @dataclass
@@ -15,15 +16,15 @@ class Outcome:
     regressions: list[regress.Regression]
 
 
-def _by_row(runs: list[dict[str, Any]]) -> dict[tuple, list[dict[str, Any]]]:
-    rows: dict[tuple, list[dict[str, Any]]] = {}
+def _by_row(runs: list[dict[str, Any]]) -> dict[rows.Row, list[dict[str, Any]]]:
+    grouped: dict[rows.Row, list[dict[str, Any]]] = {}
     for run in sorted(runs, key=lambda r: r["id"]):
-        rows.setdefault(regress.row_key(run), []).append(run)
-    return rows
+        grouped.setdefault(rows.of(run), []).append(run)
+    return grouped
 
 
-def _in_order(rows) -> list[tuple]:
-    return sorted(rows, key=lambda key: tuple(str(v) for v in key))
+def _in_order(keys) -> list[rows.Row]:
+    return sorted(keys, key=rows.sort_key)
 
 
 def compare_build_runs(before_runs: list[dict[str, Any]], after_runs: list[dict[str, Any]]) -> list[regress.RowComparison]:
@@ -49,9 +50,9 @@ def _invocations(history: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
 def compare_within_build(runs: list[dict[str, Any]]) -> list[regress.RowComparison]:
     """Each row's newest invocation against the invocation of that row before it, on one build (A/A, reruns)."""
     comparisons = []
-    rows = _by_row(runs)
-    for row in _in_order(rows):
-        groups = _invocations(rows[row])
+    grouped = _by_row(runs)
+    for row in _in_order(grouped):
+        groups = _invocations(grouped[row])
         before = groups[-2] if len(groups) > 1 else []
         comparisons.append(regress.compare_runs(before[-1] if before else None, groups[-1][-1], before, groups[-1]))
     return comparisons

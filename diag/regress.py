@@ -25,13 +25,10 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
 
-from diag.labels import WORKLOAD, config_label
+from diag import row as rows
+from diag.probe.statuses import FINDING_KINDS, WORKS
 
-GOOD = {"pass", "graph_break"}
 _VERSION = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+))?")
-KINDS = ("graph_breaks", "recompiles", "hidden_errors")
-ROW_FIELDS = ("case", "backend", "fullgraph", "dynamic", "mode", "device", "dtype", "batch_size",
-              "prompt_length", "new_tokens", "model")
 
 
 def version_order(build: dict[str, Any]) -> tuple:
@@ -41,15 +38,6 @@ def version_order(build: dict[str, Any]) -> tuple:
     numbers = tuple(int(n or 0) for n in match.groups()) if match else (0, 0, 0)
     is_release = ".dev" not in version
     return (*numbers, is_release, build.get("nightly_date") or "", version, build["id"])
-
-
-def row_key(run: dict[str, Any]) -> tuple:
-    return tuple(run.get(f) for f in ROW_FIELDS)
-
-
-def row_label(key: tuple) -> str:
-    values = dict(zip(ROW_FIELDS, key))
-    return f"{values['case']} {config_label(values, workload=tuple(WORKLOAD))}"
 
 
 def mann_whitney_greater(after: Sequence[float], before: Sequence[float]) -> Optional[float]:
@@ -156,7 +144,7 @@ def latency_change(mode: str, before_runs: Sequence[dict[str, Any]],
 
 @dataclass
 class RowComparison:
-    row: tuple
+    row: rows.Row
     before: Optional[dict[str, Any]]
     after: Optional[dict[str, Any]]
     added: dict[str, list[str]] = field(default_factory=dict)
@@ -171,7 +159,7 @@ class RowComparison:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "row": row_label(self.row),
+            "row": rows.label(self.row),
             "before_run": self.before and self.before["id"], "after_run": self.after and self.after["id"],
             "status_before": self.before and self.before["status"],
             "status_after": self.after and self.after["status"],
@@ -181,22 +169,22 @@ class RowComparison:
 
 
 def samples_of(run: dict[str, Any], mode: str, metric: str = "decode_step") -> list[float]:
-    return next((t["samples"] for t in run.get("timings", []) if t["pass"] == mode and t["metric"] == metric), [])
+    return next((t["samples"] for t in run.get("timings", []) if t["mode"] == mode and t["metric"] == metric), [])
 
 
 def compare_runs(before: Optional[dict[str, Any]], after: Optional[dict[str, Any]],
                  before_pool: Sequence[dict[str, Any]] = (), after_pool: Sequence[dict[str, Any]] = ()) -> RowComparison:
     """Full run records (with child rows) of one row on two sides: findings from the newest run of
     each, timings over each side's pool of runs (default: that one run)."""
-    row = row_key(after or before)
+    row = rows.of(after or before)
     result = RowComparison(row, before, after)
     if before is None or after is None:
         return result
-    for kind in KINDS:
-        keys_before = {item["key"] for item in before.get(kind, [])}
-        keys_after = {item["key"] for item in after.get(kind, [])}
-        result.added[kind] = sorted(keys_after - keys_before)
-        result.removed[kind] = sorted(keys_before - keys_after)
+    for kind in FINDING_KINDS:
+        keys_before = {item["key"] for item in before.get(kind.table, [])}
+        keys_after = {item["key"] for item in after.get(kind.table, [])}
+        result.added[kind.table] = sorted(keys_after - keys_before)
+        result.removed[kind.table] = sorted(keys_before - keys_after)
     before_pool, after_pool = list(before_pool) or [before], list(after_pool) or [after]
     for mode in ("eager", "compiled"):
         change = latency_change(mode, before_pool, after_pool)
@@ -218,7 +206,7 @@ class Thresholds:
 
 @dataclass
 class Regression:
-    row: tuple
+    row: rows.Row
     kind: str  # status | new_key | tokens | slowdown
     message: str
 
@@ -229,14 +217,14 @@ def regressions(comparison: RowComparison, thresholds: Thresholds, allowed: set[
     before, after, row = comparison.before, comparison.after, comparison.row
     if before is None or after is None:
         return found
-    if before["status"] in GOOD and after["status"] not in GOOD:
+    if before["status"] in WORKS and after["status"] not in WORKS:
         detail = f": {after.get('error_type')}" if after.get("error_type") else ""
         detail += f" [key {after['error_key']}]" if after.get("error_key") else ""
         found.append(Regression(row, "status", f"status {before['status']} -> {after['status']}{detail}"))
-    for kind, keys in comparison.added.items():
-        for key in keys:
+    for kind in FINDING_KINDS:
+        for key in comparison.added.get(kind.table, []):
             if key not in allowed:
-                found.append(Regression(row, "new_key", f"new {kind[:-1].replace('_', ' ')} key {key}"))
+                found.append(Regression(row, "new_key", f"new {kind.label} key {key}"))
     if before.get("tokens_equal") == 1 and after.get("tokens_equal") == 0:
         found.append(Regression(row, "tokens", "compiled tokens no longer match eager "
                                                f"(first differing step {after.get('first_differing_step')})"))
@@ -250,17 +238,17 @@ def regressions(comparison: RowComparison, thresholds: Thresholds, allowed: set[
     return found
 
 
-def junit_xml(rows: list[RowComparison], found: list[Regression], suite: str) -> str:
+def junit_xml(comparisons: list[RowComparison], found: list[Regression], suite: str) -> str:
     """JUnit XML: one test case per compared row, a failure element per regression."""
     from xml.sax.saxutils import escape, quoteattr
 
-    by_row: dict[tuple, list[Regression]] = {}
+    by_row: dict[rows.Row, list[Regression]] = {}
     for regression in found:
         by_row.setdefault(regression.row, []).append(regression)
     lines = ['<?xml version="1.0" encoding="UTF-8"?>',
-             f'<testsuite name={quoteattr(suite)} tests="{len(rows)}" failures="{len(by_row)}">']
-    for comparison in rows:
-        name = quoteattr(row_label(comparison.row))
+             f'<testsuite name={quoteattr(suite)} tests="{len(comparisons)}" failures="{len(by_row)}">']
+    for comparison in comparisons:
+        name = quoteattr(rows.label(comparison.row))
         failures = by_row.get(comparison.row, [])
         if not failures:
             lines.append(f"  <testcase classname=\"diag.check\" name={name}/>")

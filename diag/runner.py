@@ -8,19 +8,20 @@ import tempfile
 import uuid
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Iterator, Optional
 
-from diag import __version__, trace
-from diag.assemble import assemble, row_fields
+from diag import __version__, rundir, trace
+from diag import row as rows
+from diag.assemble import assemble
 from diag.catalog import CaseRef
 from diag.config import artifacts_root
 from diag.envs import TorchEnv
-from diag.labels import WORKLOAD, config_label
+from diag.probe import records
 from diag.probe.session import Config
-from diag.spawn import ProbeOutcome, ProcessTracker, read_results, run_probe, tail
-from diag.store import RunRecord
+from diag.spawn import ProcessTracker, run_probe
+from diag.store import RunRecord, now
+
 
 @dataclass(frozen=True)
 class Job:
@@ -28,9 +29,11 @@ class Job:
     case: CaseRef
     config: Config
 
+    def row(self) -> rows.Row:
+        return rows.of_config(asdict(self.config), self.case.name, self.case.source)
+
     def label(self) -> str:
-        fields = row_fields(asdict(self.config), self.case.name)
-        label = f"{self.case.name} {config_label(fields, workload=tuple(WORKLOAD))}"
+        label = rows.label(self.row())
         return label if self.env.spec == "current" else f"{label} torch={self.env.spec}"
 
 
@@ -40,51 +43,41 @@ def plan(envs: list[TorchEnv], cases: list[CaseRef], configs: list[Config], repe
     return [Job(env, case, config) for _ in range(repeat) for env in envs for case in cases for config in configs]
 
 
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+def write_spec(job: Job, run_dir: Path, timing: bool, invocation: Optional[str]) -> Path:
+    """spec.json: what the probe runs, and the run's identity (so that the directory alone makes the run)."""
+    spec = {"case": job.case.name, "case_path": job.case.path, "case_source": job.case.source,
+            "config": asdict(job.config), "timing": timing,
+            "run": {"uid": run_dir.name, "started_at": now(), "host": socket.gethostname(),
+                    "tool_version": __version__, "invocation": invocation}}
+    path = run_dir / rundir.SPEC
+    path.write_text(json.dumps(spec, indent=2), encoding="utf-8")
+    return path
 
 
 def execute(job: Job, db_path: Path, timeout_s: float, timing: bool,
             tracker: Optional[ProcessTracker] = None, invocation: Optional[str] = None) -> RunRecord:
     """One probe process for the run (supervise.py): the timing pass, then the diagnosis pass."""
-    uid = uuid.uuid4().hex
-    run_dir = artifacts_root(db_path.resolve()) / uid
+    run_dir = artifacts_root(db_path.resolve()) / uuid.uuid4().hex
     run_dir.mkdir(parents=True, exist_ok=True)
-    spec = {"case": job.case.name, "case_path": job.case.path, "config": asdict(job.config)}
-    spec_path = run_dir / "spec.json"
-    spec_path.write_text(json.dumps(spec, indent=2), encoding="utf-8")
-    started_at = _now()
+    spec_path = write_spec(job, run_dir, timing, invocation)
     command = job.env.probe_command("run", "--spec", str(spec_path), "--dir", str(run_dir),
                                     "--timeout", str(timeout_s), *([] if timing else ["--no-timing"]))
     passes = 2 if timing else 1
     with tempfile.TemporaryDirectory(prefix="diag-inductor-cold-") as cold_cache:
         env = probe_environ(job.env.probe_environ(), run_dir, cold_cache if timing else None)
         # Each pass has its own limit inside the probe; this one only covers the imports around them.
-        supervisor = run_probe(command, run_dir / "passes.jsonl", run_dir, env, (passes + 1) * timeout_s,
-                               "run", tracker)
-    diagnosis = pass_outcome(supervisor, run_dir, "diagnose")
-    timing_outcome = pass_outcome(supervisor, run_dir, "time") if timing else None
+        probe_exit = run_probe(command, run_dir, env, (passes + 1) * timeout_s, "run", tracker)
+    with records.Writer(run_dir / rundir.PROBE_EXIT) as writer:
+        writer.write(records.EXIT, **probe_exit)
+    return record_of(run_dir, job.env.build)
+
+
+def record_of(run_dir: Path, fallback_build: Callable[[], dict]) -> RunRecord:
+    """The run a finished run directory holds: its trace read and rendered, then assembled."""
     frames, notes = trace.collect(run_dir)
-    meta = {"uid": uid, "started_at": started_at, "host": socket.gethostname(), "tool_version": __version__,
-            "artifacts_dir": str(run_dir), "case_path": job.case.path, "duration_s": supervisor.duration_s,
-            "invocation": invocation}
-    build = {} if diagnosis.first("environment") else job.env.build_info()
-    return assemble(asdict(job.config), job.case.name, diagnosis, timing_outcome, meta, build, frames, notes)
-
-
-def pass_outcome(supervisor: ProbeOutcome, run_dir: Path, name: str) -> Optional[ProbeOutcome]:
-    """What one pass left: its exit as the probe recorded it, else (the probe itself died or
-    hung before recording it) the probe's own exit; its results file and stderr either way."""
-    exit_record = next((r for r in supervisor.all("pass") if r.get("name") == name), None)
-    records, bad = read_results(run_dir / f"{name}.jsonl")
-    stderr = tail(run_dir / f"{name}.stderr.txt")
-    if exit_record is not None:
-        return ProbeOutcome(exit_record["returncode"], exit_record["signal"], exit_record["timed_out"],
-                            exit_record["duration_s"], stderr, records, bad)
-    if name == "time" and not (run_dir / f"{name}.stderr.txt").exists():
-        return None
-    return ProbeOutcome(supervisor.returncode, supervisor.signal, supervisor.timed_out, supervisor.duration_s,
-                        "\n".join(t for t in (supervisor.stderr_tail, stderr) if t), records, bad)
+    files = rundir.load(run_dir)
+    build = {} if files.diagnosis.first(records.BUILD) else fallback_build()
+    return assemble(files, build, frames, notes)
 
 
 # Debug output of any kind slows compilation; none may reach a stored timing. The diagnosis pass

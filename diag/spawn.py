@@ -1,67 +1,19 @@
 """Run one probe process: own process group, timeout, killed on any exception in the parent.
 
-Results come back only through the results file the probe writes; stdout and
-stderr go to files in the run's artifact directory and only the stderr tail is
-read back.
+Nothing comes back from the process but its exit: what it found is in the files it
+wrote (diag/rundir.py reads them). Its stdout and stderr go to files in the run
+directory.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
 import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
-
-STDERR_TAIL_BYTES = 4000
-
-
-@dataclass
-class ProbeOutcome:
-    returncode: Optional[int]
-    signal: Optional[int]
-    timed_out: bool
-    duration_s: float
-    stderr_tail: str
-    records: list[dict[str, Any]] = field(default_factory=list)
-    unreadable_lines: int = 0
-
-    def first(self, kind: str) -> Optional[dict[str, Any]]:
-        return next((r for r in self.records if r.get("kind") == kind), None)
-
-    def all(self, kind: str) -> list[dict[str, Any]]:
-        return [r for r in self.records if r.get("kind") == kind]
-
-
-def read_results(path: Path) -> tuple[list[dict[str, Any]], int]:
-    """Records of a JSON-lines file; lines that do not parse (a torn last write, garbage) are counted."""
-    records, bad = [], 0
-    if not path.exists():
-        return records, bad
-    with open(path, "rb") as handle:
-        for raw in handle:
-            try:
-                record = json.loads(raw.decode("utf-8"))
-            except (UnicodeDecodeError, json.JSONDecodeError):
-                bad += 1
-                continue
-            if isinstance(record, dict) and "kind" in record:
-                records.append(record)
-            else:
-                bad += 1
-    return records, bad
-
-
-def tail(path: Path, size: int = STDERR_TAIL_BYTES) -> str:
-    if not path.exists():
-        return ""
-    with open(path, "rb") as handle:
-        handle.seek(max(0, path.stat().st_size - size))
-        return handle.read().decode("utf-8", "replace")
 
 
 class ProcessTracker:
@@ -76,7 +28,7 @@ class ProcessTracker:
         with self._lock:
             self._live.add(process)
             if self.stopped:
-                _kill_group(process)
+                kill_group(process)
 
     def discard(self, process: subprocess.Popen) -> None:
         with self._lock:
@@ -87,25 +39,29 @@ class ProcessTracker:
             self.stopped = True
             live = list(self._live)
         for process in live:
-            _kill_group(process)
+            kill_group(process)
 
 
-def _kill_group(process: subprocess.Popen) -> None:
+def kill_group(process: subprocess.Popen, wait: bool = True) -> None:
+    """SIGKILL the process's whole group (the probe, its passes, inductor's compile workers)."""
     try:
         os.killpg(process.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
-    process.wait()
+    if wait:
+        process.wait()
 
 
-def run_probe(command: list[str], results_path: Path, log_dir: Path, env: dict[str, str],
-              timeout_s: float, label: str, tracker: Optional[ProcessTracker] = None) -> ProbeOutcome:
-    """Run ``command`` (a probe invocation); never leaves the child or its workers behind."""
+def run_probe(command: list[str], log_dir: Path, env: dict[str, str], timeout_s: float, label: str,
+              tracker: Optional[ProcessTracker] = None) -> dict[str, Any]:
+    """Run ``command`` (a probe invocation); never leaves the child or its workers behind.
+
+    Returns the fields of an ``exit`` record (records.py) for it.
+    """
     tracker = tracker or ProcessTracker()
     log_dir.mkdir(parents=True, exist_ok=True)
-    stderr_path = log_dir / f"{label}.stderr.txt"
     start = time.monotonic()
-    with open(log_dir / f"{label}.stdout.txt", "wb") as out, open(stderr_path, "wb") as err:
+    with open(log_dir / f"{label}.stdout.txt", "wb") as out, open(log_dir / f"{label}.stderr.txt", "wb") as err:
         process = subprocess.Popen(command, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
                                    env=env, start_new_session=True)
         tracker.add(process)
@@ -114,26 +70,16 @@ def run_probe(command: list[str], results_path: Path, log_dir: Path, env: dict[s
             process.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
             timed_out = True
-            _kill_group(process)
+            kill_group(process)
         except BaseException:
-            _kill_group(process)
+            kill_group(process)
             raise
         else:
             # Inductor's compile workers share the group; none may outlive the probe.
-            try:
-                os.killpg(process.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+            kill_group(process, wait=False)
         finally:
             tracker.discard(process)
-    records, bad = read_results(results_path)
     code = process.returncode
-    return ProbeOutcome(
-        returncode=code,
-        signal=-code if code is not None and code < 0 and not timed_out else None,
-        timed_out=timed_out,
-        duration_s=time.monotonic() - start,
-        stderr_tail=tail(stderr_path),
-        records=records,
-        unreadable_lines=bad,
-    )
+    return {"name": label, "returncode": None if timed_out else code,
+            "signal": -code if code is not None and code < 0 and not timed_out else None,
+            "timed_out": timed_out, "duration_s": time.monotonic() - start}

@@ -18,6 +18,9 @@ from typing import Any, Callable, Iterable, Optional
 
 import sqlite_utils
 
+from diag import row as rows
+from diag.probe.statuses import FINDING_TABLES
+
 
 class StoreError(Exception):
     """A database diag cannot use: not SQLite, written by a newer diag, or not writable."""
@@ -77,7 +80,7 @@ def m001_initial(db: sqlite_utils.Database) -> None:
         db[table].create_index(["run_id"])
 
 
-CHILD_TABLES = ("graph_breaks", "recompiles", "hidden_errors", "timings", "frames")
+CHILD_TABLES = (*FINDING_TABLES, "timings", "frames")
 
 
 @migration
@@ -127,6 +130,53 @@ def m005_invocation(db: sqlite_utils.Database) -> None:
     db["runs"].add_column("invocation", str)
 
 
+@migration
+def m006_one_vocabulary(db: sqlite_utils.Database) -> None:
+    """One word per concept. A timing's eager/compiled column is ``mode`` (a probe's processes are its
+    passes); a user-code ``file:line`` is ``location`` in every table; a run records where its case
+    came from (``case_source``: builtin, or the case file's path), which is part of the row; fields a
+    newer probe wrote that this schema has no column for are kept as JSON in ``extra``."""
+    conn = db.conn
+    conn.execute('ALTER TABLE timings RENAME COLUMN "pass" TO mode')
+    for table in ("recompiles", "hidden_errors"):
+        conn.execute(f"ALTER TABLE {table} RENAME COLUMN frame TO location")
+    conn.execute("ALTER TABLE graph_breaks ADD COLUMN location TEXT")
+    conn.execute("UPDATE graph_breaks SET location = CASE WHEN user_line IS NULL THEN user_file "
+                 "ELSE user_file || ':' || user_line END")
+    for column in ("user_file", "user_line"):
+        conn.execute(f"ALTER TABLE graph_breaks DROP COLUMN {column}")
+    conn.execute("ALTER TABLE runs ADD COLUMN case_source TEXT")
+    builtin = ", ".join(f"'{name}'" for name in ("append_last", "dynamic_slice", "hf_static_cache", "hf_dynamic_cache"))
+    conn.execute(f"""UPDATE runs SET case_source = CASE
+        WHEN "case" IN ({builtin}) AND (case_path IS NULL OR case_path LIKE '%/cases/' || "case" || '.py')
+        THEN '{rows.BUILTIN}' ELSE COALESCE(case_path, 'unknown') END""")
+    for table in ("runs", *FINDING_TABLES):
+        conn.execute(f"ALTER TABLE {table} ADD COLUMN extra TEXT")
+    conn.execute(f"CREATE INDEX runs_row ON runs (torch_build_id, {_row_columns()})")
+
+
+def _row_columns(prefix: str = "") -> str:
+    return ", ".join(f'{prefix}"{name}"' for name in rows.FIELDS)
+
+
+def _create_views(conn: sqlite3.Connection) -> None:
+    """The Datasette views, over the current schema and the one row definition (re-made after migrating).
+
+    ``latest_status`` is the newest run of each row on each build, by the runs_row index.
+    """
+    for view in ("latest_status", "run_summary"):
+        conn.execute(f"DROP VIEW IF EXISTS {view}")
+    conn.execute(f"""CREATE VIEW run_summary AS
+        SELECT runs.id, b.version AS torch_version, b.nightly_date, b.git_version, b.variant,
+               {_row_columns('runs.')}, runs.status, runs.error_type, runs.error_message, runs.graph_break_count,
+               runs.recompile_count, runs.hidden_error_count, runs.compile_s, runs.eager_ms_per_token,
+               runs.compiled_ms_per_token, runs.transformers_version, runs.python, runs.started_at
+        FROM runs JOIN torch_builds b ON b.id = runs.torch_build_id""")
+    conn.execute(f"""CREATE VIEW latest_status AS
+        SELECT s.* FROM run_summary s
+        JOIN (SELECT MAX(id) AS id FROM runs GROUP BY torch_build_id, {_row_columns()}) newest ON newest.id = s.id""")
+
+
 def open_db(path: str | Path, create: bool = True) -> sqlite_utils.Database:
     """Open (and migrate) the DB at ``path``; StoreError with a one-line reason when unusable."""
     path = Path(path)
@@ -170,10 +220,12 @@ def _migrate(conn: sqlite3.Connection, db: sqlite_utils.Database, path: Path) ->
             tables = _tables(conn)
             _check_known(db, tables, path)
             applied = _applied(db, tables)
-            for name, fn in MIGRATIONS:
-                if name not in applied:
-                    fn(db)
-                    _insert(conn, "migrations", {"name": name, "applied_at": _now()})
+            pending = [(name, fn) for name, fn in MIGRATIONS if name not in applied]
+            for name, fn in pending:
+                fn(db)
+                _insert(conn, "migrations", {"name": name, "applied_at": now()})
+            if pending:
+                _create_views(conn)
         except BaseException:
             conn.execute("ROLLBACK")
             raise
@@ -215,7 +267,8 @@ def _check_known(db: sqlite_utils.Database, tables: set[str], path: Path) -> Non
                          "upgrade diag to read it")
 
 
-def _now() -> str:
+def now() -> str:
+    """The time a run or a row is stamped with: UTC, to the second."""
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
@@ -272,7 +325,7 @@ def _build_id(conn: sqlite3.Connection, build: dict[str, Any]) -> int:
     row = conn.execute("SELECT id FROM torch_builds WHERE build_key = ?", [build["build_key"]]).fetchone()
     if row:
         return int(row[0])
-    return _insert(conn, "torch_builds", {**build, "first_seen": _now()})
+    return _insert(conn, "torch_builds", {**build, "first_seen": now()})
 
 
 def _write_run(conn: sqlite3.Connection, record: RunRecord) -> int:
@@ -303,8 +356,7 @@ def get_run(db: sqlite_utils.Database, run_id: int) -> Optional[dict[str, Any]]:
 def recent_runs(db: sqlite_utils.Database, limit: int = 20, case: Optional[str] = None) -> list[dict[str, Any]]:
     where, params = ("WHERE runs.\"case\" = ?", [case]) if case else ("", [])
     return list(db.query(
-        "SELECT runs.id, runs.\"case\", runs.backend, runs.fullgraph, runs.dynamic, runs.mode, runs.device, "
-        "runs.dtype, runs.batch_size, runs.status, runs.graph_break_count, runs.recompile_count, "
+        f"SELECT runs.id, {_row_columns('runs.')}, runs.status, runs.graph_break_count, runs.recompile_count, "
         "runs.hidden_error_count, runs.compile_s, runs.eager_ms_per_token, runs.compiled_ms_per_token, "
         f"runs.started_at, b.version AS torch_version FROM runs JOIN torch_builds b ON b.id = runs.torch_build_id "
         f"{where} ORDER BY runs.id DESC LIMIT ?", [*params, limit]))
@@ -322,8 +374,7 @@ def builds(db: sqlite_utils.Database) -> list[dict[str, Any]]:
     return list(db.query("SELECT * FROM torch_builds"))
 
 
-REPORT_COLUMNS = ("id", "uid", "torch_build_id", "case", "backend", "fullgraph", "dynamic", "mode", "device",
-                  "dtype", "batch_size", "prompt_length", "new_tokens", "model", "status", "error_type",
+REPORT_COLUMNS = ("id", "uid", "torch_build_id", *rows.FIELDS, "status", "error_type",
                   "graph_count", "graph_break_count", "recompile_count", "hidden_error_count", "compile_s",
                   "eager_ms_per_token", "compiled_ms_per_token", "peak_mem_eager_mb", "peak_mem_compiled_mb",
                   "started_at")
@@ -338,7 +389,7 @@ def report_runs(db: sqlite_utils.Database) -> list[dict[str, Any]]:
 def finding_keys(db: sqlite_utils.Database) -> dict[int, set[tuple[str, str]]]:
     """Per run id, its (kind, key) pairs over graph breaks, recompiles and hidden errors."""
     found: dict[int, set[tuple[str, str]]] = {}
-    for table in ("graph_breaks", "recompiles", "hidden_errors"):
+    for table in FINDING_TABLES:
         for run_id, key in db.execute(f'SELECT run_id, key FROM "{table}"'):
             found.setdefault(run_id, set()).add((table, key))
     return found
@@ -357,17 +408,18 @@ def full_runs(db: sqlite_utils.Database, run_ids: Iterable[int]) -> Iterable[dic
         for run in runs.values():
             for table in CHILD_TABLES:
                 run[table] = []
-            for name in ("config", "capabilities", "counters"):
+            for name in ("config", "capabilities", "counters", "extra"):
                 run[name] = json.loads(run[name]) if run.get(name) else None
         for table in CHILD_TABLES:
             for row in db.query(f'SELECT * FROM "{table}" WHERE run_id IN ({marks}) ORDER BY id', batch):
-                if table == "timings":
-                    row["samples"] = json.loads(row["samples"])
+                for name in ("samples", "extra"):
+                    if row.get(name):
+                        row[name] = json.loads(row[name])
                 runs[row["run_id"]][table].append(row)
         yield from (runs[i] for i in batch if i in runs)
 
 
-def records(db: sqlite_utils.Database) -> Iterable[RunRecord]:
+def run_records(db: sqlite_utils.Database) -> Iterable[RunRecord]:
     """Every run of ``db`` as a RunRecord (ids dropped), for copying into another DB."""
     build_columns = ("build_key", "version", "git_version", "nightly_date", "variant", "cuda_version")
     builds_by_id = {row["id"]: {k: row[k] for k in build_columns} for row in db.query("SELECT * FROM torch_builds")}
@@ -395,7 +447,7 @@ def merge(target: sqlite_utils.Database, shard: sqlite_utils.Database) -> tuple[
     Returns (added, already present). Merging the same shard twice adds nothing.
     """
     known = {row[0] for row in target.execute("SELECT uid FROM runs")}
-    fresh = [record for record in records(shard) if record.run["uid"] not in known]
+    fresh = [record for record in run_records(shard) if record.run["uid"] not in known]
     seen = sum(1 for _ in shard.execute("SELECT 1 FROM runs")) - len(fresh)
     save_runs(target, fresh)
     return len(fresh), seen

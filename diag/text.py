@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 from typing import Any, Optional
 
-from diag import labels
+from diag import row as rows
+from diag.probe.statuses import BY_NAME, FINDING_KINDS
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
@@ -19,14 +20,16 @@ def _num(value: Optional[float], fmt: str, unit: str) -> str:
     return "-" if value is None else f"{value:{fmt}}{unit}"
 
 
-def config_label(run: dict[str, Any]) -> str:
-    return safe(labels.config_label(run))
+def config_text(run: dict[str, Any]) -> str:
+    """The run's case source (when not built in) and config, batch size the only size shown."""
+    return safe(rows.source_label(run.get("case_source")).strip() + " " +
+                rows.config_label(run, sizes=("batch_size",))).strip()
 
 
 def summary_line(run: dict[str, Any]) -> str:
     """case, config, status, breaks, recompiles, hidden errors, compile s, eager/compiled ms per token."""
     return (
-        f"#{run['id']:<5} {safe(run['case']):<18} {config_label(run):<40} {run['status']:<15} "
+        f"#{run['id']:<5} {safe(run['case']):<18} {config_text(run):<40} {safe(run['status']):<15} "
         f"breaks {_num(run.get('graph_break_count'), 'd', ''):>3}  "
         f"recompiles {_num(run.get('recompile_count'), 'd', ''):>3}  "
         f"hidden {_num(run.get('hidden_error_count'), 'd', ''):>3}  "
@@ -42,13 +45,14 @@ def _section(title: str) -> list[str]:
 
 def show(run: dict[str, Any]) -> str:
     """Everything recorded for one run, for ``diag show``."""
-    lines = [f"run #{run['id']}  {safe(run['case'])}  {config_label(run)}",
-             f"status: {run['status']}"]
+    status = BY_NAME.get(run["status"])
+    lines = [f"run #{run['id']}  {safe(run['case'])}  {config_text(run)}",
+             f"status: {safe(run['status'])}" + (f" ({status.meaning})" if status else "")]
     if run.get("error_type"):
         lines.append(f"error: {safe(run['error_type'])}: {safe(_first_line(run.get('error_message')))}")
         if run.get("error_location"):
             lines.append(f"at: {safe(run['error_location'])}")
-    lines += _section("environment")
+    lines += _section("build")
     for field in ("torch_version", "build_git_version", "build_nightly_date", "build_variant",
                   "transformers_version", "depyf_version", "python", "platform", "device_name", "host",
                   "started_at", "duration_s", "tool_version"):
@@ -69,14 +73,14 @@ def show(run: dict[str, Any]) -> str:
                  f", compiled {_num(run.get('peak_mem_compiled_mb'), '.1f', ' MB')}")
     if run.get("timing_error"):
         lines.append(f"  timing error: {safe(_first_line(run['timing_error']))}")
-    lines += _section(f"graph breaks ({len(run['graph_breaks'])})")
+    lines += _section(f"graph breaks ({_num(run.get('graph_break_count'), 'd', '')})")
     for gb in run["graph_breaks"]:
-        lines.append(f"  [{safe(gb['key'])}] x{gb['count']} at {safe(gb['user_file'])}:{gb['user_line']}  "
+        lines.append(f"  [{safe(gb['key'])}] x{gb['count']} at {safe(gb['location'] or '?')}  "
                      f"{safe(_first_line(gb['gb_type'] or gb['reason']))}")
-    lines += _section(f"recompiles ({len(run['recompiles'])})")
+    lines += _section(f"recompiles ({_num(run.get('recompile_count'), 'd', '')})")
     for rc in run["recompiles"]:
         lines.append(f"  step {rc['decode_step']}: {safe(rc['function'])} — {safe(_first_line(rc['reason']))}")
-    lines += _section(f"hidden errors ({len(run['hidden_errors'])})")
+    lines += _section(f"hidden errors ({_num(run.get('hidden_error_count'), 'd', '')})")
     for he in run["hidden_errors"]:
         lines.append(f"  [{safe(he['source'])}] {safe(he['exc_type'])}: {safe(_first_line(he['message']))} "
                      f"(logger {safe(he['logger'])}, x{he['count']})")
@@ -95,6 +99,17 @@ def show(run: dict[str, Any]) -> str:
     lines += _section("artifacts")
     lines.append(f"  {safe(run.get('artifacts_dir'))}")
     return "\n".join(lines)
+
+
+def statuses_table() -> str:
+    """The status vocabulary, one status a line, for ``diag statuses``."""
+    width = max(len(name) for name in BY_NAME)
+    return "\n".join(f"{status.name:<{width}}  {'works' if status.works else 'fails'}  {status.meaning}"
+                     for status in BY_NAME.values())
+
+
+def finding_label(table: str) -> str:
+    return next(kind.label for kind in FINDING_KINDS if kind.table == table)
 
 
 def _first_line(text: Optional[str]) -> str:

@@ -45,7 +45,7 @@ def test_probe_reuses_runs_it_already_has():
     def run_build(spec):
         asked.append(spec)
         return runs.get(spec)
-    probe = bisect.Probe(run_build, good_status="pass")
+    probe = bisect.BuildTester(run_build, good_status="pass")
     assert probe.is_bad("b") is True and probe.is_bad("a") is False and probe.is_bad("missing") is None
     assert asked == ["b", "a", "missing"]
 

@@ -32,7 +32,7 @@ def _run(id_, status="pass", keys=(), tokens_equal=1, samples=(), **extra):
             "device": "cpu", "dtype": "float32", "batch_size": 1, "prompt_length": 16, "new_tokens": 16,
             "model": "tiny-random", "status": status, "tokens_equal": tokens_equal,
             "graph_breaks": [{"key": k} for k in keys], "recompiles": [], "hidden_errors": [],
-            "timings": [{"pass": "compiled", "metric": "decode_step", "samples": list(samples)}], **extra}
+            "timings": [{"mode": "compiled", "metric": "decode_step", "samples": list(samples)}], **extra}
 
 
 def test_regressions_status_keys_tokens_and_allow_list():
@@ -66,7 +66,7 @@ def _timed_run(id_, step_s, host_s, generations=30, steps=7, device="cpu", invoc
     step_samples = [step_s * (1 + rng.random() * jitter) for _ in range(generations * steps)]
     host = [host_s * (1 + rng.random() * jitter) for _ in range(generations)]
     run = _run(id_, samples=step_samples, device=device, invocation=invocation)
-    run["timings"].append({"pass": "compiled", "metric": "host_reference", "samples": host})
+    run["timings"].append({"mode": "compiled", "metric": "host_reference", "samples": host})
     return run
 
 

@@ -24,7 +24,7 @@ def test_matrix_of_real_runs(findings_db, findings, tmp_path):
     index = (out / "index.html").read_text()
     machine = json.loads((out / "report.json").read_text())
     assert [b["version"] for b in machine["builds"]] == [findings[("append_last", True)]["build_version"]]
-    by_label = {(row["row"][0], row["row"][2]): row for row in machine["rows"]}
+    by_label = {(row["row"]["case"], row["row"]["fullgraph"]): row for row in machine["rows"]}
     for (case, fullgraph), run in findings.items():
         cell = next(iter(by_label[(case, int(fullgraph))]["cells"].values()))
         assert cell == {"run": run["id"], "status": run["status"]}

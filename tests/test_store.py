@@ -19,7 +19,7 @@ def record(**run) -> store.RunRecord:
     return store.RunRecord(build=build, run={**base, **run},
                            graph_breaks=[{"key": "GB0124", "reason": "r", "count": 2}],
                            recompiles=[{"key": "Recompile:x", "reason": "size", "decode_step": 1}],
-                           hidden_errors=[], timings=[{"pass": "eager", "metric": "decode_step", "unit": "s",
+                           hidden_errors=[], timings=[{"mode": "eager", "metric": "decode_step", "unit": "s",
                                                        "samples": "[0.1, 0.2]"}])
 
 

@@ -31,7 +31,7 @@ def test_timing_pass_stores_latency_samples_and_compile_time(tmp_path, fork):
     assert run["compile_s"] is not None and run["compile_s"] >= 0
     assert run["peak_mem_eager_mb"] > 0 and run["memory_kind"] == "rss_high_water"
     assert run["timing_error"] is None
-    samples = {(t["pass"], t["metric"]): t["samples"] for t in run["timings"]}
+    samples = {(t["mode"], t["metric"]): t["samples"] for t in run["timings"]}
     # 3 repeats x (5 - 1) decode steps each, and the host timed once after each generation.
     for mode in ("eager", "compiled"):
         assert len(samples[(mode, "decode_step")]) == 12
@@ -55,7 +55,7 @@ def test_a_case_that_does_not_compile_is_timed_eagerly_only(tmp_path):
     assert run["compiled_ms_per_token"] is None and run["compile_s"] is None
     # The compile failure is the run's own error; the timing pass does not report it twice.
     assert run["timing_error"] is None
-    assert {t["pass"] for t in run["timings"]} == {"eager"}
+    assert {t["mode"] for t in run["timings"]} == {"eager"}
 
 
 def test_crash_and_hang_with_timing_store_no_timings_and_leave_no_process(tmp_path):
@@ -83,7 +83,7 @@ def test_timing_seconds_and_repeat_spread_the_samples_and_check_pools_an_invocat
     diag("run", *common, "--repeat", "2", cwd=tmp_path)
     first, second = show(db, 1, tmp_path), show(db, 2, tmp_path)
     assert first["invocation"] and first["invocation"] == second["invocation"]
-    samples = {(t["pass"], t["metric"]): t["samples"] for t in first["timings"]}
+    samples = {(t["mode"], t["metric"]): t["samples"] for t in first["timings"]}
     for mode in ("eager", "compiled"):
         generations = samples[(mode, "generation")]
         # Far more than --repeats 2: the timed generations (each followed by its host reference)

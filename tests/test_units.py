@@ -9,7 +9,7 @@ from diag.assemble import probe_failure
 from diag.probe import keys
 from diag.probe.capture import Record, parse_graph_break, parse_hidden_error, parse_recompile
 from diag.probe.diagnose import classify, group
-from diag.spawn import ProbeOutcome
+from diag.rundir import PassOutcome
 
 
 def test_fingerprint_ignores_addresses_numbers_and_paths():
@@ -47,7 +47,7 @@ def test_graph_break_record_parses_location_type_and_id():
 def test_unresumable_graph_break_is_also_a_hidden_fallback():
     finding = parse_hidden_error(Record("torch._dynamo.symbolic_convert.__graph_breaks", "DEBUG", GRAPH_BREAK, None, 0))
     assert finding.data["source"] == "frame_fallback"
-    assert finding.data["frame"] == "/w/cases/dynamic_slice.py:19"
+    assert finding.data["location"] == "/w/cases/dynamic_slice.py:19"
 
 
 def test_recompile_record_takes_the_newest_guard_failure():
@@ -69,7 +69,7 @@ def test_wont_convert_text_without_exc_info_is_parsed():
     finding = parse_hidden_error(Record("torch._dynamo.convert_frame", "WARNING", text, None, None))
     assert finding.data["exc_type"] == "TypeError"
     assert "'guards'" in finding.data["message"]
-    assert finding.data["frame"] == "/w/m.py:12"
+    assert finding.data["location"] == "/w/m.py:12"
 
 
 def test_wont_convert_echoed_on_the_graph_break_log_is_not_a_second_break():
@@ -115,9 +115,9 @@ def test_group_counts_duplicates_in_order():
         ("a", 1, 2), ("b", 1, 1), ("a", 2, 1)]
 
 
-def _outcome(**kw) -> ProbeOutcome:
+def _outcome(**kw) -> PassOutcome:
     base = dict(returncode=0, signal=None, timed_out=False, duration_s=1.0, stderr_tail="", records=[])
-    return ProbeOutcome(**{**base, **kw})
+    return PassOutcome(**{**base, **kw})
 
 
 def test_probe_failure_verdicts():

@@ -2,22 +2,23 @@
 
     python -m diag.probe diagnose --spec spec.json --out results.jsonl --artifacts DIR
     python -m diag.probe time     --spec spec.json --out results.jsonl
-    python -m diag.probe check    CASE_FILE...
+    python -m diag.probe check    --out checks.jsonl CASE_FILE...
     python -m diag.probe run      --spec spec.json --dir RUN_DIR --timeout S [--no-timing]
 
 ``run`` is what the orchestrator starts: both passes forked from one import (supervise.py).
 
-Everything it finds goes to the results file (JSON lines); stdout is left to
-torch. The exit status is 0 whenever the results file holds a ``result`` or
-``timing`` record; the orchestrator reads signals and timeouts itself.
+Everything it finds goes to a results file in the record format of records.py;
+stdout is left to torch. The exit status is 0 whenever the results file holds a
+``result`` or ``timing`` record; the orchestrator reads signals and timeouts itself.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
+
+from diag.probe import records
 
 
 def _parse(argv: list[str]) -> argparse.Namespace:
@@ -33,28 +34,28 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     run.add_argument("--dir", required=True)
     run.add_argument("--timeout", type=float, required=True, help="seconds each pass may take")
     run.add_argument("--no-timing", action="store_true")
-    check = sub.add_parser("check", help="import case files; print a JSON verdict per file")
+    check = sub.add_parser("check", help="import case files; a case_check record per file")
+    check.add_argument("--out", required=True)
     check.add_argument("files", nargs="+")
     return parser.parse_args(argv)
 
 
-def _check(files: list[str]) -> int:
+def _check(files: list[str], out: str) -> int:
     from diag.probe.cases import CaseError, load_case_file
 
-    verdicts = {}
-    for file in files:
-        try:
-            verdicts[file] = {"ok": True, "name": load_case_file(file).name}
-        except CaseError as exc:
-            verdicts[file] = {"ok": False, "error": str(exc)}
-    print("DIAG-CHECK " + json.dumps(verdicts))
+    with records.Writer(out) as writer:
+        for file in files:
+            try:
+                writer.write(records.CASE_CHECK, file=file, ok=True, name=load_case_file(file).name)
+            except CaseError as exc:
+                writer.write(records.CASE_CHECK, file=file, ok=False, error=str(exc))
     return 0
 
 
 def main(argv: list[str]) -> int:
     args = _parse(argv)
     if args.command == "check":
-        return _check(args.files)
+        return _check(args.files, args.out)
     if args.command == "run":
         from diag.probe import supervise
 
@@ -62,18 +63,19 @@ def main(argv: list[str]) -> int:
 
     from diag.probe import diagnose, timing
     from diag.probe.cases import load_case_file
-    from diag.probe.session import Results, Spec, Workload, environment, exception_info
+    from diag.probe.session import Spec, Workload, build, exception_info
+    from diag.probe.statuses import EAGER_ERROR
 
     spec = Spec.load(args.spec)
-    results = Results(args.out)
+    results = records.Writer(args.out)
     artifacts = Path(args.artifacts)
     artifacts.mkdir(parents=True, exist_ok=True)
     try:
-        results.write("environment", **environment())
+        results.write(records.BUILD, **build())
         try:
             workload = Workload(spec, load_case_file(spec.case_path))
         except Exception as exc:
-            results.write("result", status="eager_error", **exception_info(exc))
+            results.write(records.RESULT, status=EAGER_ERROR, **exception_info(exc))
             return 0
         if args.command == "diagnose":
             diagnose.run(workload, results, artifacts)

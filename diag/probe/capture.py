@@ -32,7 +32,7 @@ _CANNOT_RESUME = "cannot resume from"
 
 @dataclass
 class Finding:
-    kind: str  # graph_break | recompile | hidden_error
+    kind: str  # a finding kind's record (statuses.FINDING_KINDS): graph_break | recompile | hidden_error
     data: dict = field(default_factory=dict)
 
 
@@ -109,12 +109,12 @@ def parse_recompile(record: Record) -> Optional[Finding]:
     guards = [m["guard"].strip() for m in _GUARD_LINE.finditer(text)]
     # The first guard listed belongs to the newest cache entry: it is the one that just failed.
     reason = guards[0] if guards else text.strip()
-    frame = head["where"] if head else None
+    location = head["where"] if head else None
     return Finding("recompile", {
-        "key": keys.fingerprint("Recompile", reason, frame),
+        "key": keys.fingerprint("Recompile", reason, location),
         "reason": reason,
         "function": head["fn"] if head else None,
-        "frame": frame,
+        "location": location,
         "decode_step": record.step,
         "guard_failures": len(guards),
     })
@@ -141,17 +141,17 @@ def parse_hidden_error(record: Record) -> Optional[Finding]:
         return None
     source = "frame_fallback" if (won_t or _CANNOT_RESUME in text) else "swallowed_exception"
     if won_t:
-        frame = f"{won_t['file']}:{won_t['line']}"
+        location = f"{won_t['file']}:{won_t['line']}"
     else:
         where = _BREAK_AT.search(text)
-        frame = where["where"] if where else innermost_user_frame(text)
+        location = where["where"] if where else innermost_user_frame(text)
     return Finding("hidden_error", {
-        "key": keys.stable_key(exc_type, message, frame),
+        "key": keys.stable_key(exc_type, message, location),
         "source": source,
         "exc_type": exc_type,
         "message": message,
         "logger": record.logger,
-        "frame": frame,
+        "location": location,
         "traceback": tb,
         "decode_step": record.step,
     })

@@ -9,8 +9,9 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Optional
 
-from diag.probe import capture, compat, keys, llama
-from diag.probe.session import Results, Workload, exception_info
+from diag.probe import capture, compat, keys, llama, records, statuses
+from diag.probe.records import Writer
+from diag.probe.session import Workload, exception_info
 
 # Relative logit tolerance: a difference beyond this fraction of the largest
 # eager logit, or a token flip where eager's top-2 margin exceeds it, is a mismatch.
@@ -35,16 +36,16 @@ def compare(eager, compiled, relative_tolerance: float) -> dict[str, Any]:
         "max_abs_diff": max_abs_diff,
         "logit_tolerance": tolerance,
         "first_differing_step": None,
-        "eager_margin_at_difference": None,
+        "eager_margin": None,
     }
     if not result["tokens_equal"]:
         top2 = eager_logits[:, first].topk(2, dim=-1).values
         rows = (eager_tokens[:, first] != compiled_tokens[:, first])
         margin = float((top2[:, 0] - top2[:, 1])[rows].min())
-        result.update(first_differing_step=first, eager_margin_at_difference=margin)
+        result.update(first_differing_step=first, eager_margin=margin)
     # A flip where eager's top two nearly tie is reduction-order noise, not a compiler bug.
     result["within_tolerance"] = max_abs_diff <= tolerance and (
-        result["tokens_equal"] or result["eager_margin_at_difference"] <= tolerance)
+        result["tokens_equal"] or result["eager_margin"] <= tolerance)
     return result
 
 
@@ -53,15 +54,15 @@ def classify(*, fullgraph: bool, error: Optional[BaseException], graph_count: Op
     """The one status of a compiled run that did not crash or time out (see DESIGN's vocabulary)."""
     if error is not None:
         if fullgraph and compat.is_dynamo_tracing_error(error):
-            return "fullgraph_error"
-        return "compile_error"
+            return statuses.FULLGRAPH_ERROR
+        return statuses.COMPILE_ERROR
     if graph_count == 0:
-        return "eager_fallback"
+        return statuses.EAGER_FALLBACK
     if correctness is not None and not correctness["within_tolerance"]:
-        return "mismatch"
+        return statuses.MISMATCH
     if graph_breaks > 0:
-        return "graph_break"
-    return "pass"
+        return statuses.GRAPH_BREAK
+    return statuses.PASS
 
 
 def group(items: list[dict], by: tuple[str, ...], count_field: str = "count") -> list[dict]:
@@ -88,7 +89,7 @@ def error_location(exc: BaseException, case_path: str) -> Optional[str]:
     return location
 
 
-def run(workload: Workload, results: Results, artifacts: Path) -> None:
+def run(workload: Workload, results: Writer, artifacts: Path) -> None:
     spec = workload.spec
     case_path = workload.case.path
     try:
@@ -97,50 +98,50 @@ def run(workload: Workload, results: Results, artifacts: Path) -> None:
                                            spec.config.new_tokens)
     except Exception as exc:
         info = exception_info(exc)
-        results.write("result", status="eager_error", error_location=error_location(exc, case_path), **info)
+        results.write(records.RESULT, status=statuses.EAGER_ERROR, error_location=error_location(exc, case_path),
+                      **info)
         return
     import torch
 
     oracle_equal = bool(torch.equal(torch.cat(eager.tokens, 1), reference.cpu()))
-    results.write("oracle", eager_matches_generate=oracle_equal)
+    results.write(records.ORACLE, oracle_equal=oracle_equal)
     if not oracle_equal:
-        results.write("result", status="eager_error", error_type="OracleMismatch",
+        results.write(records.RESULT, status=statuses.EAGER_ERROR, error_type="OracleMismatch",
                       error_message=f"eager tokens of case {spec.case} differ from transformers generate")
         return
 
     compat.recompute_compiled_graphs()
     capabilities = compat.detect()
-    results.write("capabilities", **{name: {"available": ok, "detail": detail}
-                                    for name, (ok, detail) in capabilities.items()})
+    results.write(records.CAPABILITIES, capabilities={name: {"available": ok, "detail": detail}
+                                                      for name, (ok, detail) in capabilities.items()})
     use_depyf = capabilities["depyf"][0]
     collector, compiled, error = compile_once(workload, artifacts, use_depyf)
     if use_depyf and error is not None and _raised_in_depyf(error):
         # depyf's hook broke the compile: that says nothing about torch. Compile again without it.
-        results.write("collector_note", name="depyf", available=False,
+        results.write(records.COLLECTOR_NOTE, name="depyf", available=False,
                       detail=f"depyf raised during the compile and was turned off: {type(error).__name__}: {error}")
         collector, compiled, error = compile_once(workload, artifacts, False)
     counters = capture.counter_snapshot()
     breaks_from_counters = graph_breaks_from_counters(collector, counters)
     if breaks_from_counters:
-        results.write("collector_note", name="graph_breaks_log", available=False,
+        results.write(records.COLLECTOR_NOTE, name="graph_breaks_log", available=False,
                       detail="the graph_breaks log held no graph breaks while dynamo's counters did; "
                              "graph breaks counted from the counters (no decode step, location from the message)")
-    emit_findings(results, collector, breaks_from_counters)
+    breaks = emit_findings(results, collector, breaks_from_counters)
 
     stats = counters.get("stats", {})
     graph_count = stats.get("unique_graphs", 0) if capabilities["dynamo_counters"][0] else None
     correctness = None
     if compiled is not None:
         correctness = compare(eager, compiled, TOLERANCE.get(spec.config.dtype, 1e-4))
-        results.write("correctness", **correctness)
-    # A frame (or its remainder) that fell back to eager did not compile whole, like a graph break.
-    fallbacks = [h for h in collector.of_kind("hidden_error") if h["source"] == "frame_fallback"]
-    graph_breaks = len(collector.of_kind("graph_break")) + len(breaks_from_counters) + len(fallbacks)
+        results.write(records.CORRECTNESS, **correctness)
+    graph_breaks = statuses.finding_total(breaks)
     status = classify(fullgraph=spec.config.fullgraph, error=error, graph_count=graph_count,
                       graph_breaks=graph_breaks, correctness=correctness)
     summary: dict[str, Any] = {
         "status": status,
         "graph_count": graph_count,
+        "graph_break_count": graph_breaks,
         "counters": counters,
         "log_records": collector.record_count,
         "collector_errors": collector.parser_errors,
@@ -151,7 +152,7 @@ def run(workload: Workload, results: Results, artifacts: Path) -> None:
         summary["error_type"] = type(inner).__name__
         summary["error_location"] = error_location(error, case_path)
         summary["error_key"] = keys.stable_key(type(inner).__name__, str(inner), summary["error_location"])
-    results.write("result", **summary)
+    results.write(records.RESULT, **summary)
 
 
 def compile_once(workload: Workload, artifacts: Path, use_depyf: bool):
@@ -206,10 +207,34 @@ def graph_breaks_from_counters(collector: capture.LogCapture, counters: dict) ->
     return found
 
 
-def emit_findings(results: Results, collector: capture.LogCapture, extra_breaks: list[dict]) -> None:
-    for item in group(collector.of_kind("graph_break"), ("key", "location")) + extra_breaks:
-        results.write("graph_break", **item)
+def fallback_breaks(hidden: list[dict], breaks: list[dict]) -> list[dict]:
+    """A graph break for each frame that fell back to eager where no graph break was logged.
+
+    A frame (or its remainder) that runs eagerly did not compile whole: for the user that is a
+    graph break, whether torch logged it as one or only as a swallowed WON'T CONVERT. Counting it
+    here, as a graph-break record, keeps one count for the status and for what is stored.
+    """
+    logged = {item.get("location") for item in breaks}
+    found = []
+    for item in hidden:
+        if item["source"] != "frame_fallback" or item.get("location") in logged:
+            continue
+        found.append({"key": item["key"], "reason": f"the frame fell back to eager: {item['exc_type']}: "
+                                                   f"{item['message']}",
+                      "gb_type": "frame fallback", "location": item.get("location"), "resumable": False,
+                      "decode_step": item.get("decode_step"), "count": item.get("count") or 1})
+    return found
+
+
+def emit_findings(results: Writer, collector: capture.LogCapture, extra_breaks: list[dict]) -> list[dict]:
+    """Write the findings of one compile; returns the graph-break records written (the one count)."""
+    breaks = group(collector.of_kind("graph_break"), ("key", "location")) + extra_breaks
+    hidden = group(collector.of_kind("hidden_error"), ("key", "location"))
+    breaks += fallback_breaks(hidden, breaks)
+    for item in breaks:
+        results.write(records.GRAPH_BREAK, **item)
     for item in collector.of_kind("recompile"):
-        results.write("recompile", **item)
-    for item in group(collector.of_kind("hidden_error"), ("key", "frame")):
-        results.write("hidden_error", **item)
+        results.write(records.RECOMPILE, **item)
+    for item in hidden:
+        results.write(records.HIDDEN_ERROR, **item)
+    return breaks

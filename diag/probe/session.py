@@ -6,7 +6,6 @@ Imports: standard library, torch, transformers (through ``llama``).
 from __future__ import annotations
 
 import json
-import os
 import platform
 import sys
 import traceback
@@ -57,23 +56,8 @@ class Spec:
         return cls(case=raw["case"], case_path=raw["case_path"], config=Config(**raw["config"]))
 
 
-class Results:
-    """JSON-lines results file, flushed and synced per record so a crash keeps what came before."""
-
-    def __init__(self, path: str) -> None:
-        self._file = open(path, "a", encoding="utf-8")
-
-    def write(self, kind: str, **data: Any) -> None:
-        line = json.dumps({"kind": kind, **data}, default=str, ensure_ascii=True)
-        self._file.write(line + "\n")
-        self._file.flush()
-        os.fsync(self._file.fileno())
-
-    def close(self) -> None:
-        self._file.close()
-
-
-def environment() -> dict[str, Any]:
+def build() -> dict[str, Any]:
+    """The fields of a ``build`` record for the running interpreter and torch."""
     import torch
 
     info: dict[str, Any] = {

@@ -10,7 +10,7 @@ time limit. The timing pass runs first, on the inductor cache the orchestrator g
 run (empty: a cold compile); the diagnosis pass follows, and finds the compiled kernels
 there (see diagnose.run for what it still redoes).
 
-For each pass a ``pass`` record (exit code, signal, timed out, seconds) goes to
+For each pass an ``exit`` record (exit code, signal, timed out, seconds) goes to
 RUN_DIR/passes.jsonl; the orchestrator reads nothing else from this process.
 Where os.fork is missing (or DIAG_PROBE_NO_FORK is set), each pass is a fresh
 interpreter instead.
@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import atexit
 import ctypes
-import json
 import os
 import signal
 import subprocess
@@ -31,6 +30,8 @@ import time
 import traceback
 from pathlib import Path
 from typing import Optional
+
+from diag.probe import records
 
 POLL_S = 0.05
 
@@ -159,15 +160,13 @@ def _wait(pid: int, timeout_s: float) -> tuple[Optional[int], Optional[int], boo
     return os.WEXITSTATUS(status), None, False
 
 
-def run_pass(name: str, argv: list[str], run_dir: Path, timeout_s: float, log) -> dict:
+def run_pass(name: str, argv: list[str], run_dir: Path, timeout_s: float, log: records.Writer) -> dict:
     start = time.monotonic()
     pid = _start(argv, run_dir, name, quiet_trace=name == "time")
     code, sig, timed_out = _wait(pid, timeout_s)
     _reap_leftovers()
-    record = {"kind": "pass", "name": name, "returncode": code, "signal": sig, "timed_out": timed_out,
-              "duration_s": time.monotonic() - start}
-    log.write(json.dumps(record) + "\n")
-    log.flush()
+    record = dict(name=name, returncode=code, signal=sig, timed_out=timed_out, duration_s=time.monotonic() - start)
+    log.write(records.EXIT, **record)
     return record
 
 
@@ -179,7 +178,7 @@ def main(spec: str, run_dir: Path, timeout_s: float, timing: bool) -> int:
         passes.append(("time", ["time", "--spec", spec, "--out", str(run_dir / "time.jsonl")]))
     passes.append(("diagnose", ["diagnose", "--spec", spec, "--out", str(run_dir / "diagnose.jsonl"),
                                 "--artifacts", str(run_dir)]))
-    with open(run_dir / "passes.jsonl", "a", encoding="utf-8") as log:
+    with records.Writer(run_dir / "passes.jsonl") as log:
         for name, argv in passes:
             run_pass(name, argv, run_dir, timeout_s, log)
     return 0

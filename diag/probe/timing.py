@@ -15,7 +15,9 @@ import sys
 import time
 from typing import Any
 
-from diag.probe.session import Results, Workload, exception_info
+from diag.probe import records
+from diag.probe.records import Writer
+from diag.probe.session import Workload, exception_info
 
 
 def peak_memory_mb(workload: Workload) -> tuple[float, str]:
@@ -78,18 +80,18 @@ def measure(workload: Workload, generate, repeats: int, warmup: int, min_seconds
             "median_ms_per_token": statistics.median(samples) * 1e3 if samples else None}
 
 
-def run(workload: Workload, results: Results) -> None:
+def run(workload: Workload, results: Writer) -> None:
     cfg = workload.spec.config
     reset_peak(workload)
     eager = measure(workload, workload.eager, cfg.repeats, cfg.warmup, cfg.timing_seconds)
     memory, memory_kind = peak_memory_mb(workload)
-    results.write("timing", mode="eager", memory_kind=memory_kind, peak_memory_mb=memory, **eager)
+    results.write(records.TIMING, mode="eager", memory_kind=memory_kind, peak_memory_mb=memory, **eager)
     workload.torch._dynamo.reset()
     reset_peak(workload)
     try:
         compiled = measure(workload, workload.compiled, cfg.repeats, max(cfg.warmup, 1), cfg.timing_seconds)
     except Exception as exc:
-        results.write("timing_error", mode="compiled", **exception_info(exc))
+        results.write(records.TIMING_ERROR, mode="compiled", **exception_info(exc))
         return
     memory, memory_kind = peak_memory_mb(workload)
     steady = statistics.median(compiled["totals_s"]) if compiled["totals_s"] else 0.0
@@ -102,5 +104,5 @@ def run(workload: Workload, results: Results) -> None:
     workload.compiled()
     workload.synchronize()
     compile_warm_s = max(0.0, time.perf_counter() - start - steady)
-    results.write("timing", mode="compiled", memory_kind=memory_kind, peak_memory_mb=memory,
+    results.write(records.TIMING, mode="compiled", memory_kind=memory_kind, peak_memory_mb=memory,
                   compile_s=compile_s, compile_warm_s=compile_warm_s, **compiled)

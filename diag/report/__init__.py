@@ -24,12 +24,11 @@ from typing import Any, Optional
 import jinja2
 
 from diag import __version__, artifacts, store
+from diag.probe.statuses import STATUSES
 from diag.report import charts
 from diag.report.model import Matrix, build_matrix, pages, row_label
-from diag.text import config_label
+from diag.text import config_text
 
-STATUSES = ["pass", "graph_break", "eager_fallback", "fullgraph_error", "compile_error", "mismatch",
-            "eager_error", "crash", "timeout"]
 BUILDS_PER_PAGE = 25
 DETAIL_BUILDS = 30
 MAX_LISTED = 300
@@ -50,7 +49,7 @@ def _environment() -> jinja2.Environment:
         loader=jinja2.FileSystemLoader(str(Path(__file__).parent / "templates")),
         autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.globals.update(row_label=row_label, case_href=case_href, yesno=_yesno, fmt=_fmt,
-                       tool_version=__version__)
+                       tool_version=__version__, statuses=STATUSES)
     return env
 
 
@@ -96,7 +95,7 @@ def render(db, out_dir: Path, builds_per_page: int = BUILDS_PER_PAGE,
     env = _environment()
     runs = store.report_runs(db)
     matrix = build_matrix(store.builds(db), runs, store.finding_keys(db))
-    cases = sorted({row[0] for row in matrix.rows})
+    cases = sorted({row.case for row in matrix.rows})
     paged = detailed_runs(matrix, detail_builds)
     common = {"case_links": [{"name": c, "href": case_href(c)} for c in cases], "paged": paged,
               "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
@@ -115,7 +114,7 @@ def render(db, out_dir: Path, builds_per_page: int = BUILDS_PER_PAGE,
             gb["doc_url"] = match.group(0) if match else None
         stats = [{**t, **_quantiles(t["samples"])} for t in run["timings"]]
         files[f"runs/{run['id']}.html"] = template.render(
-            root="../", run=run, config_label=config_label(run), timing_stats=stats,
+            root="../", run=run, config_label=config_text(run), timing_stats=stats,
             artifacts=_artifacts(run, out_dir), **common)
     files["report.json"] = json.dumps(_index(matrix), indent=1, default=str)
     return files
@@ -133,7 +132,7 @@ def _matrix_pages(env: jinja2.Environment, matrix: Matrix, common: dict[str, Any
     for index, (name, chunk) in enumerate(zip(names, chunks)):
         pagination = [{"href": n, "label": label, "current": n == name} for n, label in zip(names, labels)]
         files[name] = env.get_template("index.html.j2").render(
-            root="", matrix=matrix, page_builds=chunk, pagination=pagination, statuses=STATUSES,
+            root="", matrix=matrix, page_builds=chunk, pagination=pagination,
             transitions=transitions[:MAX_LISTED], transitions_hidden=max(0, len(transitions) - MAX_LISTED),
             key_changes=changes[:MAX_LISTED], key_changes_hidden=max(0, len(changes) - MAX_LISTED),
             **counts, **common)
@@ -144,11 +143,11 @@ def _index(matrix: Matrix) -> dict[str, Any]:
     return {
         "builds": [{k: b[k] for k in ("id", "version", "git_version", "nightly_date", "variant")}
                    for b in matrix.builds],
-        "rows": [{"row": list(row), "label": row_label(row),
+        "rows": [{"row": row._asdict(), "label": f"{row.case} {row_label(row)}",
                   "cells": {str(b["id"]): {"run": c.run["id"], "status": c.run["status"]}
                             for b in matrix.builds if (c := matrix.cell(row, b["id"]))}}
                  for row in matrix.rows],
-        "transitions": [{"row": list(t.row), "kind": t.kind, "last_before": t.last_before["version"],
+        "transitions": [{"row": t.row._asdict(), "kind": t.kind, "last_before": t.last_before["version"],
                          "first_after": t.first_after["version"], "run": t.run_id} for t in matrix.transitions],
     }
 

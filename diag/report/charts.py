@@ -10,6 +10,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from diag import row as rows  # noqa: E402
 from diag.report.model import Matrix, RowKey, row_label  # noqa: E402
 
 plt.rcParams.update({"svg.fonttype": "none", "font.size": 9})
@@ -42,7 +43,7 @@ def _svg(figure) -> str:
     return text[text.index("<svg"):]
 
 
-def trend(matrix: Matrix, rows: list[RowKey], metric: Metric) -> Optional[str]:
+def trend(matrix: Matrix, row_keys: list[RowKey], metric: Metric) -> Optional[str]:
     """One SVG line chart of ``metric`` over builds, a line per row; None when no run has a value."""
     title, unit, value = metric
     labels = [b["version"] for b in matrix.builds]
@@ -50,7 +51,7 @@ def trend(matrix: Matrix, rows: list[RowKey], metric: Metric) -> Optional[str]:
     figure.subplots_adjust(left=0.08, right=0.98, bottom=0.42, top=0.92)
     marker = "o" if len(labels) <= MAX_MARKED_POINTS else None
     drawn = 0
-    for row in rows[:MAX_LINES]:
+    for row in row_keys[:MAX_LINES]:
         xs, ys = [], []
         for index, build in enumerate(matrix.builds):
             cell = matrix.cell(row, build["id"])
@@ -82,10 +83,10 @@ def _finish(axes) -> None:
 
 def case_charts(matrix: Matrix, case: str) -> list[tuple[str, str]]:
     """(title, svg) for every metric with data, for the rows of ``case``."""
-    rows = [row for row in matrix.rows if row[0] == case]
+    case_rows = [row for row in matrix.rows if row.case == case]
     charts = []
     for metric in METRICS:
-        svg = trend(matrix, rows, metric)
+        svg = trend(matrix, case_rows, metric)
         if svg:
             charts.append((metric[0], svg))
     return charts
@@ -106,11 +107,9 @@ def sweep_charts(runs: list[dict[str, Any]]) -> list[tuple[str, str]]:
     """
     charts = []
     for field, label in SWEEPS:
-        other = "prompt_length" if field == "batch_size" else "batch_size"
-        lines: dict[tuple, dict[int, dict[str, Any]]] = {}
+        lines: dict[rows.Row, dict[int, dict[str, Any]]] = {}
         for run in runs:
-            key = (row_label(tuple(run[f] for f in ("case", "backend", "fullgraph", "dynamic", "mode", "device",
-                                                      "dtype"))), run[other])
+            key = rows.of(run)._replace(**{field: 0})  # every field of the row but the swept one
             lines.setdefault(key, {})[run[field]] = run  # newest run per point (runs are oldest first)
         swept = {k: v for k, v in lines.items() if len(v) > 1}
         if not swept:
@@ -123,14 +122,15 @@ def sweep_charts(runs: list[dict[str, Any]]) -> list[tuple[str, str]]:
             figure, axes = plt.subplots(figsize=(9.5, 4.2))
             figure.subplots_adjust(left=0.08, right=0.98, bottom=0.42, top=0.92)
             drawn = 0
-            for (config_label, fixed), points in list(swept.items())[:MAX_LINES]:
+            for row, points in list(swept.items())[:MAX_LINES]:
+                fixed = rows.config_label(row._asdict(), sizes=tuple(n for n in rows.SIZES if n != field))
                 xs = sorted(points)
                 for mode, value in values:
                     ys = [value(points[x]) for x in xs]
                     pairs = [(x, y) for x, y in zip(xs, ys) if y is not None]
                     if pairs:
                         axes.plot(*zip(*pairs), marker="o", markersize=3,
-                                  label=f"{config_label}, {mode} ({other.replace('_', ' ')} {fixed})")
+                                  label=f"{fixed}, {mode}")
                         drawn += 1
             if not drawn:
                 plt.close(figure)

@@ -5,20 +5,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from diag.labels import config_label
-from diag.regress import GOOD, version_order
+from diag import row as rows
+from diag.probe.statuses import WORKS
+from diag.regress import version_order
 
-ROW_FIELDS = ("case", "backend", "fullgraph", "dynamic", "mode", "device", "dtype")
-
-RowKey = tuple
-
-
-def row_key(run: dict[str, Any]) -> RowKey:
-    return tuple(run[f] for f in ROW_FIELDS)
+RowKey = rows.Row
 
 
-def row_label(key: RowKey) -> str:
-    return config_label(dict(zip(ROW_FIELDS, key)), workload=())
+def row_label(row: RowKey) -> str:
+    """The row beside its case column: where the case came from (when not built in) and its config."""
+    return f"{rows.source_label(row.case_source).strip()} {rows.config_label(row._asdict())}".strip()
 
 
 @dataclass
@@ -65,14 +61,14 @@ def build_matrix(builds: list[dict[str, Any]], runs: list[dict[str, Any]],
     ordered = sorted(builds, key=version_order)
     latest: dict[tuple[RowKey, int], dict[str, Any]] = {}
     for run in runs:  # oldest first: a later run of the same row and build replaces an earlier one
-        latest[(row_key(run), run["torch_build_id"])] = run
-    rows = sorted({row for row, _ in latest}, key=lambda r: tuple("" if v is None else str(v) for v in r))
+        latest[(rows.of(run), run["torch_build_id"])] = run
+    row_keys = sorted({row for row, _ in latest}, key=rows.sort_key)
     used = {build_id for _, build_id in latest}
     ordered = [b for b in ordered if b["id"] in used]
     cells: dict[tuple[RowKey, int], Cell] = {}
     transitions: list[Transition] = []
     changes: list[KeyChange] = []
-    for row in rows:
+    for row in row_keys:
         previous: Optional[tuple[dict[str, Any], dict[str, Any]]] = None
         for build in ordered:
             run = latest.get((row, build["id"]))
@@ -91,11 +87,11 @@ def build_matrix(builds: list[dict[str, Any]], runs: list[dict[str, Any]],
                     changes.append(change)
             cells[(row, build["id"])] = cell
             previous = (build, run)
-    return Matrix(ordered, rows, cells, transitions, changes)
+    return Matrix(ordered, row_keys, cells, transitions, changes)
 
 
 def _transition(row: RowKey, before_build, before_run, build, run) -> Optional[Transition]:
-    was_good, is_good = before_run["status"] in GOOD, run["status"] in GOOD
+    was_good, is_good = before_run["status"] in WORKS, run["status"] in WORKS
     if was_good == is_good:
         return None
     return Transition(row, "fix" if is_good else "regression", before_build, build, before_run["status"],

@@ -1,0 +1,161 @@
+"""The record format: every record a probe writes and the orchestrator reads, defined once.
+
+A results file is JSON lines, one record per line, flushed and synced per record so that
+a pass that dies keeps what it had written. Every record carries ``kind`` (one of
+``KINDS``) and ``v`` (``FORMAT_VERSION``), then the fields its kind declares.
+
+Writers use :class:`Writer`, which refuses a field its kind does not declare, so that a
+typo in the probe fails a test instead of silently storing nothing. Readers use
+:func:`read`, which keeps every field it finds: fields a newer probe added are returned
+by :func:`extra` and stored, not dropped. Where a record's field names a DB column, the
+name is the column's (see diag/store.py), so a record maps to its row by name alone.
+
+Standard library only: the probe imports it inside bare torch environments, and the
+orchestrator imports it to read what the probe wrote.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+FORMAT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Kind:
+    name: str
+    doc: str
+    fields: dict[str, str]  # field -> type, as JSON holds it: str, int, float, bool, list, dict; "?" = may be null
+
+
+KINDS: dict[str, Kind] = {}
+
+
+def _kind(name: str, doc: str, /, **fields: str) -> str:
+    KINDS[name] = Kind(name, doc, fields)
+    return name
+
+
+# The build a pass ran on: torch, its commit and CUDA version, Python, and the libraries beside torch.
+BUILD = _kind("build", "the torch build and interpreter a pass ran on",
+              torch_version="str", git_version="str?", cuda_version="str?", python="str", platform="str",
+              executable="str", device_name="str?", transformers_version="str?", depyf_version="str?")
+ORACLE = _kind("oracle", "eager tokens against transformers' own greedy generate", oracle_equal="bool")
+CAPABILITIES = _kind("capabilities", "which collectors this torch offers, each with why it is missing",
+                     capabilities="dict")
+COLLECTOR_NOTE = _kind("collector_note", "a collector that changed its mind during the pass",
+                       name="str", available="bool", detail="str")
+GRAPH_BREAK = _kind("graph_break", "one graph break (or a frame that fell back to eager), counted",
+                    key="str", reason="str", gb_type="str?", location="str?", resumable="bool",
+                    decode_step="int?", count="int")
+RECOMPILE = _kind("recompile", "one recompile: the guard that failed and the decode step in flight",
+                  key="str", reason="str", function="str?", location="str?", decode_step="int?",
+                  guard_failures="int")
+HIDDEN_ERROR = _kind("hidden_error", "an exception or fallback torch logged instead of raising",
+                     key="str", source="str", exc_type="str", message="str", logger="str", location="str?",
+                     traceback="str?", decode_step="int?", count="int")
+CORRECTNESS = _kind("correctness", "compiled tokens and logits against eager",
+                    tokens_equal="bool", max_abs_diff="float", logit_tolerance="float",
+                    first_differing_step="int?", eager_margin="float?", within_tolerance="bool")
+RESULT = _kind("result", "the diagnosis pass's verdict: one status (see statuses.py) and its evidence",
+               status="str", graph_count="int?", graph_break_count="int?", counters="dict?",
+               log_records="int?", collector_errors="list?", error_type="str?", error_message="str?",
+               traceback="str?", error_location="str?", error_key="str?")
+TIMING = _kind("timing", "per-token samples of one mode (eager or compiled) from the timing pass",
+               mode="str", memory_kind="str", peak_memory_mb="float", first_total_s="float?",
+               totals_s="list", step_samples_s="list", host_samples_s="list", median_ms_per_token="float?",
+               compile_s="float?", compile_warm_s="float?")
+TIMING_ERROR = _kind("timing_error", "why the timing pass could not time a mode",
+                     mode="str", error_type="str", error_message="str", traceback="str?")
+# How a process ended: each pass as the probe saw it (passes.jsonl), and the probe itself as the
+# orchestrator saw it (probe.jsonl), so that a run directory alone holds everything a run is made of.
+EXIT = _kind("exit", "how one process ended: a pass, or the probe process",
+             name="str", returncode="int?", signal="int?", timed_out="bool", duration_s="float")
+CASE_CHECK = _kind("case_check", "whether a case file imports and registers one case in the target environment",
+                   file="str", ok="bool", name="str?", error="str?")
+
+
+class RecordError(ValueError):
+    """A record a writer may not write: unknown kind or undeclared field."""
+
+
+def make(kind: str, **fields: Any) -> dict[str, Any]:
+    """A record of ``kind``; RecordError for an unknown kind or a field the kind does not declare."""
+    spec = KINDS.get(kind)
+    if spec is None:
+        raise RecordError(f"unknown record kind {kind!r}")
+    undeclared = sorted(set(fields) - set(spec.fields))
+    if undeclared:
+        raise RecordError(f"record {kind!r} declares no field {', '.join(undeclared)}")
+    return {"kind": kind, "v": FORMAT_VERSION, **fields}
+
+
+def extra(record: dict[str, Any]) -> dict[str, Any]:
+    """The fields of ``record`` its kind does not declare (written by a newer probe); kept, not dropped."""
+    spec = KINDS.get(record.get("kind", ""))
+    declared = set(spec.fields) if spec else set()
+    return {k: v for k, v in record.items() if k not in declared and k not in ("kind", "v")}
+
+
+def declared(record: dict[str, Any]) -> dict[str, Any]:
+    """The declared fields of ``record``, each present (None where the record left it out)."""
+    return {name: record.get(name) for name in KINDS[record["kind"]].fields}
+
+
+class Writer:
+    """Appends records to a JSON-lines file, flushed and synced per record."""
+
+    def __init__(self, path: str | Path) -> None:
+        self._file = open(path, "a", encoding="utf-8")
+
+    def write(self, kind: str, **fields: Any) -> None:
+        line = json.dumps(make(kind, **fields), default=str, ensure_ascii=True)
+        self._file.write(line + "\n")
+        self._file.flush()
+        os.fsync(self._file.fileno())
+
+    def close(self) -> None:
+        self._file.close()
+
+    def __enter__(self) -> "Writer":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def read(path: str | Path) -> tuple[list[dict[str, Any]], int]:
+    """The records of a results file, and how many lines could not be read (a torn last write, garbage).
+
+    A missing file has no records. A line that is JSON but not a record of a known kind counts as
+    unreadable; a known kind with fields this reader does not know is kept whole.
+    """
+    path = Path(path)
+    found: list[dict[str, Any]] = []
+    bad = 0
+    if not path.exists():
+        return found, bad
+    with open(path, "rb") as handle:
+        for raw in handle:
+            try:
+                record = json.loads(raw.decode("utf-8"))
+            except (UnicodeDecodeError, json.JSONDecodeError):
+                bad += 1
+                continue
+            if isinstance(record, dict) and record.get("kind") in KINDS:
+                found.append(record)
+            else:
+                bad += 1
+    return found, bad
+
+
+def first(found: list[dict[str, Any]], kind: str) -> Optional[dict[str, Any]]:
+    return next((r for r in found if r.get("kind") == kind), None)
+
+
+def every(found: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [r for r in found if r.get("kind") == kind]

@@ -1,0 +1,85 @@
+"""The row: what makes two runs runs of the same thing, defined once.
+
+A row is every field that changes what was run: the case and where it came from, the
+compile options, the device and dtype, the sizes, the model. ``diag run`` stores these
+columns, and ``check``, ``compare``, ``bisect``, the report and the Datasette views group
+runs by exactly this tuple, so that none of them can put a batch-8 run in a batch-1 cell.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, NamedTuple, Optional
+
+BUILTIN = "builtin"  # case_source of the cases shipped in cases/; a user case file's is its path
+SIZES = {"batch_size": "b", "prompt_length": "p", "new_tokens": "n"}
+
+
+class Row(NamedTuple):
+    case: str
+    case_source: str
+    backend: str
+    fullgraph: int
+    dynamic: str
+    mode: str
+    device: str
+    dtype: str
+    batch_size: int
+    prompt_length: int
+    new_tokens: int
+    model: str
+
+
+FIELDS: tuple[str, ...] = Row._fields
+
+
+def columns(config: Mapping[str, Any], case: str, case_source: str) -> dict[str, Any]:
+    """The row's columns of a run with probe ``config`` (as in the spec), as they are stored."""
+    return {
+        "case": case, "case_source": case_source, "backend": config["backend"],
+        "fullgraph": int(config["fullgraph"]),
+        "dynamic": {None: "auto", True: "true", False: "false"}[config.get("dynamic")],
+        "mode": config.get("mode") or "default", "device": config["device"], "dtype": config["dtype"],
+        "batch_size": config["batch_size"], "prompt_length": config["prompt_length"],
+        "new_tokens": config["new_tokens"], "model": config.get("model") or "tiny-random",
+    }
+
+
+def of_config(config: Mapping[str, Any], case: str, case_source: str) -> Row:
+    """The row a run of ``case`` with probe ``config`` will be stored in."""
+    return Row(**columns(config, case, case_source))
+
+
+def of(run: Mapping[str, Any]) -> Row:
+    """The row of a stored run (runs stored before case sources were recorded count as built-in)."""
+    values = {name: run.get(name) for name in FIELDS}
+    values["case_source"] = values["case_source"] or BUILTIN
+    return Row(**values)
+
+
+def config_label(fields: Mapping[str, Any], sizes: tuple[str, ...] = tuple(SIZES)) -> str:
+    """``inductor fullgraph mode=reduce-overhead cpu float32 b1 p16 n16``: defaults (dynamic auto,
+    mode default, the tiny random model) left out."""
+    parts = [fields["backend"], "fullgraph" if fields["fullgraph"] else "no-fullgraph"]
+    if fields.get("dynamic") not in (None, "auto"):
+        parts.append(f"dynamic={fields['dynamic']}")
+    if fields.get("mode") not in (None, "default"):
+        parts.append(f"mode={fields['mode']}")
+    parts += [fields["device"], fields["dtype"]]
+    parts += [f"{SIZES[name]}{fields[name]}" for name in sizes if fields.get(name) is not None]
+    if fields.get("model") not in (None, "tiny-random"):
+        parts.append(f"model={fields['model']}")
+    return " ".join(str(part) for part in parts)
+
+
+def source_label(case_source: Optional[str]) -> str:
+    """'' for a built-in case, else `` [path]``: a user case named like a built-in is another row."""
+    return "" if case_source in (None, BUILTIN) else f" [{case_source}]"
+
+
+def label(row: Row) -> str:
+    """The whole row for people: ``append_last [./mine.py] aot_eager fullgraph cpu float32 b1 p16 n16``."""
+    return f"{row.case}{source_label(row.case_source)} {config_label(row._asdict())}"
+
+
+def sort_key(row: Row) -> tuple:
+    return tuple("" if value is None else str(value) for value in row)

@@ -1,0 +1,87 @@
+"""A run directory, read: the spec the orchestrator wrote, and what each pass left behind.
+
+A run directory holds everything a run is made of, so that ``assemble`` can build the
+stored run from it alone (the tests replay recorded run directories this way):
+
+    spec.json            the case, where it came from, its config, and the run's identity
+    probe.jsonl          how the probe process ended, as the orchestrator saw it (an exit record)
+    passes.jsonl         how each pass ended, as the probe saw it (exit records)
+    time.jsonl           the timing pass's records        time.stderr.txt
+    diagnose.jsonl       the diagnosis pass's records     diagnose.stderr.txt
+    trace/, tlparse/, depyf/, torch_debug.log   the collectors' artifacts
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from diag.probe import records
+
+STDERR_TAIL_BYTES = 4000
+PROBE_EXIT = "probe.jsonl"
+PASS_EXITS = "passes.jsonl"
+SPEC = "spec.json"
+
+
+@dataclass
+class PassOutcome:
+    """How one pass ended and what it wrote."""
+    returncode: Optional[int]
+    signal: Optional[int]
+    timed_out: bool
+    duration_s: float
+    stderr_tail: str
+    records: list[dict[str, Any]] = field(default_factory=list)
+    unreadable_lines: int = 0
+
+    def first(self, kind: str) -> Optional[dict[str, Any]]:
+        return records.first(self.records, kind)
+
+    def all(self, kind: str) -> list[dict[str, Any]]:
+        return records.every(self.records, kind)
+
+
+@dataclass
+class RunFiles:
+    directory: Path
+    spec: dict[str, Any]
+    diagnosis: PassOutcome
+    timing: Optional[PassOutcome]  # None: the run had no timing pass
+    probe_exit: dict[str, Any]
+
+
+def tail(path: Path, size: int = STDERR_TAIL_BYTES) -> str:
+    if not path.exists():
+        return ""
+    with open(path, "rb") as handle:
+        handle.seek(max(0, path.stat().st_size - size))
+        return handle.read().decode("utf-8", "replace")
+
+
+def pass_outcome(run_dir: Path, name: str, exits: list[dict[str, Any]], probe_exit: dict[str, Any]) -> PassOutcome:
+    """What one pass left: its exit as the probe recorded it, else (the probe itself died or hung
+    before recording it) the probe's own exit; its results file and stderr either way."""
+    exit_record = next((r for r in exits if r.get("name") == name), None)
+    found, bad = records.read(run_dir / f"{name}.jsonl")
+    stderr = tail(run_dir / f"{name}.stderr.txt")
+    if exit_record is not None:
+        return PassOutcome(exit_record["returncode"], exit_record["signal"], exit_record["timed_out"],
+                           exit_record["duration_s"], stderr, found, bad)
+    probe_stderr = tail(run_dir / "run.stderr.txt")
+    return PassOutcome(probe_exit.get("returncode"), probe_exit.get("signal"), bool(probe_exit.get("timed_out")),
+                       float(probe_exit.get("duration_s") or 0.0),
+                       "\n".join(t for t in (probe_stderr, stderr) if t), found, bad)
+
+
+def load(run_dir: Path) -> RunFiles:
+    """The run directory's spec and pass outcomes."""
+    spec = json.loads((run_dir / SPEC).read_text(encoding="utf-8"))
+    probe_exit = records.first(records.read(run_dir / PROBE_EXIT)[0], records.EXIT) or {}
+    exits = records.every(records.read(run_dir / PASS_EXITS)[0], records.EXIT)
+    diagnosis = pass_outcome(run_dir, "diagnose", exits, probe_exit)
+    timed = spec.get("timing", True)
+    timing = pass_outcome(run_dir, "time", exits, probe_exit) if timed else None
+    return RunFiles(run_dir, spec, diagnosis, timing, probe_exit)
