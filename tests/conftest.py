@@ -1,18 +1,34 @@
 """Shared fixtures. Tests never touch the user's state: DIAG_HOME and the inductor
-cache point into pytest's tmp dirs, and every DB is a real file under tmp_path."""
+cache point into pytest's tmp dirs, and every DB is a real file under tmp_path.
+
+Two tiers. The fast tier (``-m "not slow"``) replays run directories that real probes
+recorded (tests/fixtures/runs, see its README) into real SQLite files and drives the
+commands through click's CliRunner. The slow tier runs real probes, real compiles, real
+faults and the browser. A test that uses a fixture of real probe runs is slow by rule.
+"""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Optional
 
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 TEST_CASES = Path(__file__).resolve().parent / "cases"
+RECORDED = Path(__file__).resolve().parent / "fixtures" / "runs"
+SLOW_FIXTURES = {"findings", "findings_db", "torch_envs_home"}
+
+
+def pytest_collection_modifyitems(items) -> None:
+    for item in items:
+        if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(scope="session")
@@ -69,3 +85,79 @@ def findings_db(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def findings(findings_db) -> dict[tuple[str, bool], dict]:
     return runs_by_case(findings_db, findings_db.parent)
+
+
+def recorded(name: str, into: Path, tag: str = "a", build: Optional[dict] = None,
+             diagnosis_from: Optional[str] = None) -> Path:
+    """A copy of the recorded run directory ``name`` under ``into``, paths pointing at this checkout.
+
+    ``build`` replaces fields of its build record (another torch version or commit); ``diagnosis_from``
+    takes the diagnosis pass of another recorded run (a status that changed between builds).
+    """
+    target = into / f"{name}-{tag}"
+    target.mkdir(parents=True)
+    for file in (RECORDED / name).iterdir():
+        source = RECORDED / diagnosis_from / file.name if diagnosis_from and file.name.startswith("diagnose.") else file
+        text = source.read_text(encoding="utf-8").replace("{REPO}", str(REPO)).replace("{RUN_DIR}", str(target))
+        (target / file.name).write_text(text, encoding="utf-8")
+    spec = json.loads((target / "spec.json").read_text())
+    spec["run"]["uid"] = f"{spec['run']['uid']}-{target.name}"
+    (target / "spec.json").write_text(json.dumps(spec))
+    if build:
+        lines = []
+        for line in (target / "diagnose.jsonl").read_text().splitlines():
+            record = json.loads(line)
+            if record["kind"] == "build":
+                record.update(build)
+            lines.append(json.dumps(record))
+        (target / "diagnose.jsonl").write_text("\n".join(lines) + "\n")
+    return target
+
+
+def replay(run_dirs: list[Path], db_path: Path) -> list[int]:
+    """Store recorded run directories through the same path a real run takes (assemble, save)."""
+    from diag import store
+    from diag.runner import record_of
+
+    db = store.open_db(db_path)
+    unknown = {"torch_version": "unknown", "git_version": None, "cuda_version": None}
+    return [store.save_run(db, record_of(run_dir, lambda: unknown)) for run_dir in run_dirs]
+
+
+NIGHTLY = {"torch_version": "2.14.0.dev20260101+cpu", "git_version": "b" * 40}
+
+
+@pytest.fixture(scope="session")
+def recorded_db(tmp_path_factory) -> Path:
+    """A real DB of recorded runs on two builds: torch 2.13.0 as recorded, then a nightly on which
+    append_last with fullgraph fails the way dynamic_slice does (a regression for check and report)."""
+    work = tmp_path_factory.mktemp("recorded")
+    runs = work / "recorded.runs"
+    names = sorted(p.name for p in RECORDED.iterdir())
+    first = [recorded(name, runs, "a") for name in names]
+    second = [recorded(name, runs, "b", NIGHTLY, "dynamic_slice-fullgraph" if name == "append_last-fullgraph" else None)
+              for name in names]
+    db = work / "recorded.db"
+    replay(first + second, db)
+    return db
+
+
+@pytest.fixture
+def copied_db(recorded_db, tmp_path) -> Path:
+    """A private copy of the recorded DB (and its WAL checkpointed first), for tests that write."""
+    from diag import store
+
+    store.open_db(recorded_db).conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    target = tmp_path / "copy.db"
+    shutil.copy(recorded_db, target)
+    return target
+
+
+def cli(*args: str, input: Optional[str] = None) -> "click.testing.Result":  # noqa: F821
+    """The diag command line in this process (click's CliRunner): the fast tier's way in."""
+    from click.testing import CliRunner
+
+    from diag.cli import cli as group
+
+    return CliRunner().invoke(group, list(args), input=input, catch_exceptions=False)
+

@@ -86,6 +86,7 @@ def test_interpreter_without_torch_is_one_line_error(tmp_path):
     assert len(lines) == 1 and "cannot import torch" in lines[0] and str(venv) in lines[0]
 
 
+@pytest.mark.slow
 def test_a_version_that_does_not_exist_leaves_no_half_built_environment(tmp_path):
     done = diag("env", "add", "2.0.99", cwd=tmp_path, check=False)
     assert done.returncode != 0
@@ -94,6 +95,7 @@ def test_a_version_that_does_not_exist_leaves_no_half_built_environment(tmp_path
     assert not home.exists() or list(home.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_unreachable_index_is_one_line_error_and_other_envs_still_run(tmp_path):
     db = tmp_path / "m.db"
     done = diag("run", "--case", "append_last", "--fullgraph", "--backend", "eager", "--no-timing",

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import pytest
+
 import json
 
 from conftest import TEST_CASES, diag, show
 from diag import store
+
+pytestmark = pytest.mark.slow  # real probes that crash and hang
 
 
 def test_segfault_and_hang_are_recorded_and_the_matrix_carries_on(tmp_path):

@@ -83,6 +83,7 @@ def test_wrong_compiled_tokens_are_a_mismatch_with_the_differing_step(findings):
     assert run["eager_margin"] > 0.01
 
 
+@pytest.mark.slow
 def test_local_checkpoint_via_model_option(tmp_path):
     """--model loads a transformers checkpoint from disk (saved here, since there is no hub)."""
     import torch

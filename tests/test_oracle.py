@@ -9,6 +9,8 @@ from diag.catalog import builtin_cases
 from diag.probe import llama
 from diag.probe.cases import Generation, load_case_file
 
+pytestmark = pytest.mark.slow  # builds the model and runs generate for every case
+
 CASES = [ref.name for ref in builtin_cases()]
 
 

@@ -24,6 +24,7 @@ def _probe_processes(marker: str) -> list[str]:
     return [line for line in done.stdout.splitlines() if "diag.probe" in line and marker in line]
 
 
+@pytest.mark.slow
 def test_ctrl_c_kills_probes_keeps_finished_runs_and_leaves_a_consistent_db(tmp_path):
     db = tmp_path / "int.db"
     process = subprocess.Popen(
@@ -48,6 +49,7 @@ def test_ctrl_c_kills_probes_keeps_finished_runs_and_leaves_a_consistent_db(tmp_
     assert store.integrity(handle) == "ok"
 
 
+@pytest.mark.slow
 def test_two_concurrent_writers_keep_every_run_once(tmp_path):
     db = tmp_path / "shared.db"
     command = [sys.executable, "-m", "diag", "run", "--case", "append_last", "--case", "dynamic_slice", *FAST,
@@ -121,6 +123,7 @@ def test_missing_artifacts_do_not_lose_the_run(findings_db, tmp_path):
     assert "No artifacts found" in (work / "site" / "runs" / f"{second}.html").read_text()
 
 
+@pytest.mark.slow
 def test_debug_log_on_a_full_disk_does_not_stop_the_compile(tmp_path):
     """/dev/full fails every write with ENOSPC, as a full disk does."""
     if not os.path.exists("/dev/full"):

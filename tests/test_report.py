@@ -156,6 +156,7 @@ def test_index_loads_in_headless_chromium_without_console_errors(findings_db, fi
     assert _console_errors(broken, tmp_path / "broken.png", tmp_path / "profile-broken")
 
 
+@pytest.mark.slow
 def test_sweep_runs_are_plotted_against_batch_size(tmp_path):
     db = tmp_path / "sweep.db"
     done = diag("run", "--case", "append_last", "--backend", "eager", "--fullgraph", "--new-tokens", "4",

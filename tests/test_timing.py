@@ -11,6 +11,8 @@ import pytest
 
 from conftest import TEST_CASES, diag, show
 
+pytestmark = pytest.mark.slow  # real probes with timing passes
+
 FAST = ["--backend", "eager", "--new-tokens", "4", "--prompt-length", "6", "--repeats", "2"]
 
 

@@ -1,0 +1,142 @@
+"""Every command through click's CliRunner on real SQLite files of recorded probe runs (the fast tier).
+
+The DB (conftest.recorded_db) holds the recorded runs on torch 2.13.0 and again on a nightly on
+which append_last with fullgraph fails: a regression for check, compare, bisect and the report.
+"""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+
+from conftest import NIGHTLY, REPO, cli
+from diag import store
+from diag.probe.statuses import STATUSES
+
+BASE = "2.13.0+cpu"
+NEW = NIGHTLY["torch_version"]
+RECORDED_CONFIG = ["--backend", "aot_eager", "--fullgraph", "--batch-size", "2", "--prompt-length", "8",
+                   "--new-tokens", "4"]
+
+
+def _run_id(db, case: str, fullgraph: int, version: str) -> int:
+    return next(store.open_db(db).query(
+        'SELECT runs.id FROM runs JOIN torch_builds b ON b.id = runs.torch_build_id '
+        'WHERE "case" = ? AND fullgraph = ? AND b.version = ?', [case, fullgraph, version]))["id"]
+
+
+def test_cases_and_statuses_list_the_vocabulary():
+    cases = json.loads(cli("cases", "--json").stdout)
+    assert {c["name"] for c in cases} == {"append_last", "dynamic_slice", "hf_static_cache", "hf_dynamic_cache"}
+    listed = json.loads(cli("statuses", "--json").stdout)
+    assert [s["name"] for s in listed] == [s.name for s in STATUSES]
+    text = cli("statuses").output
+    assert all(s.meaning in text for s in STATUSES)
+
+
+def test_runs_lists_newest_first_and_filters_by_case(recorded_db):
+    listed = json.loads(cli("runs", "--db", str(recorded_db), "--json", "--limit", "100").stdout)
+    assert len(listed) == 30 and listed[0]["id"] > listed[-1]["id"]
+    only = json.loads(cli("runs", "--db", str(recorded_db), "--json", "--case", "hang").stdout)
+    assert [r["status"] for r in only] == ["timeout", "timeout"]
+    assert "torch 2.13.0+cpu" in cli("runs", "--db", str(recorded_db), "--limit", "30").output
+
+
+def test_show_names_the_status_meaning_locations_and_counts(recorded_db):
+    run_id = _run_id(recorded_db, "dynamic_slice", 0, BASE)
+    shown = cli("show", str(run_id), "--db", str(recorded_db)).output
+    assert "status: graph_break (compiled with at least one graph break" in shown
+    assert "graph breaks (2)" in shown and "dynamic_slice.py:" in shown
+    full = json.loads(cli("show", str(run_id), "--db", str(recorded_db), "--json").stdout)
+    assert full["graph_break_count"] == sum(gb["count"] for gb in full["graph_breaks"])
+    assert all(t["mode"] in ("eager", "compiled") for t in full["timings"])
+    crash = cli("show", str(_run_id(recorded_db, "segfault", 1, BASE)), "--db", str(recorded_db)).output
+    assert "graph breaks (-)" in crash and "signal" in crash
+
+
+def test_compare_two_builds_names_the_status_change(recorded_db):
+    out = json.loads(cli("compare", BASE, NEW, "--db", str(recorded_db), "--json").stdout)
+    assert out["compared"] == f"{BASE} -> {NEW}"
+    changed = [r for r in out["rows"] if r["status_before"] != r["status_after"]]
+    assert [(r["row"].split()[0], r["status_before"], r["status_after"]) for r in changed] == [
+        ("append_last", "pass", "fullgraph_error")]
+    text = cli("compare", BASE, NEW, "--db", str(recorded_db)).output
+    assert "append_last aot_eager fullgraph cpu float32 b2 p8 n4: pass -> fullgraph_error" in text
+
+
+def test_check_fails_on_the_regression_and_writes_junit(recorded_db, tmp_path):
+    junit = tmp_path / "junit.xml"
+    done = cli("check", "--db", str(recorded_db), "--junit", str(junit))
+    assert done.exit_code == 1
+    assert f"checked: {NEW} against baseline {BASE}; 15 rows" in done.output
+    assert "REGRESSION append_last aot_eager fullgraph cpu float32 b2 p8 n4: status pass -> fullgraph_error" \
+        in done.output
+    root = ET.parse(junit).getroot()
+    assert (root.get("tests"), root.get("failures")) == ("15", "1")
+    same = cli("check", "--db", str(recorded_db), "--baseline", NEW, "--json")
+    assert same.exit_code == 0 and json.loads(same.stdout)["regressions"] == []
+
+
+def test_merge_keeps_each_run_once(recorded_db, copied_db, tmp_path):
+    out = tmp_path / "history.db"
+    first = json.loads(cli("merge", str(out), str(copied_db), "--json").stdout)
+    again = json.loads(cli("merge", str(out), str(copied_db), "--json").stdout)
+    assert first[0]["added"] == 30 and again[0] == {"shard": str(copied_db), "added": 0, "already_present": 30}
+    merged, original = store.open_db(out), store.open_db(copied_db)
+    assert store.table_counts(merged) == store.table_counts(original)
+    assert store.integrity(merged) == "ok"
+
+
+def test_report_shows_the_regression_and_generates_its_legend_from_the_status_table(recorded_db, tmp_path):
+    out = tmp_path / "site"
+    done = cli("report", "--db", str(recorded_db), "--out", str(out), "--json")
+    assert json.loads(done.stdout)["written"] >= 30
+    index = (out / "index.html").read_text()
+    for status in STATUSES:
+        assert f".s-{status.name} {{ background: {status.colour}; }}" in index
+        assert f'title="{status.meaning}"' in index
+    assert "started failing" in index and NEW in index
+    machine = json.loads((out / "report.json").read_text())
+    rows = {(r["row"]["case"], r["row"]["fullgraph"], r["row"]["case_source"] == "builtin") for r in machine["rows"]}
+    assert len(rows) == 15 and ("swallowed_error", 1, False) in rows
+    page = (out / "runs" / f"{_run_id(recorded_db, 'dynamic_slice', 0, BASE)}.html").read_text()
+    assert "Graph breaks (2)" in page and "dynamic_slice.py:" in page
+
+
+def test_repro_carries_the_case_source(recorded_db, tmp_path):
+    script = tmp_path / "repro.py"
+    cli("repro", str(_run_id(recorded_db, "dynamic_slice", 1, BASE)), "--db", str(recorded_db), "-o", str(script))
+    source = script.read_text()
+    assert "valid_past_index" in source and "import diag" not in source and "'fullgraph': True" in source
+
+
+def test_bisect_over_stored_builds_needs_no_install(recorded_db, copied_db, tmp_path):
+    candidates = tmp_path / "candidates.txt"
+    candidates.write_text("2.13.0\n2.14.0.dev20260101\n")
+    done = cli("bisect", "--case", "append_last", *RECORDED_CONFIG, "--good", "2.13.0", "--bad", "2.14.0.dev20260101",
+               "--candidates", str(candidates), "--db", str(copied_db), "--json")
+    summary = json.loads(done.stdout)
+    assert (summary["good_status"], summary["bad_status"]) == ("pass", "fullgraph_error")
+    assert summary["first_bad"]["git_version"] == NIGHTLY["git_version"]
+    assert summary["commit_range"].endswith(".." + NIGHTLY["git_version"])
+    assert store.open_db(copied_db)["runs"].count == 30  # every verdict came from stored runs
+
+
+def test_env_list_is_empty_in_a_fresh_home():
+    assert json.loads(cli("env", "list", "--json").stdout) == []
+
+
+def test_run_rejects_an_unknown_case_before_writing(tmp_path):
+    done = cli("run", "--case", "nope", "--db", str(tmp_path / "x.db"))
+    assert done.exit_code == 1 and "unknown case 'nope'" in done.output
+    assert not (tmp_path / "x.db").exists()
+
+
+def test_run_records_one_real_eager_run(tmp_path):
+    """The one real probe in the fast tier: eager backend, no timing pass, two tokens."""
+    db = tmp_path / "one.db"
+    done = cli("run", "--case", "append_last", "--backend", "eager", "--fullgraph", "--no-timing", "--new-tokens",
+               "2", "--prompt-length", "4", "--db", str(db), "--json")
+    run, = json.loads(done.stdout)
+    assert (run["status"], run["case_source"], run["graph_break_count"]) == ("pass", "builtin", 0)
+    assert run["case_path"] == str(REPO / "cases" / "append_last.py")
