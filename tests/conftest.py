@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Optional
 
 import pytest
+from click.testing import CliRunner, Result
 
 REPO = Path(__file__).resolve().parent.parent
 TEST_CASES = Path(__file__).resolve().parent / "cases"
@@ -153,10 +154,8 @@ def copied_db(recorded_db, tmp_path) -> Path:
     return target
 
 
-def cli(*args: str, input: Optional[str] = None) -> "click.testing.Result":  # noqa: F821
+def cli(*args: str, input: Optional[str] = None) -> Result:
     """The diag command line in this process (click's CliRunner): the fast tier's way in."""
-    from click.testing import CliRunner
-
     from diag.cli import cli as group
 
     return CliRunner().invoke(group, list(args), input=input, catch_exceptions=False)

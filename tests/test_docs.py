@@ -41,3 +41,19 @@ def test_readme_names_the_test_command_ci_runs():
     readme = (REPO / "README.md").read_text()
     ci = (REPO / ".ci" / "run").read_text()
     assert "python -m pytest" in readme and "python -m pytest" in ci
+
+
+def test_readme_status_table_is_the_status_table():
+    from diag.probe.statuses import STATUSES
+
+    readme = (REPO / "README.md").read_text()
+    section = readme[readme.index("## Statuses"):]
+    rows = re.findall(r"^\| (\w+) \| (yes|no) \| (.+?) \|$", section, re.M)
+    assert rows == [(s.name, "yes" if s.works else "no", s.meaning) for s in STATUSES]
+
+
+def test_architecture_doc_names_files_that_exist():
+    doc = (REPO / "docs" / "ARCHITECTURE.md").read_text()
+    named = set(re.findall(r"`((?:diag|tests|cases)/[\w/.]+\.(?:py|j2|md))", doc))
+    assert len(named) > 15
+    assert [path for path in sorted(named) if not (REPO / path).exists()] == []

@@ -8,7 +8,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from conftest import TEST_CASES, diag
+from conftest import REPO, TEST_CASES, diag
 from diag import gate, regress
 
 
@@ -122,9 +122,15 @@ TIMED = ["--backend", "eager", "--fullgraph", "--new-tokens", "8", "--repeats", 
 @pytest.mark.slow
 def test_a_a_passes_then_a_b_slowdown_and_fullgraph_regression_fail(tmp_path):
     db = tmp_path / "ab.db"
+    # A user's A/B: one case file, edited between runs. (A case is its name and its file: two
+    # files that register one name are two rows, never compared with each other.)
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "_shared.py").write_text(f"import sys\nsys.path.insert(0, {str(REPO / 'cases')!r})\n")
 
     def run(variant):
-        diag("run", "--case", str(AB / f"{variant}.py"), *TIMED, "--db", str(db), cwd=tmp_path)
+        (mine / "ab_variant.py").write_text((AB / f"{variant}.py").read_text())
+        diag("run", "--case", str(mine / "ab_variant.py"), *TIMED, "--db", str(db), cwd=tmp_path)
 
     def check():
         # This 2-core host drifts on its own by up to ~1.6x for seconds at a time (bench/run.py measures

@@ -4,7 +4,8 @@ Order of preference: the graph-break id torch prints (GBxxxx, from 2.8), else
 the graph-break type (gb_type, from 2.7), else a fingerprint of the exception
 type and its message with addresses, numbers, paths and ids stripped.
 
-Standard library only: the orchestrator uses this module too.
+The probe computes every key (the collectors in capture.py and diagnose.py); the
+orchestrator compares them as stored and never recomputes one. Standard library only.
 """
 
 from __future__ import annotations
