@@ -155,6 +155,13 @@ def m006_one_vocabulary(db: sqlite_utils.Database) -> None:
     conn.execute(f"CREATE INDEX runs_row ON runs (torch_build_id, {_row_columns()})")
 
 
+@migration
+def m007_ops_captured(db: sqlite_utils.Database) -> None:
+    """How many torch calls dynamo put into graphs (its calls_captured counter): a graph that shrinks
+    between builds, more of the step left to eager, shows here even where the status holds."""
+    db["runs"].add_column("ops_captured", int)
+
+
 def _row_columns(prefix: str = "") -> str:
     return ", ".join(f'{prefix}"{name}"' for name in rows.FIELDS)
 

@@ -59,7 +59,7 @@ def show(run: dict[str, Any]) -> str:
         if run.get(field) is not None:
             lines.append(f"  {field}: {safe(run[field])}")
     lines += _section("counts")
-    for field in ("graph_count", "graph_break_count", "recompile_count", "hidden_error_count"):
+    for field in ("graph_count", "ops_captured", "graph_break_count", "recompile_count", "hidden_error_count"):
         lines.append(f"  {field}: {_num(run.get(field), 'd', '')}")
     lines += _section("correctness (compiled vs eager)")
     for field in ("oracle_equal", "tokens_equal", "max_abs_diff", "first_differing_step", "eager_margin"):

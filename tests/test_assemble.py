@@ -96,3 +96,10 @@ def test_verdict_steps_one_at_a_time(tmp_path):
     assert assemble.correctness(files.diagnosis)["oracle_equal"] == 1
     assert {row["metric"] for row in assemble.timing_rows(files.timing)} == {"decode_step", "generation",
                                                                              "host_reference"}
+
+
+def test_a_declared_result_field_reaches_its_column_by_name(tmp_path):
+    """ops_captured was added as records.py field + collector + column: assemble needed no change."""
+    assert _assembled("append_last-fullgraph", tmp_path).run["ops_captured"] > 0
+    assert _assembled("dynamic_slice-fullgraph", tmp_path).run["ops_captured"] == 0  # fullgraph refused it all
+    assert _assembled("segfault", tmp_path).run.get("ops_captured") is None

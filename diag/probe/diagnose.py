@@ -131,6 +131,7 @@ def run(workload: Workload, results: Writer, artifacts: Path) -> None:
 
     stats = counters.get("stats", {})
     graph_count = stats.get("unique_graphs", 0) if capabilities["dynamo_counters"][0] else None
+    ops_captured = stats.get("calls_captured", 0) if capabilities["dynamo_counters"][0] else None
     correctness = None
     if compiled is not None:
         correctness = compare(eager, compiled, TOLERANCE.get(spec.config.dtype, 1e-4))
@@ -142,6 +143,7 @@ def run(workload: Workload, results: Writer, artifacts: Path) -> None:
         "status": status,
         "graph_count": graph_count,
         "graph_break_count": graph_breaks,
+        "ops_captured": ops_captured,
         "counters": counters,
         "log_records": collector.record_count,
         "collector_errors": collector.parser_errors,

@@ -62,7 +62,7 @@ CORRECTNESS = _kind("correctness", "compiled tokens and logits against eager",
                     tokens_equal="bool", max_abs_diff="float", logit_tolerance="float",
                     first_differing_step="int?", eager_margin="float?", within_tolerance="bool")
 RESULT = _kind("result", "the diagnosis pass's verdict: one status (see statuses.py) and its evidence",
-               status="str", graph_count="int?", graph_break_count="int?", counters="dict?",
+               status="str", graph_count="int?", graph_break_count="int?", ops_captured="int?", counters="dict?",
                log_records="int?", collector_errors="list?", error_type="str?", error_message="str?",
                traceback="str?", error_location="str?", error_key="str?")
 TIMING = _kind("timing", "per-token samples of one mode (eager or compiled) from the timing pass",
