@@ -140,3 +140,12 @@ def test_run_records_one_real_eager_run(tmp_path):
     run, = json.loads(done.stdout)
     assert (run["status"], run["case_source"], run["graph_break_count"]) == ("pass", "builtin", 0)
     assert run["case_path"] == str(REPO / "cases" / "append_last.py")
+
+
+def test_env_add_and_rm_refuse_what_they_cannot_do():
+    done = cli("env", "add", "current")
+    assert done.exit_code == 1 and "names an existing interpreter; nothing to provision" in done.output
+    done = cli("env", "add", "2.x")
+    assert done.exit_code == 1 and "malformed torch spec" in done.output
+    done = cli("env", "rm", "nope")
+    assert done.exit_code == 1 and "no provisioned environment named 'nope'" in done.output
