@@ -38,7 +38,8 @@ def verdict(diagnosis: PassOutcome) -> dict[str, Any]:
         return {**failure, "stderr_tail": diagnosis.stderr_tail}
     result = diagnosis.first(records.RESULT) or {}
     fields = records.declared(result)
-    for name in ("collector_errors", "log_records", "graph_break_count"):  # capabilities / counts say these
+    # capabilities and counts say these; a run with an environment error is refused before storing
+    for name in ("collector_errors", "log_records", "graph_break_count", "environment_error"):
         fields.pop(name)
     fields["counters"] = json.dumps(fields["counters"]) if fields["counters"] is not None else None
     return fields

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+import shutil
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -10,14 +12,15 @@ from typing import Any, Callable, Optional
 
 import click
 
-from diag import __version__, artifacts, catalog, envs, gate, regress, runner, store, text
+from diag import __version__, artifacts, catalog, envs, gate, preflight, regress, runner, store, text
 from diag import row as rows
-from diag.config import DEFAULT_DB, DEFAULT_TIMEOUT_S
-from diag.probe import records
-from diag.probe.session import DTYPES, Config
+from diag.config import DEFAULT_DB, DEFAULT_TIMEOUT_S, artifacts_root
+from diag.probe.session import DTYPES, MODES, Config
 from diag.probe.statuses import FINDING_KINDS, STATUSES
 
 BACKENDS = ("inductor", "eager", "aot_eager", "cudagraphs")
+MAX_BATCH = 4096
+MAX_POSITIONS = 1 << 20  # any model's; each config is checked against its own model before running
 
 
 def _fail(message: str) -> click.ClickException:
@@ -40,24 +43,27 @@ def config_options(fn: Callable) -> Callable:
                      help="Compile with fullgraph=True or False. Default: both, as two runs."),
         click.option("--backend", type=click.Choice(BACKENDS), default="inductor", show_default=True,
                      help="torch.compile backend."),
-        click.option("--mode", default=None, help="torch.compile mode (e.g. reduce-overhead, max-autotune)."),
+        click.option("--mode", type=click.Choice(MODES), default=None, help="torch.compile mode."),
         click.option("--dynamic", type=click.Choice(["auto", "true", "false"]), default="auto", show_default=True,
                      help="torch.compile dynamic= (auto passes None)."),
-        click.option("--batch-size", type=click.IntRange(min=1), default=1, show_default=True),
-        click.option("--prompt-length", type=click.IntRange(min=1), default=16, show_default=True),
-        click.option("--new-tokens", type=click.IntRange(min=2), default=16, show_default=True,
+        click.option("--batch-size", type=click.IntRange(1, MAX_BATCH), default=1, show_default=True),
+        click.option("--prompt-length", type=click.IntRange(1, MAX_POSITIONS), default=16, show_default=True,
+                     help="Prompt tokens; with --new-tokens, within the model's positions."),
+        click.option("--new-tokens", type=click.IntRange(2, MAX_POSITIONS), default=16, show_default=True,
                      help="Tokens to generate (the prefill emits the first)."),
         click.option("--dtype", type=click.Choice(sorted(DTYPES)), default="float32", show_default=True),
-        click.option("--device", default="cpu", show_default=True, help="cpu, cuda or cuda:N."),
+        click.option("--device", default="cpu", show_default=True,
+                     help="cpu, cuda or cuda:N (checked in each torch environment before any run)."),
         click.option("--model", "model_path", type=click.Path(exists=True, file_okay=False), default=None,
                      help="Local transformers Llama checkpoint; default: a small random Llama."),
-        click.option("--seed", type=int, default=0, show_default=True, help="Seed for weights and prompt."),
-        click.option("--repeats", type=click.IntRange(min=1), default=5, show_default=True,
+        click.option("--seed", type=click.IntRange(0, 2**63 - 1), default=0, show_default=True,
+                     help="Seed for weights and prompt."),
+        click.option("--repeats", type=click.IntRange(1, 100_000), default=5, show_default=True,
                      help="Timed generations per mode in the timing pass."),
-        click.option("--timing-seconds", type=click.FloatRange(min=0), default=1.0, show_default=True,
+        click.option("--timing-seconds", type=click.FloatRange(0, 86_400), default=1.0, show_default=True,
                      help="Timed generations per mode go on at least this long (after --repeats), so that "
                           "the samples span the host's own changes of speed."),
-        click.option("--threads", type=click.IntRange(min=1), default=None,
+        click.option("--threads", type=click.IntRange(1, 4096), default=None,
                      help="torch intra-op threads in the probes (default: torch's own choice). On a shared "
                           "machine, 1 keeps other load from skewing timings."),
     ]
@@ -69,7 +75,7 @@ def config_options(fn: Callable) -> Callable:
 def build_configs(fullgraph: Optional[bool], backend: str, mode: Optional[str], dynamic: str, batch_size: int,
                   prompt_length: int, new_tokens: int, dtype: str, device: str, model_path: Optional[str],
                   seed: int, repeats: int, timing_seconds: float, threads: Optional[int]) -> list[Config]:
-    if not (device == "cpu" or device == "cuda" or device.startswith("cuda:")):
+    if not re.fullmatch(r"cpu|cuda(:\d{1,4})?", device):
         raise click.BadParameter(f"{device!r} is not cpu, cuda or cuda:N", param_hint="--device")
     fullgraphs = [True, False] if fullgraph is None else [fullgraph]
     return [Config(backend=backend, fullgraph=fg, dynamic={"auto": None, "true": True, "false": False}[dynamic],
@@ -94,16 +100,29 @@ def sweep_configs(configs: list[Config], sweep: Optional[str], values: Optional[
     except ValueError:
         raise click.BadParameter(f"{values!r} is not a comma-separated list of integers",
                                  param_hint="--sweep-values") from None
-    if not numbers or min(numbers) < 1:
-        raise click.BadParameter("values must be positive integers", param_hint="--sweep-values")
+    limit = MAX_BATCH if sweep == "batch" else MAX_POSITIONS
+    if not numbers or min(numbers) < 1 or max(numbers) > limit:
+        raise click.BadParameter(f"values must be integers from 1 to {limit}", param_hint="--sweep-values")
     field = "batch_size" if sweep == "batch" else "prompt_length"
     return [replace(config, **{field: number}) for config in configs for number in numbers]
 
 
-def open_store(db_path: str, create: bool) -> Any:
+def open_store(db_path: str, create: bool = False, readonly: bool = False) -> Any:
     try:
-        return store.open_db(db_path, create=create)
+        return store.open_db(db_path, create=create, readonly=readonly)
     except store.StoreError as exc:
+        raise _fail(str(exc)) from exc
+
+
+def read_store(db_path: str) -> Any:
+    """An existing DB, opened for reading only: a read-only file or a shard is never written."""
+    return open_store(db_path, readonly=True)
+
+
+def _preflight(check: Callable[..., None], *args: Any) -> None:
+    try:
+        check(*args)
+    except (preflight.PreflightError, store.StoreError) as exc:
         raise _fail(str(exc)) from exc
 
 
@@ -140,32 +159,6 @@ def cases_command(as_json: bool) -> None:
     width = max((len(r.name) for r in refs), default=0)
     for ref in refs:
         click.echo(f"{ref.name:<{width}}  {ref.description}")
-
-
-def _check_case_files(env: envs.TorchEnv, refs: list[catalog.CaseRef]) -> None:
-    """Import user case files in the target environment before any run, so import errors are one line."""
-    files = [ref.path for ref in refs if not ref.builtin]
-    if not files:
-        return
-    import subprocess
-    import tempfile
-
-    with tempfile.TemporaryDirectory(prefix="diag-check-") as folder:
-        out = Path(folder) / "checks.jsonl"
-        done = subprocess.run(env.probe_command("check", "--out", str(out), *files), capture_output=True,
-                              text=True, env=env.probe_environ(), timeout=600)
-        checks = records.every(records.read(out)[0], records.CASE_CHECK)
-    if len(checks) != len(files):
-        raise _fail(f"cannot check case files in {env.python}: {(done.stderr.strip().splitlines() or ['?'])[-1]}")
-    for check in checks:
-        if not check["ok"]:
-            raise _fail(check["error"])
-
-
-def _writable(db_path: str) -> None:
-    parent = Path(db_path).resolve().parent
-    if not parent.is_dir():
-        raise _fail(f"cannot write database {db_path}: directory {parent} does not exist")
 
 
 def env_options(fn: Callable) -> Callable:
@@ -241,39 +234,55 @@ def run_command(case_values: tuple[str, ...], torch_specs: tuple[str, ...], extr
     diagnosis pass (dynamo/aot/inductor DEBUG logs captured). Prints one line per
     run. Exits 0 when every run was recorded, whatever the statuses; compile
     failures are findings, not tool errors (see diag statuses).
+
+    Each run's directory (spec, records, logs, trace, tlparse and depyf output) goes
+    next to the DB: for diag.db, in diag.runs/<run uid>/.
     """
     configs = sweep_configs(build_configs(**config), sweep, sweep_values)
     try:
         refs = catalog.resolve(list(case_values))
     except catalog.CatalogError as exc:
         raise _fail(str(exc)) from exc
-    _writable(db_path)
-    db = open_store(db_path, create=True)
+    _preflight(preflight.check_configs, configs)
+    _preflight(preflight.check_database, db_path)
     environments, env_failures = resolve_envs(torch_specs, extras, index_url, variant, installer)
     for env in environments:
-        _check_case_files(env, refs)
+        _preflight(preflight.check_environment, env, refs, configs)
+    db = open_store(db_path, create=True)
     jobs_list = runner.plan(environments, refs, configs, repeat)
     recorded: list[dict[str, Any]] = []
-    started = [0]
+    heartbeat = runner.Heartbeat(_progress)
 
-    def on_start(job: runner.Job) -> None:
-        started[0] += 1
-        click.echo(f"[{started[0]}/{len(jobs_list)}] running {text.safe(job.label())}", err=True)
+    def on_start(index: int, job: runner.Job) -> None:
+        heartbeat.started(index, f"[{index}/{len(jobs_list)}] {text.safe(job.label())}")
+        _progress(f"[{index}/{len(jobs_list)}] running {text.safe(job.label())}")
 
-    def on_done(job: runner.Job, record: store.RunRecord) -> None:
-        run_id = store.save_run(db, record)
+    def on_done(index: int, job: runner.Job, record: store.RunRecord) -> None:
+        heartbeat.finished(index)
+        try:
+            run_id = store.save_run(db, record)
+        except store.StoreError as exc:
+            shutil.rmtree(record.run["artifacts_dir"], ignore_errors=True)
+            raise _fail(f"cannot store run {index}: {exc}; {len(recorded)} runs stored before it") from exc
         row = store.get_run(db, run_id)
         recorded.append(row)
         if not as_json:
             click.echo(text.summary_line(row))
 
     try:
-        runner.run_matrix(jobs_list, Path(db_path), timeout_s, timing, jobs, on_start, on_done)
+        with heartbeat:
+            runner.run_matrix(jobs_list, Path(db_path), timeout_s, timing, jobs, on_start, on_done)
     except KeyboardInterrupt:
-        click.echo(f"interrupted: {len(recorded)} of {len(jobs_list)} runs recorded in {db_path}", err=True)
+        _progress(f"interrupted: {len(recorded)} of {len(jobs_list)} runs recorded in {db_path}")
         sys.exit(130)
+    except runner.EnvironmentFault as exc:
+        raise _fail(f"{exc}; {len(recorded)} runs stored before it, nothing stored for it") from exc
     if as_json:
         click.echo(json.dumps([_public(row) for row in recorded], indent=2, default=str))
+    if recorded:
+        _progress(f"recorded {len(recorded)} runs in {db_path}, run directories in "
+                  f"{artifacts_root(Path(db_path).resolve())}/; next: diag show {recorded[-1]['id']} --db {db_path}, "
+                  f"diag report --db {db_path}")
     if env_failures:
         sys.exit(1)
 
@@ -290,11 +299,13 @@ def _public(run: dict[str, Any]) -> dict[str, Any]:
 @json_option
 def runs_command(db_path: str, limit: int, case_name: Optional[str], as_json: bool) -> None:
     """List recent runs, newest first."""
-    db = open_store(db_path, create=False)
+    db = read_store(db_path)
     listed = store.recent_runs(db, limit=limit, case=case_name)
     if as_json:
         click.echo(json.dumps(listed, indent=2, default=str))
         return
+    if not listed:
+        click.echo(f"no runs{f' of case {text.safe(case_name)}' if case_name else ''} in {db_path}", err=True)
     for row in listed:
         click.echo(f"{text.summary_line(row)}  torch {text.safe(row['torch_version'])}")
 
@@ -305,7 +316,7 @@ def runs_command(db_path: str, limit: int, case_name: Optional[str], as_json: bo
 @json_option
 def show_command(run_id: int, db_path: str, as_json: bool) -> None:
     """Print everything recorded for one run, including its artifacts."""
-    db = open_store(db_path, create=False)
+    db = read_store(db_path)
     run = store.get_run(db, run_id)
     if run is None:
         raise _fail(f"no run #{run_id} in {db_path}")
@@ -373,12 +384,15 @@ def merge_command(out_db: str, shards: tuple[str, ...], as_json: bool) -> None:
     Runs are matched by their unique id, so merging the same shard twice adds
     nothing. Builds are matched by git commit and variant.
     """
-    _writable(out_db)
-    shard_dbs = [(shard, open_store(shard, create=False)) for shard in shards]
+    _preflight(preflight.check_database, out_db)
+    shard_dbs = [(shard, read_store(shard)) for shard in shards]
     target = open_store(out_db, create=True)
     summary = []
     for shard, db in shard_dbs:
-        added, present = store.merge(target, db)
+        try:
+            added, present = store.merge(target, db)
+        except store.StoreError as exc:
+            raise _fail(f"merging {shard}: {exc}") from exc
         summary.append({"shard": shard, "added": added, "already_present": present})
         if not as_json:
             click.echo(f"{shard}: {added} runs added, {present} already present")
@@ -424,7 +438,7 @@ def compare_command(a: str, b: str, db_path: str, as_json: bool) -> None:
     side; reruns on one build compare the newest `diag run` invocation with the one
     before. CPU latency is host-adjusted where both sides timed the host.
     """
-    db = open_store(db_path, create=False)
+    db = read_store(db_path)
     try:
         outcome = gate.compare(db, a, b)
     except store.StoreError as exc:
@@ -462,24 +476,35 @@ def check_command(baseline: Optional[str], compile_threshold: float, latency_thr
     recompile or hidden-error key (not in --allow); compiled tokens that no longer
     match eager; or a statistically significant slowdown beyond the thresholds.
     """
-    db = open_store(db_path, create=False)
+    if junit_file and not Path(junit_file).resolve().parent.is_dir():
+        raise _fail(f"--junit {junit_file}: directory {Path(junit_file).resolve().parent} does not exist")
+    db = read_store(db_path)
     thresholds = regress.Thresholds(compile_threshold, latency_threshold, alpha)
     try:
         outcome = gate.check(db, baseline, thresholds, gate.read_allow_list(allow_file))
     except store.StoreError as exc:
         raise _fail(str(exc)) from exc
     if junit_file:
-        Path(junit_file).write_text(regress.junit_xml(outcome.comparisons, outcome.regressions, "diag check"),
-                                    encoding="utf-8")
+        try:
+            Path(junit_file).write_text(regress.junit_xml(outcome.comparisons, outcome.regressions, "diag check"),
+                                        encoding="utf-8")
+        except OSError as exc:
+            raise _fail(f"--junit {junit_file}: {exc.strerror or exc}") from exc
+    compared = [c for c in outcome.comparisons if c.before is not None and c.after is not None]
     if as_json:
         click.echo(json.dumps({"checked": outcome.description, "rows": len(outcome.comparisons),
+                               "compared": len(compared),
                                "regressions": [{"row": rows.label(r.row), "kind": r.kind,
                                                 "message": r.message} for r in outcome.regressions]}, indent=2))
     else:
-        click.echo(f"checked: {outcome.description}; {len(outcome.comparisons)} rows")
+        click.echo(f"checked: {outcome.description}; {len(outcome.comparisons)} rows, {len(compared)} with runs "
+                   "on both sides")
         for regression in outcome.regressions:
             click.echo(f"REGRESSION {text.safe(rows.label(regression.row))}: {text.safe(regression.message)}")
-        if not outcome.regressions:
+        if not compared:
+            click.echo("nothing to compare: no row has runs on both sides (run the matrix again, or on another "
+                       "build, then check)")
+        elif not outcome.regressions:
             click.echo("no regressions")
     if outcome.regressions:
         sys.exit(1)
@@ -517,7 +542,8 @@ def bisect_command(case_value: str, good: str, bad: str, candidates_file: Option
         candidates = bisect.candidates(good, bad, candidates_file, listing_index, variant)
     except (catalog.CatalogError, envs.EnvError) as exc:
         raise _fail(str(exc)) from exc
-    _writable(db_path)
+    _preflight(preflight.check_configs, [run_config])
+    _preflight(preflight.check_database, db_path)
     db = open_store(db_path, create=True)
 
     def provision(spec: str) -> envs.TorchEnv:
@@ -558,7 +584,7 @@ def repro_command(run_id: int, output: Optional[str], db_path: str) -> None:
     """
     from diag import repro
 
-    db = open_store(db_path, create=False)
+    db = read_store(db_path)
     run = store.get_run(db, run_id)
     if run is None:
         raise _fail(f"no run #{run_id} in {db_path}")
@@ -576,22 +602,25 @@ def repro_command(run_id: int, output: Optional[str], db_path: str) -> None:
 @cli.command("report")
 @db_option
 @click.option("--out", "out_dir", default="reports", show_default=True, type=click.Path(file_okay=False),
-              help="Output directory; updated in place.")
+              help="Output directory; updated in place, never overwriting files of yours.")
 @json_option
 def report_command(db_path: str, out_dir: str, as_json: bool) -> None:
     """Render the static HTML report: the status matrix across torch builds, transitions, trends, run pages.
 
     Opens from disk or any static host (no server, no CDN). Re-running updates
-    the site in place and deletes only stale files that diag itself wrote.
+    the site in place and deletes only stale files that diag itself wrote; it
+    refuses to overwrite a file in --out that diag did not write.
     """
     from diag import report
 
-    db = open_store(db_path, create=False)
+    db = read_store(db_path)
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise _fail(f"--out {out_dir} is not a directory")
     try:
         counts = report.publish(report.render(db, out), out)
+    except report.ReportError as exc:
+        raise _fail(str(exc)) from exc
     except OSError as exc:
         raise _fail(f"cannot write report to {out_dir}: {exc}") from exc
     index = out / "index.html"

@@ -65,7 +65,9 @@ def compare(db, a: str, b: str) -> Outcome:
         missing = [ref for ref, run in ((a, before), (b, after)) if run is None]
         if missing:
             raise store.StoreError(f"no run #{missing[0]}")
-        return Outcome(f"run #{a} -> run #{b}", [regress.compare_runs(before, after)], [])
+        differ = rows.differences(rows.of(before), rows.of(after))
+        note = f" (different rows: {', '.join(differ)})" if differ else ""
+        return Outcome(f"run #{a} -> run #{b}{note}", [regress.compare_runs(before, after)], [])
     if a.isdigit() or b.isdigit():
         raise store.StoreError("compare two run ids or two builds, not one of each")
     build_a, build_b = store.find_build(db, a), store.find_build(db, b)

@@ -14,9 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from diag.config import PACKAGE_ROOT
+from diag.probe.session import TINY_LLAMA
 
 PROBE = PACKAGE_ROOT / "probe"
 REWRITES = [
+    (re.compile(r"^from diag\.probe\.session import TINY_LLAMA$", re.M), f"TINY_LLAMA = {TINY_LLAMA!r}"),
     (re.compile(r"^from diag\.probe\.cases import ", re.M), "from case_api import "),
     (re.compile(r"^from diag\.probe import llama$", re.M), "import llama"),
     (re.compile(r"^from diag\.probe import hf$", re.M), "import hf"),
@@ -105,7 +107,7 @@ def script(run: dict[str, Any], case_path: str, filename: str = "repro.py") -> s
     case_name = f"case_{re.sub(r'[^A-Za-z0-9_]', '_', case_file.stem)}.py"
     sources = {
         "case_api.py": (PROBE / "cases.py").read_text(encoding="utf-8"),
-        "llama.py": (PROBE / "llama.py").read_text(encoding="utf-8"),
+        "llama.py": _standalone((PROBE / "llama.py").read_text(encoding="utf-8"), "diag/probe/llama.py"),
         "hf.py": _standalone((PROBE / "hf.py").read_text(encoding="utf-8"), "diag/probe/hf.py"),
         case_name: _standalone(case_file.read_text(encoding="utf-8"), case_path),
     }

@@ -81,5 +81,10 @@ def label(row: Row) -> str:
     return f"{row.case}{source_label(row.case_source)} {config_label(row._asdict())}"
 
 
+def differences(before: Row, after: Row) -> list[str]:
+    """The fields two rows differ in, as ``field before -> after``: what a comparison across rows mixes."""
+    return [f"{name} {old} -> {new}" for name, old, new in zip(FIELDS, before, after) if old != new]
+
+
 def sort_key(row: Row) -> tuple:
     return tuple("" if value is None else str(value) for value in row)

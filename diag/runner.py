@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import socket
 import tempfile
+import threading
+import time
 import uuid
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass
@@ -18,7 +22,7 @@ from diag.catalog import CaseRef
 from diag.config import artifacts_root
 from diag.envs import TorchEnv
 from diag.probe import records
-from diag.probe.session import Config
+from diag.probe.session import ENVIRONMENT_ERRNOS, Config
 from diag.spawn import ProcessTracker, run_probe
 from diag.store import RunRecord, now
 
@@ -56,8 +60,22 @@ def write_spec(job: Job, run_dir: Path, timing: bool, invocation: Optional[str])
 
 def execute(job: Job, db_path: Path, timeout_s: float, timing: bool,
             tracker: Optional[ProcessTracker] = None, invocation: Optional[str] = None) -> RunRecord:
-    """One probe process for the run (supervise.py): the timing pass, then the diagnosis pass."""
+    """One probe process for the run (supervise.py): the timing pass, then the diagnosis pass.
+
+    EnvironmentFault, with the run directory removed, when the machine fails the run (a full disk).
+    """
     run_dir = artifacts_root(db_path.resolve()) / uuid.uuid4().hex
+    try:
+        return _execute(job, run_dir, timeout_s, timing, tracker, invocation)
+    except OSError as exc:
+        if exc.errno not in ENVIRONMENT_ERRNOS:
+            raise
+        shutil.rmtree(run_dir, ignore_errors=True)
+        raise EnvironmentFault(f"{job.label()}: {os.strerror(exc.errno)} ({exc.filename or run_dir})") from exc
+
+
+def _execute(job: Job, run_dir: Path, timeout_s: float, timing: bool, tracker: Optional[ProcessTracker],
+             invocation: Optional[str]) -> RunRecord:
     run_dir.mkdir(parents=True, exist_ok=True)
     spec_path = write_spec(job, run_dir, timing, invocation)
     command = job.env.probe_command("run", "--spec", str(spec_path), "--dir", str(run_dir),
@@ -77,7 +95,12 @@ def record_of(run_dir: Path, fallback_build: Callable[[], dict]) -> RunRecord:
     frames, notes = trace.collect(run_dir)
     files = rundir.load(run_dir)
     build = {} if files.diagnosis.first(records.BUILD) else fallback_build()
-    return assemble(files, build, frames, notes)
+    record = assemble(files, build, frames, notes)
+    fault = environment_fault(record, files)
+    if fault is not None:
+        shutil.rmtree(run_dir, ignore_errors=True)
+        raise EnvironmentFault(fault)
+    return record
 
 
 # Debug output of any kind slows compilation; none may reach a stored timing. The diagnosis pass
@@ -96,27 +119,45 @@ def probe_environ(env: dict[str, str], run_dir: Path, inductor_cache: Optional[s
     return clean
 
 
-Done = Callable[[Job, RunRecord], None]
+class EnvironmentFault(Exception):
+    """A run failed because of the machine (a full disk), not torch: nothing of it may be stored."""
+
+
+def environment_fault(record: RunRecord, files: "rundir.RunFiles") -> Optional[str]:
+    """Why a pass failed on the machine's account (OSError ENOSPC, EROFS, ... in its exception), or None."""
+    for outcome in (files.diagnosis, files.timing):
+        if outcome is None:
+            continue
+        for kind in (records.RESULT, records.TIMING_ERROR):
+            found = outcome.first(kind)
+            if found and found.get("environment_error"):
+                return f"{record.run['case']}: {found['environment_error']}"
+    return None
+
+
+Started = Callable[[int, Job], None]
+Done = Callable[[int, Job, RunRecord], None]
 
 
 def run_matrix(jobs: list[Job], db_path: Path, timeout_s: float, timing: bool, workers: int,
-               on_start: Callable[[Job], None], on_done: Done) -> None:
+               on_start: Started, on_done: Done) -> None:
     """Execute ``jobs`` with up to ``workers`` probes at once; ``on_done`` runs in the calling thread.
+    Both callbacks get the job's 1-based index in ``jobs``.
 
-    On Ctrl-C (or any exception) no new job starts, every probe in flight is
-    killed, and the runs they belonged to are not reported.
+    On Ctrl-C (or any exception, an EnvironmentFault included) no new job starts, every probe
+    in flight is killed, and the runs they belonged to are not reported.
     """
     tracker = ProcessTracker()
     invocation = uuid.uuid4().hex
-    pending: Iterator[Job] = iter(jobs)
+    pending: Iterator[tuple[int, Job]] = iter(enumerate(jobs, 1))
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        running: dict[Future, Job] = {}
+        running: dict[Future, tuple[int, Job]] = {}
 
         def submit_next() -> None:
-            job: Optional[Job] = next(pending, None)
-            if job is not None:
-                on_start(job)
-                running[pool.submit(execute, job, db_path, timeout_s, timing, tracker, invocation)] = job
+            item = next(pending, None)
+            if item is not None:
+                on_start(*item)
+                running[pool.submit(execute, item[1], db_path, timeout_s, timing, tracker, invocation)] = item
 
         try:
             for _ in range(max(1, workers)):
@@ -124,13 +165,49 @@ def run_matrix(jobs: list[Job], db_path: Path, timeout_s: float, timing: bool, w
             while running:
                 finished, _ = wait(list(running), return_when=FIRST_COMPLETED)
                 for future in finished:
-                    job = running.pop(future)
+                    index, job = running.pop(future)
                     record = future.result()
                     if not tracker.stopped:
-                        on_done(job, record)
+                        on_done(index, job, record)
                     submit_next()
         except BaseException:
             tracker.kill_all()
             for future in running:
                 future.cancel()
             raise
+
+
+class Heartbeat:
+    """Says every ``interval_s`` which runs are still going, and for how long: a cold inductor
+    compile can take minutes, and a line per run is then all there is to see."""
+
+    def __init__(self, say: Callable[[str], None], interval_s: float = 30.0) -> None:
+        self._say, self._interval_s = say, interval_s
+        self._running: dict[int, tuple[str, float]] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._beat, name="diag-heartbeat", daemon=True)
+
+    def started(self, index: int, label: str) -> None:
+        with self._lock:
+            self._running[index] = (label, time.monotonic())
+
+    def finished(self, index: int) -> None:
+        with self._lock:
+            self._running.pop(index, None)
+
+    def _beat(self) -> None:
+        while not self._stop.wait(self._interval_s):
+            with self._lock:
+                lines = [f"{label}: still running, {time.monotonic() - since:.0f} s"
+                         for label, since in self._running.values()]
+            for line in lines:
+                self._say(line)
+
+    def __enter__(self) -> "Heartbeat":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()

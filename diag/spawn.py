@@ -15,6 +15,8 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
+from diag.probe.supervise import LIFELINE_VARIABLE
+
 
 class ProcessTracker:
     """The probes in flight, so that one thread can kill what other threads started."""
@@ -61,9 +63,16 @@ def run_probe(command: list[str], log_dir: Path, env: dict[str, str], timeout_s:
     tracker = tracker or ProcessTracker()
     log_dir.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
+    # The lifeline: this process holds the write end; the probe reads the other and kills its whole
+    # group at EOF, which the kernel delivers when this process dies, even by SIGKILL.
+    lifeline, held = os.pipe()
     with open(log_dir / f"{label}.stdout.txt", "wb") as out, open(log_dir / f"{label}.stderr.txt", "wb") as err:
-        process = subprocess.Popen(command, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
-                                   env=env, start_new_session=True)
+        try:
+            process = subprocess.Popen(command, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
+                                       env={**env, LIFELINE_VARIABLE: str(lifeline)}, pass_fds=(lifeline,),
+                                       start_new_session=True)
+        finally:
+            os.close(lifeline)
         tracker.add(process)
         timed_out = False
         try:
@@ -79,6 +88,7 @@ def run_probe(command: list[str], log_dir: Path, env: dict[str, str], timeout_s:
             kill_group(process, wait=False)
         finally:
             tracker.discard(process)
+            os.close(held)
     code = process.returncode
     return {"name": label, "returncode": None if timed_out else code,
             "signal": -code if code is not None and code < 0 and not timed_out else None,

@@ -8,6 +8,7 @@ sqlite-utils' own insert commits on its own and would split the transaction.
 from __future__ import annotations
 
 import json
+import os
 import re
 import sqlite3
 import time
@@ -184,28 +185,94 @@ def _create_views(conn: sqlite3.Connection) -> None:
         JOIN (SELECT MAX(id) AS id FROM runs GROUP BY torch_build_id, {_row_columns()}) newest ON newest.id = s.id""")
 
 
-def open_db(path: str | Path, create: bool = True) -> sqlite_utils.Database:
-    """Open (and migrate) the DB at ``path``; StoreError with a one-line reason when unusable."""
+def explain(exc: sqlite3.Error, path: Path) -> str:
+    """One line that says what is wrong with the DB at ``path``, from SQLite's own error."""
+    message = str(exc)
+    lowered = message.lower()
+    if "not a database" in lowered or "file is encrypted" in lowered:
+        return f"{path} is not a diag database ({message})"
+    if "malformed" in lowered or "corrupt" in lowered:
+        return f"{path} is damaged ({message}); restore it from a copy"
+    if "readonly" in lowered or "read-only" in lowered:
+        return f"{path} is read-only: diag can read it but not add runs to it ({message})"
+    if "disk is full" in lowered or "no space" in lowered:
+        return f"the disk holding {path} is full ({message})"
+    if "unable to open" in lowered:
+        return f"cannot open {path}: is its folder readable and writable? ({message})"
+    return f"{path}: {message}"
+
+
+def open_db(path: str | Path, create: bool = True, readonly: bool = False) -> sqlite_utils.Database:
+    """Open (and migrate) the DB at ``path``; StoreError with a one-line reason when unusable.
+
+    ``readonly`` opens without ever writing to the file: a DB of an older schema is then migrated
+    in a copy held in memory, so that inputs (merge's shards, a read-only history) stay untouched.
+    A DB this call created and could not set up is removed again.
+    """
     path = Path(path)
-    if not path.exists() and not create:
+    existed = path.exists()
+    if not existed and not create:
         raise StoreError(f"no database at {path}")
-    if path.exists() and path.is_dir():
+    if existed and path.is_dir():
         raise StoreError(f"{path} is a directory, not a database")
     try:
+        return _open(path, readonly and existed)
+    except sqlite3.Error as exc:
+        if not existed:
+            _remove_db_files(path)
+        raise StoreError(explain(exc, path)) from exc
+    except StoreError:
+        if not existed:
+            _remove_db_files(path)
+        raise
+
+
+def _open(path: Path, readonly: bool) -> sqlite_utils.Database:
+    if readonly:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=60)
+    else:
         conn = sqlite3.connect(str(path), timeout=60)
-        conn.execute("PRAGMA busy_timeout = 60000")
-        tables = _tables(conn)
-    except sqlite3.DatabaseError as exc:
-        raise StoreError(f"{path} is not a diag database ({exc})") from exc
+    conn.execute("PRAGMA busy_timeout = 60000")
+    tables = _tables(conn)
     db = sqlite_utils.Database(conn)
     _check_known(db, tables, path)
     if any(name not in _applied(db, tables) for name, _ in MIGRATIONS):
-        try:
-            _migrate(conn, db, path)
-        except sqlite3.OperationalError as exc:
-            raise StoreError(f"cannot write to {path}: {exc}") from exc
+        if readonly:
+            memory = sqlite3.connect(":memory:")
+            conn.backup(memory)
+            conn.close()
+            conn, db = memory, sqlite_utils.Database(memory)
+        _migrate(conn, db, path)
     conn.execute("PRAGMA foreign_keys = ON")
     return db
+
+
+def _remove_db_files(path: Path) -> None:
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        try:
+            os.unlink(f"{path}{suffix}")
+        except OSError:
+            pass
+
+
+def check_writable(path: str | Path) -> None:
+    """StoreError unless runs can be added to the existing DB at ``path``: a write, rolled back."""
+    db = open_db(path, create=False)
+    conn = db.conn
+    level = conn.isolation_level
+    conn.isolation_level = None
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            # A lock alone does not tell: a connection SQLite opened read-only can take one.
+            conn.execute("CREATE TABLE diag_write_check (x)")
+        finally:
+            conn.execute("ROLLBACK")
+    except sqlite3.Error as exc:
+        raise StoreError(explain(exc, Path(path))) from exc
+    finally:
+        conn.isolation_level = level
+        conn.close()
 
 
 def _tables(conn: sqlite3.Connection) -> set[str]:
@@ -248,6 +315,8 @@ def _use_wal(conn: sqlite3.Connection, patience_s: float = 60.0) -> None:
     The switch needs every other connection gone and SQLite does not wait for that on its own
     (no busy handler), so it is retried until this or another process has made it.
     """
+    if conn.execute("PRAGMA journal_mode").fetchone()[0] == "memory":
+        return  # a DB held in memory (a read-only input's migrated copy) has no journal file
     deadline = time.monotonic() + patience_s
     while conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
         try:
@@ -344,15 +413,20 @@ def _write_run(conn: sqlite3.Connection, record: RunRecord) -> int:
 
 
 def save_run(db: sqlite_utils.Database, record: RunRecord) -> int:
-    """Write a run and all its child rows in one transaction; returns the run id."""
-    with db.conn:
-        return _write_run(db.conn, record)
+    """Write a run and all its child rows in one transaction; returns the run id.
+
+    StoreError with one line (a full disk, a read-only file, ...) when it cannot: nothing is written then.
+    """
+    return save_runs(db, [record])[0]
 
 
 def save_runs(db: sqlite_utils.Database, records: Iterable[RunRecord]) -> list[int]:
-    """Write many runs in one transaction (bulk loads: merges, benchmarks)."""
-    with db.conn:
-        return [_write_run(db.conn, record) for record in records]
+    """Write many runs in one transaction (bulk loads: merges, benchmarks); all or none."""
+    try:
+        with db.conn:
+            return [_write_run(db.conn, record) for record in records]
+    except sqlite3.Error as exc:
+        raise StoreError(explain(exc, path_of(db))) from exc
 
 
 def get_run(db: sqlite_utils.Database, run_id: int) -> Optional[dict[str, Any]]:
@@ -453,11 +527,22 @@ def merge(target: sqlite_utils.Database, shard: sqlite_utils.Database) -> tuple[
 
     Returns (added, already present). Merging the same shard twice adds nothing.
     """
-    known = {row[0] for row in target.execute("SELECT uid FROM runs")}
-    fresh = [record for record in run_records(shard) if record.run["uid"] not in known]
-    seen = sum(1 for _ in shard.execute("SELECT 1 FROM runs")) - len(fresh)
+    try:
+        verdict = str(shard.execute("PRAGMA quick_check").fetchone()[0])
+        if verdict != "ok":
+            raise StoreError(f"the shard is damaged ({verdict.splitlines()[0]}); nothing merged")
+        known = {row[0] for row in target.execute("SELECT uid FROM runs")}
+        fresh = [record for record in run_records(shard) if record.run["uid"] not in known]
+        seen = sum(1 for _ in shard.execute("SELECT 1 FROM runs")) - len(fresh)
+    except sqlite3.DatabaseError as exc:
+        raise StoreError(f"the shard cannot be read ({exc}); nothing merged") from exc
     save_runs(target, fresh)
     return len(fresh), seen
+
+
+def path_of(db: sqlite_utils.Database) -> Path:
+    """The file behind ``db`` (empty for a DB held in memory)."""
+    return Path(db.conn.execute("PRAGMA database_list").fetchone()[2] or "")
 
 
 def find_build(db: sqlite_utils.Database, ref: str) -> dict[str, Any]:

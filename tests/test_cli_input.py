@@ -26,6 +26,16 @@ def assert_one_line_error(done, *fragments: str) -> None:
     (["--case", "append_last", "--device", "tpu"], ["--device"]),
     (["--case", "append_last", "--torch", "2.x.y"], ["malformed torch spec '2.x.y'"]),
     (["--case", "append_last", "--torch", "/no/such/python"], ["no executable python"]),
+    (["--case", "append_last", "--new-tokens", str(10**30)], ["--new-tokens", "1048576"]),
+    (["--case", "append_last", "--prompt-length", "2000", "--new-tokens", "100"],
+     ["2100 positions; the model holds 2048"]),
+    (["--case", "append_last", "--batch-size", "99999"], ["--batch-size"]),
+    (["--case", "append_last", "--seed", str(2**64)], ["--seed"]),
+    (["--case", "append_last", "--sweep", "batch", "--sweep-values", "1,100000"], ["--sweep-values", "4096"]),
+    (["--case", "append_last", "--mode", "bogus-mode"], ["--mode", "bogus-mode"]),
+    (["--case", "append_last", "--device", "cuda:abc"], ["--device", "cuda:abc"]),
+    # An index no machine has: "sees no CUDA device" here, "only N CUDA device(s) visible" on a GPU host.
+    (["--case", "append_last", "--device", "cuda:4095"], ["--device cuda:4095", "CUDA device"]),
 ])
 def test_run_rejects_bad_input_before_writing(tmp_path, args, fragments):
     db = tmp_path / "x.db"
@@ -79,3 +89,57 @@ def test_more_bad_input_is_one_line(tmp_path, args, fragment):
         else diag(*args, cwd=tmp_path, check=False)
     assert_one_line_error(done, fragment)
     assert not (tmp_path / "x.db").exists()
+
+
+def test_model_folder_that_is_not_a_checkpoint(tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    done = diag("run", "--case", "append_last", "--model", str(empty), "--db", str(tmp_path / "x.db"), cwd=tmp_path,
+                check=False)
+    assert_one_line_error(done, "has no config.json")
+    (empty / "config.json").write_text("{}")
+    done = diag("run", "--case", "append_last", "--model", str(empty), "--db", str(tmp_path / "x.db"), cwd=tmp_path,
+                check=False)
+    assert_one_line_error(done, "no weights")
+    assert not (tmp_path / "x.db").exists()
+
+
+def test_junit_into_a_missing_folder(tmp_path):
+    from conftest import cli
+
+    done = cli("check", "--db", str(tmp_path / "absent.db"), "--junit", str(tmp_path / "nodir" / "j.xml"))
+    assert done.exit_code == 1 and "nodir" in done.output and "does not exist" in done.output
+
+
+def test_messages_when_there_is_nothing_to_show(recorded_db, tmp_path):
+    from conftest import cli
+
+    done = cli("runs", "--db", str(recorded_db), "--case", "no_such_case")
+    assert done.exit_code == 0 and done.stdout == "" and "no runs of case no_such_case" in done.stderr
+    single = tmp_path / "one.db"
+    from conftest import RECORDED, recorded, replay
+
+    replay([recorded("append_last-fullgraph", tmp_path / "runs")], single)
+    done = cli("check", "--db", str(single))
+    assert done.exit_code == 0 and "nothing to compare" in done.output and "no regressions" not in done.output
+    assert RECORDED.is_dir()
+
+
+def test_compare_of_runs_of_different_rows_says_so(recorded_db):
+    from conftest import cli
+
+    done = cli("compare", "1", "2", "--db", str(recorded_db))
+    assert "different rows: fullgraph 1 -> 0" in done.output
+
+
+def test_report_refuses_to_overwrite_files_it_did_not_write(recorded_db, tmp_path):
+    from conftest import cli
+
+    out = tmp_path / "site"
+    (out / "runs").mkdir(parents=True)
+    (out / "index.html").write_text("my own page")
+    (out / "runs" / "1.html").write_text("my own run page")
+    done = cli("report", "--db", str(recorded_db), "--out", str(out))
+    assert done.exit_code == 1 and "did not write" in done.output and "index.html" in done.output
+    assert (out / "index.html").read_text() == "my own page"
+    assert sorted(p.name for p in out.rglob("*")) == ["1.html", "index.html", "runs"]

@@ -80,6 +80,6 @@ def test_every_finding_field_is_a_column_of_its_table(tmp_path):
         assert set(records.KINDS[kind.record].fields) | {"extra"} <= columns, kind.table
         assert kind.count_column in db["runs"].columns_dict
     run_columns = set(db["runs"].columns_dict)
-    verdict = set(records.KINDS[records.RESULT].fields) - {"collector_errors", "log_records"}
+    verdict = set(records.KINDS[records.RESULT].fields) - {"collector_errors", "log_records", "environment_error"}
     assert verdict <= run_columns
     assert {"oracle_equal", "tokens_equal", "eager_margin", "first_differing_step"} <= run_columns

@@ -64,7 +64,7 @@ def test_a_failing_child_row_leaves_no_run(tmp_path):
     db = store.open_db(tmp_path / "a.db")
     broken = record()
     broken.hidden_errors = [{"no_such_column": 1}]
-    with pytest.raises(sqlite3.OperationalError):
+    with pytest.raises(store.StoreError, match="no_such_column"):
         store.save_run(db, broken)
     assert store.table_counts(db) == {"runs": 0, "graph_breaks": 0, "recompiles": 0, "hidden_errors": 0,
                                       "timings": 0, "frames": 0}

@@ -2,7 +2,7 @@
 
     python -m diag.probe diagnose --spec spec.json --out results.jsonl --artifacts DIR
     python -m diag.probe time     --spec spec.json --out results.jsonl
-    python -m diag.probe check    --out checks.jsonl CASE_FILE...
+    python -m diag.probe check    --out checks.jsonl [--device cuda:0 ...] [CASE_FILE ...]
     python -m diag.probe run      --spec spec.json --dir RUN_DIR --timeout S [--no-timing]
 
 ``run`` is what the orchestrator starts: both passes forked from one import (supervise.py).
@@ -34,16 +34,34 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     run.add_argument("--dir", required=True)
     run.add_argument("--timeout", type=float, required=True, help="seconds each pass may take")
     run.add_argument("--no-timing", action="store_true")
-    check = sub.add_parser("check", help="import case files; a case_check record per file")
+    check = sub.add_parser("check", help="before a run: a case_check record per case file, a device_check per device")
     check.add_argument("--out", required=True)
-    check.add_argument("files", nargs="+")
+    check.add_argument("--device", action="append", default=[])
+    check.add_argument("files", nargs="*")
     return parser.parse_args(argv)
 
 
-def _check(files: list[str], out: str) -> int:
+def _device_error(device: str) -> str | None:
+    """Why this torch cannot run on ``device`` (cpu, cuda, cuda:N), or None."""
+    if not device.startswith("cuda"):
+        return None
+    import torch
+
+    if not torch.cuda.is_available():
+        return f"--device {device}: torch {torch.__version__} in {sys.executable} sees no CUDA device"
+    index = int(device.partition(":")[2] or 0)
+    if index >= torch.cuda.device_count():
+        return f"--device {device}: only {torch.cuda.device_count()} CUDA device(s) visible"
+    return None
+
+
+def _check(files: list[str], devices: list[str], out: str) -> int:
     from diag.probe.cases import CaseError, load_case_file
 
     with records.Writer(out) as writer:
+        for device in devices:
+            error = _device_error(device)
+            writer.write(records.DEVICE_CHECK, device=device, ok=error is None, error=error)
         for file in files:
             try:
                 writer.write(records.CASE_CHECK, file=file, ok=True, name=load_case_file(file).name)
@@ -55,7 +73,7 @@ def _check(files: list[str], out: str) -> int:
 def main(argv: list[str]) -> int:
     args = _parse(argv)
     if args.command == "check":
-        return _check(args.files, args.out)
+        return _check(args.files, args.device, args.out)
     if args.command == "run":
         from diag.probe import supervise
 

@@ -15,20 +15,13 @@ from typing import Optional
 import torch
 import torch.nn.functional as F
 
+from diag.probe.session import TINY_LLAMA
+
 # Random weights give near-uniform logits whose top two can tie within float
 # noise; scaling the output projection separates them so that an argmax flip
 # means a real numerical difference, not a different reduction order.
 LOGIT_SHARPEN = 50.0
 
-TINY = dict(
-    vocab_size=512,
-    hidden_size=64,
-    intermediate_size=172,
-    num_hidden_layers=2,
-    num_attention_heads=4,
-    num_key_value_heads=2,
-    max_position_embeddings=2048,
-)
 
 
 def build_model(model_path: Optional[str], dtype: torch.dtype, device: str, seed: int):
@@ -39,7 +32,7 @@ def build_model(model_path: Optional[str], dtype: torch.dtype, device: str, seed
         model = LlamaForCausalLM.from_pretrained(model_path, torch_dtype=dtype)
     else:
         torch.manual_seed(seed)
-        model = LlamaForCausalLM(LlamaConfig(**TINY))
+        model = LlamaForCausalLM(LlamaConfig(**TINY_LLAMA))
         with torch.no_grad():
             model.lm_head.weight.mul_(LOGIT_SHARPEN)
         model = model.to(dtype)

@@ -64,19 +64,21 @@ CORRECTNESS = _kind("correctness", "compiled tokens and logits against eager",
 RESULT = _kind("result", "the diagnosis pass's verdict: one status (see statuses.py) and its evidence",
                status="str", graph_count="int?", graph_break_count="int?", ops_captured="int?", counters="dict?",
                log_records="int?", collector_errors="list?", error_type="str?", error_message="str?",
-               traceback="str?", error_location="str?", error_key="str?")
+               traceback="str?", error_location="str?", error_key="str?", environment_error="str?")
 TIMING = _kind("timing", "per-token samples of one mode (eager or compiled) from the timing pass",
                mode="str", memory_kind="str", peak_memory_mb="float", first_total_s="float?",
                totals_s="list", step_samples_s="list", host_samples_s="list", median_ms_per_token="float?",
                compile_s="float?", compile_warm_s="float?")
 TIMING_ERROR = _kind("timing_error", "why the timing pass could not time a mode",
-                     mode="str", error_type="str", error_message="str", traceback="str?")
+                     mode="str", error_type="str", error_message="str", traceback="str?", environment_error="str?")
 # How a process ended: each pass as the probe saw it (passes.jsonl), and the probe itself as the
 # orchestrator saw it (probe.jsonl), so that a run directory alone holds everything a run is made of.
 EXIT = _kind("exit", "how one process ended: a pass, or the probe process",
              name="str", returncode="int?", signal="int?", timed_out="bool", duration_s="float")
 CASE_CHECK = _kind("case_check", "whether a case file imports and registers one case in the target environment",
                    file="str", ok="bool", name="str?", error="str?")
+DEVICE_CHECK = _kind("device_check", "whether the target environment's torch can use a device",
+                     device="str", ok="bool", error="str?")
 
 
 class RecordError(ValueError):

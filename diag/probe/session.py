@@ -5,7 +5,9 @@ Imports: standard library, torch, transformers (through ``llama``).
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import platform
 import sys
 import traceback
@@ -14,6 +16,19 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from diag.probe.cases import Case, Generation, wall_clock
+
+# The default model: a small random Llama that runs on a 2-core CPU in seconds. Standard-library data,
+# so that the orchestrator can bound --prompt-length and --new-tokens by it without importing torch.
+TINY_LLAMA = dict(
+    vocab_size=512,
+    hidden_size=64,
+    intermediate_size=172,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    max_position_embeddings=2048,
+)
+MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
 DTYPES = {"float32": "float32", "fp32": "float32", "float16": "float16", "fp16": "float16",
           "bfloat16": "bfloat16", "bf16": "bfloat16"}
@@ -78,11 +93,36 @@ def build() -> dict[str, Any]:
     return info
 
 
+# errno values that say the machine failed the run (a full disk or temp folder, a read-only mount,
+# no file handles left), not torch: such a run is a tool error, never a compile finding.
+ENVIRONMENT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EMFILE, errno.ENFILE}
+
+
+def environment_error(exc: BaseException) -> Optional[str]:
+    """The machine fault behind ``exc``, searched along its causes and contexts, or None."""
+    seen: set[int] = set()
+    current: Optional[BaseException] = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, OSError) and current.errno in ENVIRONMENT_ERRNOS:
+            where = f": {current.filename}" if current.filename else ""
+            return f"{os.strerror(current.errno)}{where}"
+        # A compiler run in a subprocess (inductor's C++ build) reports the fault only as text.
+        for line in str(current).splitlines():
+            for code in ENVIRONMENT_ERRNOS:
+                if os.strerror(code) in line:
+                    return f"{os.strerror(code)} (in {type(current).__name__}: {line.strip()[:200]})"
+        inner = getattr(current, "inner_exception", None)
+        current = inner if isinstance(inner, BaseException) else (current.__cause__ or current.__context__)
+    return None
+
+
 def exception_info(exc: BaseException) -> dict[str, Any]:
     return {
         "error_type": type(exc).__name__,
         "error_message": str(exc),
         "traceback": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
+        "environment_error": environment_error(exc),
     }
 
 

@@ -26,6 +26,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import traceback
 from pathlib import Path
@@ -34,6 +35,7 @@ from typing import Optional
 from diag.probe import records
 
 POLL_S = 0.05
+LIFELINE_VARIABLE = "DIAG_LIFELINE_FD"
 
 
 def preload() -> None:
@@ -55,6 +57,27 @@ def quiet_structured_trace() -> None:
     trace_log = getattr(internal, "trace_log", None)
     for handler in list(getattr(trace_log, "handlers", [])):
         trace_log.removeHandler(handler)
+
+
+def watch_lifeline() -> None:
+    """Die with the orchestrator: at EOF on the pipe it holds the other end of, kill this process group.
+
+    The orchestrator may be killed with no chance to clean up (SIGKILL, an OOM kill); the kernel
+    then closes its end of the pipe, and the passes and compile workers go with this probe.
+    """
+    fd = os.environ.pop(LIFELINE_VARIABLE, None)
+    if not fd:
+        return
+
+    def watch() -> None:
+        try:
+            while os.read(int(fd), 1):
+                pass
+        except OSError:
+            pass
+        os.killpg(os.getpgrp(), signal.SIGKILL)
+
+    threading.Thread(target=watch, name="diag-lifeline", daemon=True).start()
 
 
 def _become_subreaper() -> None:
@@ -171,6 +194,7 @@ def run_pass(name: str, argv: list[str], run_dir: Path, timeout_s: float, log: r
 
 
 def main(spec: str, run_dir: Path, timeout_s: float, timing: bool) -> int:
+    watch_lifeline()
     _become_subreaper()
     preload()
     passes = []

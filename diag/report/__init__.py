@@ -152,9 +152,17 @@ def _index(matrix: Matrix) -> dict[str, Any]:
     }
 
 
+class ReportError(Exception):
+    """The site cannot be written where asked; one line that says why."""
+
+
 def publish(files: dict[str, str], out_dir: Path) -> dict[str, int]:
-    """Write ``files`` under ``out_dir``; remove only files an earlier publish wrote that are now stale."""
-    out_dir.mkdir(parents=True, exist_ok=True)
+    """Write ``files`` under ``out_dir``; remove only files an earlier publish wrote that are now stale.
+
+    The manifest of the previous publish says which files diag wrote. A file that is there and is
+    not in it belongs to someone else: ReportError, before anything is written, if diag would
+    overwrite it.
+    """
     manifest_path = out_dir / MANIFEST
     previous: list[str] = []
     if manifest_path.exists():
@@ -162,6 +170,12 @@ def publish(files: dict[str, str], out_dir: Path) -> dict[str, int]:
             previous = json.loads(manifest_path.read_text(encoding="utf-8"))
         except (json.JSONDecodeError, UnicodeDecodeError):
             previous = []
+    foreign = sorted(r for r in files if (out_dir / r).exists() and r not in set(previous))
+    if foreign:
+        shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
+        raise ReportError(f"{out_dir} holds files diag did not write that the report would overwrite ({shown}); "
+                          "move them or choose another --out")
+    out_dir.mkdir(parents=True, exist_ok=True)
     for relative, content in files.items():
         target = out_dir / relative
         target.parent.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,185 @@
+"""Full disks, read-only and damaged databases, and a killed orchestrator: one line, nothing lost, no orphan.
+
+Real faults: tmpfs mounts of a few MB for full disks, ``chattr +i`` for files nothing may
+write (root ignores plain permissions), bytes overwritten in a real SQLite file, a real
+SIGKILL. The mounts and chattr need root (CI runs as root); elsewhere these tests skip.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, TEST_CASES, cli, recorded, replay
+from diag import store
+
+ROOT = os.geteuid() == 0 and shutil.which("mount") and shutil.which("chattr")
+pytestmark = pytest.mark.skipif(not ROOT, reason="mounting tmpfs and chattr +i need root")
+FAST = ["--backend", "eager", "--fullgraph", "--no-timing", "--new-tokens", "3", "--prompt-length", "6"]
+
+
+@contextlib.contextmanager
+def tmpfs(where: Path, size: str):
+    where.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)], check=True)
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+@contextlib.contextmanager
+def immutable(*paths: Path):
+    for path in paths:
+        subprocess.run(["chattr", "+i", str(path)], check=True)
+    try:
+        yield
+    finally:
+        for path in paths:
+            subprocess.run(["chattr", "-i", str(path)], check=False)
+
+
+def fill(folder: Path) -> None:
+    with open(folder / "filler", "ab") as handle:
+        with contextlib.suppress(OSError):
+            while True:
+                handle.write(b"\0" * 65536)
+                handle.flush()
+
+
+def digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def one_db(tmp_path: Path, name: str = "one.db") -> Path:
+    db = tmp_path / name
+    replay([recorded("append_last-fullgraph", tmp_path / f"{name}.runs")], db)
+    store.open_db(db).conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    return db
+
+
+def diag_main(*args: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "diag", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=600, env={**os.environ, **(env or {})})
+
+
+def assert_one_line(done: subprocess.CompletedProcess, *fragments: str) -> None:
+    assert done.returncode != 0 and "Traceback" not in done.stderr, done.stderr[-3000:]
+    lines = [line for line in done.stderr.splitlines() if line.startswith("Error:")]
+    assert len(lines) == 1, done.stderr
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+
+
+def test_a_read_only_db_is_read_but_never_written(tmp_path):
+    db = one_db(tmp_path)
+    before = digest(db)
+    with immutable(db):
+        listed = cli("runs", "--db", str(db), "--json")
+        assert listed.exit_code == 0 and len(json.loads(listed.stdout)) == 1
+        assert cli("report", "--db", str(db), "--out", str(tmp_path / "site")).exit_code == 0
+        done = diag_main("run", "--case", "append_last", *FAST, "--db", str(db), cwd=tmp_path)
+        assert_one_line(done, "read-only")
+        assert "running" not in done.stderr  # refused before any probe started
+        done = diag_main("merge", str(db), str(one_db(tmp_path, "other.db")), cwd=tmp_path)
+        assert_one_line(done, "read-only")
+    assert digest(db) == before
+    assert len(list((tmp_path / "one.db.runs").iterdir())) == 1
+
+
+def test_merge_reads_shards_without_writing_them_even_of_an_old_schema(tmp_path):
+    shard, old = one_db(tmp_path, "shard.db"), tmp_path / "old.db"
+    shutil.copy(REPO / "tests" / "fixtures" / "schema_v1.db", old)
+    before = digest(shard), digest(old)
+    with immutable(shard, old):
+        done = cli("merge", str(tmp_path / "history.db"), str(shard), str(old), "--json")
+        assert done.exit_code == 0, done.output
+        assert [s["added"] for s in json.loads(done.stdout)] == [1, 1]
+    assert (digest(shard), digest(old)) == before
+
+
+def test_a_damaged_shard_is_refused_and_the_history_is_untouched(tmp_path):
+    history, shard = one_db(tmp_path, "history.db"), one_db(tmp_path, "shard.db")
+    data = bytearray(shard.read_bytes())
+    page = 4096
+    assert len(data) > 4 * page
+    data[2 * page:len(data) - page] = os.urandom(len(data) - 3 * page)
+    shard.write_bytes(bytes(data))
+    before = store.table_counts(store.open_db(history))
+    done = diag_main("merge", str(history), str(shard), cwd=tmp_path)
+    assert_one_line(done, "shard.db", "damaged")
+    assert store.table_counts(store.open_db(history)) == before
+    assert store.integrity(store.open_db(history)) == "ok"
+
+
+def test_a_full_disk_before_the_run_leaves_no_file(tmp_path):
+    with tmpfs(tmp_path / "small", "2m") as disk:
+        done = diag_main("run", "--case", "append_last", *FAST, "--db", str(disk / "x.db"), cwd=tmp_path)
+        assert_one_line(done, "is full")
+        fill(disk)
+        with pytest.raises(store.StoreError, match="full"):
+            store.open_db(disk / "y.db")
+        assert sorted(p.name for p in disk.iterdir()) == ["filler"]
+
+
+def test_a_disk_that_fills_during_the_run_is_one_line_and_leaves_no_orphan(tmp_path):
+    with tmpfs(tmp_path / "disk", "64m") as disk:
+        db = disk / "x.db"
+        store.open_db(db)
+        done = diag_main("run", "--case", str(TEST_CASES / "fill_disk.py"), *FAST, "--db", str(db), cwd=tmp_path,
+                         env={"DIAG_FILL_PATH": str(disk / "filler")})
+        # Caught writing the run directory, or at the final save: either way one line naming the fault.
+        assert_one_line(done)
+        assert "No space left on device" in done.stderr or "is full" in done.stderr
+        (disk / "filler").unlink()
+        handle = store.open_db(db)
+        assert handle["runs"].count == 0 and store.integrity(handle) == "ok"
+        assert list((disk / "x.runs").iterdir()) == []
+
+
+def _probes_of(marker: str) -> list[str]:
+    listing = subprocess.run(["ps", "-ww", "-eo", "pid,args"], capture_output=True, text=True).stdout
+    return [line for line in listing.splitlines() if "diag.probe" in line and marker in line]
+
+
+@pytest.mark.slow
+def test_probes_die_with_a_killed_orchestrator(tmp_path):
+    db = tmp_path / "orphans.db"
+    process = subprocess.Popen([sys.executable, "-m", "diag", "run", "--case", str(TEST_CASES / "hang.py"), *FAST,
+                                "--timeout", "600", "--db", str(db)], cwd=tmp_path, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while not _probes_of(str(tmp_path)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _probes_of(str(tmp_path)), "the probe never started"
+    time.sleep(3)  # inside the hanging compiled pass by now
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    deadline = time.monotonic() + 15
+    while _probes_of(str(tmp_path)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _probes_of(str(tmp_path)) == []
+
+
+@pytest.mark.slow
+def test_a_full_temp_folder_is_a_tool_error_not_a_compile_error(tmp_path):
+    """Inductor writes its kernels under $TMPDIR; a full one is the machine's fault, never stored as torch's."""
+    with tmpfs(tmp_path / "tmp", "1m") as temp:
+        fill(temp)
+        db = tmp_path / "t.db"
+        done = diag_main("run", "--case", "append_last", "--fullgraph", "--backend", "inductor", "--new-tokens", "3",
+                         "--prompt-length", "6", "--repeats", "1", "--timing-seconds", "0", "--db", str(db),
+                         cwd=tmp_path, env={"TMPDIR": str(temp)})
+        assert_one_line(done, "No space left on device", "nothing stored for it")
+    assert store.open_db(db)["runs"].count == 0
+    assert list((tmp_path / "t.runs").iterdir()) == []
