@@ -33,7 +33,7 @@ def generate(case, model, ids, mask, new_tokens, compile_fn):
 def main():
     name, backend, new_tokens, repeats = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
     seconds = float(sys.argv[5]) if len(sys.argv) > 5 else 1.0
-    case = load_case_file(str(REPO / "cases" / f"{name}.py"))
+    case = load_case_file(str(REPO / "diag" / "cases" / f"{name}.py"))
     model = llama.build_model(None, torch.float32, "cpu", 0)
     ids, mask = llama.make_prompt(1, 16, model.config.vocab_size, 0, "cpu")
     for mode, compile_fn in (("eager", lambda fn: fn),

@@ -60,7 +60,7 @@ def main() -> None:
     parser.add_argument("--out", default=None, help="write the raw trace here as JSON")
     args = parser.parse_args()
     torch.set_num_threads(1)
-    case = load_case_file(str(REPO / "cases" / "append_last.py"))
+    case = load_case_file(str(REPO / "diag" / "cases" / "append_last.py"))
     workload = Workload(Spec("append_last", case.path, Config(backend="eager", new_tokens=8, threads=1)), case)
     refs = candidates()
 

@@ -280,7 +280,7 @@ def run_command(case_values: tuple[str, ...], torch_specs: tuple[str, ...], extr
     if as_json:
         click.echo(json.dumps([_public(row) for row in recorded], indent=2, default=str))
     if recorded:
-        _progress(f"recorded {len(recorded)} runs in {db_path}, run directories in "
+        _progress(f"recorded {len(recorded)} run{'' if len(recorded) == 1 else 's'} in {db_path}, run directories in "
                   f"{artifacts_root(Path(db_path).resolve())}/; next: diag show {recorded[-1]['id']} --db {db_path}, "
                   f"diag report --db {db_path}")
     if env_failures:

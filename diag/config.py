@@ -11,9 +11,9 @@ DEFAULT_TIMEOUT_S = 900.0
 
 
 def cases_dir() -> Path:
-    """The built-in cases: ``cases/`` beside the package, or ``DIAG_CASES_DIR``."""
+    """The built-in cases: ``diag/cases/``, shipped in the package, or ``DIAG_CASES_DIR``."""
     override = os.environ.get("DIAG_CASES_DIR")
-    return Path(override) if override else PACKAGE_ROOT.parent / "cases"
+    return Path(override) if override else PACKAGE_ROOT / "cases"
 
 
 def diag_home() -> Path:

@@ -57,9 +57,9 @@ class TorchEnv:
         return [self.python, "-m", "diag.probe", *args]
 
     def probe_environ(self) -> dict[str, str]:
-        """The caller's environment plus the probe package on PYTHONPATH (nothing else of diag's)."""
+        """The caller's environment plus the diag package on PYTHONPATH (nothing of diag's dependencies)."""
         env = dict(os.environ)
-        root = str(PACKAGE_ROOT.parent)
+        root = str(probe_path())
         env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
         env.setdefault("PYTHONUNBUFFERED", "1")
         return env
@@ -79,6 +79,28 @@ class Request:
     @property
     def kind(self) -> str:
         return spec_kind(self.spec)
+
+
+def probe_path() -> Path:
+    """A folder that holds the diag package alone, for the probe's PYTHONPATH.
+
+    Installed from a wheel, diag's parent folder is a site-packages full of the orchestrator's
+    dependencies, which must not shadow the target environment's own. A link named ``diag`` in a
+    folder of its own exposes the package and nothing beside it. Where links cannot be made,
+    the package's parent folder is used.
+    """
+    folder = diag_home() / "probe-path" / hashlib.sha1(str(PACKAGE_ROOT).encode()).hexdigest()[:12]
+    link = folder / "diag"
+    if link.exists():
+        return folder
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(PACKAGE_ROOT, target_is_directory=True)
+    except FileExistsError:
+        pass
+    except OSError:
+        return PACKAGE_ROOT.parent
+    return folder
 
 
 def spec_kind(spec: str) -> str:

@@ -61,7 +61,9 @@ OPTIONS = {options!r}
 WORKLOAD = {workload!r}
 SOURCES = {sources}
 
-folder = Path(tempfile.mkdtemp(prefix="repro-"))
+# Removed again when the script ends, however it ends.
+carried = tempfile.TemporaryDirectory(prefix="repro-")
+folder = Path(carried.name)
 for name, text in SOURCES.items():
     (folder / name).write_text(text, encoding="utf-8")
 sys.path.insert(0, str(folder))

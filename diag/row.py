@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, NamedTuple, Optional
 
-BUILTIN = "builtin"  # case_source of the cases shipped in cases/; a user case file's is its path
+BUILTIN = "builtin"  # case_source of the cases shipped in diag/cases/; a user case file's is its path
 SIZES = {"batch_size": "b", "prompt_length": "p", "new_tokens": "n"}
 
 

@@ -23,7 +23,7 @@ def test_probe_modules_import_without_orchestrator_packages():
 
 
 def test_cases_do_not_import_orchestrator_packages():
-    for file in sorted((REPO / "cases").glob("*.py")):
+    for file in sorted((REPO / "diag" / "cases").glob("*.py")):
         source = file.read_text()
         for name in ORCHESTRATOR_ONLY:
             assert f"import {name}" not in source and f"from {name}" not in source, file

@@ -139,7 +139,9 @@ def test_run_records_one_real_eager_run(tmp_path):
                "2", "--prompt-length", "4", "--db", str(db), "--json")
     run, = json.loads(done.stdout)
     assert (run["status"], run["case_source"], run["graph_break_count"]) == ("pass", "builtin", 0)
-    assert run["case_path"] == str(REPO / "cases" / "append_last.py")
+    assert f"recorded 1 run in {db}" in done.stderr and f"next: diag show {run['id']} --db {db}" in done.stderr
+    assert run["artifacts_dir"].startswith(str(tmp_path / "one.runs"))
+    assert run["case_path"] == str(REPO / "diag" / "cases" / "append_last.py")
 
 
 def test_env_add_and_rm_refuse_what_they_cannot_do():
@@ -149,3 +151,21 @@ def test_env_add_and_rm_refuse_what_they_cannot_do():
     assert done.exit_code == 1 and "malformed torch spec" in done.output
     done = cli("env", "rm", "nope")
     assert done.exit_code == 1 and "no provisioned environment named 'nope'" in done.output
+
+
+def test_heartbeat_names_each_running_job_until_it_ends():
+    import time
+
+    from diag.runner import Heartbeat
+
+    said: list[str] = []
+    with Heartbeat(said.append, interval_s=0.05) as heartbeat:
+        heartbeat.started(1, "[1/2] append_last")
+        heartbeat.started(2, "[2/2] dynamic_slice")
+        time.sleep(0.3)
+        heartbeat.finished(1)
+        count = len(said)
+        time.sleep(0.3)
+    assert any(line.startswith("[1/2] append_last: still running, ") for line in said[:count])
+    assert not any("append_last" in line for line in said[count + 1:])
+    assert any(line.startswith("[2/2] dynamic_slice: still running") for line in said[count:])

@@ -25,7 +25,7 @@ def test_dynamic_slice_fullgraph_fails_at_the_slicing_line(findings):
     assert run["status"] == "fullgraph_error"
     assert "data-dependent" in run["error_message"]
     file, _, line = run["error_location"].rpartition(":")
-    assert file == str(REPO / "cases" / "dynamic_slice.py")
+    assert file == str(REPO / "diag" / "cases" / "dynamic_slice.py")
     assert ": valid_past_index + 1]" in linecache.getline(file, int(line))
 
 

@@ -126,7 +126,7 @@ def test_a_a_passes_then_a_b_slowdown_and_fullgraph_regression_fail(tmp_path):
     # files that register one name are two rows, never compared with each other.)
     mine = tmp_path / "mine"
     mine.mkdir()
-    (mine / "_shared.py").write_text(f"import sys\nsys.path.insert(0, {str(REPO / 'cases')!r})\n")
+    (mine / "_shared.py").write_text(f"import sys\nsys.path.insert(0, {str(REPO / 'diag' / 'cases')!r})\n")
 
     def run(variant):
         (mine / "ab_variant.py").write_text((AB / f"{variant}.py").read_text())

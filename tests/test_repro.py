@@ -22,8 +22,12 @@ finally:
 def _repro(findings_db, findings, key, tmp_path):
     run = findings[key]
     diag("repro", str(run["id"]), "--db", str(findings_db), "-o", str(tmp_path / "repro.py"), cwd=tmp_path)
-    return subprocess.run([sys.executable, "-c", RUNNER], cwd=tmp_path, capture_output=True, text=True,
-                          timeout=600, env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    done = subprocess.run([sys.executable, "-c", RUNNER], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=600, env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "TMPDIR": str(temp)})
+    assert [p.name for p in temp.iterdir() if p.name.startswith("repro-")] == []  # it cleans up after itself
+    return done
 
 
 def test_repro_of_the_dynamic_slice_fullgraph_failure_raises_the_same_type(findings_db, findings, tmp_path):

@@ -8,7 +8,7 @@ import torch
 
 from diag.probe.cases import case
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "cases"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "diag" / "cases"))
 import append_last  # noqa: E402
 import dynamic_slice  # noqa: E402
 
