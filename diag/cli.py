@@ -552,7 +552,7 @@ def bisect_command(case_value: str, good: str, bad: str, candidates_file: Option
     try:
         summary = bisect.bisect(db, Path(db_path), refs[0], run_config, candidates, provision, timeout_s,
                                 log=lambda message: _progress(text.safe(message)))
-    except bisect.BisectError as exc:
+    except (bisect.BisectError, runner.EnvironmentFault, store.StoreError) as exc:
         raise _fail(str(exc)) from exc
     if as_json:
         click.echo(json.dumps(summary, indent=2))

@@ -122,6 +122,17 @@ def test_a_damaged_shard_is_refused_and_the_history_is_untouched(tmp_path):
     assert store.integrity(store.open_db(history)) == "ok"
 
 
+def test_a_folder_nothing_may_be_created_in(tmp_path):
+    folder = tmp_path / "locked"
+    folder.mkdir()
+    with immutable(folder):
+        done = diag_main("run", "--case", "append_last", *FAST, "--db", "x.db", cwd=folder)
+        assert_one_line(done, "cannot create database x.db", "not writable")
+        done = diag_main("merge", "x.db", str(one_db(tmp_path)), cwd=folder)
+        assert_one_line(done, "not writable")
+    assert list(folder.iterdir()) == []
+
+
 def test_a_full_disk_before_the_run_leaves_no_file(tmp_path):
     with tmpfs(tmp_path / "small", "2m") as disk:
         done = diag_main("run", "--case", "append_last", *FAST, "--db", str(disk / "x.db"), cwd=tmp_path)
