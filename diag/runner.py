@@ -85,6 +85,10 @@ def _execute(job: Job, run_dir: Path, timeout_s: float, timing: bool, tracker: O
         env = probe_environ(job.env.probe_environ(), run_dir, cold_cache if timing else None)
         # Each pass has its own limit inside the probe; this one only covers the imports around them.
         probe_exit = run_probe(command, run_dir, env, (passes + 1) * timeout_s, "run", tracker)
+    if tracker is not None and tracker.stopped:
+        # The matrix was stopped (Ctrl-C, a failed save) and killed this probe: no run, no directory.
+        shutil.rmtree(run_dir, ignore_errors=True)
+        raise Cancelled(job.label())
     with records.Writer(run_dir / rundir.PROBE_EXIT) as writer:
         writer.write(records.EXIT, **probe_exit)
     return record_of(run_dir, job.env.build)
@@ -117,6 +121,10 @@ def probe_environ(env: dict[str, str], run_dir: Path, inductor_cache: Optional[s
     if inductor_cache is not None:
         clean["TORCHINDUCTOR_CACHE_DIR"] = inductor_cache
     return clean
+
+
+class Cancelled(Exception):
+    """The run's probe was killed because the matrix stopped; nothing of it is kept."""
 
 
 class EnvironmentFault(Exception):

@@ -47,6 +47,9 @@ def test_ctrl_c_kills_probes_keeps_finished_runs_and_leaves_a_consistent_db(tmp_
     handle = store.open_db(db)
     assert [r["case"] for r in handle.query("SELECT \"case\" FROM runs")] == ["append_last"]
     assert store.integrity(handle) == "ok"
+    # The killed run left no directory behind: one directory, the stored run's.
+    stored = [r["uid"] for r in handle.query("SELECT uid FROM runs")]
+    assert [p.name for p in (tmp_path / "int.runs").iterdir()] == stored
 
 
 @pytest.mark.slow
