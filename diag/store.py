@@ -248,6 +248,13 @@ def _open(path: Path, readonly: bool) -> sqlite_utils.Database:
 
 
 def _remove_db_files(path: Path) -> None:
+    """Remove a DB file this process created and could not set up: only while it is still empty,
+    since a process racing to create the same DB may have filled it meanwhile."""
+    try:
+        if path.stat().st_size > 0:
+            return
+    except OSError:
+        return
     for suffix in ("", "-wal", "-shm", "-journal"):
         try:
             os.unlink(f"{path}{suffix}")

@@ -6,7 +6,7 @@ import re
 from typing import Any, Optional
 
 from diag import row as rows
-from diag.probe.statuses import BY_NAME, FINDING_KINDS
+from diag.probe.statuses import BY_NAME
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
@@ -106,10 +106,6 @@ def statuses_table() -> str:
     width = max(len(name) for name in BY_NAME)
     return "\n".join(f"{status.name:<{width}}  {'works' if status.works else 'fails'}  {status.meaning}"
                      for status in BY_NAME.values())
-
-
-def finding_label(table: str) -> str:
-    return next(kind.label for kind in FINDING_KINDS if kind.table == table)
 
 
 def _first_line(text: Optional[str]) -> str:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 class Status:
     name: str
     meaning: str
-    severity: int  # 0 works; higher is worse for the user; a cell with several runs shows its worst
+    severity: int  # 0 works; higher is worse for the user
     colour: str  # the report's badge background
     works: bool  # the row compiles and runs correctly (graph breaks allowed): the gate's "good"
 
@@ -48,12 +48,6 @@ NOT_TIMEABLE = frozenset({EAGER_ERROR, CRASH, TIMEOUT})
 EAGER_ONLY = frozenset({FULLGRAPH_ERROR, COMPILE_ERROR})
 # A run that compiled nothing has no graph-break, recompile or hidden-error counts: "-", not 0.
 NEVER_COMPILED = NOT_TIMEABLE
-
-
-def worst(names: list[str]) -> str:
-    """The most severe of ``names`` (the first of equals, in table order)."""
-    order = {status.name: index for index, status in enumerate(STATUSES)}
-    return max(names, key=lambda name: (BY_NAME[name].severity if name in BY_NAME else 99, -order.get(name, 0)))
 
 
 @dataclass(frozen=True)
