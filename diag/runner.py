@@ -95,16 +95,16 @@ def _execute(job: Job, run_dir: Path, timeout_s: float, timing: bool, tracker: O
 
 
 def record_of(run_dir: Path, fallback_build: Callable[[], dict]) -> RunRecord:
-    """The run a finished run directory holds: its trace read and rendered, then assembled."""
-    frames, notes = trace.collect(run_dir)
+    """The run a finished run directory holds: refused if the machine failed it, else its trace read
+    and rendered, then assembled."""
     files = rundir.load(run_dir)
-    build = {} if files.diagnosis.first(records.BUILD) else fallback_build()
-    record = assemble(files, build, frames, notes)
-    fault = environment_fault(record, files)
+    fault = environment_fault(files)
     if fault is not None:
         shutil.rmtree(run_dir, ignore_errors=True)
         raise EnvironmentFault(fault)
-    return record
+    frames, notes = trace.collect(run_dir)
+    build = {} if files.diagnosis.first(records.BUILD) else fallback_build()
+    return assemble(files, build, frames, notes)
 
 
 # Debug output of any kind slows compilation; none may reach a stored timing. The diagnosis pass
@@ -131,7 +131,7 @@ class EnvironmentFault(Exception):
     """A run failed because of the machine (a full disk), not torch: nothing of it may be stored."""
 
 
-def environment_fault(record: RunRecord, files: "rundir.RunFiles") -> Optional[str]:
+def environment_fault(files: rundir.RunFiles) -> Optional[str]:
     """Why a pass failed on the machine's account (OSError ENOSPC, EROFS, ... in its exception), or None."""
     for outcome in (files.diagnosis, files.timing):
         if outcome is None:
@@ -139,7 +139,7 @@ def environment_fault(record: RunRecord, files: "rundir.RunFiles") -> Optional[s
         for kind in (records.RESULT, records.TIMING_ERROR):
             found = outcome.first(kind)
             if found and found.get("environment_error"):
-                return f"{record.run['case']}: {found['environment_error']}"
+                return f"{files.spec['case']}: {found['environment_error']}"
     return None
 
 
