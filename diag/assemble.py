@@ -176,8 +176,9 @@ def assemble(files: RunFiles, fallback_build: dict[str, Any], frames: Optional[l
 
 
 def _result_extra(diagnosis: PassOutcome) -> Optional[str]:
-    unknown = {kind: records.extra(record) for kind in (records.RESULT, records.CORRECTNESS, records.BUILD)
-               if (record := diagnosis.first(kind)) and records.extra(record)}
+    found = {kind: records.extra(diagnosis.first(kind) or {"kind": kind})
+             for kind in (records.RESULT, records.CORRECTNESS, records.BUILD)}
+    unknown = {kind: fields for kind, fields in found.items() if fields}
     return json.dumps(unknown, default=str) if unknown else None
 
 

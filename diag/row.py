@@ -8,7 +8,7 @@ runs by exactly this tuple, so that none of them can put a batch-8 run in a batc
 
 from __future__ import annotations
 
-from typing import Any, Mapping, NamedTuple, Optional
+from typing import Any, Mapping, NamedTuple
 
 BUILTIN = "builtin"  # case_source of the cases shipped in diag/cases/; a user case file's is its path
 SIZES = {"batch_size": "b", "prompt_length": "p", "new_tokens": "n"}
@@ -71,14 +71,17 @@ def config_label(fields: Mapping[str, Any], sizes: tuple[str, ...] = tuple(SIZES
     return " ".join(str(part) for part in parts)
 
 
-def source_label(case_source: Optional[str]) -> str:
-    """'' for a built-in case, else `` [path]``: a user case named like a built-in is another row."""
-    return "" if case_source in (None, BUILTIN) else f" [{case_source}]"
+def describe(fields: Mapping[str, Any], sizes: tuple[str, ...] = tuple(SIZES)) -> str:
+    """The row but its case name: ``[./mine.py] aot_eager fullgraph cpu float32 b1``. The case's file
+    is named when the case is not built in: a user case named like a built-in is another row."""
+    source = fields.get("case_source")
+    named = [] if source in (None, BUILTIN) else [f"[{source}]"]
+    return " ".join([*named, config_label(fields, sizes)])
 
 
 def label(row: Row) -> str:
     """The whole row for people: ``append_last [./mine.py] aot_eager fullgraph cpu float32 b1 p16 n16``."""
-    return f"{row.case}{source_label(row.case_source)} {config_label(row._asdict())}"
+    return f"{row.case} {describe(row._asdict())}"
 
 
 def differences(before: Row, after: Row) -> list[str]:

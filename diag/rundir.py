@@ -21,6 +21,7 @@ from typing import Any, Optional
 from diag.probe import records
 
 STDERR_TAIL_BYTES = 4000
+PROBE_OUTPUT = "run"  # the probe process's stdout and stderr: run.stdout.txt, run.stderr.txt
 PROBE_EXIT = "probe.jsonl"
 PASS_EXITS = "passes.jsonl"
 SPEC = "spec.json"
@@ -70,7 +71,7 @@ def pass_outcome(run_dir: Path, name: str, exits: list[dict[str, Any]], probe_ex
     if exit_record is not None:
         return PassOutcome(exit_record["returncode"], exit_record["signal"], exit_record["timed_out"],
                            exit_record["duration_s"], stderr, found, bad)
-    probe_stderr = tail(run_dir / "run.stderr.txt")
+    probe_stderr = tail(run_dir / f"{PROBE_OUTPUT}.stderr.txt")
     return PassOutcome(probe_exit.get("returncode"), probe_exit.get("signal"), bool(probe_exit.get("timed_out")),
                        float(probe_exit.get("duration_s") or 0.0),
                        "\n".join(t for t in (probe_stderr, stderr) if t), found, bad)

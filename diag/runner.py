@@ -84,7 +84,7 @@ def _execute(job: Job, run_dir: Path, timeout_s: float, timing: bool, tracker: O
     with tempfile.TemporaryDirectory(prefix="diag-inductor-cold-") as cold_cache:
         env = probe_environ(job.env.probe_environ(), run_dir, cold_cache if timing else None)
         # Each pass has its own limit inside the probe; this one only covers the imports around them.
-        probe_exit = run_probe(command, run_dir, env, (passes + 1) * timeout_s, "run", tracker)
+        probe_exit = run_probe(command, run_dir, env, (passes + 1) * timeout_s, rundir.PROBE_OUTPUT, tracker)
     if tracker is not None and tracker.stopped:
         # The matrix was stopped (Ctrl-C, a failed save) and killed this probe: no run, no directory.
         shutil.rmtree(run_dir, ignore_errors=True)

@@ -22,8 +22,7 @@ def _num(value: Optional[float], fmt: str, unit: str) -> str:
 
 def config_text(run: dict[str, Any]) -> str:
     """The run's case source (when not built in) and config, batch size the only size shown."""
-    return safe(rows.source_label(run.get("case_source")).strip() + " " +
-                rows.config_label(run, sizes=("batch_size",))).strip()
+    return safe(rows.describe(run, sizes=("batch_size",)))
 
 
 def summary_line(run: dict[str, Any]) -> str:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+from diag.probe import compat
 from diag.probe.cases import Case, Generation, wall_clock
 
 # The default model: a small random Llama that runs on a 2-core CPU in seconds. Standard-library data,
@@ -112,8 +113,8 @@ def environment_error(exc: BaseException) -> Optional[str]:
             for code in ENVIRONMENT_ERRNOS:
                 if os.strerror(code) in line:
                     return f"{os.strerror(code)} (in {type(current).__name__}: {line.strip()[:200]})"
-        inner = getattr(current, "inner_exception", None)
-        current = inner if isinstance(inner, BaseException) else (current.__cause__ or current.__context__)
+        inner = compat.unwrap_backend_error(current)
+        current = inner if inner is not current else (current.__cause__ or current.__context__)
     return None
 
 

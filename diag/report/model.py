@@ -14,7 +14,7 @@ RowKey = rows.Row
 
 def row_label(row: RowKey) -> str:
     """The row beside its case column: where the case came from (when not built in) and its config."""
-    return f"{rows.source_label(row.case_source).strip()} {rows.config_label(row._asdict())}".strip()
+    return rows.describe(row._asdict())
 
 
 @dataclass
