@@ -171,6 +171,9 @@ def env_options(fn: Callable) -> Callable:
         click.option("--variant", default="cpu", show_default=True,
                      help="Nightly index variant: cpu, cu121, cu124, ..."),
         click.option("--installer", type=click.Choice(["pip", "uv"]), default="pip", show_default=True),
+        click.option("--python", "python", default=None, metavar="VERSION|PATH",
+                     help="Interpreter for provisioned environments: a version (3.10), found on PATH, through "
+                          "pyenv or uv, or a path. Default: diag's own. torch 2.0 needs 3.10 or older."),
     ]
     for option in reversed(options):
         fn = option(fn)
@@ -182,17 +185,22 @@ def _progress(message: str) -> None:
 
 
 def resolve_envs(specs: tuple[str, ...], extras: tuple[str, ...], index_url: Optional[str], variant: str,
-                 installer: str) -> tuple[list[envs.TorchEnv], list[str]]:
+                 installer: str, python: Optional[str]) -> tuple[list[envs.TorchEnv], list[str]]:
     """Environments for ``specs``; a spec that fails is reported and skipped, the others still run."""
-    for spec in specs:
-        try:
+    try:
+        for spec in specs:
             envs.spec_kind(spec)
-        except envs.EnvError as exc:
-            raise _fail(str(exc)) from exc
+        if python is not None:
+            # Every spec is checked against the interpreter before anything is installed.
+            version = envs.python_version(envs.find_python(python))
+            for spec in specs:
+                envs.check_compile_support(spec, version)
+    except envs.EnvError as exc:
+        raise _fail(str(exc)) from exc
     resolved, failures = [], []
     for spec in specs:
         try:
-            resolved.append(envs.resolve(spec, extras, index_url, variant, installer, log=_progress))
+            resolved.append(envs.resolve(spec, extras, index_url, variant, installer, log=_progress, python=python))
         except envs.EnvError as exc:
             failures.append(str(exc))
             if len(specs) == 1:
@@ -224,8 +232,8 @@ def resolve_envs(specs: tuple[str, ...], extras: tuple[str, ...], index_url: Opt
               help="Values for --sweep (default: batch 1,2,4,8; length 16,64,256).")
 @json_option
 def run_command(case_values: tuple[str, ...], torch_specs: tuple[str, ...], extras: tuple[str, ...],
-                index_url: Optional[str], variant: str, installer: str, db_path: str, timeout_s: float,
-                jobs: int, timing: bool, repeat: int, sweep: Optional[str], sweep_values: Optional[str],
+                index_url: Optional[str], variant: str, installer: str, python: Optional[str], db_path: str,
+                timeout_s: float, jobs: int, timing: bool, repeat: int, sweep: Optional[str], sweep_values: Optional[str],
                 as_json: bool, **config: Any) -> None:
     """Diagnose cases under torch.compile and record the runs.
 
@@ -245,7 +253,7 @@ def run_command(case_values: tuple[str, ...], torch_specs: tuple[str, ...], extr
         raise _fail(str(exc)) from exc
     _preflight(preflight.check_configs, configs)
     _preflight(preflight.check_database, db_path)
-    environments, env_failures = resolve_envs(torch_specs, extras, index_url, variant, installer)
+    environments, env_failures = resolve_envs(torch_specs, extras, index_url, variant, installer, python)
     for env in environments:
         _preflight(preflight.check_environment, env, refs, configs)
     db = open_store(db_path, create=True)
@@ -352,12 +360,12 @@ def env_list(as_json: bool) -> None:
 @env_options
 @json_option
 def env_add(spec: str, extras: tuple[str, ...], index_url: Optional[str], variant: str, installer: str,
-            as_json: bool) -> None:
+            python: Optional[str], as_json: bool) -> None:
     """Provision (or reuse) the environment for a torch SPEC: a release, a dated nightly, 2.1.0.dev, nightly."""
     try:
         if envs.spec_kind(spec) in ("current", "python"):
             raise _fail(f"torch spec {spec!r} names an existing interpreter; nothing to provision")
-        env = envs.resolve(spec, extras, index_url, variant, installer, log=_progress)
+        env = envs.resolve(spec, extras, index_url, variant, installer, log=_progress, python=python)
     except envs.EnvError as exc:
         raise _fail(str(exc)) from exc
     info = {"spec": spec, "python": env.python, "path": env.path, **env.build()}
@@ -526,7 +534,8 @@ def check_command(baseline: Optional[str], compile_threshold: float, latency_thr
 @json_option
 def bisect_command(case_value: str, good: str, bad: str, candidates_file: Optional[str],
                    listing_index: Optional[str], extras: tuple[str, ...], index_url: Optional[str], variant: str,
-                   installer: str, db_path: str, timeout_s: float, as_json: bool, **config: Any) -> None:
+                   installer: str, python: Optional[str], db_path: str, timeout_s: float, as_json: bool,
+                   **config: Any) -> None:
     """Binary-search the builds between --good and --bad for the first one whose status differs from --good's.
 
     Builds are provisioned as needed and runs already in the DB are reused. A build
@@ -547,7 +556,7 @@ def bisect_command(case_value: str, good: str, bad: str, candidates_file: Option
     db = open_store(db_path, create=True)
 
     def provision(spec: str) -> envs.TorchEnv:
-        return envs.resolve(spec, extras, index_url, variant, installer, log=_progress)
+        return envs.resolve(spec, extras, index_url, variant, installer, log=_progress, python=python)
 
     try:
         summary = bisect.bisect(db, Path(db_path), refs[0], run_config, candidates, provision, timeout_s,

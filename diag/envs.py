@@ -28,6 +28,12 @@ from typing import Any, Optional
 from diag.config import PACKAGE_ROOT, diag_home
 
 _RELEASE = re.compile(r"^\d+\.\d+(\.\d+)?$")
+_PYTHON_VERSION = re.compile(r"^(?:python)?(?P<version>3\.\d+)(?:\.\d+)?$")
+# The first torch whose torch.compile runs on each Python: older builds install there but refuse to compile
+# ("Python 3.11+ not yet supported for torch.compile" on torch 2.0).
+COMPILE_SINCE = {(3, 11): (2, 1), (3, 12): (2, 4), (3, 13): (2, 6)}
+# Tried in turn when the newest transformers disables itself on an old torch ("PyTorch >= 2.1 is required").
+TRANSFORMERS_FALLBACKS = ("transformers<5", "transformers<4.50", "transformers<4.45", "transformers<4.40")
 _NIGHTLY = re.compile(r"^(?P<series>\d+\.\d+\.\d+)\.dev(?P<date>\d{8})?$")
 NIGHTLY_INDEX = "https://download.pytorch.org/whl/nightly/{variant}"
 STAMP = ".diag-env.json"
@@ -120,6 +126,104 @@ def spec_kind(spec: str) -> str:
                    "(2.1.0.dev20230621 or 2.1.0.dev), nightly, or a path to a python")
 
 
+def python_version(python: str) -> tuple[int, int, int]:
+    """``sys.version_info[:3]`` of ``python``; EnvError when it does not run."""
+    try:
+        done = subprocess.run([python, "-c", "import sys; print(*sys.version_info[:3])"], capture_output=True,
+                              text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise EnvError(f"python {python}: cannot run it: {exc}") from exc
+    if done.returncode != 0 or len(done.stdout.split()) != 3:
+        last = (done.stderr.strip().splitlines() or ["no version printed"])[-1]
+        raise EnvError(f"python {python}: cannot run it ({last})")
+    major, minor, micro = (int(part) for part in done.stdout.split())
+    return major, minor, micro
+
+
+def _pyenv_pythons(version: str) -> list[str]:
+    """Interpreters pyenv installed for ``version`` (3.10 matches 3.10.13), newest first."""
+    roots = [os.environ.get("PYENV_ROOT", ""), str(Path.home() / ".pyenv")]
+    pyenv = shutil.which("pyenv")
+    if pyenv:
+        done = subprocess.run([pyenv, "root"], capture_output=True, text=True)
+        roots.insert(0, done.stdout.strip() if done.returncode == 0 else "")
+    found: list[str] = []
+    for root in dict.fromkeys(r for r in roots if r):
+        versions = Path(root) / "versions"
+        if versions.is_dir():
+            for directory in sorted(versions.glob(f"{version}*"), reverse=True):
+                name = directory.name
+                if name == version or name.startswith(version + "."):
+                    found.append(str(directory / "bin" / "python"))
+    return found
+
+
+def _uv_python(version: str) -> list[str]:
+    uv = shutil.which("uv")
+    if uv is None:
+        return []
+    done = subprocess.run([uv, "python", "find", version], capture_output=True, text=True)
+    return [done.stdout.strip()] if done.returncode == 0 and done.stdout.strip() else []
+
+
+def find_python(value: Optional[str]) -> str:
+    """The interpreter ``--python`` names: a path, or a version found on PATH, through pyenv or uv.
+
+    None is the CLI's own interpreter. A version (``3.10``) is checked by running each candidate,
+    since a pyenv shim on PATH may exist for a version that is not active. The error names what was tried.
+    """
+    if value is None:
+        return sys.executable
+    match = _PYTHON_VERSION.match(value)
+    if match is None:
+        path = Path(value).expanduser()
+        if path.is_file() and os.access(path, os.X_OK):
+            python_version(str(path))
+            return str(path.absolute())
+        raise EnvError(f"--python {value!r}: not an executable file, and not a version like 3.10")
+    version = match["version"]
+    wanted = tuple(int(part) for part in version.split("."))
+    tried: list[str] = []
+    sources = [("PATH", [shutil.which(f"python{version}") or ""]), ("pyenv", _pyenv_pythons(version)),
+               ("uv python find", _uv_python(version))]
+    for source, candidates in sources:
+        candidates = [c for c in candidates if c]
+        tried.append(f"{source} ({', '.join(candidates) or 'none'})")
+        for candidate in candidates:
+            try:
+                if python_version(candidate)[:2] == wanted:
+                    return candidate
+            except EnvError:
+                continue
+    raise EnvError(f"--python {value}: no Python {version} found; tried {'; '.join(tried)}")
+
+
+def torch_series(spec: str) -> Optional[tuple[int, int]]:
+    """(major, minor) of the torch a spec asks for; None for ``nightly`` and interpreters."""
+    kind = spec_kind(spec)
+    if kind == "release":
+        text = spec
+    elif kind in ("nightly_date", "nightly_prefix"):
+        text = _NIGHTLY.match(spec)["series"]
+    else:
+        return None
+    major, minor = text.split(".")[:2]
+    return int(major), int(minor)
+
+
+def check_compile_support(spec: str, version: tuple[int, ...]) -> None:
+    """EnvError, before anything is installed, when the spec's torch has no torch.compile on this Python."""
+    series = torch_series(spec)
+    needed = COMPILE_SINCE.get(tuple(version[:2]))
+    if series is None or needed is None or series >= needed:
+        return
+    supported = [p for p, t in COMPILE_SINCE.items() if t <= series]
+    fits = max(supported) if supported else (3, min(COMPILE_SINCE)[1] - 1)
+    raise EnvError(f"torch spec {spec!r}: torch {series[0]}.{series[1]} has no torch.compile on Python "
+                   f"{version[0]}.{version[1]} (it needs torch >= {needed[0]}.{needed[1]}); "
+                   f"choose an older Python, e.g. --python {fits[0]}.{fits[1]}")
+
+
 def torch_requirement(spec: str) -> str:
     kind = spec_kind(spec)
     if kind in ("release", "nightly_date"):
@@ -155,7 +259,7 @@ def torch_install_command(request: Request, python: str) -> list[str]:
 def extras_install_command(request: Request, python: str, constraint_file: str) -> list[str]:
     """Step 2: transformers and the user's extras from the user's own index, torch pinned by a constraint."""
     extras = list(request.extras)
-    if not any(re.split(r"[<>=!~\[ ;]", e, maxsplit=1)[0].lower() == "transformers" for e in extras):
+    if not _names_transformers(request.extras):
         extras.append("transformers")
     command = _installer(request, python) + ["-c", constraint_file]
     for url in request.extra_index_urls:
@@ -228,6 +332,7 @@ def provision(request: Request, log=lambda message: None) -> TorchEnv:
             return TorchEnv(request.spec, str(python), stamp["torch"], str(directory))
     if directory.exists():
         shutil.rmtree(directory, ignore_errors=True)
+    check_compile_support(request.spec, python_version(request.python))
     if request.installer == "uv" and shutil.which("uv") is None:
         raise EnvError(f"torch spec {request.spec!r}: --installer uv asked for, but uv is not on PATH")
     envs_dir().mkdir(parents=True, exist_ok=True)
@@ -244,6 +349,7 @@ def provision(request: Request, log=lambda message: None) -> TorchEnv:
         pin = partial / "torch-pin.txt"
         pin.write_text(f"torch=={info['torch_version']}\n", encoding="utf-8")
         _run(extras_install_command(request, env_python, str(pin)), request.spec, "installing transformers and extras")
+        info["transformers_version"] = _working_transformers(request, env_python, str(pin), log)
         stamp = {"spec": request.spec, "request": request.__dict__, "torch": info, "created": time.time()}
         (partial / STAMP).write_text(json.dumps(stamp, indent=2, default=list), encoding="utf-8")
         os.replace(partial, directory)
@@ -253,18 +359,68 @@ def provision(request: Request, log=lambda message: None) -> TorchEnv:
     return TorchEnv(request.spec, str(_env_python(directory)), stamp["torch"], str(directory))
 
 
+_TRANSFORMERS_SEES_TORCH = ("import json\ntry:\n    import transformers\n    from transformers.utils import "
+                            "is_torch_available\n    print(json.dumps([transformers.__version__, "
+                            "bool(is_torch_available())]))\nexcept ImportError:\n    print(json.dumps([None, False]))")
+
+
+def _transformers_state(python: str) -> tuple[Optional[str], bool]:
+    done = subprocess.run([python, "-c", _TRANSFORMERS_SEES_TORCH], capture_output=True, text=True, timeout=300)
+    try:
+        version, sees_torch = json.loads(done.stdout.strip().splitlines()[-1])
+    except (IndexError, ValueError):
+        return None, False
+    return version, sees_torch
+
+
+def _working_transformers(request: Request, python: str, pin: str, log) -> Optional[str]:
+    """The installed transformers version, after stepping back to an older one while it disables torch.
+
+    Each transformers release names the oldest torch it accepts and turns its torch models off below
+    that; unless the user pinned transformers, older releases are tried in turn (TRANSFORMERS_FALLBACKS).
+    """
+    version, sees_torch = _transformers_state(python)
+    if sees_torch or _names_transformers(request.extras):
+        return version
+    for ceiling in TRANSFORMERS_FALLBACKS:
+        if version is not None and not _allows(ceiling, version):
+            continue
+        log(f"transformers {version} does not accept this torch; trying {ceiling}")
+        _run(_installer(request, python) + ["-c", pin, ceiling], request.spec, f"installing {ceiling}")
+        version, sees_torch = _transformers_state(python)
+        if sees_torch:
+            return version
+    raise EnvError(f"torch spec {request.spec!r}: no transformers release tried "
+                   f"({', '.join(TRANSFORMERS_FALLBACKS)}) accepts this torch; pin one with --with transformers==X")
+
+
+def _allows(ceiling: str, version: str) -> bool:
+    """Does ``transformers<X`` admit ``version``? (If it already does, that ceiling changes nothing.)"""
+    bound = tuple(int(p) for p in ceiling.split("<", 1)[1].split("."))
+    current = tuple(int(p) for p in re.findall(r"\d+", version)[:len(bound)])
+    return current < bound
+
+
+def _names_transformers(extras: tuple[str, ...]) -> bool:
+    return any(re.split(r"[<>=!~\[ ;]", e, maxsplit=1)[0].lower() == "transformers" for e in extras)
+
+
 def resolve(spec: str, extras: tuple[str, ...] = (), index_url: Optional[str] = None,
-            variant: str = "cpu", installer: str = "pip", log=lambda message: None) -> TorchEnv:
+            variant: str = "cpu", installer: str = "pip", log=lambda message: None,
+            python: Optional[str] = None) -> TorchEnv:
     kind = spec_kind(spec)
+    if kind == "current" and python is not None:
+        spec, kind = find_python(python), "python"
     if kind == "current":
         # The CLI's own interpreter: importing torch just to name it would add seconds to every run.
         return TorchEnv(spec, sys.executable)
     if kind == "python":
-        python = Path(spec).expanduser()
-        if not python.is_file() or not os.access(python, os.X_OK):
+        path = Path(spec).expanduser()
+        if not path.is_file() or not os.access(path, os.X_OK):
             raise EnvError(f"torch spec {spec!r}: no executable python at that path")
-        return TorchEnv(spec, str(python.absolute()), describe(spec, str(python)))
-    request = Request(spec=spec, extras=tuple(extras), index_url=index_url, variant=variant, installer=installer)
+        return TorchEnv(spec, str(path.absolute()), describe(spec, str(path)))
+    request = Request(spec=spec, extras=tuple(extras), python=find_python(python), index_url=index_url,
+                      variant=variant, installer=installer)
     return provision(request, log)
 
 

@@ -50,10 +50,11 @@ def torch_envs_home(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("provisioned-home")
 
 
-def diag(*args: str, cwd: Path, check: bool = True, timeout: float = 1200) -> subprocess.CompletedProcess:
+def diag(*args: str, cwd: Path, check: bool = True, timeout: float = 1200,
+         env_extra: Optional[dict[str, str]] = None) -> subprocess.CompletedProcess:
     """Run the real ``diag`` command line in a subprocess."""
     done = subprocess.run([sys.executable, "-m", "diag", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=timeout, env=dict(os.environ))
+                          timeout=timeout, env={**os.environ, **(env_extra or {})})
     if check and done.returncode != 0:
         raise AssertionError(f"diag {' '.join(args)} exited {done.returncode}\n{done.stdout}\n{done.stderr}")
     return done

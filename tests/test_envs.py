@@ -113,3 +113,70 @@ def test_unreachable_index_is_one_line_error_and_other_envs_still_run(tmp_path):
 def test_env_rm_unknown_name(tmp_path):
     done = diag("env", "rm", "nope", cwd=tmp_path, check=False)
     assert done.returncode != 0 and "no provisioned environment named 'nope'" in done.stderr
+
+
+def _fake_python(path, version):
+    """An executable that answers the version query like a python of ``version`` (x.y.z)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"#!/bin/sh\necho {version.replace('.', ' ')}\n")
+    path.chmod(0o755)
+    return path
+
+
+def test_python_version_is_found_on_path_then_pyenv_then_uv(tmp_path, monkeypatch):
+    bin_dir, pyenv_root = tmp_path / "bin", tmp_path / "pyenv"
+    monkeypatch.setenv("PYENV_ROOT", str(pyenv_root))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    # a pyenv shim on PATH that is not the asked version is passed over
+    _fake_python(bin_dir / "python3.77", "3.11.7")
+    monkeypatch.setenv("PATH", str(bin_dir))
+    installed = _fake_python(pyenv_root / "versions" / "3.77.2" / "bin" / "python", "3.77.2")
+    assert envs.find_python("3.77") == str(installed)
+    assert envs.find_python("python3.77") == str(installed)
+    on_path = _fake_python(bin_dir / "python3.78", "3.78.0")
+    assert envs.find_python("3.78") == str(on_path)
+    with pytest.raises(envs.EnvError) as error:
+        envs.find_python("3.79")
+    message = str(error.value)
+    assert "no Python 3.79 found" in message and "PATH" in message and "pyenv" in message and "uv" in message
+    assert "\n" not in message
+
+
+def test_python_path_and_bad_values(tmp_path):
+    assert envs.find_python(None) == sys.executable
+    assert envs.find_python(sys.executable) == sys.executable
+    with pytest.raises(envs.EnvError, match="not an executable file"):
+        envs.find_python(str(tmp_path / "nope"))
+
+
+@pytest.mark.parametrize("spec, python, ok", [
+    ("2.0.1", (3, 10, 13), True), ("2.0.1", (3, 11, 7), False), ("2.1.2", (3, 11, 7), True),
+    ("2.3.1", (3, 12, 1), False), ("2.4.1", (3, 12, 1), True), ("2.5.1", (3, 13, 0), False),
+    ("2.1.0.dev20230621", (3, 11, 7), True), ("2.0.0.dev20230301", (3, 11, 7), False), ("nightly", (3, 13, 0), True),
+])
+def test_torch_without_compile_on_that_python_is_refused(spec, python, ok):
+    if ok:
+        envs.check_compile_support(spec, python)
+        return
+    with pytest.raises(envs.EnvError) as error:
+        envs.check_compile_support(spec, python)
+    assert f"Python {python[0]}.{python[1]}" in str(error.value) and "--python 3." in str(error.value)
+
+
+def test_env_key_includes_the_interpreter(tmp_path):
+    other = _fake_python(tmp_path / "python3.77", "3.77.0")
+    assert envs.env_key(envs.Request("2.13.0")) != envs.env_key(envs.Request("2.13.0", python=str(other)))
+
+
+def test_torch_20_on_python_311_is_refused_before_anything_is_installed(tmp_path):
+    home = tmp_path / "home"
+    for args in (("env", "add", "2.0.1", "--python", sys.executable),
+                 ("run", "--case", "append_last", "--torch", "2.0.1", "--python", sys.executable)):
+        done = diag(*args, cwd=tmp_path, check=False, env_extra={"DIAG_HOME": str(home)})
+        assert done.returncode != 0
+        last = done.stderr.strip().splitlines()[-1]
+        assert "no torch.compile on Python 3.11" in last and "--python 3.10" in last
+    assert not (home / "envs").exists() or not any((home / "envs").iterdir())
+    done = diag("env", "add", "2.13.0", "--python", "3.99", cwd=tmp_path, check=False,
+                env_extra={"DIAG_HOME": str(home)})
+    assert done.returncode != 0 and "no Python 3.99 found" in done.stderr
