@@ -11,8 +11,8 @@ import json
 from typing import Any, Optional
 
 from diag import row as rows
-from diag.probe import records, statuses
-from diag.rundir import PassOutcome, RunFiles
+from diag.probe import capture, keys, records, statuses
+from diag.rundir import STDERR_TAIL_BYTES, PassOutcome, RunFiles
 from diag.store import RunRecord, build_identity
 
 
@@ -35,7 +35,7 @@ def verdict(diagnosis: PassOutcome) -> dict[str, Any]:
     """The run's status and its error columns: the diagnosis pass's result, or why there is none."""
     failure = probe_failure(diagnosis)
     if failure is not None:
-        return {**failure, "stderr_tail": diagnosis.stderr_tail}
+        return {**failure, "stderr_tail": diagnosis.stderr_tail[-STDERR_TAIL_BYTES:]}
     result = diagnosis.first(records.RESULT) or {}
     fields = records.declared(result)
     # capabilities and counts say these; a run with an environment error is refused before storing
@@ -56,11 +56,39 @@ def findings(diagnosis: PassOutcome) -> dict[str, list[dict[str, Any]]]:
     return {kind.table: [_with_extra(r) for r in diagnosis.all(kind.record)] for kind in statuses.FINDING_KINDS}
 
 
+TIMING_PASS = "timing_pass"  # the source of a hidden error kept from the timing pass
+
+
+def timing_pass_evidence(timing: Optional[PassOutcome]) -> list[dict[str, Any]]:
+    """What the timing pass saw, as hidden-error rows marked ``timing_pass``: kept when the diagnosis
+    pass died, so that what torch said survives the crash. The tracebacks torch printed on the
+    pass's stderr, then the pass's own compile error."""
+    if timing is None:
+        return []
+    seen = [(t["exc_type"], t["message"], t["location"], t["traceback"])
+            for t in capture.tracebacks_in(timing.stderr_tail)]
+    error = timing.first(records.TIMING_ERROR)
+    if error is not None:
+        seen.append((error["error_type"], error["error_message"], error.get("error_location"),
+                     error.get("traceback")))
+    rows, index = [], {}
+    for exc_type, message, location, tb in seen:
+        ident = (exc_type, message, location)
+        if ident in index:
+            index[ident]["count"] += 1
+            continue
+        index[ident] = {"key": keys.stable_key(exc_type, message, location), "source": TIMING_PASS,
+                        "exc_type": exc_type, "message": message, "logger": "timing pass", "location": location,
+                        "traceback": tb, "decode_step": None, "count": 1, "extra": None}
+        rows.append(index[ident])
+    return rows
+
+
 def counts(found: dict[str, list[dict[str, Any]]], status: str) -> dict[str, Optional[int]]:
     """Graph breaks, recompiles and hidden errors, each the one total of its rows; none for a run
     that never compiled (a crash, a timeout, a broken case): '-' is not 0."""
     never = status in statuses.NEVER_COMPILED
-    return {kind.count_column: None if never else statuses.finding_total(found[kind.table])
+    return {kind.count_column: None if never and not found[kind.table] else statuses.finding_total(found[kind.table])
             for kind in statuses.FINDING_KINDS}
 
 
@@ -128,11 +156,21 @@ def timing_error(outcome: Optional[PassOutcome], compiled_expected: bool = True)
         error = None
     error = error or outcome.first(records.RESULT)
     if error is not None:
-        return f"{error.get('error_type')}: {error.get('error_message')}"
+        where = f" (at {error['error_location']})" if error.get("error_location") else ""
+        return f"{error.get('error_type')}: {error.get('error_message')}{where}"
     if outcome.timed_out or outcome.signal or outcome.first(records.TIMING) is None:
         failure = probe_failure(outcome)
         return failure["error_message"] + (f"\n{outcome.stderr_tail[-1000:]}" if outcome.stderr_tail else "")
     return None
+
+
+def timing_compile_error(outcome: Optional[PassOutcome]) -> Optional[str]:
+    """The timing pass's compile error, for a run whose diagnosis died: what torch said, kept."""
+    error = outcome.first(records.TIMING_ERROR) if outcome is not None else None
+    if error is None:
+        return None
+    where = f" (at {error['error_location']})" if error.get("error_location") else ""
+    return f"timing pass: {error['error_type']}: {error['error_message']}{where}"
 
 
 def build_columns(build: dict[str, Any]) -> dict[str, Any]:
@@ -153,6 +191,9 @@ def assemble(files: RunFiles, fallback_build: dict[str, Any], frames: Optional[l
     status = status_fields["status"]
     timing = None if status in statuses.NOT_TIMEABLE else files.timing
     found = findings(diagnosis)
+    died = probe_failure(diagnosis) is not None
+    if died:
+        found["hidden_errors"] += timing_pass_evidence(files.timing)
     run = {
         **spec.get("run", {}),
         "artifacts_dir": str(files.directory),
@@ -164,7 +205,8 @@ def assemble(files: RunFiles, fallback_build: dict[str, Any], frames: Optional[l
         **correctness(diagnosis),
         "capabilities": capabilities(diagnosis, notes or {}),
         **timing_columns(timing),
-        "timing_error": timing_error(timing, compiled_expected=status not in statuses.EAGER_ONLY),
+        "timing_error": timing_compile_error(files.timing) if died else
+        timing_error(timing, compiled_expected=status not in statuses.EAGER_ONLY),
         **build_columns(build),
         "duration_s": files.probe_exit.get("duration_s"),
         "exit_code": diagnosis.returncode,

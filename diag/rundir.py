@@ -20,7 +20,8 @@ from typing import Any, Optional
 
 from diag.probe import records
 
-STDERR_TAIL_BYTES = 4000
+STDERR_TAIL_BYTES = 4000  # stored with a run
+STDERR_READ_BYTES = 64000  # read from a pass's stderr, for the tracebacks in it
 PROBE_OUTPUT = "run"  # the probe process's stdout and stderr: run.stdout.txt, run.stderr.txt
 PROBE_EXIT = "probe.jsonl"
 PASS_EXITS = "passes.jsonl"
@@ -54,7 +55,7 @@ class RunFiles:
     probe_exit: dict[str, Any]
 
 
-def tail(path: Path, size: int = STDERR_TAIL_BYTES) -> str:
+def tail(path: Path, size: int = STDERR_READ_BYTES) -> str:
     if not path.exists():
         return ""
     with open(path, "rb") as handle:

@@ -12,6 +12,7 @@ Imports: standard library and torch.
 from __future__ import annotations
 
 import logging
+import os
 import re
 import traceback
 from dataclasses import dataclass, field
@@ -25,9 +26,14 @@ _BREAK_AT = re.compile(r"Graph break.*? in user code at (?P<where>\S+:\d+)")
 _REASON = re.compile(r"Graph Break Reason: (?P<reason>.*)", re.S)
 _RECOMPILING = re.compile(r"Recompiling function (?P<fn>\S+) in (?P<where>\S+:\d+)")
 _GUARD_LINE = re.compile(r"^\s*-\s*(?:\d+/\d+:\s*)?(?P<guard>.+)$", re.M)
+_GUARD_WITH_ID = re.compile(r"^\s*-\s*\d+/\d+:\s*(?P<guard>.+)$", re.M)  # 2.2+: "- 0/3: <guard>", one per entry
+_GUARD_SINGLE = re.compile(r"triggered by the following guard failure: (?P<guard>.+)")  # 2.1
+_LIMIT_HIT = re.compile(r"hit config\.(?:cache_size_limit|recompile_limit) \((?P<limit>\d+)\)")
+_LIMIT_FUNCTION = re.compile(r"function: '(?P<fn>[^']+)' \((?P<where>[^)]+:\d+)\)")
 _WONT_CONVERT = re.compile(r"WON'T CONVERT (?P<fn>\S+) (?P<file>\S+) line (?P<line>\d+)")
 _EXC_LINE = re.compile(r"^(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Unsupported|Failed|Exit|Interrupt)): ?(?P<msg>.*)$", re.M)
-_CANNOT_RESUME = "cannot resume from"
+# A break dynamo could not resume from: the rest of the frame ran eagerly.
+_NOT_RESUMED = ("cannot resume from", "Failed to handle graph break gracefully")
 
 
 @dataclass
@@ -52,12 +58,36 @@ def innermost_user_frame(text: str, prefer: Optional[str] = None) -> Optional[st
     for a case, the line of the case file is the one a user acts on.
     """
     frames = [(m["file"], int(m["line"])) for m in _FRAME.finditer(text)]
-    frames = [f for f in frames if "/torch/" not in f[0] and "site-packages" not in f[0]]
-    if prefer:
-        preferred = [f for f in frames if f[0] == prefer]
-        if preferred:
-            frames = preferred
+    frames = [f for f in frames if not is_torch_file(f[0])]
+    for narrower in ([f for f in frames if f[0] == prefer] if prefer else [],
+                     [f for f in frames if not _installed(f[0])]):
+        if narrower:
+            frames = narrower
+            break
     return f"{frames[-1][0]}:{frames[-1][1]}" if frames else None
+
+
+def is_torch_file(path: str) -> bool:
+    """A file of torch itself (or of Python's own library), never the user's line."""
+    normalized = path.replace("\\", "/")
+    return ("/torch/" in normalized or normalized.startswith("<")
+            or ("/lib/python3." in normalized and "-packages/" not in normalized))
+
+
+def _installed(path: str) -> bool:
+    return "-packages/" in path.replace("\\", "/")
+
+
+def _not_resumed(text: str) -> bool:
+    return any(marker in text for marker in _NOT_RESUMED)
+
+
+def break_location(text: str) -> Optional[str]:
+    """Where a break happened: dynamo's "in user code at" line unless that is torch's own file."""
+    where = _BREAK_AT.search(text)
+    if where and not is_torch_file(where["where"].rsplit(":", 1)[0]):
+        return where["where"]
+    return innermost_user_frame(text) or (where["where"] if where else None)
 
 
 def user_code_section(message: str) -> str:
@@ -74,30 +104,36 @@ def parse_graph_break(record: Record) -> Optional[Finding]:
         # Some torch versions echo a frame's fallback on the graph-break log; it is the same event
         # as the graph break logged next to it, and a hidden error, not a second break.
         return None
-    where = _BREAK_AT.search(text)
     reason_match = _REASON.search(text)
     reason = reason_match["reason"].strip() if reason_match else text.strip()
     kind = gb_type(reason)
-    location = where["where"] if where else innermost_user_frame(text)
+    location = break_location(text)
     return Finding("graph_break", {
         "key": keys.stable_key("Unsupported", reason, location, kind),
         "reason": reason,
         "gb_type": kind,
         "location": location,
-        "resumable": _CANNOT_RESUME not in reason,
+        "resumable": not _not_resumed(reason),
         "decode_step": record.step,
     })
 
 
 def gb_type(reason: str) -> Optional[str]:
-    """gb_type from torch ≥ 2.7's structured message: the line after 'Graph break encountered:'."""
+    """gb_type from torch ≥ 2.7's structured message: the line that names the break.
+
+    It follows 'Graph break encountered:' (2.7), or stands right above 'Explanation:'; on 2.13
+    a generic 'Encountered graph break when attempting to trace CALL: ...' line comes first,
+    and the named line ('Unsupported Tensor.item() call ...') two lines below it.
+    """
     lines = [line.strip() for line in reason.splitlines()]
     for index, line in enumerate(lines):
         if line.endswith("Graph break encountered:"):
             following = [rest for rest in lines[index + 1:] if rest]
             return following[0] if following else None
-    if len(lines) > 1 and lines[1].startswith("Explanation:"):
-        return lines[0]
+    for index, line in enumerate(lines):
+        if line.startswith("Explanation:"):
+            above = [earlier for earlier in lines[:index] if earlier]
+            return above[-1] if above else None
     return None
 
 
@@ -106,7 +142,11 @@ def parse_recompile(record: Record) -> Optional[Finding]:
         return None
     text = record.message
     head = _RECOMPILING.search(text)
-    guards = [m["guard"].strip() for m in _GUARD_LINE.finditer(text)]
+    # One guard per failed cache entry: "- 0/3: ..." lines where torch numbers them (2.2+; verbose
+    # logs add stack lines under each), else the plain "- ..." lines, else 2.1's one-guard sentence.
+    guards = [m["guard"].strip() for m in _GUARD_WITH_ID.finditer(text)] or \
+        [m["guard"].strip() for m in _GUARD_LINE.finditer(text)] or \
+        [m["guard"].strip() for m in _GUARD_SINGLE.finditer(text)]
     # The first guard listed belongs to the newest cache entry: it is the one that just failed.
     reason = guards[0] if guards else text.strip()
     location = head["where"] if head else None
@@ -124,30 +164,39 @@ def parse_hidden_error(record: Record) -> Optional[Finding]:
     """An exception or fallback that torch logged instead of raising."""
     text = record.message
     won_t = _WONT_CONVERT.search(text)
+    limit = _LIMIT_HIT.search(text)
+    if limit:
+        return _recompile_limit(record, limit)
     if record.exc_info and record.exc_info[1] is not None:
         exc = compat.unwrap_backend_error(record.exc_info[1])
         exc_type, message = type(exc).__name__, str(exc)
         tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        is_break = "Unsupported" in {cls.__name__ for cls in type(exc).__mro__}
     elif "Traceback (most recent call last)" in text or won_t:
         found = list(_EXC_LINE.finditer(text))
         exc_type = found[-1]["type"].rsplit(".", 1)[-1] if found else "Unknown"
         message = found[-1]["msg"] if found else text.strip().splitlines()[0]
         tb = text
-    elif record.logger.endswith("__graph_breaks") and _CANNOT_RESUME in text:
+        is_break = exc_type == "Unsupported"
+    elif record.logger.endswith("__graph_breaks") and _not_resumed(text):
         # The rest of the frame silently runs in eager mode: a fallback the user never sees.
         reason = _REASON.search(text)
         exc_type, message, tb = "Unsupported", (reason["reason"] if reason else text).strip(), text
+        is_break = False
     else:
         return None
-    source = "frame_fallback" if (won_t or _CANNOT_RESUME in text) else "swallowed_exception"
+    fallback = bool(won_t) or _not_resumed(text)
+    if is_break and not fallback:
+        # dynamo's DEBUG traceback of the Unsupported behind a graph break (2.1 logs each one):
+        # the break itself is the finding, not a swallowed error.
+        return None
     if won_t:
         location = f"{won_t['file']}:{won_t['line']}"
     else:
-        where = _BREAK_AT.search(text)
-        location = where["where"] if where else innermost_user_frame(text)
+        location = break_location(f"{text}\n{tb}")
     return Finding("hidden_error", {
         "key": keys.stable_key(exc_type, message, location),
-        "source": source,
+        "source": "frame_fallback" if fallback else "swallowed_exception",
         "exc_type": exc_type,
         "message": message,
         "logger": record.logger,
@@ -155,6 +204,46 @@ def parse_hidden_error(record: Record) -> Optional[Finding]:
         "traceback": tb,
         "decode_step": record.step,
     })
+
+
+def _recompile_limit(record: Record, limit: "re.Match[str]") -> Finding:
+    """dynamo gave up recompiling a function: from here on it runs eagerly, and says so once."""
+    function = _LIMIT_FUNCTION.search(record.message)
+    location = function["where"] if function else None
+    message = f"recompile limit ({limit['limit']}) hit" + (f" for {function['fn']}" if function else "") + \
+        ": later calls run eagerly"
+    return Finding("hidden_error", {
+        "key": keys.stable_key("RecompileLimit", message, location),
+        "source": RECOMPILE_LIMIT,
+        "exc_type": "RecompileLimit",
+        "message": message,
+        "logger": record.logger,
+        "location": location,
+        "traceback": record.message,
+        "decode_step": record.step,
+    })
+
+
+RECOMPILE_LIMIT = "recompile_limit"
+
+
+_TRACEBACK_START = "Traceback (most recent call last):"
+
+
+def tracebacks_in(text: str) -> list[dict]:
+    """Each Python traceback printed in ``text`` (a pass's stderr): its exception type, message,
+    user-code location and the traceback itself, in order."""
+    found = []
+    blocks = text.split(_TRACEBACK_START)[1:]
+    for block in blocks:
+        ends = list(_EXC_LINE.finditer(block))
+        if not ends:
+            continue
+        last = ends[0]
+        body = _TRACEBACK_START + block[:last.end()]
+        found.append({"exc_type": last["type"].rsplit(".", 1)[-1], "message": last["msg"].strip(),
+                      "location": innermost_user_frame(body), "traceback": body})
+    return found
 
 
 PARSERS: list[Callable[[Record], Optional[Finding]]] = [parse_graph_break, parse_recompile, parse_hidden_error]
@@ -176,28 +265,67 @@ class LogCapture(logging.Handler):
         self.record_count = 0
         self._file: Optional[TextIO] = None
         self._saved: list[tuple[logging.Logger, int, list[logging.Handler]]] = []
+        # torch without set_logs (2.0): levels set by hand, and what they were
+        self._legacy = False
+        self._legacy_levels: dict[str, int] = {}
+        self._legacy_config: Optional[int] = None
         self.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
 
     def install(self) -> None:
+        """Turn torch's compile logs to DEBUG and attach; on a torch without ``torch._logging``
+        (2.0) through dynamo's own ``config.log_level``. Never raises: a collector that cannot
+        attach is a parser error, and the compile goes on."""
         if self._file is not None:
             return
-        import torch._logging
-
-        self._file = open(self.log_path, "w", encoding="utf-8", errors="backslashreplace")
-        torch._logging.set_logs(**compat.log_keywords({
-            "dynamo": logging.DEBUG, "aot": logging.DEBUG, "inductor": logging.DEBUG,
-            "graph_breaks": True, "recompiles": True, "recompiles_verbose": True,
-        }))
-        for logger in _stopping_torch_loggers():
+        try:
+            self._file = open(self.log_path, "w", encoding="utf-8", errors="backslashreplace")
+        except OSError as exc:
+            self.parser_errors.append(f"debug log {self.log_path}: cannot open: {exc}")
+        try:
+            self._turn_on()
+        except Exception as exc:
+            self.parser_errors.append(f"log capture: turning torch's logs on failed: {type(exc).__name__}: {exc}")
+        for logger in _capture_points(self._legacy):
             self._saved.append((logger, logger.level, list(logger.handlers)))
             for handler in list(logger.handlers):
                 if _writes_to_stream(handler):
                     logger.removeHandler(handler)
             logger.addHandler(self)
 
-    def uninstall(self) -> None:
-        import torch._logging
+    def _turn_on(self) -> None:
+        if compat.debug_logs()[0]:
+            import torch._logging
 
+            torch._logging.set_logs(**compat.log_keywords({
+                "dynamo": logging.DEBUG, "aot": logging.DEBUG, "inductor": logging.DEBUG,
+                "graph_breaks": True, "recompiles": True, "recompiles_verbose": True,
+            }))
+            return
+        self._legacy = True
+        self._legacy_levels = {name: logging.getLogger(name).level for name in LEGACY_LOGGERS}
+        import torch._dynamo.config as dynamo_config
+
+        if hasattr(dynamo_config, "log_level"):
+            self._legacy_config = dynamo_config.log_level
+            dynamo_config.log_level = logging.DEBUG  # 2.0: a property that sets its loggers' levels
+        for name in LEGACY_LOGGERS:
+            logging.getLogger(name).setLevel(logging.DEBUG)
+
+    def _turn_off(self) -> None:
+        if not self._legacy:
+            if compat.debug_logs()[0]:
+                import torch._logging
+
+                torch._logging.set_logs()
+            return
+        import torch._dynamo.config as dynamo_config
+
+        if self._legacy_config is not None:
+            dynamo_config.log_level = self._legacy_config
+        for name, level in self._legacy_levels.items():
+            logging.getLogger(name).setLevel(level)
+
+    def uninstall(self) -> None:
         for logger, level, handlers in self._saved:
             logger.removeHandler(self)
             logger.setLevel(level)
@@ -205,7 +333,10 @@ class LogCapture(logging.Handler):
                 if handler not in logger.handlers:
                     logger.addHandler(handler)
         self._saved.clear()
-        torch._logging.set_logs()
+        try:
+            self._turn_off()
+        except Exception as exc:
+            self.parser_errors.append(f"log capture: restoring torch's logs failed: {type(exc).__name__}: {exc}")
         if self._file is not None:
             try:
                 self._file.close()
@@ -215,13 +346,20 @@ class LogCapture(logging.Handler):
 
     def emit(self, log_record: logging.LogRecord) -> None:
         try:
-            message = log_record.getMessage()
+            if isinstance(log_record.msg, tuple) and not log_record.args:
+                # torch 2.1 logs some records (recompiles) as a tuple of lines
+                message = "\n".join(str(part) for part in log_record.msg)
+            else:
+                message = log_record.getMessage()
         except Exception as exc:  # a torch log call with bad format args must not stop the compile
             message = f"<unformattable log record: {exc!r}> {log_record.msg!r}"
         self.record_count += 1
         step = self.current_step()
         self._write(f"[step {step}] {log_record.levelname} {log_record.name} {message}\n", log_record)
-        record = Record(log_record.name, log_record.levelname, message, log_record.exc_info, step)
+        self.feed(Record(log_record.name, log_record.levelname, message, log_record.exc_info, step))
+
+    def feed(self, record: Record) -> None:
+        """Hand one record to the parsers (a live log record, or one read back by ``replay``)."""
         for parser in PARSERS:
             try:
                 finding = parser(record)
@@ -229,7 +367,27 @@ class LogCapture(logging.Handler):
                 self.parser_errors.append(f"{parser.__name__}: {type(exc).__name__}: {exc}")
                 continue
             if finding is not None:
-                self.findings.append(finding)
+                self._add(finding)
+
+    def _add(self, finding: Finding) -> None:
+        data = finding.data
+        if finding.kind == "hidden_error":
+            same = (data["key"], data["location"], data["decode_step"])
+            if any(f.kind == "hidden_error" and (f.data["key"], f.data["location"], f.data["decode_step"]) == same
+                   and f.data["logger"] != data["logger"] for f in self.findings):
+                return  # one event that torch logged on two loggers
+            if data["source"] == RECOMPILE_LIMIT:
+                self._drop_refused_recompile(data["location"])
+        self.findings.append(finding)
+
+    def _drop_refused_recompile(self, location: Optional[str]) -> None:
+        """torch logs "Recompiling function" before it checks the limit: the newest recompile of
+        that function is the compile the limit refused, not a recompile."""
+        for index in range(len(self.findings) - 1, -1, -1):
+            found = self.findings[index]
+            if found.kind == "recompile" and (location is None or found.data["location"] == location):
+                del self.findings[index]
+                return
 
     def _write(self, line: str, log_record: logging.LogRecord) -> None:
         """Append to the debug log; a full disk stops the log, never the compile or the parsing."""
@@ -247,14 +405,25 @@ class LogCapture(logging.Handler):
         return [f.data for f in self.findings if f.kind == kind]
 
 
-def _stopping_torch_loggers() -> list[logging.Logger]:
-    """torch's loggers where propagation stops: a handler on each sees every record once."""
+LEGACY_LOGGERS = ("torch._dynamo", "torch._inductor", "torch._functorch")
+
+
+def _capture_points(legacy: bool) -> list[logging.Logger]:
+    """torch's loggers where propagation stops: a handler on each sees every record once.
+
+    Without set_logs (torch 2.0) dynamo's loggers may propagate; then the ``torch`` logger is
+    one more point, which sees each propagating record once (a record stops at the first
+    logger that does not propagate, so it never reaches two of these).
+    """
     loggers = []
     for name, logger in list(logging.root.manager.loggerDict.items()):
         if not isinstance(logger, logging.Logger):
             continue
         if (name == "torch" or name.startswith("torch.")) and not logger.propagate:
             loggers.append(logger)
+    top = logging.getLogger("torch")
+    if legacy and top not in loggers:
+        loggers.append(top)
     return loggers
 
 
@@ -273,3 +442,21 @@ def clear_counters() -> None:
     from torch._dynamo.utils import counters
 
     counters.clear()
+
+
+_LOGGED = re.compile(r"^\[step (?P<step>None|-?\d+)\] (?P<level>[A-Z]+) (?P<logger>\S+) ", re.M)
+
+
+def replay(log_text: str) -> LogCapture:
+    """A debug log this module wrote, read back through the parsers: a capture's findings without
+    the torch that produced them (the version fixtures in tests/ are replayed this way). A logged
+    exception's traceback follows its line in the log, and stays part of its message."""
+    collector = LogCapture(Path(os.devnull), lambda: None)
+    starts = list(_LOGGED.finditer(log_text))
+    for index, start in enumerate(starts):
+        end = starts[index + 1].start() if index + 1 < len(starts) else len(log_text)
+        step = None if start["step"] == "None" else int(start["step"])
+        message = log_text[start.end():end].rstrip("\n")
+        collector.record_count += 1
+        collector.feed(Record(start["logger"], start["level"], message, None, step))
+    return collector

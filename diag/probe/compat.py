@@ -123,6 +123,12 @@ def is_dynamo_tracing_error(exc: BaseException) -> bool:
                          "GuardOnDataDependentSymNode", "DataDependentOutputException"})
 
 
+def is_recompile_limit_error(exc: BaseException) -> bool:
+    """dynamo refused to compile again (FailOnRecompileLimitHit, 2.6+; under fullgraph it raises)."""
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    return bool(names & {"FailOnRecompileLimitHit", "FailOnCacheLimitHit", "RecompileLimitExceeded"})
+
+
 # Caches that would hand the diagnosis a finished graph: inductor's FX graph cache (2.2+) and
 # AOTAutograd's cache (2.5+). Without them dynamo, AOT and inductor's lowering all run and log;
 # compiled kernels may still come from the kernel cache, which holds no diagnostics.

@@ -11,7 +11,7 @@ from typing import Any, Optional
 
 from diag.probe import capture, compat, keys, llama, records, statuses
 from diag.probe.records import Writer
-from diag.probe.session import Workload, exception_info
+from diag.probe.session import Workload, error_location, exception_info
 
 # Relative logit tolerance: a difference beyond this fraction of the largest
 # eager logit, or a token flip where eager's top-2 margin exceeds it, is a mismatch.
@@ -53,7 +53,7 @@ def classify(*, fullgraph: bool, error: Optional[BaseException], graph_count: Op
              graph_breaks: int, correctness: Optional[dict]) -> str:
     """The one status of a compiled run that did not crash or time out (see DESIGN's vocabulary)."""
     if error is not None:
-        if fullgraph and compat.is_dynamo_tracing_error(error):
+        if fullgraph and (compat.is_dynamo_tracing_error(error) or compat.is_recompile_limit_error(error)):
             return statuses.FULLGRAPH_ERROR
         return statuses.COMPILE_ERROR
     if graph_count == 0:
@@ -77,18 +77,6 @@ def group(items: list[dict], by: tuple[str, ...], count_field: str = "count") ->
     return list(grouped.values())
 
 
-def error_location(exc: BaseException, case_path: str) -> Optional[str]:
-    """The user-code line an exception points at, preferring a line of the case file."""
-    import traceback
-
-    message = str(exc)
-    location = capture.innermost_user_frame(capture.user_code_section(message), prefer=case_path)
-    if location is None or "from user code:" not in message:
-        frames = "".join(traceback.format_tb(exc.__traceback__))
-        location = capture.innermost_user_frame(frames, prefer=case_path) or location
-    return location
-
-
 def run(workload: Workload, results: Writer, artifacts: Path) -> None:
     spec = workload.spec
     case_path = workload.case.path
@@ -107,7 +95,9 @@ def run(workload: Workload, results: Writer, artifacts: Path) -> None:
     results.write(records.ORACLE, oracle_equal=oracle_equal)
     if not oracle_equal:
         results.write(records.RESULT, status=statuses.EAGER_ERROR, error_type="OracleMismatch",
-                      error_message=f"eager tokens of case {spec.case} differ from transformers generate")
+                      error_message=f"eager tokens of case {spec.case} differ from transformers generate: "
+                                    f"case {torch.cat(eager.tokens, 1).tolist()}, "
+                                    f"transformers {reference.cpu().tolist()}")
         return
 
     compat.recompute_compiled_graphs()
@@ -122,12 +112,14 @@ def run(workload: Workload, results: Writer, artifacts: Path) -> None:
                       detail=f"depyf raised during the compile and was turned off: {type(error).__name__}: {error}")
         collector, compiled, error = compile_once(workload, artifacts, False)
     counters = capture.counter_snapshot()
-    breaks_from_counters = graph_breaks_from_counters(collector, counters)
+    fullgraph = bool(spec.config.fullgraph)
+    breaks_from_counters = [] if fullgraph else graph_breaks_from_counters(collector, counters)
     if breaks_from_counters:
         results.write(records.COLLECTOR_NOTE, name="graph_breaks_log", available=False,
                       detail="the graph_breaks log held no graph breaks while dynamo's counters did; "
                              "graph breaks counted from the counters (no decode step, location from the message)")
-    breaks = emit_findings(results, collector, breaks_from_counters)
+    breaks = emit_findings(results, collector, breaks_from_counters, counters.get("graph_break", {}),
+                           failed_whole=fullgraph and error is not None)
 
     stats = counters.get("stats", {})
     graph_count = stats.get("unique_graphs", 0) if capabilities["dynamo_counters"][0] else None
@@ -198,14 +190,18 @@ def graph_breaks_from_counters(collector: capture.LogCapture, counters: dict) ->
     """
     if collector.of_kind("graph_break"):
         return []
+    return (graph_breaks_from_messages(counters.get("graph_break", {}), resumable=True)
+            + graph_breaks_from_messages(counters.get("unimplemented", {}), resumable=False))
+
+
+def graph_breaks_from_messages(counted: dict[str, int], resumable: bool) -> list[dict]:
     found = []
-    for group_name in ("graph_break", "unimplemented"):
-        for message, count in counters.get(group_name, {}).items():
-            location = capture.innermost_user_frame(message)
-            gb_type = capture.gb_type(message)
-            found.append({"key": keys.stable_key("Unsupported", message, location, gb_type), "reason": message,
-                          "gb_type": gb_type, "location": location, "resumable": group_name == "graph_break",
-                          "decode_step": None, "count": count})
+    for message, count in counted.items():
+        location = capture.innermost_user_frame(message)
+        gb_type = capture.gb_type(message)
+        found.append({"key": keys.stable_key("Unsupported", message, location, gb_type), "reason": message,
+                      "gb_type": gb_type, "location": location, "resumable": resumable,
+                      "decode_step": None, "count": count})
     return found
 
 
@@ -228,11 +224,39 @@ def fallback_breaks(hidden: list[dict], breaks: list[dict]) -> list[dict]:
     return found
 
 
-def emit_findings(results: Writer, collector: capture.LogCapture, extra_breaks: list[dict]) -> list[dict]:
-    """Write the findings of one compile; returns the graph-break records written (the one count)."""
+def agree_with_counters(breaks: list[dict], counted: dict[str, int]) -> list[dict]:
+    """Break counts raised to dynamo's ``graph_break`` counters, which count every break.
+
+    Some torch versions (2.1) log each unique break once. A counter entry is matched to the logged
+    breaks whose reason contains its message; a shortfall goes to the first of them, and an entry
+    that matches none becomes a break of its own. Where the log already counts as many breaks as
+    the counters, nothing changes (the counters' wording may differ from the log's).
+    """
+    if sum(counted.values()) <= statuses.finding_total(breaks):
+        return breaks
+    result = [dict(item) for item in breaks]
+    for message, count in counted.items():
+        text = message.strip()
+        matched = [item for item in result if text and (text in item["reason"] or
+                                                        item["reason"].splitlines()[0].strip() in text)]
+        have = sum(item["count"] for item in matched)
+        if matched and have < count:
+            matched[0]["count"] += count - have
+        elif not matched:
+            result += graph_breaks_from_messages({message: count}, resumable=True)
+    return result
+
+
+def emit_findings(results: Writer, collector: capture.LogCapture, extra_breaks: list[dict],
+                  counted: Optional[dict[str, int]] = None, failed_whole: bool = False) -> list[dict]:
+    """Write the findings of one compile; returns the graph-break records written (the one count).
+
+    ``failed_whole``: a fullgraph compile that raised has no graph breaks, whatever torch logged
+    on the way; its error is the finding (the count no longer depends on the error's type).
+    """
     breaks = group(collector.of_kind("graph_break"), ("key", "location")) + extra_breaks
     hidden = group(collector.of_kind("hidden_error"), ("key", "location"))
-    breaks += fallback_breaks(hidden, breaks)
+    breaks = [] if failed_whole else agree_with_counters(breaks + fallback_breaks(hidden, breaks), counted or {})
     for item in breaks:
         results.write(records.GRAPH_BREAK, **item)
     for item in collector.of_kind("recompile"):

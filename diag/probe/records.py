@@ -70,7 +70,8 @@ TIMING = _kind("timing", "per-token samples of one mode (eager or compiled) from
                totals_s="list", step_samples_s="list", host_samples_s="list", median_ms_per_token="float?",
                compile_s="float?", compile_warm_s="float?")
 TIMING_ERROR = _kind("timing_error", "why the timing pass could not time a mode",
-                     mode="str", error_type="str", error_message="str", traceback="str?", environment_error="str?")
+                     mode="str", error_type="str", error_message="str", traceback="str?", environment_error="str?",
+                     error_location="str?")
 # How a process ended: each pass as the probe saw it (passes.jsonl), and the probe itself as the
 # orchestrator saw it (probe.jsonl), so that a run directory alone holds everything a run is made of.
 EXIT = _kind("exit", "how one process ended: a pass, or the probe process",

@@ -127,6 +127,18 @@ def exception_info(exc: BaseException) -> dict[str, Any]:
     }
 
 
+def error_location(exc: BaseException, case_path: str) -> Optional[str]:
+    """The user-code line an exception points at, preferring a line of the case file."""
+    from diag.probe import capture
+
+    message = str(exc)
+    location = capture.innermost_user_frame(capture.user_code_section(message), prefer=case_path)
+    if location is None or "from user code:" not in message:
+        frames = "".join(traceback.format_tb(exc.__traceback__))
+        location = capture.innermost_user_frame(frames, prefer=case_path) or location
+    return location
+
+
 class Workload:
     """The model and prompt of one spec, and the means to run its case eagerly or compiled."""
 

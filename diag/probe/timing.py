@@ -17,7 +17,7 @@ from typing import Any
 
 from diag.probe import records
 from diag.probe.records import Writer
-from diag.probe.session import Workload, exception_info
+from diag.probe.session import Workload, error_location, exception_info
 
 
 def peak_memory_mb(workload: Workload) -> tuple[float, str]:
@@ -91,7 +91,8 @@ def run(workload: Workload, results: Writer) -> None:
     try:
         compiled = measure(workload, workload.compiled, cfg.repeats, max(cfg.warmup, 1), cfg.timing_seconds)
     except Exception as exc:
-        results.write(records.TIMING_ERROR, mode="compiled", **exception_info(exc))
+        results.write(records.TIMING_ERROR, mode="compiled", error_location=error_location(exc, workload.case.path),
+                      **exception_info(exc))
         return
     memory, memory_kind = peak_memory_mb(workload)
     steady = statistics.median(compiled["totals_s"]) if compiled["totals_s"] else 0.0
