@@ -21,7 +21,7 @@ from diag.assemble import assemble
 from diag.catalog import CaseRef
 from diag.config import artifacts_root
 from diag.envs import TorchEnv
-from diag.probe import records
+from diag.probe import records, statuses
 from diag.probe.session import ENVIRONMENT_ERRNOS, Config
 from diag.spawn import ProcessTracker, run_probe
 from diag.store import RunRecord, now
@@ -102,8 +102,11 @@ def record_of(run_dir: Path, fallback_build: Callable[[], dict]) -> RunRecord:
     if fault is not None:
         shutil.rmtree(run_dir, ignore_errors=True)
         raise EnvironmentFault(fault)
-    frames, notes = trace.collect(run_dir)
-    build = {} if files.diagnosis.first(records.BUILD) else fallback_build()
+    result = files.diagnosis.first(records.RESULT)
+    compiled = result is not None and result.get("status") not in statuses.NEVER_COMPILED
+    built = files.diagnosis.first(records.BUILD)
+    frames, notes = trace.collect(run_dir, compiled, python=(built or {}).get("executable"))
+    build = {} if built else fallback_build()
     return assemble(files, build, frames, notes)
 
 

@@ -9,10 +9,12 @@ fail a run: problems come back as notes stored with the run's capabilities.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 FRAME_FIELDS = ("compile_id", "co_name", "co_filename", "co_firstlineno", "cache_size", "accumulated_cache_size",
                 "guard_count", "shape_env_guard_count", "graph_op_count", "graph_node_count", "graph_input_count",
@@ -51,12 +53,26 @@ def frames(directory: Path) -> tuple[list[dict[str, Any]], Note]:
     return rows, (True, detail + (f", {unreadable} unreadable lines skipped" if unreadable else ""))
 
 
-def render_tlparse(directory: Path, out_dir: Path, timeout_s: float = 300) -> Note:
+def find_tlparse(*pythons: Optional[str]) -> Optional[str]:
+    """tlparse on PATH, else beside one of ``pythons`` (the target environment's, the orchestrator's):
+    a virtualenv's bin is not on PATH unless it is activated."""
+    found = shutil.which("tlparse")
+    if found:
+        return found
+    for python in (*pythons, sys.executable):
+        if python:
+            candidate = Path(python).parent / ("tlparse.exe" if os.name == "nt" else "tlparse")
+            if candidate.is_file() and os.access(candidate, os.X_OK):
+                return str(candidate)
+    return None
+
+
+def render_tlparse(directory: Path, out_dir: Path, timeout_s: float = 300, python: Optional[str] = None) -> Note:
     """tlparse's HTML report for the trace in ``directory``, written to ``out_dir``."""
     logs = trace_logs(directory)
     if not logs:
         return False, "no TORCH_TRACE log to render"
-    binary = shutil.which("tlparse")
+    binary = find_tlparse(python)
     if binary is None:
         return False, "tlparse is not installed (pip install tlparse)"
     try:
@@ -70,10 +86,19 @@ def render_tlparse(directory: Path, out_dir: Path, timeout_s: float = 300) -> No
     return True, f"tlparse report at {out_dir / 'index.html'}"
 
 
-def collect(run_dir: Path) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
-    """Frames and capability notes for a finished diagnosis probe."""
+def collect(run_dir: Path, compiled: bool = True,
+            python: Optional[str] = None) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
+    """Frames and capability notes for a finished diagnosis probe.
+
+    ``compiled``: whether the diagnosis got as far as compiling. A run that never compiled
+    writes no trace, and its notes say that, not that the torch lacks one.
+    """
+    if not compiled and not trace_logs(run_dir / "trace"):
+        nothing = (False, "nothing was compiled, so no trace was written")
+        notes = {"compilation_metrics": nothing, "tlparse": nothing}
+        return [], {name: {"available": ok, "detail": detail} for name, (ok, detail) in notes.items()}
     rows, frames_note = frames(run_dir / "trace")
-    tlparse_note = render_tlparse(run_dir / "trace", run_dir / "tlparse")
+    tlparse_note = render_tlparse(run_dir / "trace", run_dir / "tlparse", python=python)
     notes = {"compilation_metrics": frames_note, "tlparse": tlparse_note}
     return rows, {name: {"available": ok, "detail": detail} for name, (ok, detail) in notes.items()}
 

@@ -43,6 +43,7 @@ def test_missing_trace_and_old_torch_are_notes(tmp_path):
 def test_tlparse_missing_is_a_note(tmp_path, monkeypatch):
     directory = _trace_dir(tmp_path, ["V1130 x.py:1 " + json.dumps(METRICS)])
     monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
+    monkeypatch.setattr(trace.sys, "executable", str(tmp_path / "no-tlparse-here" / "python"))
     ok, detail = trace.render_tlparse(directory, tmp_path / "out")
     assert not ok and "tlparse is not installed" in detail
 
@@ -53,3 +54,24 @@ def test_tlparse_renders_a_real_trace(findings):
     assert "tlparse report" in run["artifacts"]
     assert run["artifacts"]["tlparse report"].endswith("tlparse/index.html")
     assert "depyf dump (decompiled bytecode, graphs)" in run["artifacts"]
+
+
+def test_a_run_that_never_compiled_says_so_not_that_torch_lacks_a_trace(tmp_path):
+    rows, notes = trace.collect(tmp_path, compiled=False)
+    assert rows == []
+    assert all(note["detail"] == "nothing was compiled, so no trace was written" for note in notes.values())
+    assert "torch >= 2.3" not in json.dumps(notes)
+
+
+def test_tlparse_is_found_beside_the_target_python_when_not_on_path(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
+    env_bin = tmp_path / "venv" / "bin"
+    env_bin.mkdir(parents=True)
+    tool = env_bin / "tlparse"
+    tool.write_text("#!/bin/sh\nexit 0\n")
+    tool.chmod(0o755)
+    monkeypatch.setattr(trace.sys, "executable", str(tmp_path / "orchestrator" / "python"))
+    assert trace.find_tlparse(str(tmp_path / "elsewhere" / "python")) is None
+    assert trace.find_tlparse(str(env_bin / "python")) == str(tool)
+    monkeypatch.setattr(trace.sys, "executable", str(env_bin / "python"))
+    assert trace.find_tlparse(None) == str(tool)

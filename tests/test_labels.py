@@ -231,3 +231,28 @@ def test_a_torch_without_set_logs_still_completes_and_names_what_is_missing(tmp_
     wrong = runs[("wrong_eager", False)]
     assert wrong["status"] == statuses.EAGER_ERROR and wrong["error_type"] == "OracleMismatch"
     assert wrong["error_message"].count("[[") == 2  # the case's tokens and transformers' tokens
+
+
+@pytest.mark.slow
+def test_a_run_whose_diagnosis_died_keeps_what_the_timing_pass_learned(tmp_path):
+    from conftest import REPO, diag, runs_by_case
+
+    db = tmp_path / "evidence.db"
+    diag("run", "--case", str(REPO / "tests" / "cases" / "dies_in_diagnosis.py"), "--fullgraph", "--backend",
+         "eager", "--new-tokens", "3", "--prompt-length", "8", "--repeats", "1", "--timing-seconds", "0",
+         "--db", str(db), cwd=tmp_path)
+    run = runs_by_case(db, tmp_path)[("dies_in_diagnosis", True)]
+    assert run["status"] == statuses.CRASH
+    assert run["timing_error"].startswith("timing pass: RuntimeError: arg mismatch inlining (at ")
+    assert "dies_in_diagnosis.py:" in run["timing_error"]
+    kept = [h for h in run["hidden_errors"] if h["source"] == "timing_pass"]
+    assert [(h["exc_type"], h["message"]) for h in kept] == [
+        ("TypeError", "VariableBuilder.__init__() got an unexpected keyword argument 'guards'"),
+        ("RuntimeError", "arg mismatch inlining")]
+    assert run["hidden_error_count"] == 2 and run["graph_break_count"] is None
+    shown = diag("show", str(run["id"]), "--db", str(db), cwd=tmp_path).stdout
+    assert "timing pass: RuntimeError: arg mismatch inlining" in shown
+    assert "[timing_pass] TypeError: VariableBuilder.__init__() got an unexpected keyword argument 'guards'" in shown
+    diag("report", "--db", str(db), "--out", str(tmp_path / "site"), cwd=tmp_path)
+    page = (tmp_path / "site" / "runs" / f"{run['id']}.html").read_text()
+    assert "timing_pass" in page and "unexpected keyword argument &#39;guards&#39;" in page

@@ -181,7 +181,9 @@ def parse_hidden_error(record: Record) -> Optional[Finding]:
     elif record.logger.endswith("__graph_breaks") and _not_resumed(text):
         # The rest of the frame silently runs in eager mode: a fallback the user never sees.
         reason = _REASON.search(text)
-        exc_type, message, tb = "Unsupported", (reason["reason"] if reason else text).strip(), text
+        said = (reason["reason"] if reason else text).strip()
+        # the named break ("Unsupported Tensor.item() call ..."), not the generic "cannot resume" line
+        exc_type, message, tb = "Unsupported", gb_type(said) or said, text
         is_break = False
     else:
         return None
