@@ -213,7 +213,7 @@ def assemble(files: RunFiles, fallback_build: dict[str, Any], frames: Optional[l
         "extra": _result_extra(diagnosis),
     }
     identity = build_identity(build.get("torch_version") or "unknown", build.get("git_version"),
-                              build.get("cuda_version"))
+                              build.get("cuda_version"), spec.get("wheel"))
     return RunRecord(build=identity, run=run, timings=timing_rows(timing), frames=list(frames or []), **found)
 
 

@@ -7,14 +7,12 @@ build that cannot be installed is skipped and reported, never fatal.
 
 from __future__ import annotations
 
-import re
-import urllib.request
+import datetime
 from dataclasses import asdict, dataclass, field
-from html.parser import HTMLParser
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Iterable, Optional
 
-from diag import envs, regress, runner, store
+from diag import envs, regress, runner, store, wheels
 from diag import row as rows
 from diag.catalog import CaseRef
 from diag.probe.session import Config
@@ -61,62 +59,93 @@ def search(candidates: list[str], is_bad: Callable[[str], Verdict]) -> SearchRes
                         [candidates[i] for i in sorted(skipped)])
 
 
-class _Links(HTMLParser):
-    def __init__(self) -> None:
-        super().__init__()
-        self.names: list[str] = []
-
-    def handle_starttag(self, tag, attrs) -> None:
-        if tag == "a":
-            href = dict(attrs).get("href") or ""
-            self.names.append(href.split("#", 1)[0].rsplit("/", 1)[-1])
-
-
-_WHEEL = re.compile(r"^torch-(?P<version>[^-]+)-")
-
-
 def index_versions(index_url: str) -> list[str]:
     """torch versions listed on a PEP 503 simple index (``URL/torch/``), local labels dropped."""
-    url = index_url.rstrip("/") + "/torch/"
-    if url.startswith("file://") and not url.endswith("index.html") and Path(url[7:]).is_dir():
-        url += "index.html"
     try:
-        with urllib.request.urlopen(url, timeout=60) as response:
-            page = response.read().decode("utf-8", "replace")
-    except OSError as exc:
-        raise envs.EnvError(f"cannot read the torch index {url}: {exc}") from exc
-    parser = _Links()
-    parser.feed(page)
-    versions = set()
-    for name in parser.names:
-        match = _WHEEL.match(name.replace("%2B", "+"))
-        if match:
-            versions.add(match["version"].split("+", 1)[0])
-    return sorted(versions, key=lambda v: regress.version_order({"version": v, "nightly_date": None, "id": 0}))
+        listed = wheels.listed_wheels(index_url)
+    except wheels.WheelError as exc:
+        raise envs.EnvError(str(exc)) from exc
+    return sorted({w.base_version for w in listed}, key=_order)
+
+
+def _order(version: str) -> tuple:
+    return regress.version_order({"version": version, "nightly_date": None, "id": 0})
+
+
+@dataclass
+class Candidates:
+    """The builds to search (good first, bad last), where each came from, and the dates with no build."""
+    specs: list[str]
+    sources: dict[str, list[str]] = field(default_factory=dict)
+    missing_dates: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
 
 def candidates(good: str, bad: str, candidates_file: Optional[str], listing_index: Optional[str],
-               variant: str) -> list[str]:
-    """The builds to search, good first and bad last: a file of specs, else the torch versions an index lists.
+               variant: str, stored: Iterable[str] = (), request: Optional[envs.Request] = None) -> Candidates:
+    """The builds to search, good first and bad last.
 
-    envs.EnvError for a spec that is not installable or an index that cannot be read.
+    With a file of specs, those. Otherwise the union of what the index lists, the builds already
+    in the DB (``stored``), and, between two dated nightlies, every date in between whose wheel
+    is served at its direct URL (the index lists only about two months); the dates with none are
+    reported. envs.EnvError for a spec that is not installable, or when nothing can be searched.
     """
     for spec in (good, bad):
-        if envs.spec_kind(spec) in ("current", "python"):
-            raise envs.EnvError(f"bisect needs installable torch specs, not {spec!r}")
+        if envs.spec_kind(spec) not in ("release", "nightly_date"):
+            raise envs.EnvError(f"bisect needs a release or a dated nightly at each end, not {spec!r} "
+                                "(a dated nightly: 2.1.0.dev20230621)")
     if candidates_file:
         listed = [line.strip() for line in Path(candidates_file).read_text().splitlines()
                   if line.strip() and not line.startswith("#")]
-    else:
-        listed = index_versions(listing_index or envs.NIGHTLY_INDEX.format(variant=variant))
-    for spec in listed:
-        envs.spec_kind(spec)
-    return between(listed, good, bad)
+        for spec in listed:
+            envs.spec_kind(spec)
+        return Candidates(between(listed, good, bad), {spec: ["file"] for spec in listed})
+    found = Candidates([])
+    index = listing_index or envs.NIGHTLY_INDEX.format(variant=variant)
+    try:
+        for version in index_versions(index):
+            found.sources.setdefault(version, []).append("index")
+    except envs.EnvError as exc:
+        found.notes.append(f"the index could not be listed ({exc}); searching stored builds and direct URLs")
+    for version in stored:
+        found.sources.setdefault(version.split("+", 1)[0], []).append("db")
+    if request is not None:
+        _walk_dates(good, bad, request, found)
+    found.specs = between(list(found.sources), good, bad)
+    return found
+
+
+def _walk_dates(good: str, bad: str, request: envs.Request, found: Candidates) -> None:
+    """Each date between two dated nightlies whose wheel exists at its direct URL (or locally)."""
+    if envs.spec_kind(good) != "nightly_date" or envs.spec_kind(bad) != "nightly_date":
+        return
+    first, last = (datetime.date.fromisoformat(_iso(spec)) for spec in (good, bad))
+    series = sorted({spec.split(".dev", 1)[0] for spec in (good, bad)}, key=_order)
+    tags = wheels.supported_tags(request.python)
+    day = first + datetime.timedelta(days=1)
+    while day < last:
+        stamp = day.strftime("%Y%m%d")
+        known = [f"{s}.dev{stamp}" for s in series if f"{s}.dev{stamp}" in found.sources]
+        if not known:
+            for name in series:
+                spec = f"{name}.dev{stamp}"
+                urls = wheels.direct_urls(request.index, spec, request.variant, tags)
+                if any(wheels.exists(url) for url in urls):
+                    found.sources.setdefault(spec, []).append("direct URL")
+                    break
+            else:
+                found.missing_dates.append(stamp)
+        day += datetime.timedelta(days=1)
+
+
+def _iso(spec: str) -> str:
+    date = spec.split(".dev", 1)[1]
+    return f"{date[:4]}-{date[4:6]}-{date[6:8]}"
 
 
 def between(versions: list[str], good: str, bad: str) -> list[str]:
     """``versions`` from ``good`` to ``bad`` inclusive, ordered; both ends always present."""
-    order = lambda v: regress.version_order({"version": v, "nightly_date": None, "id": 0})  # noqa: E731
+    order = _order
     low, high = order(good), order(bad)
     if low >= high:
         raise envs.EnvError(f"the good build {good} must come before the bad build {bad}")

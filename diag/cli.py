@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import json
 import re
 import shutil
@@ -12,7 +14,7 @@ from typing import Any, Callable, Optional
 
 import click
 
-from diag import __version__, artifacts, catalog, envs, gate, preflight, regress, runner, store, text
+from diag import __version__, artifacts, catalog, envs, gate, preflight, regress, runner, store, text, wheels
 from diag import row as rows
 from diag.config import DEFAULT_DB, DEFAULT_TIMEOUT_S, artifacts_root
 from diag.probe.session import DTYPES, MODES, Config
@@ -174,25 +176,37 @@ def env_options(fn: Callable) -> Callable:
         click.option("--python", "python", default=None, metavar="VERSION|PATH",
                      help="Interpreter for provisioned environments: a version (3.10), found on PATH, through "
                           "pyenv or uv, or a path. Default: diag's own. torch 2.0 needs 3.10 or older."),
+        click.option("--find-links", "find_links", multiple=True, metavar="DIR",
+                     type=click.Path(exists=True, file_okay=False),
+                     help="A folder of torch wheels to look in before the index (also $DIAG_HOME/wheels). "
+                          "Repeatable."),
     ]
     for option in reversed(options):
         fn = option(fn)
-    return fn
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        kwargs["env_options"] = envs.Options(
+            extras=tuple(kwargs.pop("extras")), index_url=kwargs.pop("index_url"), variant=kwargs.pop("variant"),
+            installer=kwargs.pop("installer"), python=kwargs.pop("python"),
+            find_links=tuple(kwargs.pop("find_links")))
+        return fn(*args, **kwargs)
+
+    return wrapper
 
 
 def _progress(message: str) -> None:
     click.echo(message, err=True)
 
 
-def resolve_envs(specs: tuple[str, ...], extras: tuple[str, ...], index_url: Optional[str], variant: str,
-                 installer: str, python: Optional[str]) -> tuple[list[envs.TorchEnv], list[str]]:
+def resolve_envs(specs: tuple[str, ...], options: envs.Options) -> tuple[list[envs.TorchEnv], list[str]]:
     """Environments for ``specs``; a spec that fails is reported and skipped, the others still run."""
     try:
         for spec in specs:
             envs.spec_kind(spec)
-        if python is not None:
+        if options.python is not None:
             # Every spec is checked against the interpreter before anything is installed.
-            version = envs.python_version(envs.find_python(python))
+            version = envs.python_version(envs.find_python(options.python))
             for spec in specs:
                 envs.check_compile_support(spec, version)
     except envs.EnvError as exc:
@@ -200,7 +214,7 @@ def resolve_envs(specs: tuple[str, ...], extras: tuple[str, ...], index_url: Opt
     resolved, failures = [], []
     for spec in specs:
         try:
-            resolved.append(envs.resolve(spec, extras, index_url, variant, installer, log=_progress, python=python))
+            resolved.append(envs.resolve(spec, options, log=_progress))
         except envs.EnvError as exc:
             failures.append(str(exc))
             if len(specs) == 1:
@@ -231,9 +245,8 @@ def resolve_envs(specs: tuple[str, ...], extras: tuple[str, ...], index_url: Opt
 @click.option("--sweep-values", default=None, metavar="N,N,...",
               help="Values for --sweep (default: batch 1,2,4,8; length 16,64,256).")
 @json_option
-def run_command(case_values: tuple[str, ...], torch_specs: tuple[str, ...], extras: tuple[str, ...],
-                index_url: Optional[str], variant: str, installer: str, python: Optional[str], db_path: str,
-                timeout_s: float, jobs: int, timing: bool, repeat: int, sweep: Optional[str], sweep_values: Optional[str],
+def run_command(case_values: tuple[str, ...], torch_specs: tuple[str, ...], env_options: envs.Options,
+                db_path: str, timeout_s: float, jobs: int, timing: bool, repeat: int, sweep: Optional[str], sweep_values: Optional[str],
                 as_json: bool, **config: Any) -> None:
     """Diagnose cases under torch.compile and record the runs.
 
@@ -253,7 +266,7 @@ def run_command(case_values: tuple[str, ...], torch_specs: tuple[str, ...], extr
         raise _fail(str(exc)) from exc
     _preflight(preflight.check_configs, configs)
     _preflight(preflight.check_database, db_path)
-    environments, env_failures = resolve_envs(torch_specs, extras, index_url, variant, installer, python)
+    environments, env_failures = resolve_envs(torch_specs, env_options)
     for env in environments:
         _preflight(preflight.check_environment, env, refs, configs)
     db = open_store(db_path, create=True)
@@ -356,20 +369,51 @@ def env_list(as_json: bool) -> None:
 
 
 @env_group.command("add")
-@click.argument("spec")
+@click.argument("spec", required=False)
 @env_options
+@click.option("--like", "like", default=None, metavar="BUILD",
+              help="Install a build diag ran again, from its recorded wheel, checked by its sha256: a build id "
+                   "or torch version from --db. Its Python and transformers are used unless given.")
+@db_option
 @json_option
-def env_add(spec: str, extras: tuple[str, ...], index_url: Optional[str], variant: str, installer: str,
-            python: Optional[str], as_json: bool) -> None:
-    """Provision (or reuse) the environment for a torch SPEC: a release, a dated nightly, 2.1.0.dev, nightly."""
+def env_add(spec: Optional[str], env_options: envs.Options, like: Optional[str], db_path: str,
+            as_json: bool) -> None:
+    """Provision (or reuse) the environment for a torch SPEC: a release, a dated nightly, 2.1.0.dev, nightly,
+    a wheel URL or file; or, with --like BUILD, the build a stored run used."""
+    if (spec is None) == (like is None):
+        raise _fail("give a torch SPEC or --like BUILD (one of them)")
+    sha256 = None
+    if like is not None:
+        spec, env_options, sha256 = _like(like, db_path, env_options)
     try:
         if envs.spec_kind(spec) in ("current", "python"):
             raise _fail(f"torch spec {spec!r} names an existing interpreter; nothing to provision")
-        env = envs.resolve(spec, extras, index_url, variant, installer, log=_progress, python=python)
+        env = envs.resolve(spec, env_options, log=_progress, sha256=sha256)
     except envs.EnvError as exc:
         raise _fail(str(exc)) from exc
     info = {"spec": spec, "python": env.python, "path": env.path, **env.build()}
     click.echo(json.dumps(info, indent=2) if as_json else f"{spec}: torch {info['torch_version']} at {env.path}")
+
+
+def _like(build_ref: str, db_path: str, options: envs.Options) -> tuple[str, envs.Options, Optional[str]]:
+    """The wheel, Python and transformers of a stored build (by id or torch version)."""
+    db = read_store(db_path)
+    found = [b for b in store.builds(db) if str(b["id"]) == build_ref or b["version"] == build_ref
+             or b["version"].split("+", 1)[0] == build_ref]
+    if not found:
+        raise _fail(f"no build {build_ref!r} in {db_path} (see diag runs)")
+    build = found[-1]
+    if not build.get("wheel_url"):
+        raise _fail(f"build {build['version']} has no recorded wheel (its runs used an interpreter as it was, "
+                    "or were stored before wheels were recorded); give its torch spec instead")
+    runs = store.runs_of_build(db, build["id"])
+    python = next((r["python"] for r in reversed(runs) if r.get("python")), None)
+    transformers = next((r["transformers_version"] for r in reversed(runs) if r.get("transformers_version")), None)
+    extras = options.extras
+    if transformers and not any(e.lower().startswith("transformers") for e in extras):
+        extras = (*extras, f"transformers=={transformers}")
+    chosen = options.python or (".".join(python.split(".")[:2]) if python else None)
+    return build["wheel_url"], dataclasses.replace(options, extras=extras, python=chosen), build["wheel_sha256"]
 
 
 @env_group.command("rm")
@@ -533,9 +577,8 @@ def check_command(baseline: Optional[str], compile_threshold: float, latency_thr
 @click.option("--timeout", "timeout_s", type=click.FloatRange(min=1), default=DEFAULT_TIMEOUT_S, show_default=True)
 @json_option
 def bisect_command(case_value: str, good: str, bad: str, candidates_file: Optional[str],
-                   listing_index: Optional[str], extras: tuple[str, ...], index_url: Optional[str], variant: str,
-                   installer: str, python: Optional[str], db_path: str, timeout_s: float, as_json: bool,
-                   **config: Any) -> None:
+                   listing_index: Optional[str], env_options: envs.Options, db_path: str, timeout_s: float,
+                   as_json: bool, **config: Any) -> None:
     """Binary-search the builds between --good and --bad for the first one whose status differs from --good's.
 
     Builds are provisioned as needed and runs already in the DB are reused. A build
@@ -546,23 +589,37 @@ def bisect_command(case_value: str, good: str, bad: str, candidates_file: Option
 
     config["fullgraph"] = True if config["fullgraph"] is None else config["fullgraph"]
     run_config = build_configs(**config)[0]
-    try:
-        refs = catalog.resolve([case_value])
-        candidates = bisect.candidates(good, bad, candidates_file, listing_index, variant)
-    except (catalog.CatalogError, envs.EnvError) as exc:
-        raise _fail(str(exc)) from exc
     _preflight(preflight.check_configs, [run_config])
     _preflight(preflight.check_database, db_path)
     db = open_store(db_path, create=True)
+    recorded = {b["version"].split("+", 1)[0]: b for b in store.builds(db) if b.get("wheel_url")}
+    try:
+        refs = catalog.resolve([case_value])
+        found = bisect.candidates(good, bad, candidates_file, listing_index, env_options.variant,
+                                  stored=[b["version"] for b in store.builds(db)],
+                                  request=env_options.request(good))
+    except (catalog.CatalogError, envs.EnvError, wheels.WheelError) as exc:
+        raise _fail(str(exc)) from exc
+    for note in found.notes:
+        _progress(text.safe(note))
+    if found.missing_dates:
+        _progress(f"no nightly at its direct URL for {len(found.missing_dates)} dates in range: "
+                  f"{', '.join(found.missing_dates[:10])}{' ...' if len(found.missing_dates) > 10 else ''}")
 
     def provision(spec: str) -> envs.TorchEnv:
-        return envs.resolve(spec, extras, index_url, variant, installer, log=_progress, python=python)
+        build = recorded.get(spec)
+        if build is not None:
+            # a build diag ran before: the same wheel again, checked by its sha256
+            return envs.resolve(build["wheel_url"], env_options, log=_progress, sha256=build["wheel_sha256"])
+        return envs.resolve(spec, env_options, log=_progress)
 
     try:
-        summary = bisect.bisect(db, Path(db_path), refs[0], run_config, candidates, provision, timeout_s,
+        summary = bisect.bisect(db, Path(db_path), refs[0], run_config, found.specs, provision, timeout_s,
                                 log=lambda message: _progress(text.safe(message)))
     except (bisect.BisectError, runner.EnvironmentFault, store.StoreError) as exc:
         raise _fail(str(exc)) from exc
+    summary["missing_dates"] = found.missing_dates
+    summary["sources"] = {spec: found.sources.get(spec, []) for spec in found.specs}
     if as_json:
         click.echo(json.dumps(summary, indent=2))
         return
@@ -572,6 +629,9 @@ def bisect_command(case_value: str, good: str, bad: str, candidates_file: Option
         click.echo(f"commits:   git log {summary['commit_range']}   ({summary['compare_url']})")
     for spec, reason in summary["skipped"].items():
         click.echo(f"skipped:   {spec}: {text.safe(reason)}")
+    if summary["missing_dates"]:
+        click.echo(f"no build:  {len(summary['missing_dates'])} dates in range had no nightly "
+                   f"({', '.join(summary['missing_dates'][:10])}{' ...' if len(summary['missing_dates']) > 10 else ''})")
 
 
 def _build_line(build: dict[str, Any]) -> str:

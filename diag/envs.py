@@ -21,10 +21,12 @@ import shutil
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+import urllib.parse
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Optional
 
+from diag import wheels
 from diag.config import PACKAGE_ROOT, diag_home
 
 _RELEASE = re.compile(r"^\d+\.\d+(\.\d+)?$")
@@ -36,6 +38,7 @@ COMPILE_SINCE = {(3, 11): (2, 1), (3, 12): (2, 4), (3, 13): (2, 6)}
 TRANSFORMERS_FALLBACKS = ("transformers<5", "transformers<4.50", "transformers<4.45", "transformers<4.40")
 _NIGHTLY = re.compile(r"^(?P<series>\d+\.\d+\.\d+)\.dev(?P<date>\d{8})?$")
 NIGHTLY_INDEX = "https://download.pytorch.org/whl/nightly/{variant}"
+DEV_KINDS = ("nightly_date", "nightly_prefix", "nightly")
 STAMP = ".diag-env.json"
 
 
@@ -81,10 +84,19 @@ class Request:
     extra_index_urls: tuple[str, ...] = ()
     variant: str = "cpu"
     installer: str = "pip"
+    # Where wheels may also be found, and the sha256 a wheel must have (a re-install of a recorded
+    # build). Neither changes what the environment holds, so neither is part of its key.
+    find_links: tuple[str, ...] = ()
+    sha256: Optional[str] = None
 
     @property
     def kind(self) -> str:
         return spec_kind(self.spec)
+
+    @property
+    def index(self) -> str:
+        """The index torch nightlies are looked up on (and their dependencies installed from)."""
+        return self.index_url or NIGHTLY_INDEX.format(variant=self.variant)
 
 
 def probe_path() -> Path:
@@ -115,6 +127,8 @@ def spec_kind(spec: str) -> str:
         return "current"
     if spec == "nightly":
         return "nightly"
+    if spec.endswith(".whl"):
+        return "wheel"
     if "/" in spec or "\\" in spec or Path(spec).name.startswith("python"):
         return "python"
     if _RELEASE.match(spec):
@@ -123,7 +137,7 @@ def spec_kind(spec: str) -> str:
     if match:
         return "nightly_date" if match.group("date") else "nightly_prefix"
     raise EnvError(f"malformed torch spec {spec!r}: expected current, a release (2.13.0), a nightly "
-                   "(2.1.0.dev20230621 or 2.1.0.dev), nightly, or a path to a python")
+                   "(2.1.0.dev20230621 or 2.1.0.dev), nightly, a wheel (URL or path, .whl) or a path to a python")
 
 
 def python_version(python: str) -> tuple[int, int, int]:
@@ -224,18 +238,6 @@ def check_compile_support(spec: str, version: tuple[int, ...]) -> None:
                    f"choose an older Python, e.g. --python {fits[0]}.{fits[1]}")
 
 
-def torch_requirement(spec: str) -> str:
-    kind = spec_kind(spec)
-    if kind in ("release", "nightly_date"):
-        return f"torch=={spec}"
-    if kind == "nightly_prefix":
-        series = _NIGHTLY.match(spec)["series"]
-        return f"torch>={series}.dev0,<{series}"
-    if kind == "nightly":
-        return "torch"
-    raise EnvError(f"torch spec {spec!r} is not installable")
-
-
 def _installer(request: Request, python: str) -> list[str]:
     if request.installer == "uv":
         return ["uv", "pip", "install", "--python", python]
@@ -243,17 +245,108 @@ def _installer(request: Request, python: str) -> list[str]:
 
 
 def torch_install_command(request: Request, python: str) -> list[str]:
-    """Step 1: torch alone, from the nightly index for dev specs (it hosts torch's own dependencies)."""
-    is_dev = request.kind in ("nightly_date", "nightly_prefix", "nightly")
-    index_url = request.index_url or (NIGHTLY_INDEX.format(variant=request.variant) if is_dev else None)
+    """Step 1 for a release: torch alone, by pip's (or uv's) own resolution; nightlies and wheels are
+    found first (find_wheel) and installed as files (wheel_install_command)."""
     command = _installer(request, python)
-    if is_dev:
-        command += ["--prerelease", "allow"] if request.installer == "uv" else ["--pre"]
-    if index_url:
-        command += ["--index-url", index_url]
+    if request.index_url:
+        command += ["--index-url", request.index_url]
     for url in request.extra_index_urls:
         command += ["--extra-index-url", url]
-    return command + [torch_requirement(request.spec)]
+    for folder in request.find_links:
+        command += ["--find-links", folder]
+    if request.kind != "release":
+        raise EnvError(f"torch spec {request.spec!r} is not a release; nightlies are installed from their wheel")
+    return command + [f"torch=={request.spec}"]
+
+
+def _nightly_order(version: str) -> tuple:
+    match = _NIGHTLY.match(version.split("+", 1)[0])
+    if match is None:
+        return ((), "")
+    return (tuple(int(p) for p in match["series"].split(".")), match["date"] or "")
+
+
+def _python_tag(tags: list[str]) -> str:
+    return next((t.split("-")[0] for t in tags if t.startswith("cp")), "?")
+
+
+def find_wheel(request: Request) -> wheels.Wheel:
+    """The torch wheel a nightly or wheel spec installs, found before anything is installed.
+
+    A dated nightly: ``--find-links`` folders and the wheel cache, then the index listing, then its
+    direct URL (the index keeps about two months of nightlies listed; older wheels stay at their
+    URLs). A prefix or ``nightly``: the newest such wheel in the folders, the cache and the listing.
+    A wheel spec: that URL or file. EnvError, in one line, when there is none.
+    """
+    spec, kind = request.spec, request.kind
+    try:
+        if kind == "wheel":
+            return _given_wheel(spec)
+        tags = wheels.supported_tags(request.python)
+        folders = [Path(f).expanduser() for f in request.find_links]
+        local = wheels.local_wheels(folders, "find-links") + wheels.local_wheels([wheels.cache_dir()], "wheel cache")
+        try:
+            listed, unlisted_why = wheels.listed_wheels(request.index), ""
+        except wheels.WheelError as exc:
+            listed, unlisted_why = [], f" ({exc})"
+        rank = {tag: index for index, tag in enumerate(tags)}
+
+        def fits(wheel: wheels.Wheel) -> bool:
+            return (bool(wheel.tags() & rank.keys()) and wheel.label in (None, request.variant)
+                    and matches_request(spec, wheel.version))
+
+        def preference(wheel: wheels.Wheel) -> int:
+            return min(rank.get(tag, len(rank)) for tag in wheel.tags())
+
+        found = [w for w in local + listed if fits(w)]
+        python_tag = _python_tag(tags)
+        places = ", ".join([*(str(f) for f in folders), str(wheels.cache_dir())])
+        if kind == "nightly_date":
+            if found:
+                return min(found, key=preference)
+            urls = wheels.direct_urls(request.index, spec, request.variant, tags)
+            for url in urls:
+                if wheels.exists(url):
+                    return wheels.Wheel(urllib.parse.unquote(url.rsplit("/", 1)[-1]), url, "direct URL")
+            raise EnvError(f"torch spec {spec!r}: no {request.variant} wheel for {python_tag}: none in {places}, "
+                           f"none listed on {request.index}{unlisted_why}, and none at its direct URL "
+                           f"({urls[0] if urls else 'no platform tag fits'}); is there a nightly of that date?")
+        if not found:
+            if kind == "nightly_prefix":
+                series = _NIGHTLY.match(spec)["series"]
+                raise EnvError(f"torch spec {spec!r}: {request.index} lists no {series} nightly for {python_tag} "
+                               f"({request.variant}){unlisted_why}, and none is in {places}; the nightly index keeps "
+                               f"about two months of nightlies. Use a dated nightly ({series}.devYYYYMMDD, installed "
+                               f"by its direct wheel URL), a wheel URL or --find-links DIR, or the release {series}")
+            raise EnvError(f"torch spec 'nightly': {request.index} lists no nightly for {python_tag} "
+                           f"({request.variant}){unlisted_why}")
+        return max(found, key=lambda w: (_nightly_order(w.version), -preference(w)))
+    except wheels.WheelError as exc:
+        raise EnvError(f"torch spec {spec!r}: {exc}") from exc
+
+
+def _given_wheel(spec: str) -> wheels.Wheel:
+    name = urllib.parse.unquote(spec.rsplit("/", 1)[-1])
+    if not name.startswith("torch-") or not wheels.is_wheel_name(name):
+        raise EnvError(f"torch spec {spec!r}: not a torch wheel (torch-VERSION-PYTHON-ABI-PLATFORM.whl)")
+    if "://" in spec and not spec.startswith("file://"):
+        if not wheels.exists(spec):
+            raise EnvError(f"torch spec {spec!r}: nothing is served at that URL")
+        return wheels.Wheel(name, spec, "given")
+    path = Path(spec[7:] if spec.startswith("file://") else spec).expanduser()
+    if not path.is_file():
+        raise EnvError(f"torch spec {spec!r}: no such wheel file")
+    return wheels.Wheel(name, str(path.absolute()), "given")
+
+
+def wheel_install_command(request: Request, python: str, wheel_file: Path) -> list[str]:
+    """Step 1 for a found wheel: that file; its dependencies from the user's index and the nightly index."""
+    command = _installer(request, python)
+    if request.kind in DEV_KINDS:
+        command += ["--extra-index-url", request.index]
+    for url in request.extra_index_urls:
+        command += ["--extra-index-url", url]
+    return command + [str(wheel_file)]
 
 
 def extras_install_command(request: Request, python: str, constraint_file: str) -> list[str]:
@@ -288,7 +381,8 @@ def env_key(request: Request) -> str:
                                     capture_output=True, text=True).stdout.strip()
     # python, python3 and python3.11 may name one interpreter: key on the file they resolve to.
     python = os.path.realpath(request.python)
-    parts = [request.spec, *sorted(request.extras), python, python_version, request.index_url or "",
+    spec = request.spec if request.kind != "wheel" else request.spec.rsplit("/", 1)[-1]  # the build, not its place
+    parts = [spec, *sorted(request.extras), python, python_version, request.index_url or "",
              *request.extra_index_urls, request.variant, request.installer]
     digest = hashlib.sha1("\x1f".join(parts).encode()).hexdigest()[:10]
     label = re.sub(r"[^A-Za-z0-9.]+", "-", request.spec).strip("-")
@@ -322,17 +416,26 @@ def _run(command: list[str], spec: str, what: str, timeout: float = 3600) -> sub
     return done
 
 
-def provision(request: Request, log=lambda message: None) -> TorchEnv:
-    """The environment for ``request``: reused when its stamp says it is complete, else built."""
+def provision(request: Request, log=lambda message: None, wheel: Optional[wheels.Wheel] = None,
+              label: Optional[str] = None) -> TorchEnv:
+    """The environment for ``request``: reused when its stamp says it is complete, else built.
+
+    A nightly or wheel spec's wheel is found before anything is created (``wheel``, when the
+    caller found it already), fetched into the wheel cache, checked against ``request.sha256``
+    when one is given, and installed as a file. ``label``: the spec as the user wrote it.
+    """
+    label = label or request.spec
     directory = envs_dir() / env_key(request)
     stamp = read_stamp(directory)
     python = _env_python(directory)
     if stamp is not None and python.exists():
         if subprocess.run([str(python), "-c", "pass"], capture_output=True).returncode == 0:
-            return TorchEnv(request.spec, str(python), stamp["torch"], str(directory))
+            return TorchEnv(label, str(python), stamp["torch"], str(directory))
     if directory.exists():
         shutil.rmtree(directory, ignore_errors=True)
     check_compile_support(request.spec, python_version(request.python))
+    if wheel is None and request.kind in (*DEV_KINDS, "wheel"):
+        wheel = find_wheel(request)
     if request.installer == "uv" and shutil.which("uv") is None:
         raise EnvError(f"torch spec {request.spec!r}: --installer uv asked for, but uv is not on PATH")
     envs_dir().mkdir(parents=True, exist_ok=True)
@@ -341,11 +444,17 @@ def provision(request: Request, log=lambda message: None) -> TorchEnv:
         log(f"provisioning {request.spec} in {directory}")
         _run([request.python, "-m", "venv", str(partial)], request.spec, "creating the virtualenv", 600)
         env_python = str(_env_python(partial))
-        _run(torch_install_command(request, env_python), request.spec, "installing torch")
+        if wheel is None:
+            _run(torch_install_command(request, env_python), request.spec, "installing torch")
+        else:
+            source = _install_wheel(request, env_python, wheel, log)
         info = describe(request.spec, env_python)
-        if not matches_request(request.spec, info["torch_version"]):
+        wanted = request.spec if wheel is None or request.kind != "wheel" else wheel.base_version
+        if not matches_request(wanted, info["torch_version"]):
             raise EnvError(f"torch spec {request.spec!r}: the installer gave torch {info['torch_version']}, "
                            "not the requested build (is that nightly on the index?)")
+        if wheel is not None:
+            info["wheel"] = source
         pin = partial / "torch-pin.txt"
         pin.write_text(f"torch=={info['torch_version']}\n", encoding="utf-8")
         _run(extras_install_command(request, env_python, str(pin)), request.spec, "installing transformers and extras")
@@ -356,7 +465,21 @@ def provision(request: Request, log=lambda message: None) -> TorchEnv:
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)
         raise
-    return TorchEnv(request.spec, str(_env_python(directory)), stamp["torch"], str(directory))
+    return TorchEnv(label, str(_env_python(directory)), stamp["torch"], str(directory))
+
+
+def _install_wheel(request: Request, python: str, wheel: wheels.Wheel, log) -> dict[str, str]:
+    """Fetch, check and install a found wheel; where it came from and its sha256, for the build's record."""
+    log(f"torch wheel {wheel.filename} from {wheel.origin}: {wheel.location}")
+    try:
+        path, sha256 = wheels.fetch(wheel)
+    except wheels.WheelError as exc:
+        raise EnvError(f"torch spec {request.spec!r}: {exc}") from exc
+    if request.sha256 and sha256 != request.sha256:
+        raise EnvError(f"torch spec {request.spec!r}: the wheel's sha256 is {sha256}, not the recorded "
+                       f"{request.sha256}: it is not the build that was run")
+    _run(wheel_install_command(request, python, path), request.spec, "installing torch")
+    return {"url": wheel.location, "origin": wheel.origin, "sha256": sha256, "filename": wheel.filename}
 
 
 _TRANSFORMERS_SEES_TORCH = ("import json\ntry:\n    import transformers\n    from transformers.utils import "
@@ -405,12 +528,34 @@ def _names_transformers(extras: tuple[str, ...]) -> bool:
     return any(re.split(r"[<>=!~\[ ;]", e, maxsplit=1)[0].lower() == "transformers" for e in extras)
 
 
-def resolve(spec: str, extras: tuple[str, ...] = (), index_url: Optional[str] = None,
-            variant: str = "cpu", installer: str = "pip", log=lambda message: None,
-            python: Optional[str] = None) -> TorchEnv:
+@dataclass(frozen=True)
+class Options:
+    """How environments are provisioned: the CLI's --with, --index-url, --variant, --installer,
+    --python and --find-links."""
+    extras: tuple[str, ...] = ()
+    index_url: Optional[str] = None
+    variant: str = "cpu"
+    installer: str = "pip"
+    python: Optional[str] = None
+    find_links: tuple[str, ...] = ()
+
+    def request(self, spec: str, sha256: Optional[str] = None) -> Request:
+        return Request(spec=spec, extras=tuple(self.extras), python=find_python(self.python),
+                       index_url=self.index_url, variant=self.variant, installer=self.installer,
+                       find_links=tuple(self.find_links), sha256=sha256)
+
+
+def resolve(spec: str, options: Options = Options(), log=lambda message: None,
+            sha256: Optional[str] = None) -> TorchEnv:
+    """The environment for a spec: an interpreter as it is, else a provisioned one.
+
+    A nightly prefix or ``nightly`` is first resolved to the newest dated nightly there is, and
+    the environment is that build's: a machine that keeps its environments never reuses
+    yesterday's nightly for today's.
+    """
     kind = spec_kind(spec)
-    if kind == "current" and python is not None:
-        spec, kind = find_python(python), "python"
+    if kind == "current" and options.python is not None:
+        spec, kind = find_python(options.python), "python"
     if kind == "current":
         # The CLI's own interpreter: importing torch just to name it would add seconds to every run.
         return TorchEnv(spec, sys.executable)
@@ -419,8 +564,11 @@ def resolve(spec: str, extras: tuple[str, ...] = (), index_url: Optional[str] = 
         if not path.is_file() or not os.access(path, os.X_OK):
             raise EnvError(f"torch spec {spec!r}: no executable python at that path")
         return TorchEnv(spec, str(path.absolute()), describe(spec, str(path)))
-    request = Request(spec=spec, extras=tuple(extras), python=find_python(python), index_url=index_url,
-                      variant=variant, installer=installer)
+    request = options.request(spec, sha256)
+    if kind in ("nightly_prefix", "nightly"):
+        wheel = find_wheel(request)
+        log(f"{spec}: the newest is {wheel.base_version} ({wheel.origin})")
+        return provision(replace(request, spec=wheel.base_version), log, wheel, label=spec)
     return provision(request, log)
 
 

@@ -50,7 +50,7 @@ def plan(envs: list[TorchEnv], cases: list[CaseRef], configs: list[Config], repe
 def write_spec(job: Job, run_dir: Path, timing: bool, invocation: Optional[str]) -> Path:
     """spec.json: what the probe runs, and the run's identity (so that the directory alone makes the run)."""
     spec = {"case": job.case.name, "case_path": job.case.path, "case_source": job.case.source,
-            "config": asdict(job.config), "timing": timing,
+            "config": asdict(job.config), "timing": timing, "wheel": (job.env.known_build or {}).get("wheel"),
             "run": {"uid": run_dir.name, "started_at": now(), "host": socket.gethostname(),
                     "tool_version": __version__, "invocation": invocation}}
     path = run_dir / rundir.SPEC

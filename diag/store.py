@@ -163,6 +163,17 @@ def m007_ops_captured(db: sqlite_utils.Database) -> None:
     db["runs"].add_column("ops_captured", int)
 
 
+@migration
+def m008_wheel_source(db: sqlite_utils.Database) -> None:
+    """Where each build's torch wheel came from (a URL or a file) and its sha256, so that any build
+    diag ran can be installed again and checked (diag env add --like BUILD)."""
+    for column in ("wheel_url", "wheel_origin", "wheel_sha256"):
+        db["torch_builds"].add_column(column, str)
+
+
+WHEEL_COLUMNS = ("wheel_url", "wheel_origin", "wheel_sha256")
+
+
 def _row_columns(prefix: str = "") -> str:
     return ", ".join(f'{prefix}"{name}"' for name in rows.FIELDS)
 
@@ -381,14 +392,18 @@ def nightly_date(version: str) -> Optional[str]:
     return f"{raw[:4]}-{raw[4:6]}-{raw[6:]}"
 
 
-def build_identity(version: str, git_version: Optional[str], cuda_version: Optional[str]) -> dict[str, Any]:
-    """A torch build row. Two dated nightlies of one git commit are the same build."""
+def build_identity(version: str, git_version: Optional[str], cuda_version: Optional[str],
+                   wheel: Optional[dict[str, Any]] = None) -> dict[str, Any]:
+    """A torch build row. Two dated nightlies of one git commit are the same build. ``wheel``: where
+    its wheel came from (url, origin, sha256), when diag installed it from a wheel."""
     variant = "cpu" if not cuda_version else "cu" + cuda_version.replace(".", "")
     commit = git_version if git_version and git_version.lower() not in ("unknown", "none") else None
+    wheel = wheel or {}
     return {
         "build_key": f"{commit or version}|{variant}",
         "version": version, "git_version": commit, "nightly_date": nightly_date(version),
         "variant": variant, "cuda_version": cuda_version,
+        "wheel_url": wheel.get("url"), "wheel_origin": wheel.get("origin"), "wheel_sha256": wheel.get("sha256"),
     }
 
 
@@ -405,8 +420,12 @@ class RunRecord:
 
 
 def _build_id(conn: sqlite3.Connection, build: dict[str, Any]) -> int:
-    row = conn.execute("SELECT id FROM torch_builds WHERE build_key = ?", [build["build_key"]]).fetchone()
+    row = conn.execute("SELECT id, wheel_url FROM torch_builds WHERE build_key = ?", [build["build_key"]]).fetchone()
     if row:
+        if row[1] is None and build.get("wheel_url"):
+            # the first time the build's wheel is known (an earlier run used an interpreter as it was)
+            conn.execute("UPDATE torch_builds SET wheel_url = ?, wheel_origin = ?, wheel_sha256 = ? WHERE id = ?",
+                         [*(build[c] for c in WHEEL_COLUMNS), row[0]])
         return int(row[0])
     return _insert(conn, "torch_builds", {**build, "first_seen": now()})
 
@@ -491,7 +510,8 @@ def full_runs(db: sqlite_utils.Database, run_ids: Iterable[int]) -> Iterable[dic
         marks = ", ".join("?" for _ in batch)
         runs = {row["id"]: row for row in db.query(
             "SELECT runs.*, b.version AS build_version, b.git_version AS build_git_version, "
-            "b.nightly_date AS build_nightly_date, b.variant AS build_variant FROM runs "
+            "b.nightly_date AS build_nightly_date, b.variant AS build_variant, b.wheel_url AS build_wheel_url, "
+            "b.wheel_origin AS build_wheel_origin, b.wheel_sha256 AS build_wheel_sha256 FROM runs "
             f"JOIN torch_builds b ON b.id = runs.torch_build_id WHERE runs.id IN ({marks})", batch)}
         for run in runs.values():
             for table in CHILD_TABLES:
@@ -509,7 +529,7 @@ def full_runs(db: sqlite_utils.Database, run_ids: Iterable[int]) -> Iterable[dic
 
 def run_records(db: sqlite_utils.Database) -> Iterable[RunRecord]:
     """Every run of ``db`` as a RunRecord (ids dropped), for copying into another DB."""
-    build_columns = ("build_key", "version", "git_version", "nightly_date", "variant", "cuda_version")
+    build_columns = ("build_key", "version", "git_version", "nightly_date", "variant", "cuda_version", *WHEEL_COLUMNS)
     builds_by_id = {row["id"]: {k: row[k] for k in build_columns} for row in db.query("SELECT * FROM torch_builds")}
     ids = [row[0] for row in db.execute("SELECT id FROM runs ORDER BY id")]
     for start in range(0, len(ids), 500):

@@ -52,8 +52,8 @@ def show(run: dict[str, Any]) -> str:
         if run.get("error_location"):
             lines.append(f"at: {safe(run['error_location'])}")
     lines += _section("build")
-    for field in ("torch_version", "build_git_version", "build_nightly_date", "build_variant",
-                  "transformers_version", "depyf_version", "python", "platform", "device_name", "host",
+    for field in ("torch_version", "build_git_version", "build_nightly_date", "build_variant", "build_wheel_url",
+                  "build_wheel_origin", "build_wheel_sha256", "transformers_version", "depyf_version", "python", "platform", "device_name", "host",
                   "started_at", "duration_s", "tool_version"):
         if run.get(field) is not None:
             lines.append(f"  {field}: {safe(run[field])}")

@@ -57,3 +57,18 @@ def test_architecture_doc_names_files_that_exist():
     named = set(re.findall(r"`((?:diag|tests|cases)/[\w/.]+\.(?:py|j2|md))", doc))
     assert len(named) > 15
     assert [path for path in sorted(named) if not (REPO / path).exists()] == []
+
+
+def test_readme_coverage_table_is_the_recorded_coverage():
+    """README's version table is made from tests/fixtures/versions/coverage.json, never by hand."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("versions", REPO / "tests" / "fixtures" / "versions.py")
+    versions = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(versions)
+    readme = (REPO / "README.md").read_text()
+    start = readme.index("<!-- coverage table: python tests/fixtures/versions.py --table -->")
+    end = readme.index("<!-- end coverage table -->")
+    table = readme[start:end].split("\n", 1)[1]
+    assert table == versions.summary_table()
+    assert table.count("\n") >= 2 + 16

@@ -24,22 +24,21 @@ def _pip(python="py"):
 @pytest.mark.parametrize("spec, expected", [
     ("2.13.0", _pip() + ["torch==2.13.0"]),
     ("2.4", _pip() + ["torch==2.4"]),
-    ("2.1.0.dev20230621", _pip() + ["--pre", "--index-url", NIGHTLY_CPU, "torch==2.1.0.dev20230621"]),
-    ("2.1.0.dev", _pip() + ["--pre", "--index-url", NIGHTLY_CPU, "torch>=2.1.0.dev0,<2.1.0"]),
-    ("nightly", _pip() + ["--pre", "--index-url", NIGHTLY_CPU, "torch"]),
 ])
-def test_torch_install_command_per_spec_kind(spec, expected):
+def test_release_install_command(spec, expected):
     assert envs.torch_install_command(envs.Request(spec), "py") == expected
+    with_links = envs.torch_install_command(envs.Request(spec, find_links=("/w",), index_url="https://x/simple"), "py")
+    assert with_links[-5:] == ["--index-url", "https://x/simple", "--find-links", "/w", f"torch=={spec}"]
 
 
-def test_nightly_variant_and_custom_indexes():
-    request = envs.Request("nightly", variant="cu124", extra_index_urls=("https://mirror.example/simple",))
-    assert envs.torch_install_command(request, "py")[-5:] == [
-        "--index-url", "https://download.pytorch.org/whl/nightly/cu124",
-        "--extra-index-url", "https://mirror.example/simple", "torch"]
+def test_a_found_nightly_wheel_is_installed_as_a_file_with_the_nightly_index_for_its_dependencies(tmp_path):
+    request = envs.Request("2.1.0.dev20230621", variant="cu124", extra_index_urls=("https://mirror.example/simple",))
+    command = envs.wheel_install_command(request, "py", tmp_path / "torch.whl")
+    assert command == _pip() + ["--extra-index-url", "https://download.pytorch.org/whl/nightly/cu124",
+                                "--extra-index-url", "https://mirror.example/simple", str(tmp_path / "torch.whl")]
     custom = envs.Request("2.1.0.dev20230621", index_url="https://my.index/nightly")
-    assert "https://my.index/nightly" in envs.torch_install_command(custom, "py")
-    assert NIGHTLY_CPU not in envs.torch_install_command(custom, "py")
+    assert custom.index == "https://my.index/nightly"
+    assert NIGHTLY_CPU not in envs.wheel_install_command(custom, "py", tmp_path / "torch.whl")
 
 
 def test_extras_step_pins_torch_and_adds_transformers_only_when_missing():
@@ -51,9 +50,9 @@ def test_extras_step_pins_torch_and_adds_transformers_only_when_missing():
 
 
 def test_uv_installer_arguments():
-    request = envs.Request("2.1.0.dev", installer="uv")
-    assert envs.torch_install_command(request, "/e/bin/python")[:7] == [
-        "uv", "pip", "install", "--python", "/e/bin/python", "--prerelease", "allow"]
+    request = envs.Request("2.13.0", installer="uv")
+    assert envs.torch_install_command(request, "/e/bin/python") == [
+        "uv", "pip", "install", "--python", "/e/bin/python", "torch==2.13.0"]
 
 
 @pytest.mark.parametrize("spec, version, ok", [

@@ -25,10 +25,13 @@ def decode_step(model, token, position_ids, key_cache, value_cache, cache_mask):
 
 @case("append_last", "fixed-size KV cache, current token appended in the last slot, whole cache masked (fullgraph-friendly)")
 def generate(gen):
+    drive(gen, gen.compile(decode_step))
+
+
+def drive(gen, step):
+    """The append-last decode loop around ``step`` (decode_step's signature), compiled or not."""
     token, key_cache, value_cache, cache_mask, position_ids = llama.prefill_into_cache(gen)
     cache_mask[:, -1] = 1  # the last slot holds the current token during every decode step
-
-    step = gen.compile(decode_step)
     for index in gen.steps():
         logits = step(gen.model, token, position_ids, key_cache, value_cache, cache_mask)
         slot = gen.prompt_length + index

@@ -1,0 +1,228 @@
+"""torch wheels: where a build's wheel is (local folders, the wheel cache, the index listing, its
+direct URL), fetching it into the cache, and its sha256.
+
+The PyTorch nightly index lists about two months of nightlies; an older nightly's wheel is
+still served at its direct URL, ``<index>/torch-<version>%2B<variant>-<python tag>-<abi>-<platform>.whl``.
+A wheel fetched once is kept under ``$DIAG_HOME/wheels`` (bounded by ``DIAG_WHEEL_CACHE_MB``,
+least recently used out first) and reused by every environment; its sha256 is recorded with
+the build, so that the build can be installed again and checked.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import subprocess
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Iterable, Optional
+
+from diag.config import diag_home
+
+WHEEL_NAME = re.compile(r"^(?P<name>[A-Za-z0-9_.]+)-(?P<version>[^-]+)(?:-(?P<build>\d[^-]*))?-(?P<py>[^-]+)-"
+                        r"(?P<abi>[^-]+)-(?P<platform>[^-]+)\.whl$")
+DEFAULT_CACHE_MB = 20_000
+TIMEOUT_S = 60
+# Platform tags the PyTorch indexes have used for Linux wheels, newest naming first.
+INDEX_PLATFORMS = ("manylinux_2_28_x86_64", "manylinux2014_x86_64", "linux_x86_64", "manylinux_2_28_aarch64",
+                   "manylinux2014_aarch64", "linux_aarch64", "macosx_11_0_arm64", "win_amd64")
+
+
+class WheelError(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class Wheel:
+    filename: str
+    location: str  # a URL or a path
+    origin: str  # given | find-links | wheel cache | index | direct URL
+
+    @property
+    def version(self) -> str:
+        """The version with its local label (2.1.0.dev20230621+cpu)."""
+        return urllib.parse.unquote(_parts(self.filename)["version"])
+
+    @property
+    def base_version(self) -> str:
+        return self.version.split("+", 1)[0]
+
+    @property
+    def label(self) -> Optional[str]:
+        return self.version.split("+", 1)[1] if "+" in self.version else None
+
+    def tags(self) -> set[str]:
+        parts = _parts(self.filename)
+        return {f"{py}-{abi}-{plat}" for py in parts["py"].split(".") for abi in parts["abi"].split(".")
+                for plat in parts["platform"].split(".")}
+
+    @property
+    def is_url(self) -> bool:
+        return "://" in self.location and not self.location.startswith("file://")
+
+
+def _parts(filename: str) -> dict[str, str]:
+    match = WHEEL_NAME.match(urllib.parse.unquote(filename))
+    if match is None:
+        raise WheelError(f"{filename!r} is not a wheel file name (name-version-python-abi-platform.whl)")
+    return match.groupdict()
+
+
+def is_wheel_name(filename: str) -> bool:
+    return WHEEL_NAME.match(urllib.parse.unquote(filename)) is not None
+
+
+def cache_dir() -> Path:
+    return diag_home() / "wheels"
+
+
+def cache_limit_mb() -> float:
+    try:
+        return float(os.environ.get("DIAG_WHEEL_CACHE_MB", DEFAULT_CACHE_MB))
+    except ValueError:
+        return DEFAULT_CACHE_MB
+
+
+_TAGS = ("import json\ntry:\n    from pip._vendor.packaging import tags\n"
+         "except ImportError:\n    from packaging import tags\n"
+         "print(json.dumps([str(t) for t in tags.sys_tags()]))")
+
+
+def supported_tags(python: str) -> list[str]:
+    """The wheel tags ``python`` installs, best first (from the packaging library pip carries)."""
+    done = subprocess.run([python, "-c", _TAGS], capture_output=True, text=True, timeout=120)
+    try:
+        return json.loads(done.stdout.strip().splitlines()[-1])
+    except (IndexError, ValueError) as exc:
+        raise WheelError(f"cannot read the wheel tags of {python}: {done.stderr.strip()[-300:]}") from exc
+
+
+def local_wheels(folders: Iterable[Path], origin: str) -> list[Wheel]:
+    found = []
+    for folder in folders:
+        if folder.is_dir():
+            found += [Wheel(p.name, str(p), origin) for p in sorted(folder.glob("torch-*.whl"))]
+    return found
+
+
+class _Links(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.hrefs: list[str] = []
+
+    def handle_starttag(self, tag, attrs) -> None:
+        if tag == "a" and dict(attrs).get("href"):
+            self.hrefs.append(dict(attrs)["href"])
+
+
+def project_page(index_url: str) -> str:
+    url = index_url.rstrip("/") + "/torch/"
+    if url.startswith("file://") and Path(urllib.parse.unquote(url[7:])).is_dir():
+        url += "index.html"
+    return url
+
+
+def listed_wheels(index_url: str) -> list[Wheel]:
+    """torch wheels a PEP 503 simple index lists. WheelError when the page cannot be read."""
+    url = project_page(index_url)
+    try:
+        with urllib.request.urlopen(url, timeout=TIMEOUT_S) as response:
+            page = response.read().decode("utf-8", "replace")
+    except (OSError, ValueError) as exc:
+        raise WheelError(f"cannot read the torch index {url}: {exc}") from exc
+    parser = _Links()
+    parser.feed(page)
+    found = []
+    for href in parser.hrefs:
+        target = urllib.parse.urljoin(url, href).split("#", 1)[0]
+        name = target.rsplit("/", 1)[-1]
+        if name.startswith("torch-") and is_wheel_name(name):
+            found.append(Wheel(urllib.parse.unquote(name), target, "index"))
+    return found
+
+
+def direct_urls(index_url: str, version: str, variant: Optional[str], tags: list[str]) -> list[str]:
+    """Where the index serves ``version``'s wheel for these tags, listed or not."""
+    label = f"+{variant}" if variant else ""
+    python_tag = next((t.split("-")[0] for t in tags if t.startswith("cp")), None)
+    if python_tag is None:
+        return []
+    platforms = [p for p in INDEX_PLATFORMS if f"{python_tag}-{python_tag}-{p}" in tags]
+    quoted = urllib.parse.quote(f"{version}{label}")
+    return [f"{index_url.rstrip('/')}/torch-{quoted}-{python_tag}-{python_tag}-{platform}.whl"
+            for platform in platforms]
+
+
+def exists(url: str) -> bool:
+    """Does ``url`` serve a file? (a HEAD request; a file:// URL is looked up on disk)."""
+    if url.startswith("file://"):
+        return Path(urllib.parse.unquote(url[7:])).is_file()
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=TIMEOUT_S) as response:
+            return 200 <= response.status < 300
+    except urllib.error.HTTPError:
+        return False
+    except (OSError, ValueError) as exc:
+        raise WheelError(f"cannot reach {url}: {exc}") from exc
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def fetch(wheel: Wheel) -> tuple[Path, str]:
+    """The wheel as a local file and its sha256: a URL is downloaded into the wheel cache once."""
+    if not wheel.is_url:
+        location = wheel.location[7:] if wheel.location.startswith("file://") else wheel.location
+        path = Path(urllib.parse.unquote(location))
+        if not path.is_file():
+            raise WheelError(f"no wheel at {path}")
+        os.utime(path)  # recently used: the cache keeps it longest
+        return path, sha256_of(path)
+    folder = cache_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / wheel.filename
+    if target.is_file():
+        os.utime(target)
+        return target, sha256_of(target)
+    partial = target.with_name(f".{target.name}.{os.getpid()}.part")
+    digest = hashlib.sha256()
+    try:
+        with urllib.request.urlopen(wheel.location, timeout=TIMEOUT_S) as response, open(partial, "wb") as out:
+            for block in iter(lambda: response.read(1 << 20), b""):
+                digest.update(block)
+                out.write(block)
+        os.replace(partial, target)
+    except (OSError, ValueError) as exc:
+        partial.unlink(missing_ok=True)
+        raise WheelError(f"downloading {wheel.location} failed: {exc}") from exc
+    evict(keep=target)
+    return target, digest.hexdigest()
+
+
+def evict(keep: Optional[Path] = None, limit_mb: Optional[float] = None) -> list[Path]:
+    """Remove the least recently used wheels until the cache fits its limit; ``keep`` stays."""
+    limit = (cache_limit_mb() if limit_mb is None else limit_mb) * 2**20
+    folder = cache_dir()
+    files = sorted((p for p in folder.glob("*.whl") if p.is_file()), key=lambda p: p.stat().st_mtime)
+    total = sum(p.stat().st_size for p in files)
+    removed = []
+    for path in files:
+        if total <= limit:
+            break
+        if keep is not None and path == keep:
+            continue
+        total -= path.stat().st_size
+        path.unlink(missing_ok=True)
+        removed.append(path)
+    return removed

@@ -1,0 +1,179 @@
+"""Nightlies past the index, offline: a local index on 127.0.0.1 that lists only the newest nightlies.
+
+The PyTorch nightly index cannot be reached from the test machines (that is what is mocked here,
+and only that): tests/nightly_index.py serves a listing and wheel files at their direct URLs.
+The fast tests use tiny stand-in wheels and never install them; the slow test installs real
+torch wheels relabelled as dated nightlies, one of them broken like the 2023 nightlies.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import sys
+
+import pytest
+
+import nightly_index
+from conftest import diag
+from diag import bisect, envs, wheels
+
+CP = f"cp{sys.version_info[0]}{sys.version_info[1]}"
+
+
+@pytest.fixture
+def index(tmp_path, monkeypatch):
+    """Stand-in nightlies 2.14.0.dev20260101..05 (no 20260102) as files; the listing names 04 and 05."""
+    monkeypatch.setenv("DIAG_HOME", str(tmp_path / "home"))
+    root = tmp_path / "www"
+    files = root / "nightly" / "cpu"
+    files.mkdir(parents=True)
+    made = {day: nightly_index.stand_in(f"2.14.0.dev202601{day:02d}+cpu", files) for day in (1, 3, 4, 5)}
+    nightly_index.write_listing(root, "cpu", [made[4], made[5]])
+    with nightly_index.Server(root) as server:
+        yield server.url + "/nightly/cpu", made
+
+
+def _request(spec, index_url, **kwargs):
+    return envs.Request(spec, index_url=index_url, **kwargs)
+
+
+def test_a_dated_nightly_is_found_listed_then_at_its_direct_url_then_refused_in_one_line(index):
+    url, made = index
+    listed = envs.find_wheel(_request("2.14.0.dev20260105", url))
+    assert (listed.origin, listed.base_version) == ("index", "2.14.0.dev20260105")
+    unlisted = envs.find_wheel(_request("2.14.0.dev20260101", url))
+    assert unlisted.origin == "direct URL"
+    assert unlisted.location == f"{url}/torch-2.14.0.dev20260101%2Bcpu-{CP}-{CP}-linux_x86_64.whl"
+    with pytest.raises(envs.EnvError) as missing:
+        envs.find_wheel(_request("2.14.0.dev20260102", url))
+    message = str(missing.value)
+    assert "\n" not in message and "none at its direct URL" in message and "2.14.0.dev20260102" in message
+
+
+def test_a_prefix_takes_the_newest_listed_and_one_with_none_listed_says_why(index, tmp_path):
+    url, _ = index
+    assert envs.find_wheel(_request("2.14.0.dev", url)).base_version == "2.14.0.dev20260105"
+    assert envs.find_wheel(_request("nightly", url)).base_version == "2.14.0.dev20260105"
+    done = diag("run", "--case", "append_last", "--torch", "2.12.0.dev", "--index-url", url, cwd=tmp_path,
+                check=False)
+    assert done.returncode == 1
+    last = done.stderr.strip().splitlines()[-1]
+    assert len(done.stderr.strip().splitlines()) == 1
+    for needed in ("lists no 2.12.0 nightly", "about two months", "2.12.0.devYYYYMMDD", "wheel URL",
+                   "--find-links", "release 2.12.0"):
+        assert needed in last, last
+
+
+def test_local_folders_and_the_cache_come_before_the_index(index, tmp_path):
+    url, _ = index
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    mine = nightly_index.stand_in("2.14.0.dev20260105+cpu", folder)
+    found = envs.find_wheel(_request("2.14.0.dev20260105", url, find_links=(str(folder),)))
+    assert (found.origin, found.location) == ("find-links", str(mine))
+    # a wheel for another Python, platform or variant is never chosen
+    nightly_index.stand_in("2.14.0.dev20260106+cpu", folder, python_tag="cp27")
+    nightly_index.stand_in("2.14.0.dev20260107+cu126", folder)
+    newest = envs.find_wheel(_request("2.14.0.dev", url, find_links=(str(folder),)))
+    assert newest.base_version == "2.14.0.dev20260105"
+
+
+def test_a_fetched_wheel_is_cached_hashed_and_the_cache_stays_bounded(index, monkeypatch):
+    url, made = index
+    first = envs.find_wheel(_request("2.14.0.dev20260101", url))
+    path, sha256 = wheels.fetch(first)
+    assert path.parent == wheels.cache_dir() and sha256 == wheels.sha256_of(made[1])
+    again = envs.find_wheel(_request("2.14.0.dev20260101", url))
+    assert again.origin == "wheel cache"
+    size_mb = path.stat().st_size / 2**20
+    monkeypatch.setenv("DIAG_WHEEL_CACHE_MB", str(size_mb * 1.5))
+    second, _ = wheels.fetch(envs.find_wheel(_request("2.14.0.dev20260103", url)))
+    assert second.exists() and not path.exists()  # least recently used out, the new one kept
+
+
+def test_a_wheel_url_or_file_is_a_spec(index, tmp_path):
+    url, made = index
+    assert envs.spec_kind(f"{url}/{made[3].name}") == "wheel"
+    given = envs.find_wheel(envs.Request(f"{url}/{made[3].name.replace('+', '%2B')}"))
+    assert (given.origin, given.base_version) == ("given", "2.14.0.dev20260103")
+    assert envs.find_wheel(envs.Request(str(made[3]))).location == str(made[3])
+    with pytest.raises(envs.EnvError, match="nothing is served"):
+        envs.find_wheel(envs.Request(f"{url}/torch-2.14.0.dev20260109%2Bcpu-{CP}-{CP}-linux_x86_64.whl"))
+    with pytest.raises(envs.EnvError, match="not a torch wheel"):
+        envs.find_wheel(envs.Request(str(tmp_path / "numpy-1.0-py3-none-any.whl")))
+
+
+def test_bisect_candidates_reach_past_the_listing_and_name_missing_dates(index):
+    url, _ = index
+    found = bisect.candidates("2.14.0.dev20260101", "2.14.0.dev20260105", None, url, "cpu",
+                              stored=["2.14.0.dev20251230+cpu"], request=_request("2.14.0.dev20260101", url))
+    assert found.specs == [f"2.14.0.dev202601{d:02d}" for d in (1, 3, 4, 5)]
+    assert found.missing_dates == ["20260102"]
+    assert found.sources["2.14.0.dev20260103"] == ["direct URL"]
+    assert found.sources["2.14.0.dev20260104"] == ["index"]
+
+
+# ---------------------------------------------------------------------------------------------
+# End to end with real torch: relabelled 2.13.0 CPU wheels, broken from 2.14.0.dev20260103 on.
+
+@pytest.fixture(scope="module")
+def real_index(tmp_path_factory):
+    root = tmp_path_factory.mktemp("nightlies")
+    files = root / "nightly" / "cpu"
+    files.mkdir(parents=True)
+    source = nightly_index.release_wheel(tmp_path_factory.mktemp("release"))
+    made = {day: nightly_index.relabel(source, f"2.14.0.dev202601{day:02d}+cpu", files, patch_guards=day >= 3)
+            for day in range(1, 6)}
+    source.unlink()
+    nightly_index.write_listing(root, "cpu", [made[4], made[5]])
+    with nightly_index.Server(root) as server:
+        yield server.url + "/nightly/cpu", made
+
+
+@pytest.mark.slow
+def test_the_nightly_path_end_to_end(real_index, tmp_path, monkeypatch):
+    url, made = real_index
+    home = tmp_path / "home"
+    extra = {"DIAG_HOME": str(home)}
+    db = tmp_path / "n.db"
+    common = ["--backend", "eager", "--fullgraph", "--new-tokens", "3", "--prompt-length", "8", "--db", str(db)]
+    # bisect across the listing's edge: 01 and 02 are served only at their direct URLs
+    done = diag("bisect", "--case", "append_last", "--good", "2.14.0.dev20260101", "--bad", "2.14.0.dev20260105",
+                "--index-url", url, "--index", url, *common, "--json", cwd=tmp_path, env_extra=extra, timeout=3000)
+    result = json.loads(done.stdout)
+    assert result["first_bad"]["version"] == "2.14.0.dev20260103+cpu"
+    assert result["last_good"]["version"] == "2.14.0.dev20260102+cpu"
+    assert (result["good_status"], result["bad_status"]) == ("pass", "compile_error")
+    assert result["sources"]["2.14.0.dev20260102"] == ["direct URL"] and result["missing_dates"] == []
+    assert result["commit_range"].count("..") == 1
+    builds = {row[0]: row[1:] for row in sqlite3.connect(db).execute(
+        "SELECT version, wheel_url, wheel_origin, wheel_sha256 FROM torch_builds")}
+    first_bad = builds["2.14.0.dev20260103+cpu"]
+    assert first_bad[1] == "direct URL" and first_bad[0].endswith(made[3].name.replace("+", "%2B"))
+    assert first_bad[2] == wheels.sha256_of(made[3])
+    # the newest of a series, and the error the broken nightlies raise, named
+    done = diag("run", "--case", "append_last", "--torch", "2.14.0.dev", "--index-url", url, *common, "--json",
+                cwd=tmp_path, env_extra=extra, timeout=1200)
+    run = json.loads(done.stdout)[0]
+    assert run["build_version"] == "2.14.0.dev20260105+cpu" and run["status"] == "compile_error"
+    assert "unexpected keyword argument 'guards'" in run["error_message"]
+    shown = diag("show", str(run["id"]), "--db", str(db), cwd=tmp_path).stdout
+    assert "build_wheel_url: " in shown and "build_wheel_sha256: " in shown
+    # a date with no nightly is refused, not answered with some other build
+    done = diag("env", "add", "2.14.0.dev20251231", "--index-url", url, cwd=tmp_path, env_extra=extra, check=False)
+    assert done.returncode == 1 and "none at its direct URL" in done.stderr
+    # a stored build installs again from its recorded wheel, checked by sha256
+    (home / "wheels" / made[3].name).unlink()
+    done = diag("env", "add", "--like", "2.14.0.dev20260103", "--db", str(db), "--json", cwd=tmp_path,
+                env_extra=extra, timeout=1200)
+    assert json.loads(done.stdout)["torch_version"] == "2.14.0.dev20260103+cpu"
+    for env in home.joinpath("envs").iterdir():
+        if env.name.startswith("torch-torch-2.14.0.dev20260103"):
+            __import__("shutil").rmtree(env)
+    (home / "wheels" / made[3].name).unlink()
+    good = made[1].read_bytes()
+    made[3].write_bytes(good)  # the URL now serves another build's bytes
+    done = diag("env", "add", "--like", "2.14.0.dev20260103", "--db", str(db), cwd=tmp_path, env_extra=extra,
+                check=False, timeout=1200)
+    assert done.returncode == 1 and "sha256" in done.stderr and "not the build that was run" in done.stderr
