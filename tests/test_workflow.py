@@ -21,3 +21,10 @@ def test_every_run_step_is_an_install_or_a_tested_diag_command():
     legs = workflow["jobs"]["cpu"]["strategy"]["matrix"]["torch"]
     assert "nightly" in legs and len(legs) >= 3
     assert set(workflow["jobs"]["publish"]["needs"]) == {"cpu", "cuda"}
+
+
+def test_every_leg_keeps_the_wheels_it_tested_in_the_actions_cache():
+    workflow = yaml.safe_load((REPO / ".github" / "workflows" / "nightly.yml").read_text())
+    for name in ("cpu", "cuda"):
+        caches = [s for s in workflow["jobs"][name]["steps"] if str(s.get("uses", "")).startswith("actions/cache")]
+        assert caches and caches[0]["with"]["path"] == "~/.cache/diag/wheels", name
