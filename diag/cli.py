@@ -504,6 +504,9 @@ def compare_command(a: str, b: str, db_path: str, as_json: bool) -> None:
         click.echo("\n".join(_comparison_lines(comparison)))
 
 
+INCONCLUSIVE_EXIT = 3  # diag check: no regression, but a possible slowdown had too few runs to judge
+
+
 @cli.command("check")
 @click.option("--baseline", default=None, help="Build to compare the newest build against (default: the previous "
                                                 "build; with one build in the DB, each row's newest diag run "
@@ -526,7 +529,9 @@ def check_command(baseline: Optional[str], compile_threshold: float, latency_thr
 
     A regression is: a pass or graph_break row that now fails; a new graph-break,
     recompile or hidden-error key (not in --allow); compiled tokens that no longer
-    match eager; or a statistically significant slowdown beyond the thresholds.
+    match eager; or a slowdown beyond the thresholds that a rank test over the runs
+    confirms. A slowdown beyond a threshold with too few runs a side to test (5 for
+    --alpha 0.01) is INCONCLUSIVE: exit 3 when nothing else regressed, skipped in JUnit.
     """
     if junit_file and not Path(junit_file).resolve().parent.is_dir():
         raise _fail(f"--junit {junit_file}: directory {Path(junit_file).resolve().parent} does not exist")
@@ -538,8 +543,8 @@ def check_command(baseline: Optional[str], compile_threshold: float, latency_thr
         raise _fail(str(exc)) from exc
     if junit_file:
         try:
-            Path(junit_file).write_text(regress.junit_xml(outcome.comparisons, outcome.regressions, "diag check"),
-                                        encoding="utf-8")
+            Path(junit_file).write_text(regress.junit_xml(outcome.comparisons, outcome.regressions, "diag check",
+                                                          outcome.inconclusive), encoding="utf-8")
         except OSError as exc:
             raise _fail(f"--junit {junit_file}: {exc.strerror or exc}") from exc
     compared = [c for c in outcome.comparisons if c.before is not None and c.after is not None]
@@ -547,19 +552,25 @@ def check_command(baseline: Optional[str], compile_threshold: float, latency_thr
         click.echo(json.dumps({"checked": outcome.description, "rows": len(outcome.comparisons),
                                "compared": len(compared),
                                "regressions": [{"row": rows.label(r.row), "kind": r.kind,
-                                                "message": r.message} for r in outcome.regressions]}, indent=2))
+                                                "message": r.message} for r in outcome.regressions],
+                               "inconclusive": [{"row": rows.label(r.row), "message": r.message}
+                                                for r in outcome.inconclusive]}, indent=2))
     else:
         click.echo(f"checked: {outcome.description}; {len(outcome.comparisons)} rows, {len(compared)} with runs "
                    "on both sides")
         for regression in outcome.regressions:
             click.echo(f"REGRESSION {text.safe(rows.label(regression.row))}: {text.safe(regression.message)}")
+        for item in outcome.inconclusive:
+            click.echo(f"INCONCLUSIVE {text.safe(rows.label(item.row))}: {text.safe(item.message)}")
         if not compared:
             click.echo("nothing to compare: no row has runs on both sides (run the matrix again, or on another "
                        "build, then check)")
         elif not outcome.regressions:
-            click.echo("no regressions")
+            click.echo("no regressions" + (" (some slowdowns could not be judged)" if outcome.inconclusive else ""))
     if outcome.regressions:
         sys.exit(1)
+    if outcome.inconclusive:
+        sys.exit(INCONCLUSIVE_EXIT)
 
 
 @cli.command("bisect")

@@ -385,7 +385,7 @@ def env_key(request: Request) -> str:
     parts = [spec, *sorted(request.extras), python, python_version, request.index_url or "",
              *request.extra_index_urls, request.variant, request.installer]
     digest = hashlib.sha1("\x1f".join(parts).encode()).hexdigest()[:10]
-    label = re.sub(r"[^A-Za-z0-9.]+", "-", request.spec).strip("-")
+    label = re.sub(r"[^A-Za-z0-9.]+", "-", urllib.parse.unquote(spec)).strip("-")
     return f"torch-{label}-{digest}"
 
 

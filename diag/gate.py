@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from diag import regress, store
@@ -14,6 +14,7 @@ class Outcome:
     description: str
     comparisons: list[regress.RowComparison]
     regressions: list[regress.Regression]
+    inconclusive: list[regress.Regression] = field(default_factory=list)
 
 
 def _by_row(runs: list[dict[str, Any]]) -> dict[rows.Row, list[dict[str, Any]]]:
@@ -95,7 +96,8 @@ def check(db, baseline: Optional[str], thresholds: regress.Thresholds, allowed: 
         comparisons = compare_build_runs(store.runs_of_build(db, base["id"]), after_runs)
         description = f"{newest['version']} against baseline {base['version']}"
     found = [r for c in comparisons for r in regress.regressions(c, thresholds, allowed)]
-    return Outcome(description, comparisons, found)
+    unjudged = [r for c in comparisons for r in regress.inconclusive(c, thresholds)]
+    return Outcome(description, comparisons, found, unjudged)
 
 
 def read_allow_list(path: Optional[str]) -> set[str]:

@@ -1,20 +1,21 @@
 """Comparisons between runs and builds, and the regression verdicts of ``diag check``. Pure: no I/O.
 
 Discrete findings (status, keys, token equality) are compared exactly, newest run
-against newest run. Timings pool every run of a row on each side (a build's runs,
-or one ``diag run`` invocation's) and need both a ratio beyond the threshold and a
-one-sided Mann-Whitney U (normal approximation with tie correction, as asv does).
+against newest run. Timings are judged over runs: each run of a row gives one summary
+(its per-token latency, its compile time), and a slowdown needs both a ratio of the
+sides' medians beyond the threshold and a one-sided Mann-Whitney U test over the runs'
+summaries at level alpha (exact for small samples). The steps of one run share the
+host's state, so they are not independent draws; the runs are.
+
+With fewer runs a side than the test can use (an exact rank test over n runs against n
+cannot go below 1 / C(2n, n): 5 runs a side for alpha 0.01), a ratio beyond the
+threshold is *inconclusive*, never a regression.
 
 Per-token latency of CPU runs is host-adjusted: each timed generation's decode
 steps are divided by the pure-Python host references timed around it (see
 diag/probe/timing.py), and a run is summarised by a low quantile of those values.
 A shared VM can change speed for seconds at a time, by up to 2x; a raw comparison
 of two runs reads that as a change in torch.
-
-The rank test pools the samples of every run, but the steps of one run share the
-host's state and are not independent draws, so its p-value is optimistic; the
-ratio threshold carries the decision. A test over runs would be the honest unit,
-and cannot reach p < 0.01 with fewer than 5 runs a side.
 """
 
 from __future__ import annotations
@@ -40,33 +41,76 @@ def version_order(build: dict[str, Any]) -> tuple:
     return (*numbers, is_release, build.get("nightly_date") or "", version, build["id"])
 
 
-def mann_whitney_greater(after: Sequence[float], before: Sequence[float]) -> Optional[float]:
-    """One-sided p-value that ``after`` tends to be larger than ``before``; None with too few samples."""
-    n1, n2 = len(after), len(before)
-    if n1 < 3 or n2 < 3:
-        return None
-    pooled = sorted([(v, 0) for v in after] + [(v, 1) for v in before])
-    ranks = [0.0] * len(pooled)
+def _ranks(values: Sequence[float]) -> tuple[list[float], float]:
+    """Mid-ranks of ``values`` (1-based) and the tie term sum(t^3 - t)."""
+    order = sorted(range(len(values)), key=lambda i: values[i])
+    ranks = [0.0] * len(values)
     ties = 0.0
     i = 0
-    while i < len(pooled):
+    while i < len(order):
         j = i
-        while j + 1 < len(pooled) and pooled[j + 1][0] == pooled[i][0]:
+        while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
             j += 1
-        rank = (i + j) / 2 + 1
         for k in range(i, j + 1):
-            ranks[k] = rank
-        size = j - i + 1
-        ties += size ** 3 - size
+            ranks[order[k]] = (i + j) / 2 + 1
+        ties += (j - i + 1) ** 3 - (j - i + 1)
         i = j + 1
-    rank_sum = sum(r for r, (_, group) in zip(ranks, pooled) if group == 0)
-    u = rank_sum - n1 * (n1 + 1) / 2
+    return ranks, ties
+
+
+EXACT_LIMIT = 400  # n1 * n2 up to which the U distribution is counted exactly
+
+
+def _exact_upper_tail(n1: int, n2: int, u: float) -> float:
+    """P(U >= u) for samples of n1 and n2 with no ties: counts of arrangements by U (a DP)."""
+    # counts[i][j][k]: arrangements of i values of one side and j of the other with U = k
+    size = n1 * n2
+    table = [[None] * (n2 + 1) for _ in range(n1 + 1)]
+    for i in range(n1 + 1):
+        for j in range(n2 + 1):
+            if i == 0 or j == 0:
+                row = [0] * (size + 1)
+                row[0] = 1
+                table[i][j] = row
+                continue
+            row = [0] * (size + 1)
+            left, down = table[i - 1][j], table[i][j - 1]
+            for k in range(size + 1):
+                # the largest value belongs to the first side (it beats all j of the other), or not
+                row[k] = (left[k - j] if k >= j else 0) + down[k]
+            table[i][j] = row
+    counts = table[n1][n2]
+    total = sum(counts)
+    return sum(counts[k] for k in range(size + 1) if k >= u - 1e-9) / total
+
+
+def mann_whitney_greater(after: Sequence[float], before: Sequence[float]) -> Optional[float]:
+    """One-sided p-value that ``after`` tends to be larger than ``before``; None with an empty side.
+
+    Exact where the samples are small and untied; otherwise the normal approximation with tie
+    and continuity corrections (as asv does).
+    """
+    n1, n2 = len(after), len(before)
+    if n1 == 0 or n2 == 0:
+        return None
+    ranks, ties = _ranks([*after, *before])
+    u = sum(ranks[:n1]) - n1 * (n1 + 1) / 2
+    if ties == 0 and n1 * n2 <= EXACT_LIMIT:
+        return _exact_upper_tail(n1, n2, u)
     n = n1 + n2
     variance = n1 * n2 / 12 * ((n + 1) - ties / (n * (n - 1)))
     if variance <= 0:
         return 1.0
     z = (u - n1 * n2 / 2 - 0.5) / math.sqrt(variance)  # continuity correction
     return 0.5 * math.erfc(z / math.sqrt(2))
+
+
+def runs_needed(alpha: float) -> int:
+    """Runs a side the rank test needs to be able to reach ``alpha`` at all (1 / C(2n, n) < alpha)."""
+    n = 1
+    while 1 / math.comb(2 * n, n) >= alpha and n < 1000:
+        n += 1
+    return n
 
 
 @dataclass
@@ -80,9 +124,20 @@ class TimingChange:
     runs_before: int = 1
     runs_after: int = 1
 
+    def beyond(self, threshold: float) -> bool:
+        return self.ratio is not None and self.ratio > threshold
+
+    def judgeable(self, alpha: float) -> bool:
+        """Enough runs on both sides for the rank test to reach ``alpha``."""
+        return min(self.runs_before, self.runs_after) >= runs_needed(alpha)
+
     def significant_slowdown(self, threshold: float, alpha: float) -> bool:
-        return (self.ratio is not None and self.ratio > threshold and self.p_value is not None
+        return (self.beyond(threshold) and self.judgeable(alpha) and self.p_value is not None
                 and self.p_value < alpha)
+
+    def inconclusive(self, threshold: float, alpha: float) -> bool:
+        """A ratio beyond the threshold that too few runs cannot confirm or dismiss."""
+        return self.beyond(threshold) and not self.judgeable(alpha)
 
 
 def timing_change(metric: str, before: Sequence[float], after: Sequence[float]) -> TimingChange:
@@ -119,9 +174,9 @@ def latency_change(mode: str, before_runs: Sequence[dict[str, Any]],
                    after_runs: Sequence[dict[str, Any]]) -> Optional[TimingChange]:
     """Per-token latency of ``mode`` over the runs of one row on each side; None where a side has no samples.
 
-    Each run gives one estimate: host-adjusted where every run on both sides can be and all ran
-    the same Python (the yardstick is pure Python), else the median step in seconds. A side's
-    estimate is the median of its runs'; the rank test pools the samples of all runs.
+    Each run gives one summary: host-adjusted where every run on both sides can be and all ran
+    the same Python (the yardstick is pure Python), else its median step in seconds. A side's
+    estimate is the median of its runs' summaries, and the rank test is over those summaries.
     """
     before_runs = [r for r in before_runs if samples_of(r, mode)]
     after_runs = [r for r in after_runs if samples_of(r, mode)]
@@ -134,12 +189,12 @@ def latency_change(mode: str, before_runs: Sequence[dict[str, Any]],
     else:
         per_run, summary, basis = [samples_of(r, mode) for r in runs], statistics.median, "raw"
 
-    def side(values: list[list[float]]) -> tuple[float, list[float]]:
-        return statistics.median(summary(v) for v in values), [x for v in values for x in v]
-
-    (before, pooled_before), (after, pooled_after) = side(per_run[:len(before_runs)]), side(per_run[len(before_runs):])
-    return TimingChange(f"{mode}_s_per_token", before, after, after / before if before else None,
-                        mann_whitney_greater(pooled_after, pooled_before), basis, len(before_runs), len(after_runs))
+    summaries = [summary(values) for values in per_run]
+    before, after = summaries[:len(before_runs)], summaries[len(before_runs):]
+    before_median, after_median = statistics.median(before), statistics.median(after)
+    return TimingChange(f"{mode}_s_per_token", before_median, after_median,
+                        after_median / before_median if before_median else None,
+                        mann_whitney_greater(after, before), basis, len(before_runs), len(after_runs))
 
 
 @dataclass
@@ -211,6 +266,26 @@ class Regression:
     message: str
 
 
+def _timing_text(change: TimingChange) -> str:
+    return (f"{change.metric} x{change.ratio:.3f} ({change.basis} {change.before_median:.6g} -> "
+            f"{change.after_median:.6g}, runs {change.runs_before} -> {change.runs_after}")
+
+
+def inconclusive(comparison: RowComparison, thresholds: Thresholds) -> list[Regression]:
+    """Slowdowns beyond a threshold that too few runs cannot judge: neither a regression nor a pass."""
+    found = []
+    if comparison.before is None or comparison.after is None:
+        return found
+    needed = runs_needed(thresholds.alpha)
+    for change in comparison.timings:
+        limit = thresholds.compile_ratio if change.metric == "compile_s" else thresholds.latency_ratio
+        if change.inconclusive(limit, thresholds.alpha):
+            found.append(Regression(comparison.row, "inconclusive",
+                                    f"inconclusive: {_timing_text(change)}): {change.runs_before} -> "
+                                    f"{change.runs_after} runs a side, need {needed} (diag run --repeat {needed})"))
+    return found
+
+
 def regressions(comparison: RowComparison, thresholds: Thresholds, allowed: set[str]) -> list[Regression]:
     """What makes ``diag check`` fail for one row."""
     found: list[Regression] = []
@@ -231,32 +306,40 @@ def regressions(comparison: RowComparison, thresholds: Thresholds, allowed: set[
     for change in comparison.timings:
         limit = thresholds.compile_ratio if change.metric == "compile_s" else thresholds.latency_ratio
         if change.significant_slowdown(limit, thresholds.alpha):
-            found.append(Regression(row, "slowdown", f"{change.metric} x{change.ratio:.3f} "
-                                                     f"({change.basis} {change.before_median:.6g} -> "
-                                                     f"{change.after_median:.6g}, runs {change.runs_before} -> "
-                                                     f"{change.runs_after}, p={change.p_value:.2g}, threshold x{limit})"))
+            found.append(Regression(row, "slowdown", f"{_timing_text(change)}, p={change.p_value:.2g}, "
+                                                     f"threshold x{limit})"))
     return found
 
 
-def junit_xml(comparisons: list[RowComparison], found: list[Regression], suite: str) -> str:
-    """JUnit XML: one test case per compared row, a failure element per regression."""
+def junit_xml(comparisons: list[RowComparison], found: list[Regression], suite: str,
+              unjudged: Sequence[Regression] = ()) -> str:
+    """JUnit XML: one test case per compared row, a failure element per regression; a row whose only
+    verdict is inconclusive is skipped, with why."""
     from xml.sax.saxutils import escape, quoteattr
 
     by_row: dict[rows.Row, list[Regression]] = {}
     for regression in found:
         by_row.setdefault(regression.row, []).append(regression)
+    skipped: dict[rows.Row, list[Regression]] = {}
+    for item in unjudged:
+        if item.row not in by_row:
+            skipped.setdefault(item.row, []).append(item)
     lines = ['<?xml version="1.0" encoding="UTF-8"?>',
-             f'<testsuite name={quoteattr(suite)} tests="{len(comparisons)}" failures="{len(by_row)}">']
+             f'<testsuite name={quoteattr(suite)} tests="{len(comparisons)}" failures="{len(by_row)}" '
+             f'skipped="{len(skipped)}">']
     for comparison in comparisons:
         name = quoteattr(rows.label(comparison.row))
         failures = by_row.get(comparison.row, [])
-        if not failures:
+        if not failures and comparison.row not in skipped:
             lines.append(f"  <testcase classname=\"diag.check\" name={name}/>")
             continue
         lines.append(f"  <testcase classname=\"diag.check\" name={name}>")
         for regression in failures:
             lines.append(f"    <failure type={quoteattr(regression.kind)} message={quoteattr(regression.message)}>"
                          f"{escape(regression.message)}</failure>")
+        if not failures:
+            message = "; ".join(item.message for item in skipped[comparison.row])
+            lines.append(f"    <skipped message={quoteattr(message)}/>")
         lines.append("  </testcase>")
     lines.append("</testsuite>")
     return "\n".join(lines) + "\n"

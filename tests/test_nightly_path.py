@@ -9,6 +9,7 @@ torch wheels relabelled as dated nightlies, one of them broken like the 2023 nig
 from __future__ import annotations
 
 import json
+import shutil
 import sqlite3
 import sys
 
@@ -168,9 +169,9 @@ def test_the_nightly_path_end_to_end(real_index, tmp_path, monkeypatch):
     done = diag("env", "add", "--like", "2.14.0.dev20260103", "--db", str(db), "--json", cwd=tmp_path,
                 env_extra=extra, timeout=1200)
     assert json.loads(done.stdout)["torch_version"] == "2.14.0.dev20260103+cpu"
-    for env in home.joinpath("envs").iterdir():
-        if env.name.startswith("torch-torch-2.14.0.dev20260103"):
-            __import__("shutil").rmtree(env)
+    reinstalled = [env for env in home.joinpath("envs").iterdir() if env.name.startswith("torch-torch-2.14.0.dev20260103")]
+    assert len(reinstalled) == 1  # an environment of its own: the wheel, its Python and transformers
+    shutil.rmtree(reinstalled[0])
     (home / "wheels" / made[3].name).unlink()
     good = made[1].read_bytes()
     made[3].write_bytes(good)  # the URL now serves another build's bytes
