@@ -90,10 +90,7 @@ def candidates(good: str, bad: str, candidates_file: Optional[str], listing_inde
     is served at its direct URL (the index lists only about two months); the dates with none are
     reported. envs.EnvError for a spec that is not installable, or when nothing can be searched.
     """
-    for spec in (good, bad):
-        if envs.spec_kind(spec) not in ("release", "nightly_date"):
-            raise envs.EnvError(f"bisect needs a release or a dated nightly at each end, not {spec!r} "
-                                "(a dated nightly: 2.1.0.dev20230621)")
+    check_ends(good, bad)
     if candidates_file:
         listed = [line.strip() for line in Path(candidates_file).read_text().splitlines()
                   if line.strip() and not line.startswith("#")]
@@ -113,6 +110,16 @@ def candidates(good: str, bad: str, candidates_file: Optional[str], listing_inde
         _walk_dates(good, bad, request, found)
     found.specs = between(list(found.sources), good, bad)
     return found
+
+
+def check_ends(good: str, bad: str) -> None:
+    """EnvError unless both ends are releases or dated nightlies, good before bad."""
+    for spec in (good, bad):
+        if envs.spec_kind(spec) not in ("release", "nightly_date"):
+            raise envs.EnvError(f"bisect needs a release or a dated nightly at each end, not {spec!r} "
+                                "(a dated nightly: 2.1.0.dev20230621)")
+    if _order(good) >= _order(bad):
+        raise envs.EnvError(f"the good build {good} must come before the bad build {bad}")
 
 
 def _walk_dates(good: str, bad: str, request: envs.Request, found: Candidates) -> None:

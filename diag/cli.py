@@ -554,7 +554,9 @@ def check_command(baseline: Optional[str], compile_threshold: float, latency_thr
                                "regressions": [{"row": rows.label(r.row), "kind": r.kind,
                                                 "message": r.message} for r in outcome.regressions],
                                "inconclusive": [{"row": rows.label(r.row), "message": r.message}
-                                                for r in outcome.inconclusive]}, indent=2))
+                                                for r in outcome.inconclusive],
+                               "not_compared": [{"row": rows.label(c.row), "note": c.note}
+                                                for c in outcome.comparisons if c.note]}, indent=2))
     else:
         click.echo(f"checked: {outcome.description}; {len(outcome.comparisons)} rows, {len(compared)} with runs "
                    "on both sides")
@@ -562,6 +564,9 @@ def check_command(baseline: Optional[str], compile_threshold: float, latency_thr
             click.echo(f"REGRESSION {text.safe(rows.label(regression.row))}: {text.safe(regression.message)}")
         for item in outcome.inconclusive:
             click.echo(f"INCONCLUSIVE {text.safe(rows.label(item.row))}: {text.safe(item.message)}")
+        for comparison in outcome.comparisons:
+            if comparison.note:
+                click.echo(f"NOT COMPARED {text.safe(rows.label(comparison.row))}: {text.safe(comparison.note)}")
         if not compared:
             click.echo("nothing to compare: no row has runs on both sides (run the matrix again, or on another "
                        "build, then check)")
@@ -600,12 +605,16 @@ def bisect_command(case_value: str, good: str, bad: str, candidates_file: Option
 
     config["fullgraph"] = True if config["fullgraph"] is None else config["fullgraph"]
     run_config = build_configs(**config)[0]
+    try:
+        refs = catalog.resolve([case_value])
+        bisect.check_ends(good, bad)
+    except (catalog.CatalogError, envs.EnvError) as exc:
+        raise _fail(str(exc)) from exc
     _preflight(preflight.check_configs, [run_config])
     _preflight(preflight.check_database, db_path)
     db = open_store(db_path, create=True)
     recorded = {b["version"].split("+", 1)[0]: b for b in store.builds(db) if b.get("wheel_url")}
     try:
-        refs = catalog.resolve([case_value])
         found = bisect.candidates(good, bad, candidates_file, listing_index, env_options.variant,
                                   stored=[b["version"] for b in store.builds(db)],
                                   request=env_options.request(good))

@@ -28,12 +28,33 @@ def _in_order(keys) -> list[rows.Row]:
     return sorted(keys, key=rows.sort_key)
 
 
+def environment(run: dict[str, Any]) -> tuple[str, str]:
+    """What beside torch decides a run: the Python minor version and the transformers version."""
+    python = ".".join((run.get("python") or "?").split(".")[:2])
+    return python, run.get("transformers_version") or "?"
+
+
 def compare_build_runs(before_runs: list[dict[str, Any]], after_runs: list[dict[str, Any]]) -> list[regress.RowComparison]:
-    """Findings of the newest run per row on each side; timings over every run of the row on each side."""
+    """Findings of the newest run per row on each side; timings over every run of the row on each side.
+
+    Like with like: a row's baseline runs are those with the newest run's Python and transformers;
+    where there are none (transformers moved), the row is not compared, and says why.
+    """
     pools_before, pools_after = _by_row(before_runs), _by_row(after_runs)
     comparisons = []
     for row in _in_order(set(pools_before) | set(pools_after)):
         before, after = pools_before.get(row, []), pools_after.get(row, [])
+        if before and after:
+            wanted = environment(after[-1])
+            alike = [r for r in before if environment(r) == wanted]
+            if not alike:
+                comparison = regress.compare_runs(None, after[-1])
+                comparison.note = (f"not compared: the baseline ran Python {environment(before[-1])[0]}, "
+                                   f"transformers {environment(before[-1])[1]}; now Python {wanted[0]}, "
+                                   f"transformers {wanted[1]}")
+                comparisons.append(comparison)
+                continue
+            before = alike
         comparisons.append(regress.compare_runs(before[-1] if before else None, after[-1] if after else None,
                                                 before, after))
     return comparisons
@@ -79,25 +100,33 @@ def compare(db, a: str, b: str) -> Outcome:
 
 
 def check(db, baseline: Optional[str], thresholds: regress.Thresholds, allowed: set[str]) -> Outcome:
-    """The newest build against ``baseline`` (default: the build before it; on a DB of one build, reruns)."""
+    """The newest build of each variant (cpu, cu126, ...) against the build before it of the same variant,
+    or against ``baseline`` (then only the newest build of that baseline's variant); on a variant with
+    one build, each row's newest invocation against the one before it."""
     ordered = sorted(store.builds(db), key=regress.version_order)
     if not ordered:
         raise store.StoreError("the database has no runs to check")
-    newest = ordered[-1]
+    pairs = []
     if baseline is not None:
         base = store.find_build(db, baseline)
+        same = [b for b in ordered if b["variant"] == base["variant"]]
+        pairs.append((base, same[-1]))
     else:
-        base = ordered[-2] if len(ordered) > 1 else newest
-    after_runs = store.runs_of_build(db, newest["id"])
-    if base["id"] == newest["id"]:
-        comparisons = compare_within_build(after_runs)
-        description = f"newest invocation on {newest['version']} against the one before it"
-    else:
-        comparisons = compare_build_runs(store.runs_of_build(db, base["id"]), after_runs)
-        description = f"{newest['version']} against baseline {base['version']}"
+        for variant in sorted({b["variant"] for b in ordered}):
+            same = [b for b in ordered if b["variant"] == variant]
+            pairs.append((same[-2] if len(same) > 1 else same[-1], same[-1]))
+    comparisons, descriptions = [], []
+    for base, newest in pairs:
+        after_runs = store.runs_of_build(db, newest["id"])
+        if base["id"] == newest["id"]:
+            comparisons += compare_within_build(after_runs)
+            descriptions.append(f"newest invocation on {newest['version']} against the one before it")
+        else:
+            comparisons += compare_build_runs(store.runs_of_build(db, base["id"]), after_runs)
+            descriptions.append(f"{newest['version']} against baseline {base['version']}")
     found = [r for c in comparisons for r in regress.regressions(c, thresholds, allowed)]
     unjudged = [r for c in comparisons for r in regress.inconclusive(c, thresholds)]
-    return Outcome(description, comparisons, found, unjudged)
+    return Outcome("; ".join(descriptions), comparisons, found, unjudged)
 
 
 def read_allow_list(path: Optional[str]) -> set[str]:

@@ -205,6 +205,7 @@ class RowComparison:
     added: dict[str, list[str]] = field(default_factory=dict)
     removed: dict[str, list[str]] = field(default_factory=dict)
     timings: list[TimingChange] = field(default_factory=list)
+    note: Optional[str] = None  # why the row was not compared, where it was not
 
     @property
     def status_change(self) -> Optional[tuple[str, str]]:
@@ -219,7 +220,7 @@ class RowComparison:
             "status_before": self.before and self.before["status"],
             "status_after": self.after and self.after["status"],
             "added": self.added, "removed": self.removed,
-            "timings": [t.__dict__ for t in self.timings],
+            "timings": [t.__dict__ for t in self.timings], "note": self.note,
         }
 
 

@@ -78,7 +78,7 @@ def test_not_a_database(tmp_path):
     (["env", "add", "not-a-spec"], "malformed torch spec"),
     (["env", "add", "current"], "nothing to provision"),
     (["bisect", "--case", "append_last", "--good", "current", "--bad", "2.14.1", "--candidates", "/dev/null"],
-     "installable torch specs"),
+     "a release or a dated nightly at each end"),
     (["bisect", "--case", "nope", "--good", "2.13.0", "--bad", "2.14.1"], "unknown case"),
     (["check", "--alpha", "2"], "--alpha"),
     (["run", "--case", "append_last", "--jobs", "0"], "--jobs"),

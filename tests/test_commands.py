@@ -7,6 +7,7 @@ which append_last with fullgraph fails: a regression for check, compare, bisect 
 from __future__ import annotations
 
 import json
+import sqlite3
 import xml.etree.ElementTree as ET
 
 from conftest import NIGHTLY, REPO, cli
@@ -169,3 +170,50 @@ def test_heartbeat_names_each_running_job_until_it_ends():
     assert any(line.startswith("[1/2] append_last: still running, ") for line in said[:count])
     assert not any("append_last" in line for line in said[count + 1:])
     assert any(line.startswith("[2/2] dynamic_slice: still running") for line in said[count:])
+
+
+def _names(row):
+    return ", ".join(f'"{name}"' for name in row)
+
+
+def _copy_build(db_path, version, variant, **changes):
+    """The runs of build NEW again, on another build (a CUDA leg's nightly) or with changed columns."""
+    conn = sqlite3.connect(db_path)
+    conn.row_factory = sqlite3.Row
+    source = conn.execute("SELECT * FROM torch_builds WHERE version = ?", [NEW]).fetchone()
+    build = dict(source)
+    build.pop("id")
+    build.update(build_key=f"{version}|{variant}", version=version, variant=variant,
+                 cuda_version=None if variant == "cpu" else "12.6")
+    cursor = conn.execute(f"INSERT INTO torch_builds ({_names(build)}) VALUES ({', '.join('?' * len(build))})",
+                          list(build.values()))
+    for run in conn.execute("SELECT * FROM runs WHERE torch_build_id = ?", [source["id"]]).fetchall():
+        row = dict(run)
+        row.pop("id")
+        row.update(torch_build_id=cursor.lastrowid, uid=row["uid"] + variant, **changes)
+        conn.execute(f"INSERT INTO runs ({_names(row)}) VALUES ({', '.join('?' * len(row))})", list(row.values()))
+    conn.commit()
+    conn.close()
+
+
+def test_check_compares_each_variant_with_its_own_previous_build(copied_db):
+    """A CUDA leg's nightly sorts after the CPU one; it must not become the CPU regression's 'newest'."""
+    _copy_build(copied_db, NEW.replace("+cpu", "+cu126"), "cu126", device="cuda")
+    done = cli("check", "--db", str(copied_db))
+    assert done.exit_code == 1, done.output
+    assert f"{NEW} against baseline {BASE}" in done.output
+    assert "REGRESSION append_last aot_eager fullgraph cpu float32 b2 p8 n4: status pass -> fullgraph_error" \
+        in done.output
+
+
+def test_check_does_not_compare_across_a_transformers_change(copied_db):
+    conn = sqlite3.connect(copied_db)
+    build = conn.execute("SELECT id FROM torch_builds WHERE version = ?", [NEW]).fetchone()[0]
+    conn.execute("UPDATE runs SET transformers_version = '9.9.9' WHERE torch_build_id = ?", [build])
+    conn.commit()
+    conn.close()
+    done = cli("check", "--db", str(copied_db), "--json")
+    verdict = json.loads(done.stdout)
+    assert done.exit_code == 0 and verdict["regressions"] == []
+    assert len(verdict["not_compared"]) == 15
+    assert "transformers 9.9.9" in verdict["not_compared"][0]["note"]
