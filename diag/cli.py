@@ -7,6 +7,7 @@ import functools
 import json
 import re
 import shutil
+import sqlite3
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -502,6 +503,33 @@ def compare_command(a: str, b: str, db_path: str, as_json: bool) -> None:
     click.echo(f"compared: {outcome.description}")
     for comparison in outcome.comparisons:
         click.echo("\n".join(_comparison_lines(comparison)))
+
+
+@cli.command("prune")
+@click.option("--keep-builds", type=click.IntRange(min=1), default=30, show_default=True,
+              help="Builds of each variant (the newest) whose raw timing samples are kept.")
+@db_option
+@json_option
+def prune_command(keep_builds: int, db_path: str, as_json: bool) -> None:
+    """Keep a long-lived history bounded: raw timing samples for the newest builds only.
+
+    Older builds keep every status, finding and per-run median, and a summary of each timing
+    series (n, median, p10, p90); their tracebacks and stderr are cut to the last lines. The
+    file is vacuumed. The nightly workflow runs this after each merge.
+    """
+    db = open_store(db_path)
+    try:
+        before = Path(db_path).stat().st_size
+        changed = store.prune(db, keep_builds)
+        after = Path(db_path).stat().st_size
+    except (OSError, sqlite3.Error, store.StoreError) as exc:
+        raise _fail(f"{db_path}: {exc}") from exc
+    result = {**changed, "bytes_before": before, "bytes_after": after}
+    if as_json:
+        click.echo(json.dumps(result, indent=2))
+    else:
+        click.echo(f"pruned {changed['series']} timing series of {changed['builds']} builds; "
+                   f"{before / 2**20:.1f} MB -> {after / 2**20:.1f} MB")
 
 
 INCONCLUSIVE_EXIT = 3  # diag check: no regression, but a possible slowdown had too few runs to judge

@@ -11,6 +11,7 @@ import json
 import os
 import re
 import sqlite3
+import statistics
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -172,6 +173,13 @@ def m008_wheel_source(db: sqlite_utils.Database) -> None:
 
 
 WHEEL_COLUMNS = ("wheel_url", "wheel_origin", "wheel_sha256")
+
+
+@migration
+def m009_timing_summaries(db: sqlite_utils.Database) -> None:
+    """A timing series of an old build kept as its summary (n, median, p10, p90) once its raw
+    samples are pruned (diag prune): the history stays bounded."""
+    db["timings"].add_column("summary", str)
 
 
 def _row_columns(prefix: str = "") -> str:
@@ -520,7 +528,7 @@ def full_runs(db: sqlite_utils.Database, run_ids: Iterable[int]) -> Iterable[dic
                 run[name] = json.loads(run[name]) if run.get(name) else None
         for table in CHILD_TABLES:
             for row in db.query(f'SELECT * FROM "{table}" WHERE run_id IN ({marks}) ORDER BY id', batch):
-                for name in ("samples", "extra"):
+                for name in ("samples", "summary", "extra"):
                     if row.get(name):
                         row[name] = json.loads(row[name])
                 runs[row["run_id"]][table].append(row)
@@ -565,6 +573,62 @@ def merge(target: sqlite_utils.Database, shard: sqlite_utils.Database) -> tuple[
         raise StoreError(f"the shard cannot be read ({exc}); nothing merged") from exc
     save_runs(target, fresh)
     return len(fresh), seen
+
+
+PRUNED_TEXT_LINES = 20  # of a pruned run's tracebacks and stderr tail, the last lines kept
+
+
+def _summary(samples: list[float]) -> dict[str, Any]:
+    ordered = sorted(samples)
+
+    def at(q: float) -> float:
+        return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+    return {"n": len(ordered), "median": statistics.median(ordered), "p10": at(0.1), "p90": at(0.9)}
+
+
+def _tail(text: Optional[str]) -> Optional[str]:
+    if not text:
+        return text
+    lines = text.splitlines()
+    return "\n".join(lines[-PRUNED_TEXT_LINES:]) if len(lines) > PRUNED_TEXT_LINES else text
+
+
+def prune(db: sqlite_utils.Database, keep_builds: int) -> dict[str, int]:
+    """Keep raw timing samples for the newest ``keep_builds`` builds of each variant; older runs keep a
+    summary per series (n, median, p10, p90) and their tracebacks and stderr cut to the last lines.
+
+    Everything a verdict or the report reads of an old build stays: statuses, findings and keys,
+    per-run medians. The file is vacuumed. Returns what changed.
+    """
+    from diag import regress
+
+    ordered = sorted(builds(db), key=regress.version_order)
+    old = []
+    for variant in {b["variant"] for b in ordered}:
+        same = [b["id"] for b in ordered if b["variant"] == variant]
+        old += same[:-keep_builds] if keep_builds > 0 else same
+    if not old:
+        return {"builds": 0, "series": 0}
+    marks = ", ".join("?" for _ in old)
+    series = 0
+    with db.conn:
+        rows = db.execute(f"SELECT t.id, t.samples FROM timings t JOIN runs r ON r.id = t.run_id "
+                          f"WHERE r.torch_build_id IN ({marks}) AND t.samples IS NOT NULL", old).fetchall()
+        for timing_id, samples in rows:
+            values = json.loads(samples)
+            summary = json.dumps(_summary(values)) if values else None
+            db.execute("UPDATE timings SET samples = NULL, summary = ? WHERE id = ?", [summary, timing_id])
+            series += 1
+        for run_id, tb, stderr in db.execute(f"SELECT id, traceback, stderr_tail FROM runs WHERE torch_build_id "
+                                             f"IN ({marks})", old).fetchall():
+            if (tb and tb.count("\n") > PRUNED_TEXT_LINES) or (stderr and stderr.count("\n") > PRUNED_TEXT_LINES):
+                db.execute("UPDATE runs SET traceback = ?, stderr_tail = ? WHERE id = ?",
+                           [_tail(tb), _tail(stderr), run_id])
+        db.execute(f"UPDATE hidden_errors SET traceback = NULL WHERE run_id IN (SELECT id FROM runs WHERE "
+                   f"torch_build_id IN ({marks}))", old)
+    db.execute("VACUUM")
+    return {"builds": len(old), "series": series}
 
 
 def path_of(db: sqlite_utils.Database) -> Path:

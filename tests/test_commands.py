@@ -217,3 +217,25 @@ def test_check_does_not_compare_across_a_transformers_change(copied_db):
     assert done.exit_code == 0 and verdict["regressions"] == []
     assert len(verdict["not_compared"]) == 15
     assert "transformers 9.9.9" in verdict["not_compared"][0]["note"]
+
+
+def test_prune_keeps_verdicts_and_summaries_and_drops_old_samples(copied_db, tmp_path):
+    before = store.table_counts(store.open_db(copied_db))
+    done = cli("prune", "--db", str(copied_db), "--keep-builds", "1", "--json")
+    assert done.exit_code == 0, done.output
+    result = json.loads(done.stdout)
+    assert result["builds"] == 1 and result["series"] > 0
+    db = store.open_db(copied_db)
+    assert store.table_counts(db) == before  # no run, finding or series lost
+    old = db.execute("SELECT t.samples, t.summary FROM timings t JOIN runs r ON r.id = t.run_id "
+                     "JOIN torch_builds b ON b.id = r.torch_build_id WHERE b.version = ?", [BASE]).fetchall()
+    assert old and all(samples is None and json.loads(summary)["n"] > 0 for samples, summary in old)
+    new = db.execute("SELECT t.samples FROM timings t JOIN runs r ON r.id = t.run_id "
+                     "JOIN torch_builds b ON b.id = r.torch_build_id WHERE b.version = ?", [NEW]).fetchall()
+    assert new and all(samples is not None for samples, in new)
+    # the gate and the report still read the pruned history
+    check = cli("check", "--db", str(copied_db))
+    assert check.exit_code == 1 and "status pass -> fullgraph_error" in check.output
+    assert cli("report", "--db", str(copied_db), "--out", str(tmp_path / "site")).exit_code == 0
+    again = json.loads(cli("prune", "--db", str(copied_db), "--keep-builds", "1", "--json").stdout)
+    assert again["series"] == 0

@@ -71,6 +71,13 @@ def _quantiles(samples: list[float]) -> dict[str, Any]:
             "p90": f"{deciles[-1]:.6f}"}
 
 
+def _pruned(timing: dict[str, Any]) -> dict[str, Any]:
+    """A series whose raw samples diag prune replaced with its summary."""
+    summary = timing.get("summary") or {}
+    return {"n": summary.get("n", 0), **{q: f"{summary[q]:.6f}" if summary.get(q) is not None else None
+                                         for q in ("p10", "median", "p90")}}
+
+
 def _artifacts(run: dict[str, Any], out_dir: Path) -> list[tuple[str, str]]:
     return [(label, os.path.relpath(path.resolve(), (out_dir / "runs").resolve()))
             for label, path in artifacts.listing(run.get("artifacts_dir"))]
@@ -112,7 +119,8 @@ def render(db, out_dir: Path, builds_per_page: int = BUILDS_PER_PAGE,
         for gb in run["graph_breaks"]:
             match = _DOC_URL.search(gb.get("reason") or "")
             gb["doc_url"] = match.group(0) if match else None
-        stats = [{**t, **_quantiles(t["samples"])} for t in run["timings"]]
+        stats = [{**t, **(_quantiles(t["samples"]) if t.get("samples") is not None else _pruned(t))}
+                 for t in run["timings"]]
         files[f"runs/{run['id']}.html"] = template.render(
             root="../", run=run, config_label=config_text(run), timing_stats=stats,
             artifacts=_artifacts(run, out_dir), **common)
