@@ -532,9 +532,6 @@ def prune_command(keep_builds: int, db_path: str, as_json: bool) -> None:
                    f"{before / 2**20:.1f} MB -> {after / 2**20:.1f} MB")
 
 
-INCONCLUSIVE_EXIT = 3  # diag check: no regression, but a possible slowdown had too few runs to judge
-
-
 @cli.command("check")
 @click.option("--baseline", default=None, help="Build to compare the newest build against (default: the previous "
                                                 "build; with one build in the DB, each row's newest diag run "
@@ -549,10 +546,13 @@ INCONCLUSIVE_EXIT = 3  # diag check: no regression, but a possible slowdown had 
               help="File of keys known to be flaky (one per line), ignored when new.")
 @click.option("--junit", "junit_file", type=click.Path(dir_okay=False), default=None,
               help="Write JUnit XML: a test case per row, a failure per regression.")
+@click.option("--inconclusive-exit", type=click.IntRange(min=0, max=255), default=3, show_default=True,
+              help="Exit status when nothing regressed but a slowdown had too few runs to judge.")
 @db_option
 @json_option
 def check_command(baseline: Optional[str], compile_threshold: float, latency_threshold: float, alpha: float,
-                  allow_file: Optional[str], junit_file: Optional[str], db_path: str, as_json: bool) -> None:
+                  allow_file: Optional[str], junit_file: Optional[str], inconclusive_exit: int, db_path: str,
+                  as_json: bool) -> None:
     """CI gate: exit 1 if the newest build regressed against the baseline.
 
     A regression is: a pass or graph_break row that now fails; a new graph-break,
@@ -603,7 +603,7 @@ def check_command(baseline: Optional[str], compile_threshold: float, latency_thr
     if outcome.regressions:
         sys.exit(1)
     if outcome.inconclusive:
-        sys.exit(INCONCLUSIVE_EXIT)
+        sys.exit(inconclusive_exit)
 
 
 @cli.command("bisect")

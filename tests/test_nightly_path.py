@@ -178,3 +178,17 @@ def test_the_nightly_path_end_to_end(real_index, tmp_path, monkeypatch):
     done = diag("env", "add", "--like", "2.14.0.dev20260103", "--db", str(db), cwd=tmp_path, env_extra=extra,
                 check=False, timeout=1200)
     assert done.returncode == 1 and "sha256" in done.stderr and "not the build that was run" in done.stderr
+
+
+def test_nightly_is_keyed_on_the_newest_build_so_a_kept_env_is_never_yesterdays(index, monkeypatch, tmp_path):
+    url, made = index
+    provisioned = []
+    monkeypatch.setattr(envs, "provision", lambda request, log, wheel=None, label=None:
+                        provisioned.append((request, wheel, label)))
+    envs.resolve("nightly", envs.Options(index_url=url))
+    nightly_index.stand_in("2.14.0.dev20260106+cpu", made[1].parent)
+    nightly_index.write_listing(made[1].parents[2], "cpu", [made[5], made[1].parent / made[5].name.replace("05", "06")])
+    envs.resolve("nightly", envs.Options(index_url=url))
+    (first, _, label), (second, wheel, _) = provisioned
+    assert (first.spec, second.spec, label) == ("2.14.0.dev20260105", "2.14.0.dev20260106", "nightly")
+    assert envs.env_key(first) != envs.env_key(second) and wheel.origin == "index"
