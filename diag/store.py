@@ -495,10 +495,14 @@ REPORT_COLUMNS = ("id", "uid", "torch_build_id", *rows.FIELDS, "status", "error_
                   "started_at")
 
 
+REPORT_MESSAGE_CHARS = 300  # of each run's error message, what the report's front page may show
+
+
 def report_runs(db: sqlite_utils.Database) -> list[dict[str, Any]]:
-    """The columns the report's matrix and charts need, for every run, oldest first."""
+    """The columns the report's matrix and charts need, for every run, oldest first (error messages cut short)."""
     columns = ", ".join(f'"{c}"' for c in REPORT_COLUMNS)
-    return list(db.query(f"SELECT {columns} FROM runs ORDER BY id"))
+    return list(db.query(f"SELECT {columns}, substr(error_message, 1, {REPORT_MESSAGE_CHARS}) AS error_message "
+                         "FROM runs ORDER BY id"))
 
 
 def finding_keys(db: sqlite_utils.Database) -> dict[int, set[tuple[str, str]]]:

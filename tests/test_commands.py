@@ -97,6 +97,10 @@ def test_report_shows_the_regression_and_generates_its_legend_from_the_status_ta
         assert f".s-{status.name} {{ background: {status.colour}; }}" in index
         assert f'title="{status.meaning}"' in index
     assert "started failing" in index and NEW in index
+    # the front page names the first bad build's error and links the commit range
+    transitions = index[index.index("<h2>Transitions</h2>"):]
+    assert "UserError: " in transitions and "..." + "b" * 40 + '"' in transitions
+    assert "https://github.com/pytorch/pytorch/compare/" in transitions
     machine = json.loads((out / "report.json").read_text())
     rows = {(r["row"]["case"], r["row"]["fullgraph"], r["row"]["case_source"] == "builtin") for r in machine["rows"]}
     assert len(rows) == 15 and ("swallowed_error", 1, False) in rows

@@ -153,6 +153,18 @@ def test_the_nightly_path_end_to_end(real_index, tmp_path, monkeypatch):
     first_bad = builds["2.14.0.dev20260103+cpu"]
     assert first_bad[1] == "direct URL" and first_bad[0].endswith(made[3].name.replace("+", "%2B"))
     assert first_bad[2] == wheels.sha256_of(made[3])
+    # the gate fails on the first bad build against the last good one, and says so in JUnit
+    junit = tmp_path / "junit.xml"
+    done = diag("check", "--db", str(db), "--baseline", "2.14.0.dev20260102", "--junit", str(junit), cwd=tmp_path,
+                check=False)
+    assert done.returncode == 1 and "status pass -> compile_error" in done.stdout
+    assert "failures=\"1\"" in junit.read_text()
+    # the report's front page shows the transition, its error and its commit range
+    diag("report", "--db", str(db), "--out", str(tmp_path / "site"), cwd=tmp_path)
+    index = (tmp_path / "site" / "index.html").read_text()
+    transitions = index[index.index("<h2>Transitions</h2>"):]
+    assert "2.14.0.dev20260103+cpu" in transitions and "unexpected keyword argument" in transitions
+    assert "pytorch/pytorch/compare/" in transitions
     # the newest of a series, and the error the broken nightlies raise, named
     done = diag("run", "--case", "append_last", "--torch", "2.14.0.dev", "--index-url", url, *common, "--json",
                 cwd=tmp_path, env_extra=extra, timeout=1200)

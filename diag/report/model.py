@@ -32,6 +32,12 @@ class Transition:
     status_before: str
     status_after: str
     run_id: int
+    error: Optional[str] = None  # the first bad run's error: type and the first line of its message
+
+    @property
+    def commit_range(self) -> Optional[str]:
+        before, after = self.last_before.get("git_version"), self.first_after.get("git_version")
+        return f"{before}...{after}" if before and after else None
 
 
 @dataclass
@@ -87,6 +93,11 @@ def build_matrix(builds: list[dict[str, Any]], runs: list[dict[str, Any]],
                     changes.append(change)
             cells[(row, build["id"])] = cell
             previous = (build, run)
+    # newest first by the build where the change showed, regressions before fixes: with many rows,
+    # the newest regression is at the top however its row is named
+    position = {build["id"]: index for index, build in enumerate(ordered)}
+    transitions.sort(key=lambda t: (position[t.first_after["id"]], t.kind == "regression"))
+    changes.sort(key=lambda c: position[c.build["id"]])
     return Matrix(ordered, row_keys, cells, transitions, changes)
 
 
@@ -94,8 +105,12 @@ def _transition(row: RowKey, before_build, before_run, build, run) -> Optional[T
     was_good, is_good = before_run["status"] in WORKS, run["status"] in WORKS
     if was_good == is_good:
         return None
+    error = None
+    if run.get("error_type"):
+        first_line = (run.get("error_message") or "").strip().splitlines()[:1]
+        error = run["error_type"] + (f": {first_line[0]}" if first_line else "")
     return Transition(row, "fix" if is_good else "regression", before_build, build, before_run["status"],
-                      run["status"], run["id"])
+                      run["status"], run["id"], error)
 
 
 def _key_change(row: RowKey, before_build, before: set, build, after: set) -> Optional[KeyChange]:
