@@ -263,7 +263,14 @@ def _open(path: Path, readonly: bool) -> sqlite_utils.Database:
             conn, db = memory, sqlite_utils.Database(memory)
         _migrate(conn, db, path)
     conn.execute("PRAGMA foreign_keys = ON")
+    # Text that is not UTF-8 (a probe's raw output, a hand-edited DB) reads with its bad bytes
+    # escaped: every command that reads the DB goes on, and no raw control bytes reach a terminal.
+    conn.text_factory = _decode_text
     return db
+
+
+def _decode_text(raw: bytes) -> str:
+    return raw.decode("utf-8", "backslashreplace")
 
 
 def _remove_db_files(path: Path) -> None:

@@ -243,3 +243,21 @@ def test_prune_keeps_verdicts_and_summaries_and_drops_old_samples(copied_db, tmp
     assert cli("report", "--db", str(copied_db), "--out", str(tmp_path / "site")).exit_code == 0
     again = json.loads(cli("prune", "--db", str(copied_db), "--keep-builds", "1", "--json").stdout)
     assert again["series"] == 0
+
+
+def test_bytes_that_are_not_utf8_and_mathtext_in_stored_values_break_no_command(copied_db, tmp_path):
+    conn = sqlite3.connect(copied_db)
+    first = conn.execute("SELECT min(id) FROM runs").fetchone()[0]
+    conn.execute("UPDATE runs SET error_message = CAST(X'fffe411b5b33316d42' AS TEXT), "
+                 "error_type = CAST(X'c328' AS TEXT) WHERE id = ?", [first])
+    conn.execute("UPDATE runs SET model = '$\\alpha_{x$ model'")  # mathtext, unbalanced, in every chart label
+    conn.commit()
+    conn.close()
+    for args in (["runs"], ["show", str(first)], ["check"], ["compare", BASE, NEW],
+                 ["report", "--out", str(tmp_path / "site")]):
+        done = cli(*args, "--db", str(copied_db))
+        assert done.exit_code in (0, 1), (args, done.output)
+        assert done.exception is None or isinstance(done.exception, SystemExit), (args, done.exception)
+        assert "\x1b" not in done.output and "Traceback" not in done.output, args
+    shown = cli("show", str(first), "--db", str(copied_db)).output
+    assert "\\xff\\xfeA" in shown

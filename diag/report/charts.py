@@ -13,7 +13,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 from diag import row as rows  # noqa: E402
 from diag.report.model import Matrix, RowKey, row_label  # noqa: E402
 
-plt.rcParams.update({"svg.fonttype": "none", "font.size": 9})
+# Labels are stored values (case names, configs): never read "$...$" in them as mathtext.
+plt.rcParams.update({"svg.fonttype": "none", "font.size": 9, "text.parse_math": False})
 
 MAX_LINES = 8
 MAX_TICKS = 12
