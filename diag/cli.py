@@ -548,11 +548,14 @@ def prune_command(keep_builds: int, db_path: str, as_json: bool) -> None:
               help="Write JUnit XML: a test case per row, a failure per regression.")
 @click.option("--inconclusive-exit", type=click.IntRange(min=0, max=255), default=3, show_default=True,
               help="Exit status when nothing regressed but a slowdown had too few runs to judge.")
+@click.option("--alerts", "alerts_file", type=click.Path(dir_okay=False), default=None,
+              help="Write one alert per regressed row (JSON: title, marker, Markdown body) for an issue tracker.")
+@click.option("--site-url", default=None, help="Where the report is published, for the alerts' run links.")
 @db_option
 @json_option
 def check_command(baseline: Optional[str], compile_threshold: float, latency_threshold: float, alpha: float,
-                  allow_file: Optional[str], junit_file: Optional[str], inconclusive_exit: int, db_path: str,
-                  as_json: bool) -> None:
+                  allow_file: Optional[str], junit_file: Optional[str], inconclusive_exit: int,
+                  alerts_file: Optional[str], site_url: Optional[str], db_path: str, as_json: bool) -> None:
     """CI gate: exit 1 if the newest build regressed against the baseline.
 
     A regression is: a pass or graph_break row that now fails; a new graph-break,
@@ -561,8 +564,9 @@ def check_command(baseline: Optional[str], compile_threshold: float, latency_thr
     confirms. A slowdown beyond a threshold with too few runs a side to test (5 for
     --alpha 0.01) is INCONCLUSIVE: exit 3 when nothing else regressed, skipped in JUnit.
     """
-    if junit_file and not Path(junit_file).resolve().parent.is_dir():
-        raise _fail(f"--junit {junit_file}: directory {Path(junit_file).resolve().parent} does not exist")
+    for option, path in (("--junit", junit_file), ("--alerts", alerts_file)):
+        if path and not Path(path).resolve().parent.is_dir():
+            raise _fail(f"{option} {path}: directory {Path(path).resolve().parent} does not exist")
     db = read_store(db_path)
     thresholds = regress.Thresholds(compile_threshold, latency_threshold, alpha)
     try:
@@ -575,6 +579,11 @@ def check_command(baseline: Optional[str], compile_threshold: float, latency_thr
                                                           outcome.inconclusive), encoding="utf-8")
         except OSError as exc:
             raise _fail(f"--junit {junit_file}: {exc.strerror or exc}") from exc
+    if alerts_file:
+        try:
+            Path(alerts_file).write_text(json.dumps(gate.alerts(outcome, site_url), indent=2), encoding="utf-8")
+        except OSError as exc:
+            raise _fail(f"--alerts {alerts_file}: {exc.strerror or exc}") from exc
     compared = [c for c in outcome.comparisons if c.before is not None and c.after is not None]
     if as_json:
         click.echo(json.dumps({"checked": outcome.description, "rows": len(outcome.comparisons),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -135,3 +136,39 @@ def read_allow_list(path: Optional[str]) -> set[str]:
         return set()
     with open(path, encoding="utf-8") as handle:
         return {line.split("#", 1)[0].strip() for line in handle} - {""}
+
+
+def alerts(outcome: Outcome, site_url: Optional[str] = None) -> list[dict[str, Any]]:
+    """One alert per regressed row, for an issue tracker: a title, a marker that stays the same for
+    the row (so that a night's alert updates the row's open issue instead of opening another), and a
+    Markdown body with the last good and first bad build, the commit range, the error and the repro."""
+    by_row: dict[rows.Row, list[regress.Regression]] = {}
+    for regression in outcome.regressions:
+        by_row.setdefault(regression.row, []).append(regression)
+    found = []
+    for comparison in outcome.comparisons:
+        listed = by_row.get(comparison.row)
+        if not listed or comparison.before is None or comparison.after is None:
+            continue
+        before, after = comparison.before, comparison.after
+        label = rows.label(comparison.row)
+        marker = "diag-row:" + hashlib.sha1(label.encode()).hexdigest()[:16]
+        good_git, bad_git = before.get("build_git_version"), after.get("build_git_version")
+        lines = [f"`{label}` regressed.", "",
+                 f"- last good build: {before.get('build_version')} (git {good_git or 'unknown'}), run #{before['id']}",
+                 f"- first bad build: {after.get('build_version')} (git {bad_git or 'unknown'}), run #{after['id']}"]
+        if good_git and bad_git:
+            lines.append(f"- commits: https://github.com/pytorch/pytorch/compare/{good_git}...{bad_git}")
+        lines += ["", "What changed:", ""] + [f"- {r.message}" for r in listed]
+        if after.get("error_type"):
+            message = (after.get("error_message") or "").strip()
+            lines += ["", f"Error: `{after['error_type']}`", "", "```", message[:2000], "```"]
+            if after.get("error_location"):
+                lines.append(f"at `{after['error_location']}`")
+        lines += ["", f"Reproduce: `diag repro {after['id']} -o repro.py` (torch and transformers only)"]
+        if site_url:
+            lines.append(f"Run page: {site_url.rstrip('/')}/runs/{after['id']}.html")
+        lines += ["", f"<!-- {marker} -->"]
+        found.append({"title": f"diag: {label} regressed on {after.get('build_version')}", "marker": marker,
+                      "row": label, "body": "\n".join(lines)})
+    return found

@@ -261,3 +261,18 @@ def test_bytes_that_are_not_utf8_and_mathtext_in_stored_values_break_no_command(
         assert "\x1b" not in done.output and "Traceback" not in done.output, args
     shown = cli("show", str(first), "--db", str(copied_db)).output
     assert "\\xff\\xfeA" in shown
+
+
+def test_check_writes_one_alert_per_regressed_row(recorded_db, tmp_path):
+    alerts_file = tmp_path / "alerts.json"
+    done = cli("check", "--db", str(recorded_db), "--alerts", str(alerts_file), "--site-url", "https://x.github.io/d")
+    assert done.exit_code == 1
+    alert, = json.loads(alerts_file.read_text())
+    assert alert["title"] == f"diag: append_last aot_eager fullgraph cpu float32 b2 p8 n4 regressed on {NEW}"
+    body = alert["body"]
+    assert f"first bad build: {NEW}" in body and f"last good build: {BASE}" in body
+    assert "pytorch/pytorch/compare/" in body and "Error: `UserError`" in body and "diag repro " in body
+    assert "https://x.github.io/d/runs/" in body and f"<!-- {alert['marker']} -->" in body
+    again = tmp_path / "again.json"
+    cli("check", "--db", str(recorded_db), "--alerts", str(again))
+    assert json.loads(again.read_text())[0]["marker"] == alert["marker"]  # the same row, the same issue

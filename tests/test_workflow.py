@@ -33,7 +33,8 @@ def test_every_leg_keeps_the_wheels_it_tested_in_the_actions_cache():
 def test_the_workflow_gates_and_publishes_without_losing_history():
     workflow = yaml.safe_load((REPO / ".github" / "workflows" / "nightly.yml").read_text())
     jobs = workflow["jobs"]
-    assert workflow["permissions"] == {"contents": "read"} and jobs["publish"]["permissions"] == {"contents": "write"}
+    assert workflow["permissions"] == {"contents": "read"}
+    assert jobs["publish"]["permissions"] == {"contents": "write", "issues": "write"}
     assert workflow["concurrency"]["group"] and jobs["publish"]["if"] == "${{ !cancelled() }}"
     steps = jobs["publish"]["steps"]
     assert not any(step.get("continue-on-error") for step in steps)  # a failed checkout fails the publish
@@ -53,3 +54,6 @@ def test_the_workflow_gates_and_publishes_without_losing_history():
         runs = [s["run"] for s in jobs[name]["steps"] if s.get("run", "").startswith("diag run")]
         assert runs and all("TRANSFORMERS" in r for r in runs)
     assert "torch" in workflow[True]["workflow_dispatch"]["inputs"]  # YAML reads the key `on` as true
+    assert "--alerts alerts.json" in commands[order[-1]] and jobs["publish"]["permissions"].get("issues") == "write"
+    script = next(s for s in steps if str(s.get("uses", "")).startswith("actions/github-script"))
+    assert "failure()" in script["if"] and "alert.marker" in script["with"]["script"]
