@@ -506,21 +506,24 @@ def compare_command(a: str, b: str, db_path: str, as_json: bool) -> None:
 
 
 @cli.command("prune")
-@click.option("--keep-builds", type=click.IntRange(min=1), default=30, show_default=True,
-              help="Builds of each variant (the newest) whose raw timing samples are kept.")
+@click.option("--keep-builds", type=click.IntRange(min=1), default=14, show_default=True,
+              help="Builds of each variant (the newest) whose runs keep full detail.")
+@click.option("--keep-runs", type=click.IntRange(min=1), default=10, show_default=True,
+              help="On those builds, runs of each row (the newest) that keep full detail.")
 @db_option
 @json_option
-def prune_command(keep_builds: int, db_path: str, as_json: bool) -> None:
-    """Keep a long-lived history bounded: raw timing samples for the newest builds only.
+def prune_command(keep_builds: int, keep_runs: int, db_path: str, as_json: bool) -> None:
+    """Keep a long-lived history bounded: full detail for the newest builds of each variant only.
 
-    Older builds keep every status, finding and per-run median, and a summary of each timing
-    series (n, median, p10, p90); their tracebacks and stderr are cut to the last lines. The
-    file is vacuumed. The nightly workflow runs this after each merge.
+    Older builds keep every status, error, count, finding key and per-run median, and a summary
+    of each timing series (n, median, p10, p90); their raw samples, compiled frames,
+    capabilities and the bulk of their tracebacks go. The nightly workflow runs this after
+    each merge.
     """
     db = open_store(db_path)
     try:
         before = Path(db_path).stat().st_size
-        changed = store.prune(db, keep_builds)
+        changed = store.prune(db, keep_builds, keep_runs)
         after = Path(db_path).stat().st_size
     except (OSError, sqlite3.Error, store.StoreError) as exc:
         raise _fail(f"{db_path}: {exc}") from exc
@@ -528,7 +531,7 @@ def prune_command(keep_builds: int, db_path: str, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(result, indent=2))
     else:
-        click.echo(f"pruned {changed['series']} timing series of {changed['builds']} builds; "
+        click.echo(f"compacted {changed['runs']} runs ({changed['series']} timing series); "
                    f"{before / 2**20:.1f} MB -> {after / 2**20:.1f} MB")
 
 

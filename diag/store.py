@@ -587,6 +587,7 @@ def merge(target: sqlite_utils.Database, shard: sqlite_utils.Database) -> tuple[
 
 
 PRUNED_TEXT_LINES = 20  # of a pruned run's tracebacks and stderr tail, the last lines kept
+PRUNED_TEXT_CHARS = 400  # of a pruned run's finding messages, the start kept
 
 
 def _summary(samples: list[float]) -> dict[str, Any]:
@@ -605,41 +606,65 @@ def _tail(text: Optional[str]) -> Optional[str]:
     return "\n".join(lines[-PRUNED_TEXT_LINES:]) if len(lines) > PRUNED_TEXT_LINES else text
 
 
-def prune(db: sqlite_utils.Database, keep_builds: int) -> dict[str, int]:
-    """Keep raw timing samples for the newest ``keep_builds`` builds of each variant; older runs keep a
-    summary per series (n, median, p10, p90) and their tracebacks and stderr cut to the last lines.
+def prune(db: sqlite_utils.Database, keep_builds: int, keep_runs: int = 10) -> dict[str, int]:
+    """Full detail for the newest runs of the newest builds; every other run compacted.
 
-    Everything a verdict or the report reads of an old build stays: statuses, findings and keys,
-    per-run medians. The file is vacuumed. Returns what changed.
+    Kept whole: on the newest ``keep_builds`` builds of each variant, the newest ``keep_runs`` runs
+    of each row (a release leg re-runs one build every night). A compacted run keeps its status,
+    error, counts, per-run medians, and each finding's key, location, count and the start of its
+    message: everything a verdict or the report's matrix reads. It loses its raw timing samples (a
+    summary of its decode steps stays: n, median, p10, p90), its other timing series, its compiled
+    frames, its capabilities and counters, and the bulk of its tracebacks and stderr. The file is
+    vacuumed after. Returns how many builds were old and how many runs and series were compacted.
     """
     from diag import regress
 
     ordered = sorted(builds(db), key=regress.version_order)
-    old = []
+    recent: set[int] = set()
     for variant in {b["variant"] for b in ordered}:
         same = [b["id"] for b in ordered if b["variant"] == variant]
-        old += same[:-keep_builds] if keep_builds > 0 else same
-    if not old:
-        return {"builds": 0, "series": 0}
-    marks = ", ".join("?" for _ in old)
-    series = 0
+        recent.update(same[-keep_builds:])
+    kept: set[int] = set()
+    per_row: dict[tuple, int] = {}
+    row_columns = _row_columns()
+    for run_id, build_id, *row in db.execute(f"SELECT id, torch_build_id, {row_columns} FROM runs ORDER BY id DESC"):
+        if build_id in recent:
+            seen = per_row.get((build_id, *row), 0)
+            if seen < keep_runs:
+                kept.add(run_id)
+            per_row[(build_id, *row)] = seen + 1
     with db.conn:
-        rows = db.execute(f"SELECT t.id, t.samples FROM timings t JOIN runs r ON r.id = t.run_id "
-                          f"WHERE r.torch_build_id IN ({marks}) AND t.samples IS NOT NULL", old).fetchall()
+        db.execute("CREATE TEMP TABLE IF NOT EXISTS pruned (id INTEGER PRIMARY KEY)")
+        db.execute("DELETE FROM pruned")
+        db.conn.executemany("INSERT INTO pruned (id) SELECT id FROM runs WHERE id = ? AND capabilities IS NOT NULL",
+                            [(i,) for i in set(r[0] for r in db.execute("SELECT id FROM runs")) - kept])
+        compacted = db.execute("SELECT count(*) FROM pruned").fetchone()[0]
+        series = 0
+        # of a compacted run's timings, the decode steps' summary stays (its medians are run columns)
+        db.execute("DELETE FROM timings WHERE run_id IN (SELECT id FROM pruned) AND metric != 'decode_step'")
+        rows = db.execute("SELECT id, samples FROM timings WHERE run_id IN (SELECT id FROM pruned) "
+                          "AND samples IS NOT NULL").fetchall()
         for timing_id, samples in rows:
             values = json.loads(samples)
             summary = json.dumps(_summary(values)) if values else None
             db.execute("UPDATE timings SET samples = NULL, summary = ? WHERE id = ?", [summary, timing_id])
             series += 1
-        for run_id, tb, stderr in db.execute(f"SELECT id, traceback, stderr_tail FROM runs WHERE torch_build_id "
-                                             f"IN ({marks})", old).fetchall():
-            if (tb and tb.count("\n") > PRUNED_TEXT_LINES) or (stderr and stderr.count("\n") > PRUNED_TEXT_LINES):
-                db.execute("UPDATE runs SET traceback = ?, stderr_tail = ? WHERE id = ?",
-                           [_tail(tb), _tail(stderr), run_id])
-        db.execute(f"UPDATE hidden_errors SET traceback = NULL WHERE run_id IN (SELECT id FROM runs WHERE "
-                   f"torch_build_id IN ({marks}))", old)
-    db.execute("VACUUM")
-    return {"builds": len(old), "series": series}
+        for run_id, tb, stderr in db.execute("SELECT id, traceback, stderr_tail FROM runs "
+                                             "WHERE id IN (SELECT id FROM pruned)").fetchall():
+            # per-run detail a verdict never reads: what each collector could do, dynamo's raw counters
+            db.execute("UPDATE runs SET traceback = ?, stderr_tail = ?, capabilities = NULL, counters = NULL "
+                       "WHERE id = ?", [_tail(tb), _tail(stderr), run_id])
+        of_pruned = "run_id IN (SELECT id FROM pruned)"
+        db.execute(f"DELETE FROM frames WHERE {of_pruned}")
+        # findings keep their key, location and count, and the start of what torch said
+        db.execute(f"UPDATE hidden_errors SET traceback = NULL, message = substr(message, 1, {PRUNED_TEXT_CHARS}) "
+                   f"WHERE {of_pruned}")
+        for table in ("graph_breaks", "recompiles"):
+            db.execute(f"UPDATE {table} SET reason = substr(reason, 1, {PRUNED_TEXT_CHARS}) WHERE {of_pruned} "
+                       f"AND length(reason) > {PRUNED_TEXT_CHARS}")
+    if compacted:
+        db.execute("VACUUM")  # cleared columns leave pages half empty, which only a rewrite returns
+    return {"builds": len(ordered) - len(recent), "runs": compacted, "series": series}
 
 
 def path_of(db: sqlite_utils.Database) -> Path:

@@ -228,12 +228,14 @@ def test_prune_keeps_verdicts_and_summaries_and_drops_old_samples(copied_db, tmp
     done = cli("prune", "--db", str(copied_db), "--keep-builds", "1", "--json")
     assert done.exit_code == 0, done.output
     result = json.loads(done.stdout)
-    assert result["builds"] == 1 and result["series"] > 0
+    assert result["builds"] == 1 and result["runs"] == 15 and result["series"] > 0
     db = store.open_db(copied_db)
-    assert store.table_counts(db) == before  # no run, finding or series lost
-    old = db.execute("SELECT t.samples, t.summary FROM timings t JOIN runs r ON r.id = t.run_id "
+    after = store.table_counts(db)
+    assert {t: n for t, n in after.items() if t != "timings"} == {t: n for t, n in before.items() if t != "timings"}
+    old = db.execute("SELECT t.metric, t.samples, t.summary FROM timings t JOIN runs r ON r.id = t.run_id "
                      "JOIN torch_builds b ON b.id = r.torch_build_id WHERE b.version = ?", [BASE]).fetchall()
-    assert old and all(samples is None and json.loads(summary)["n"] > 0 for samples, summary in old)
+    assert old and all(metric == "decode_step" and samples is None and json.loads(summary)["n"] > 0
+                       for metric, samples, summary in old)
     new = db.execute("SELECT t.samples FROM timings t JOIN runs r ON r.id = t.run_id "
                      "JOIN torch_builds b ON b.id = r.torch_build_id WHERE b.version = ?", [NEW]).fetchall()
     assert new and all(samples is not None for samples, in new)
