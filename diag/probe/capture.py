@@ -167,6 +167,7 @@ def parse_hidden_error(record: Record) -> Optional[Finding]:
     limit = _LIMIT_HIT.search(text)
     if limit:
         return _recompile_limit(record, limit)
+    keyed: Optional[str] = None  # what the key is made from, where it is not the message shown
     if record.exc_info and record.exc_info[1] is not None:
         exc = compat.unwrap_backend_error(record.exc_info[1])
         exc_type, message = type(exc).__name__, str(exc)
@@ -182,8 +183,10 @@ def parse_hidden_error(record: Record) -> Optional[Finding]:
         # The rest of the frame silently runs in eager mode: a fallback the user never sees.
         reason = _REASON.search(text)
         said = (reason["reason"] if reason else text).strip()
-        # the named break ("Unsupported Tensor.item() call ..."), not the generic "cannot resume" line
+        # shown: the named break ("Unsupported Tensor.item() call ..."), not the generic "cannot resume"
+        # line; keyed on all torch said (its graph-break id, GB0124, where it gives one)
         exc_type, message, tb = "Unsupported", gb_type(said) or said, text
+        keyed = said
         is_break = False
     else:
         return None
@@ -197,7 +200,7 @@ def parse_hidden_error(record: Record) -> Optional[Finding]:
     else:
         location = break_location(f"{text}\n{tb}")
     return Finding("hidden_error", {
-        "key": keys.stable_key(exc_type, message, location),
+        "key": keys.stable_key(exc_type, keyed or message, location),
         "source": "frame_fallback" if fallback else "swallowed_exception",
         "exc_type": exc_type,
         "message": message,
