@@ -521,6 +521,21 @@ def finding_keys(db: sqlite_utils.Database) -> dict[int, set[tuple[str, str]]]:
     return found
 
 
+KEY_TEXT_CHARS = 160
+
+
+def key_texts(db: sqlite_utils.Database) -> dict[tuple[str, str], str]:
+    """Per (finding table, key), what it stands for: the start of one finding's reason or message."""
+    found: dict[tuple[str, str], str] = {}
+    for table in FINDING_TABLES:
+        column = "message" if table == "hidden_errors" else "reason"
+        extra = ", gb_type" if table == "graph_breaks" else ""
+        for row in db.execute(f'SELECT key, substr({column}, 1, {KEY_TEXT_CHARS}){extra} FROM "{table}" GROUP BY key'):
+            key, text = row[0], (row[2] if len(row) > 2 and row[2] else row[1]) or ""
+            found[(table, key)] = text.strip().splitlines()[0] if text.strip() else ""
+    return found
+
+
 def full_runs(db: sqlite_utils.Database, run_ids: Iterable[int]) -> Iterable[dict[str, Any]]:
     """Full records (as get_run returns them) for many runs, fetched in batches."""
     ids = sorted(set(run_ids))

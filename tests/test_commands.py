@@ -7,6 +7,7 @@ which append_last with fullgraph fails: a regression for check, compare, bisect 
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import xml.etree.ElementTree as ET
 
@@ -101,6 +102,7 @@ def test_report_shows_the_regression_and_generates_its_legend_from_the_status_ta
     transitions = index[index.index("<h2>Transitions</h2>"):]
     assert "UserError: " in transitions and "..." + "b" * 40 + '"' in transitions
     assert "https://github.com/pytorch/pytorch/compare/" in transitions
+
     machine = json.loads((out / "report.json").read_text())
     rows = {(r["row"]["case"], r["row"]["fullgraph"], r["row"]["case_source"] == "builtin") for r in machine["rows"]}
     assert len(rows) == 15 and ("swallowed_error", 1, False) in rows
@@ -278,3 +280,19 @@ def test_check_writes_one_alert_per_regressed_row(recorded_db, tmp_path):
     again = tmp_path / "again.json"
     cli("check", "--db", str(recorded_db), "--alerts", str(again))
     assert json.loads(again.read_text())[0]["marker"] == alert["marker"]  # the same row, the same issue
+
+
+def test_a_key_that_appeared_says_what_it_stands_for(copied_db, tmp_path):
+    conn = sqlite3.connect(copied_db)
+    run_id = conn.execute("SELECT r.id FROM runs r JOIN torch_builds b ON b.id = r.torch_build_id "
+                          "WHERE b.version = ? AND r.\"case\" = 'append_last' AND r.fullgraph = 0", [NEW]).fetchone()[0]
+    conn.execute("INSERT INTO recompiles (run_id, key, reason, function, location, decode_step, guard_failures) "
+                 "VALUES (?, 'Recompile:ef68e918e5dc', ?, 'forward', '/w/m.py:3', 2, 1)",
+                 [run_id, "tensor 'x' size mismatch at index 1. expected 9, actual 10\nmore"])
+    conn.commit()
+    conn.close()
+    cli("report", "--db", str(copied_db), "--out", str(tmp_path / "site"))
+    index = (tmp_path / "site" / "index.html").read_text()
+    changes = index[index.index("<h2>Keys that appeared"):]
+    assert re.search(r"<code>Recompile:ef68e918e5dc</code> <span class=\"muted\">tensor &#39;x&#39; size mismatch at "
+                     r"index 1. expected 9, actual 10</span>", changes), changes[:600]

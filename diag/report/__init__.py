@@ -102,12 +102,14 @@ def render(db, out_dir: Path, builds_per_page: int = BUILDS_PER_PAGE,
     env = _environment()
     runs = store.report_runs(db)
     matrix = build_matrix(store.builds(db), runs, store.finding_keys(db))
+    key_texts = store.key_texts(db)
     cases = sorted({row.case for row in matrix.rows})
     paged = detailed_runs(matrix, detail_builds)
     common = {"case_links": [{"name": c, "href": case_href(c)} for c in cases], "paged": paged,
               "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
     files: dict[str, str] = {}
-    files.update(_matrix_pages(env, matrix, {**common, "run_count": len(runs)}, builds_per_page))
+    files.update(_matrix_pages(env, matrix, {**common, "run_count": len(runs), "key_texts": key_texts},
+                               builds_per_page))
     newest = matrix.builds[-1]["id"] if matrix.builds else None
     for case in cases:
         sweeps = charts.sweep_charts([r for r in runs if r["case"] == case and r["torch_build_id"] == newest])
