@@ -506,7 +506,7 @@ def _working_transformers(request: Request, python: str, pin: str, log) -> Optio
     if sees_torch or _names_transformers(request.extras):
         return version
     for ceiling in TRANSFORMERS_FALLBACKS:
-        if version is not None and not _allows(ceiling, version):
+        if version is not None and _allows(ceiling, version):  # already below it: nothing to change
             continue
         log(f"transformers {version} does not accept this torch; trying {ceiling}")
         _run(_installer(request, python) + ["-c", pin, ceiling], request.spec, f"installing {ceiling}")

@@ -179,3 +179,11 @@ def test_torch_20_on_python_311_is_refused_before_anything_is_installed(tmp_path
     done = diag("env", "add", "2.13.0", "--python", "3.99", cwd=tmp_path, check=False,
                 env_extra={"DIAG_HOME": str(home)})
     assert done.returncode != 0 and "no Python 3.99 found" in done.stderr
+
+
+@pytest.mark.parametrize("ceiling, version, below", [
+    ("transformers<5", "5.24.0", False), ("transformers<5", "4.57.1", True), ("transformers<4.50", "4.57.1", False),
+    ("transformers<4.50", "4.49.0", True), ("transformers<4.45", "4.45.0", False),
+])
+def test_a_transformers_ceiling_is_tried_only_when_the_installed_release_is_above_it(ceiling, version, below):
+    assert envs._allows(ceiling, version) is below
