@@ -1,6 +1,6 @@
 """The version coverage run: every torch minor from 2.0 to today, provisioned through diag, all cases.
 
-    python bench/versions.py --work DIR [--only 2.0.1,2.4.1] [--keep-envs]
+    python bench/versions.py --work DIR [--only 2.0.1,2.4.1] [--case all] [--keep-envs]
 
 For each build in BUILDS (newest patch of each minor, with the Python it needs), this
 provisions the environment with ``diag env add``, runs the four built-in cases with
@@ -30,15 +30,16 @@ BUILDS = [("2.0.1", "3.10"), ("2.1.2", "3.11"), ("2.2.2", "3.11"), ("2.3.1", "3.
           ("2.5.1", "3.11"), ("2.6.0", "3.11"), ("2.7.1", "3.11"), ("2.8.0", "3.11"), ("2.9.1", "3.11"),
           ("2.10.0", "3.11"), ("2.11.0", "3.11"), ("2.12.1", "3.11"), ("2.13.0", "3.11"), ("2.14.1", "3.11"),
           ("2.15.0", "3.11")]
-RUN_OPTIONS = ["--case", "all", "--backend", "eager", "--new-tokens", "4", "--prompt-length", "8",
-               "--repeats", "1", "--timing-seconds", "0"]
+RUN_OPTIONS = ["--backend", "eager", "--new-tokens", "4", "--prompt-length", "8", "--repeats", "1",
+               "--timing-seconds", "0"]
 
 
 def diag(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "diag", *args], capture_output=True, text=True, env=env)
 
 
-def one_build(spec: str, python: str, work: Path, keep: bool, env: dict[str, str]) -> dict:
+def one_build(spec: str, python: str, work: Path, keep: bool, env: dict[str, str],
+              cases: tuple[str, ...] = ("all",)) -> dict:
     entry: dict = {"spec": spec, "python": python}
     started = time.monotonic()
     added = diag("env", "add", spec, "--python", python, "--json", env=env)
@@ -52,8 +53,9 @@ def one_build(spec: str, python: str, work: Path, keep: bool, env: dict[str, str
     entry["runs"] = []
     for fullgraph in ("--fullgraph", "--no-fullgraph"):
         started = time.monotonic()
-        done = diag("run", *RUN_OPTIONS, fullgraph, "--torch", spec, "--python", python, "--db", str(db), "--json",
-                    env=env)
+        case_options = [option for case in cases for option in ("--case", case)]
+        done = diag("run", *case_options, *RUN_OPTIONS, fullgraph, "--torch", spec, "--python", python, "--db",
+                    str(db), "--json", env=env)
         entry.setdefault("run_s", []).append(round(time.monotonic() - started, 1))
         if done.returncode != 0:
             entry.setdefault("run_errors", []).append((done.stderr.strip().splitlines() or ["no output"])[-1])
@@ -73,6 +75,8 @@ def main() -> None:
     parser.add_argument("--only", default=None, help="Comma-separated specs from BUILDS.")
     parser.add_argument("--keep-envs", action="store_true")
     parser.add_argument("--newest-first", action="store_true")
+    parser.add_argument("--case", dest="cases", action="append", default=None,
+                        help="Case to run (diag run --case); repeatable. Default: all built-in cases.")
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, PIP_CONSTRAINT="/dev/null", PIP_NO_CACHE_DIR="1")
@@ -83,7 +87,7 @@ def main() -> None:
     results = json.loads(report_path.read_text()) if report_path.exists() else {}
     for spec, python in chosen:
         print(f"{spec} (Python {python}) ...", file=sys.stderr, flush=True)
-        results[spec] = one_build(spec, python, args.work, args.keep_envs, env)
+        results[spec] = one_build(spec, python, args.work, args.keep_envs, env, tuple(args.cases or ["all"]))
         report_path.write_text(json.dumps(results, indent=2), encoding="utf-8")
         statuses = [f"{r.get('case')}:{r.get('status')}" for r in results[spec].get("runs", [])]
         print(f"  {results[spec].get('error') or ' '.join(statuses)}", file=sys.stderr, flush=True)
