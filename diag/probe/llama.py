@@ -88,8 +88,10 @@ def attend(layer, hidden: torch.Tensor, query, keys, values, bias: torch.Tensor)
     groups = attn.num_key_value_groups
     # transformers < 4.48 keeps no ``scaling`` on the attention module; the default is head_dim ** -0.5.
     scale = getattr(attn, "scaling", attn.head_dim ** -0.5)
+    # SDPA's own default is 1/sqrt(head dim), Llama's scaling; torch 2.0's SDPA takes no ``scale``.
+    extra = {} if abs(scale - query.shape[-1] ** -0.5) < 1e-12 else {"scale": scale}
     out = F.scaled_dot_product_attention(
-        query, repeat_kv(keys, groups), repeat_kv(values, groups), attn_mask=bias, scale=scale
+        query, repeat_kv(keys, groups), repeat_kv(values, groups), attn_mask=bias, **extra
     )
     batch, _, tokens, _ = query.shape
     hidden = hidden + attn.o_proj(out.transpose(1, 2).reshape(batch, tokens, -1))
