@@ -256,3 +256,20 @@ def test_a_run_whose_diagnosis_died_keeps_what_the_timing_pass_learned(tmp_path)
     diag("report", "--db", str(db), "--out", str(tmp_path / "site"), cwd=tmp_path)
     page = (tmp_path / "site" / "runs" / f"{run['id']}.html").read_text()
     assert "timing_pass" in page and "unexpected keyword argument &#39;guards&#39;" in page
+
+
+# torch 2.0.1, verbatim but for the path and address: dynamo's own warning when binding a call it
+# inlines fails; it then reports only "arg mismatch inlining".
+INLINE_20 = ("/w/cases/default_tensor_arg.py <function scaled_step at 0x7f9c6ff52e60> [NNModuleVariable(), "
+             "TensorVariable(), TensorVariable(), ListVariable(), ListVariable(), TensorVariable()] {} "
+             "VariableBuilder.__init__() got an unexpected keyword argument 'guards'")
+
+
+def test_the_20_inline_binding_error_is_a_hidden_typeerror_in_the_log_and_in_stderr():
+    found = capture.parse_hidden_error(Record("torch._dynamo.symbolic_convert", "WARNING", INLINE_20, None, 0))
+    assert (found.data["exc_type"], found.data["source"]) == ("TypeError", "swallowed_exception")
+    assert "unexpected keyword argument 'guards'" in found.data["message"]
+    assert "scaled_step" in found.data["message"] and "arg mismatch inlining" in found.data["message"]
+    stderr = f"[2026-12-01 06:29:20,562] torch._dynamo.symbolic_convert: [WARNING] {INLINE_20}\nother output\n"
+    seen, = capture.tracebacks_in(stderr)
+    assert seen["exc_type"] == "TypeError" and seen["message"] == found.data["message"]

@@ -32,6 +32,10 @@ _LIMIT_HIT = re.compile(r"hit config\.(?:cache_size_limit|recompile_limit) \((?P
 _LIMIT_FUNCTION = re.compile(r"function: '(?P<fn>[^']+)' \((?P<where>[^)]+:\d+)\)")
 _WONT_CONVERT = re.compile(r"WON'T CONVERT (?P<fn>\S+) (?P<file>\S+) line (?P<line>\d+)")
 _EXC_LINE = re.compile(r"^(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Unsupported|Failed|Exit|Interrupt)): ?(?P<msg>.*)$", re.M)
+# torch 2.0/2.1 log a TypeError from binding an inlined call's arguments as a plain warning,
+# "<file> <function ...> [args] {kwargs} <error>", then report only "arg mismatch inlining".
+_INLINE_ERROR = re.compile(r"^(?P<file>\S+\.py) (?P<fn><function (?P<name>\S+) at 0x[0-9a-f]+>|\S+) \[.*\] \{.*\} "
+                           r"(?P<msg>.+)$", re.S)
 # A break dynamo could not resume from: the rest of the frame ran eagerly.
 _NOT_RESUMED = ("cannot resume from", "Failed to handle graph break gracefully")
 
@@ -168,6 +172,9 @@ def parse_hidden_error(record: Record) -> Optional[Finding]:
     if limit:
         return _recompile_limit(record, limit)
     keyed: Optional[str] = None  # what the key is made from, where it is not the message shown
+    inline = _INLINE_ERROR.match(text.strip()) if record.logger.startswith("torch._dynamo") else None
+    if inline and not record.exc_info:
+        return _inline_error(record, inline)
     if record.exc_info and record.exc_info[1] is not None:
         exc = compat.unwrap_backend_error(record.exc_info[1])
         exc_type, message = type(exc).__name__, str(exc)
@@ -232,13 +239,39 @@ def _recompile_limit(record: Record, limit: "re.Match[str]") -> Finding:
 RECOMPILE_LIMIT = "recompile_limit"
 
 
+def _inline_error(record: Record, found: "re.Match[str]") -> Finding:
+    """The error dynamo swallowed while binding an inlined call's arguments (2.0, 2.1 nightlies)."""
+    message = found["msg"].strip()
+    where = found["name"] or found["fn"]
+    exc_type = "TypeError" if re.search(r"argument|positional|takes \d", message) else "Exception"
+    return Finding("hidden_error", {
+        "key": keys.stable_key(exc_type, message, found["file"]),
+        "source": "swallowed_exception",
+        "exc_type": exc_type,
+        "message": f"{message} (inlining {where} in {found['file']}; dynamo reported it as arg mismatch inlining)",
+        "logger": record.logger,
+        "location": None,
+        "traceback": record.message,
+        "decode_step": record.step,
+    })
+
+
 _TRACEBACK_START = "Traceback (most recent call last):"
 
 
+_STDERR_RECORD = re.compile(r"^\[[^\]]+\] (?P<logger>torch\.\S+): \[(?P<level>[A-Z]+)\] (?P<msg>.*)$", re.M)
+
+
 def tracebacks_in(text: str) -> list[dict]:
-    """Each Python traceback printed in ``text`` (a pass's stderr): its exception type, message,
-    user-code location and the traceback itself, in order."""
+    """The errors a pass's stderr shows: each Python traceback (its exception type, message,
+    user-code location and the traceback), then each error torch 2.0's own log handler printed
+    for an inlined call it could not bind (see _INLINE_ERROR)."""
     found = []
+    for record in _STDERR_RECORD.finditer(text):
+        inline = _INLINE_ERROR.match(record["msg"].strip())
+        if inline:
+            finding = _inline_error(Record(record["logger"], record["level"], record["msg"], None, None), inline)
+            found.append({key: finding.data[key] for key in ("exc_type", "message", "location", "traceback")})
     blocks = text.split(_TRACEBACK_START)[1:]
     for block in blocks:
         ends = list(_EXC_LINE.finditer(block))
@@ -274,6 +307,7 @@ class LogCapture(logging.Handler):
         self._legacy = False
         self._legacy_levels: dict[str, int] = {}
         self._legacy_config: Optional[int] = None
+        self._legacy_init: Optional[tuple] = None  # (torch._dynamo.logging, its own init_logging)
         self.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
 
     def install(self) -> None:
@@ -290,12 +324,19 @@ class LogCapture(logging.Handler):
             self._turn_on()
         except Exception as exc:
             self.parser_errors.append(f"log capture: turning torch's logs on failed: {type(exc).__name__}: {exc}")
+        self._attach()
+
+    def _attach(self) -> None:
+        """This handler on every capture point, torch's stderr handlers off (what they were is saved once)."""
+        saved = {id(logger) for logger, _, _ in self._saved}
         for logger in _capture_points(self._legacy):
-            self._saved.append((logger, logger.level, list(logger.handlers)))
+            if id(logger) not in saved:
+                self._saved.append((logger, logger.level, list(logger.handlers)))
             for handler in list(logger.handlers):
                 if _writes_to_stream(handler):
                     logger.removeHandler(handler)
-            logger.addHandler(self)
+            if self not in logger.handlers:
+                logger.addHandler(self)
 
     def _turn_on(self) -> None:
         if compat.debug_logs()[0]:
@@ -309,6 +350,21 @@ class LogCapture(logging.Handler):
         self._legacy = True
         self._legacy_levels = {name: logging.getLogger(name).level for name in LEGACY_LOGGERS}
         import torch._dynamo.config as dynamo_config
+
+        # torch 2.0 re-runs logging.config.dictConfig at every torch.compile (convert_frame's
+        # init_logging), which replaces the handlers on its loggers: attach again after it.
+        try:
+            import torch._dynamo.logging as dynamo_logging
+        except ImportError:
+            dynamo_logging = None
+        original = getattr(dynamo_logging, "init_logging", None)
+        if original is not None:
+            def init_logging(*args, **kwargs):
+                original(*args, **kwargs)
+                self._attach()
+
+            dynamo_logging.init_logging = init_logging
+            self._legacy_init = (dynamo_logging, original)
 
         if hasattr(dynamo_config, "log_level"):
             self._legacy_config = dynamo_config.log_level
@@ -325,6 +381,10 @@ class LogCapture(logging.Handler):
             return
         import torch._dynamo.config as dynamo_config
 
+        if self._legacy_init is not None:
+            module, original = self._legacy_init
+            module.init_logging = original
+            self._legacy_init = None
         if self._legacy_config is not None:
             dynamo_config.log_level = self._legacy_config
         for name, level in self._legacy_levels.items():
