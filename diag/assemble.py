@@ -66,7 +66,7 @@ def timing_pass_evidence(timing: Optional[PassOutcome]) -> list[dict[str, Any]]:
     if timing is None:
         return []
     seen = [(t["exc_type"], t["message"], t["location"], t["traceback"])
-            for t in capture.tracebacks_in(timing.stderr_tail)]
+            for t in capture.errors_in_stderr(timing.stderr_tail)]
     error = timing.first(records.TIMING_ERROR)
     if error is not None:
         seen.append((error["error_type"], error["error_message"], error.get("error_location"),
@@ -86,7 +86,8 @@ def timing_pass_evidence(timing: Optional[PassOutcome]) -> list[dict[str, Any]]:
 
 def counts(found: dict[str, list[dict[str, Any]]], status: str) -> dict[str, Optional[int]]:
     """Graph breaks, recompiles and hidden errors, each the one total of its rows; none for a run
-    that never compiled (a crash, a timeout, a broken case): '-' is not 0."""
+    that never compiled (a crash, a timeout, a broken case): '-' is not 0. A run whose diagnosis
+    died still counts the hidden errors kept from its timing pass."""
     never = status in statuses.NEVER_COMPILED
     return {kind.count_column: None if never and not found[kind.table] else statuses.finding_total(found[kind.table])
             for kind in statuses.FINDING_KINDS}
@@ -156,8 +157,7 @@ def timing_error(outcome: Optional[PassOutcome], compiled_expected: bool = True)
         error = None
     error = error or outcome.first(records.RESULT)
     if error is not None:
-        where = f" (at {error['error_location']})" if error.get("error_location") else ""
-        return f"{error.get('error_type')}: {error.get('error_message')}{where}"
+        return _error_text(error)
     if outcome.timed_out or outcome.signal or outcome.first(records.TIMING) is None:
         failure = probe_failure(outcome)
         return failure["error_message"] + (f"\n{outcome.stderr_tail[-1000:]}" if outcome.stderr_tail else "")
@@ -167,10 +167,12 @@ def timing_error(outcome: Optional[PassOutcome], compiled_expected: bool = True)
 def timing_compile_error(outcome: Optional[PassOutcome]) -> Optional[str]:
     """The timing pass's compile error, for a run whose diagnosis died: what torch said, kept."""
     error = outcome.first(records.TIMING_ERROR) if outcome is not None else None
-    if error is None:
-        return None
+    return f"timing pass: {_error_text(error)}" if error is not None else None
+
+
+def _error_text(error: dict[str, Any]) -> str:
     where = f" (at {error['error_location']})" if error.get("error_location") else ""
-    return f"timing pass: {error['error_type']}: {error['error_message']}{where}"
+    return f"{error.get('error_type')}: {error.get('error_message')}{where}"
 
 
 def build_columns(build: dict[str, Any]) -> dict[str, Any]:

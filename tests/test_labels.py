@@ -192,7 +192,7 @@ def test_locations_prefer_user_frames_over_torch_files():
 def test_tracebacks_in_a_pass_stderr():
     text = ("W1201 warning line\n[2023-06-21] torch._dynamo.convert_frame: [ERROR] WON'T CONVERT forward\n"
             + WONT.split("due to:\n", 1)[1] + "more output\n")
-    found = capture.tracebacks_in(text)
+    found = capture.errors_in_stderr(text)
     assert [(f["exc_type"], f["message"]) for f in found] == [
         ("TypeError", "VariableBuilder.__init__() got an unexpected keyword argument 'guards'")]
 
@@ -271,5 +271,5 @@ def test_the_20_inline_binding_error_is_a_hidden_typeerror_in_the_log_and_in_std
     assert "unexpected keyword argument 'guards'" in found.data["message"]
     assert "scaled_step" in found.data["message"] and "arg mismatch inlining" in found.data["message"]
     stderr = f"[2026-12-01 06:29:20,562] torch._dynamo.symbolic_convert: [WARNING] {INLINE_20}\nother output\n"
-    seen, = capture.tracebacks_in(stderr)
+    seen, = capture.errors_in_stderr(stderr)
     assert seen["exc_type"] == "TypeError" and seen["message"] == found.data["message"]

@@ -262,7 +262,7 @@ _TRACEBACK_START = "Traceback (most recent call last):"
 _STDERR_RECORD = re.compile(r"^\[[^\]]+\] (?P<logger>torch\.\S+): \[(?P<level>[A-Z]+)\] (?P<msg>.*)$", re.M)
 
 
-def tracebacks_in(text: str) -> list[dict]:
+def errors_in_stderr(text: str) -> list[dict]:
     """The errors a pass's stderr shows: each Python traceback (its exception type, message,
     user-code location and the traceback), then each error torch 2.0's own log handler printed
     for an inlined call it could not bind (see _INLINE_ERROR)."""
