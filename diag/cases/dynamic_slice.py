@@ -27,10 +27,13 @@ def decode_step(model, token, position_ids, key_cache, value_cache, cache_mask, 
 
 @case("dynamic_slice", "preallocated KV cache sliced to a tensor-valued length before SDPA (data-dependent shapes)")
 def generate(gen):
+    drive(gen, gen.compile(decode_step))
+
+
+def drive(gen, step):
+    """The dynamic-slice decode loop around ``step`` (decode_step's signature), compiled or not."""
     token, key_cache, value_cache, cache_mask, position_ids = llama.prefill_into_cache(gen)
     valid_past_index = torch.tensor(gen.prompt_length, device=cache_mask.device)
-
-    step = gen.compile(decode_step)
     for _ in gen.steps():
         logits = step(gen.model, token, position_ids, key_cache, value_cache, cache_mask, valid_past_index)
         token = gen.emit(logits[:, -1])

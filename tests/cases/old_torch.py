@@ -11,8 +11,7 @@ import torch
 import torch._dynamo.convert_frame
 import torch._logging
 
-from diag.cases.dynamic_slice import decode_step
-from diag.probe import llama
+from diag.cases.dynamic_slice import decode_step, drive
 from diag.probe.cases import case
 
 for owner, name in ((torch._logging, "set_logs"), (torch._dynamo.convert_frame, "register_bytecode_hook")):
@@ -22,11 +21,4 @@ for owner, name in ((torch._logging, "set_logs"), (torch._dynamo.convert_frame, 
 
 @case("old_torch", "dynamic_slice with set_logs and the bytecode hook removed from torch (as on 2.0)")
 def generate(gen):
-    token, key_cache, value_cache, cache_mask, position_ids = llama.prefill_into_cache(gen)
-    valid_past_index = torch.tensor(gen.prompt_length, device=cache_mask.device)
-    step = gen.compile(decode_step)
-    for _ in gen.steps():
-        logits = step(gen.model, token, position_ids, key_cache, value_cache, cache_mask, valid_past_index)
-        token = gen.emit(logits[:, -1])
-        valid_past_index = valid_past_index + 1
-        position_ids = position_ids + 1
+    drive(gen, gen.compile(decode_step))
