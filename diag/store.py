@@ -606,12 +606,10 @@ PRUNED_TEXT_CHARS = 400  # of a pruned run's finding messages, the start kept
 
 
 def _summary(samples: list[float]) -> dict[str, Any]:
-    ordered = sorted(samples)
+    from diag.regress import quantile
 
-    def at(q: float) -> float:
-        return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-    return {"n": len(ordered), "median": statistics.median(ordered), "p10": at(0.1), "p90": at(0.9)}
+    return {"n": len(samples), "median": statistics.median(samples), "p10": quantile(samples, 0.1),
+            "p90": quantile(samples, 0.9)}
 
 
 def _tail(text: Optional[str]) -> Optional[str]:
