@@ -411,7 +411,7 @@ def _like(build_ref: str, db_path: str, options: envs.Options) -> tuple[str, env
     python = next((r["python"] for r in reversed(runs) if r.get("python")), None)
     transformers = next((r["transformers_version"] for r in reversed(runs) if r.get("transformers_version")), None)
     extras = options.extras
-    if transformers and not any(e.lower().startswith("transformers") for e in extras):
+    if transformers and not envs.names_transformers(extras):
         extras = (*extras, f"transformers=={transformers}")
     chosen = options.python or (".".join(python.split(".")[:2]) if python else None)
     return build["wheel_url"], dataclasses.replace(options, extras=extras, python=chosen), build["wheel_sha256"]

@@ -352,7 +352,7 @@ def wheel_install_command(request: Request, python: str, wheel_file: Path) -> li
 def extras_install_command(request: Request, python: str, constraint_file: str) -> list[str]:
     """Step 2: transformers and the user's extras from the user's own index, torch pinned by a constraint."""
     extras = list(request.extras)
-    if not _names_transformers(request.extras):
+    if not names_transformers(request.extras):
         extras.append("transformers")
     command = _installer(request, python) + ["-c", constraint_file]
     for url in request.extra_index_urls:
@@ -503,7 +503,7 @@ def _working_transformers(request: Request, python: str, pin: str, log) -> Optio
     that; unless the user pinned transformers, older releases are tried in turn (TRANSFORMERS_FALLBACKS).
     """
     version, sees_torch = _transformers_state(python)
-    if sees_torch or _names_transformers(request.extras):
+    if sees_torch or names_transformers(request.extras):
         return version
     for ceiling in TRANSFORMERS_FALLBACKS:
         if version is not None and _allows(ceiling, version):  # already below it: nothing to change
@@ -524,7 +524,7 @@ def _allows(ceiling: str, version: str) -> bool:
     return current < bound
 
 
-def _names_transformers(extras: tuple[str, ...]) -> bool:
+def names_transformers(extras: tuple[str, ...]) -> bool:
     return any(re.split(r"[<>=!~\[ ;]", e, maxsplit=1)[0].lower() == "transformers" for e in extras)
 
 
