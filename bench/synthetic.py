@@ -1,8 +1,11 @@
-"""Synthetic history for scale benchmarks: a year of nightlies x a matrix of configs.
+"""Synthetic histories for the report: a year of nightlies x a matrix of configs, and a small one
+with every situation the front page must answer.
 
-Statuses, counts and timings follow simple seeded patterns (a regression that
-appears and is fixed again, noisy latencies), so the report has transitions,
-key changes and trends to draw.
+Statuses, counts and timings follow seeded patterns, so the report has transitions, key changes,
+repeated runs and trends to draw. ``records(total)`` is the scale benchmark's history (96 rows a
+nightly); ``story()`` is the small history the page tests read (31 nightlies x 16 rows, repeats,
+a regression and its fix, a regression on the newest build, a flapping row, a batch sweep, a
+transformers upgrade and hostile strings).
 """
 
 from __future__ import annotations
@@ -10,13 +13,15 @@ from __future__ import annotations
 import datetime as dt
 import json
 import random
-from typing import Iterator
+from typing import Iterator, Optional
 
 from diag.store import RunRecord, build_identity
 
 CASES = ["append_last", "dynamic_slice", "hf_static_cache", "hf_dynamic_cache"]
 BACKENDS = ["inductor", "aot_eager", "eager"]
 DTYPES = ["float32", "bfloat16"]
+GUARDS_ERROR = ("TypeError", "VariableBuilder.__init__() got an unexpected keyword argument 'guards'")
+SLICE_ERROR = ("UserError", "Could not guard on data-dependent expression Eq(u0, 16)")
 
 
 def configs() -> list[dict]:
@@ -31,40 +36,106 @@ def configs() -> list[dict]:
     return rows
 
 
+def nightly(day: int, rng: random.Random, start: dt.date = dt.date(2025, 1, 1)) -> dict:
+    date = start + dt.timedelta(days=day)
+    return build_identity(f"2.{8 + day // 120}.0.dev{date:%Y%m%d}", f"{rng.getrandbits(160):040x}", None)
+
+
+def record(build: dict, uid: str, row: dict, status: str, rng: random.Random,
+           error: Optional[tuple[str, str]] = None, transformers: str = "4.57.0",
+           slower: float = 1.0) -> RunRecord:
+    """One stored run of ``row`` (case, backend, fullgraph, dtype, mode, optional batch_size)."""
+    failed = status not in ("pass", "graph_break")
+    eager = 2.0 + rng.random() * 0.2
+    compiled = eager / (1.5 + rng.random() * 0.1) * slower
+    samples = [compiled / 1e3 * (1 + rng.random() * 0.05) for _ in range(20)]
+    breaks = [] if row["fullgraph"] or failed else [
+        {"key": "GB0124", "reason": "Tensor.item() call; see https://meta-pytorch.github.io/compile-graph-break-site/gb/gb0124.html",
+         "gb_type": "Unsupported Tensor.item() call with capture_scalar_outputs=False", "count": 3}]
+    return RunRecord(
+        build=build,
+        run={"uid": uid, "case": row["case"], "case_source": "builtin", "config": json.dumps(row),
+             "backend": row["backend"], "fullgraph": row["fullgraph"], "dynamic": "auto",
+             "mode": row.get("mode", "default"), "device": "cpu", "dtype": row["dtype"],
+             "batch_size": row.get("batch_size", 1), "prompt_length": 16, "new_tokens": 16, "model": "tiny-random",
+             "status": status, "error_type": error[0] if error else None, "error_message": error[1] if error else None,
+             "graph_count": 0 if failed else 1, "graph_break_count": None if failed else len(breaks) * 3,
+             "recompile_count": 1, "hidden_error_count": 0, "compile_s": 4 + rng.random(),
+             "eager_ms_per_token": eager, "compiled_ms_per_token": None if failed else compiled,
+             "peak_mem_eager_mb": 500.0, "peak_mem_compiled_mb": 650.0, "tokens_equal": None if failed else 1,
+             "transformers_version": transformers, "python": "3.11.7"},
+        graph_breaks=breaks,
+        recompiles=[{"key": "Recompile:ef68e918e5dc", "reason": "tensor 'L['input_ids']' size mismatch at index 1",
+                     "decode_step": 1}],
+        hidden_errors=[],
+        timings=[] if failed else [{"mode": "compiled", "metric": "decode_step", "unit": "s",
+                                    "samples": json.dumps(samples)}],
+    )
+
+
 def records(total: int, seed: int = 0) -> Iterator[RunRecord]:
     """``total`` runs spread over daily nightlies, every config once per nightly."""
     rng = random.Random(seed)
     rows = configs()
-    nightlies = max(1, total // len(rows))
-    start = dt.date(2025, 1, 1)
     produced = 0
-    for day in range(nightlies):
-        date = start + dt.timedelta(days=day)
-        version = f"2.{8 + day // 120}.0.dev{date:%Y%m%d}"
-        build = build_identity(version, f"{rng.getrandbits(160):040x}", None)
+    for day in range(max(1, total // len(rows))):
+        build = nightly(day, rng)
         for index, row in enumerate(rows):
             if produced >= total:
                 return
             broken = row["case"] == "dynamic_slice" and row["fullgraph"] or (100 <= day < 140 and index % 7 == 0)
             status = "fullgraph_error" if broken else ("graph_break" if not row["fullgraph"] else "pass")
-            eager = 2.0 + rng.random() * 0.2
-            compiled = eager / (1.5 + rng.random() * 0.1)
-            samples = [compiled / 1e3 * (1 + rng.random() * 0.05) for _ in range(20)]
-            yield RunRecord(
-                build=build,
-                run={"uid": f"synthetic-{day}-{index}", "case": row["case"], "case_source": "builtin", "config": json.dumps(row),
-                     "backend": row["backend"], "fullgraph": row["fullgraph"], "dynamic": "auto",
-                     "mode": row["mode"], "device": "cpu", "dtype": row["dtype"], "batch_size": 1,
-                     "prompt_length": 16, "new_tokens": 16, "model": "tiny-random", "status": status,
-                     "error_type": "UserError" if broken else None,
-                     "error_message": "Could not guard on data-dependent expression" if broken else None,
-                     "graph_count": 0 if broken else 1, "graph_break_count": 0 if row["fullgraph"] else 3,
-                     "recompile_count": 1, "hidden_error_count": 0, "compile_s": 4 + rng.random(),
-                     "eager_ms_per_token": eager, "compiled_ms_per_token": None if broken else compiled,
-                     "peak_mem_eager_mb": 500.0, "peak_mem_compiled_mb": 650.0, "tokens_equal": 1},
-                graph_breaks=[] if row["fullgraph"] else [{"key": "GB0124", "reason": "Tensor.item()", "count": 3}],
-                recompiles=[{"key": "Recompile:abc", "reason": "size mismatch", "decode_step": 1}],
-                hidden_errors=[],
-                timings=[{"mode": "compiled", "metric": "decode_step", "unit": "s", "samples": json.dumps(samples)}],
-            )
+            yield record(build, f"synthetic-{day}-{index}", row, status, rng, SLICE_ERROR if broken else None)
             produced += 1
+
+
+STORY_NIGHTLIES = 31
+REGRESSED, FIXED = 20, 26  # append_last fullgraph fails from nightly 20 up to 25; 26 fixes it
+UPGRADE = 8  # transformers 4.56.2 -> 4.57.0
+HOSTILE = "\u202egnirts\u202c <b>$x^2$</b>"
+
+
+def story(seed: int = 0, nightlies: int = STORY_NIGHTLIES) -> Iterator[RunRecord]:
+    """The front page's questions in a small history (the first ``nightlies`` nightlies).
+
+    - append_last (inductor and aot_eager, fullgraph) fails on nightlies 20-25 with the 2023
+      ``guards`` TypeError, and works again from 26;
+    - hf_static_cache inductor fullgraph starts failing on the newest nightly (30);
+    - dynamic_slice fullgraph never works; hf_dynamic_cache aot_eager no-fullgraph flaps on nightlies 2-8;
+    - every row of the newest three nightlies runs 3 times: on the newest, append_last aot_eager
+      no-fullgraph crashes, errors, then passes;
+    - append_last aot_eager fullgraph also runs at batch 8 (a sweep), failing at 8 throughout;
+    - transformers moves from 4.56.2 to 4.57.0 at nightly 8, where the flapping row works again;
+    - a case named with a right-to-left override and markup, one run on nightly 0.
+    """
+    rng = random.Random(seed)
+    rows = [{"case": case, "backend": backend, "fullgraph": fullgraph, "dtype": "float32"}
+            for case in CASES for backend in ("inductor", "aot_eager") for fullgraph in (1, 0)]
+    for day in range(nightlies):
+        build = nightly(day, rng)
+        transformers = "4.56.2" if day < UPGRADE else "4.57.0"
+        repeats = 3 if day >= nightlies - 3 else 1
+        for index, row in enumerate(rows):
+            for repeat in range(repeats):
+                status = "pass" if row["fullgraph"] else "graph_break"
+                error = None
+                if row["case"] == "append_last" and row["fullgraph"] and REGRESSED <= day < FIXED:
+                    status, error = "compile_error", GUARDS_ERROR
+                elif row["case"] == "hf_static_cache" and row["backend"] == "inductor" and row["fullgraph"] \
+                        and day == STORY_NIGHTLIES - 1:
+                    status, error = "fullgraph_error", ("Unsupported", "Dynamic slicing with Tensor arguments")
+                elif row["case"] == "dynamic_slice" and row["fullgraph"]:
+                    status, error = "fullgraph_error", SLICE_ERROR
+                elif row["case"] == "hf_dynamic_cache" and row["backend"] == "aot_eager" and not row["fullgraph"] \
+                        and 2 <= day <= 8 and day % 2:
+                    status, error = "compile_error", ("RuntimeError", "flaky lowering")
+                elif row["case"] == "append_last" and row["backend"] == "aot_eager" and not row["fullgraph"] \
+                        and day == STORY_NIGHTLIES - 1 and repeat < 2:
+                    status, error = ("crash", ("Signal", "SIGSEGV")) if repeat == 0 else \
+                        ("compile_error", ("RuntimeError", "out of memory"))
+                yield record(build, f"story-{day}-{index}-{repeat}", row, status, rng, error, transformers)
+            if row["case"] == "append_last" and row["backend"] == "aot_eager" and row["fullgraph"]:
+                yield record(build, f"story-{day}-{index}-b8", {**row, "batch_size": 8}, "compile_error", rng,
+                             ("RuntimeError", "batch 8 does not fit the static cache"), transformers)
+        if day == 0:
+            yield record(build, "story-hostile", {**rows[0], "case": HOSTILE}, "pass", rng)

@@ -737,8 +737,10 @@ def report_command(db_path: str, out_dir: str, as_json: bool) -> None:
     """Render the static HTML report: the status matrix across torch builds, transitions, trends, run pages.
 
     Opens from disk or any static host (no server, no CDN). Re-running updates
-    the site in place and deletes only stale files that diag itself wrote; it
-    refuses to overwrite a file in --out that diag did not write.
+    the site in place: files whose content did not change are left alone, and only
+    stale files that diag itself wrote are deleted. A non-empty --out folder that
+    holds no diag report is refused, as is overwriting a file diag did not write.
+    The site also holds datasette.json: `datasette DB -m OUT/datasette.json`.
     """
     from diag import report
 
@@ -747,7 +749,7 @@ def report_command(db_path: str, out_dir: str, as_json: bool) -> None:
     if out.exists() and not out.is_dir():
         raise _fail(f"--out {out_dir} is not a directory")
     try:
-        counts = report.publish(report.render(db, out), out)
+        counts = report.publish(report.render(db, out, db_name=Path(db_path).stem), out, Path(db_path))
     except report.ReportError as exc:
         raise _fail(str(exc)) from exc
     except OSError as exc:
@@ -756,7 +758,8 @@ def report_command(db_path: str, out_dir: str, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps({**counts, "index": str(index)}))
     else:
-        click.echo(f"wrote {counts['written']} files ({counts['removed']} stale removed): {index}")
+        click.echo(f"{counts['files']} files: {counts['written']} written, {counts['unchanged']} unchanged, "
+                   f"{counts['removed']} stale removed: {index}")
 
 
 def main() -> None:

@@ -204,6 +204,53 @@ def _create_views(conn: sqlite3.Connection) -> None:
         JOIN (SELECT MAX(id) AS id FROM runs GROUP BY torch_build_id, {_row_columns()}) newest ON newest.id = s.id""")
 
 
+DESCRIPTIONS: dict[str, tuple[str, dict[str, str]]] = {
+    "torch_builds": ("One torch build: version, git commit and variant; the wheel it came from when diag installed it.", {
+        "build_key": "commit (or version when unknown) | variant: two dated nightlies of one commit are one build",
+        "version": "torch.__version__", "git_version": "torch.version.git_version",
+        "nightly_date": "the date in a nightly's version (YYYY-MM-DD)", "variant": "cpu, cu126, ...",
+        "wheel_url": "where the installed wheel came from", "wheel_sha256": "the installed wheel's sha256"}),
+    "runs": ("One `diag run` of one case on one build: the row's fields, status, counts, timings and environment.", {
+        "case": "case name", "case_source": "builtin, or the path of the user's case file",
+        "fullgraph": "1: torch.compile(fullgraph=True)", "status": "the run's one status (see `diag statuses`)",
+        "error_type": "the compile's exception type, when it failed", "error_key": "stable key of that exception",
+        "graph_break_count": "graph breaks, each counted as often as it happened (NULL: nothing was compiled)",
+        "recompile_count": "recompiles dynamo logged", "hidden_error_count": "exceptions torch swallowed or logged",
+        "compile_s": "compile time, cold caches (s)", "compile_warm_s": "compile time, warm caches (s)",
+        "eager_ms_per_token": "median eager decode step (ms)", "compiled_ms_per_token": "median compiled decode step (ms)",
+        "invocation": "the `diag run` that made this run (repeats share it)",
+        "transformers_version": "transformers in the run's environment", "python": "the run's Python"}),
+    "graph_breaks": ("Graph breaks per run, one row per distinct break (key) with how often it happened.", {
+        "key": "stable across builds: gb_type or the normalised reason", "gb_type": "torch's graph-break type (2.8+)",
+        "resumable": "1: dynamo resumed after the break"}),
+    "recompiles": ("Recompiles per run, with the guard that failed.", {
+        "reason": "the failed guard", "decode_step": "the decode step that triggered it",
+        "guard_failures": "guards that failed on it"}),
+    "hidden_errors": ("Exceptions torch caught or logged while compiling: visible only in DEBUG logs.", {
+        "source": "where it was caught: log, exception hook, timing_pass, recompile_limit, ...",
+        "logger": "the logger that reported it"}),
+    "timings": ("Timing series per run: raw samples for recent builds, a summary after `diag prune`.", {
+        "samples": "JSON list of samples (NULL once pruned)", "summary": "JSON n, median, p10, p90 of pruned samples"}),
+    "frames": ("Per compiled frame, torch's compilation_metrics (torch 2.4+).", {}),
+    "run_summary": ("Every run with its build's version: the table to filter and facet.", {}),
+    "latest_status": ("The newest run of each row on each build: the report's matrix as a table.", {}),
+}
+
+
+def datasette_metadata(db: sqlite_utils.Database, name: Optional[str] = None) -> dict[str, Any]:
+    """Datasette metadata for ``db``: table and column descriptions, builds labelled by version.
+    Datasette names a database after its file's stem: ``name``, or the stem of ``db``'s file."""
+    path = next((row[2] for row in db.execute("PRAGMA database_list") if row[1] == "main"), "") or "history.db"
+    tables = {}
+    for name, (description, columns) in DESCRIPTIONS.items():
+        tables[name] = {"description": description, "columns": columns}
+    tables["torch_builds"]["label_column"] = "version"
+    tables["runs"]["label_column"] = "case"
+    return {"title": "diag: torch.compile diagnostics across torch builds",
+            "description": "Open with `datasette DB -m datasette.json` (the file the report writes).",
+            "databases": {name or Path(path).stem: {"tables": tables}}}
+
+
 def explain(exc: sqlite3.Error, path: Path) -> str:
     """One line that says what is wrong with the DB at ``path``, from SQLite's own error."""
     message = str(exc)
@@ -499,7 +546,7 @@ def builds(db: sqlite_utils.Database) -> list[dict[str, Any]]:
 REPORT_COLUMNS = ("id", "uid", "torch_build_id", *rows.FIELDS, "status", "error_type",
                   "graph_count", "graph_break_count", "recompile_count", "hidden_error_count", "compile_s",
                   "eager_ms_per_token", "compiled_ms_per_token", "peak_mem_eager_mb", "peak_mem_compiled_mb",
-                  "started_at")
+                  "started_at", "transformers_version", "python")
 
 
 REPORT_MESSAGE_CHARS = 300  # of each run's error message, what the report's front page may show
@@ -522,17 +569,23 @@ def finding_keys(db: sqlite_utils.Database) -> dict[int, set[tuple[str, str]]]:
 
 
 KEY_TEXT_CHARS = 160
+# the page torch's graph-break messages link to (torch >= 2.8): .../compile-graph-break-site/gb/gb0124.html
+DOC_URL = re.compile(r"https?://\S+?/gb/gb\d+\.html")
 
 
-def key_texts(db: sqlite_utils.Database) -> dict[tuple[str, str], str]:
-    """Per (finding table, key), what it stands for: the start of one finding's reason or message."""
-    found: dict[tuple[str, str], str] = {}
+def key_texts(db: sqlite_utils.Database) -> dict[tuple[str, str], dict[str, Optional[str]]]:
+    """Per (finding table, key), what it stands for: ``text``, the start of one finding's gb_type,
+    reason or message, and ``doc_url``, the documentation page torch names for a graph break."""
+    found: dict[tuple[str, str], dict[str, Optional[str]]] = {}
     for table in FINDING_TABLES:
         column = "message" if table == "hidden_errors" else "reason"
-        extra = ", gb_type" if table == "graph_breaks" else ""
-        for row in db.execute(f'SELECT key, substr({column}, 1, {KEY_TEXT_CHARS}){extra} FROM "{table}" GROUP BY key'):
-            key, text = row[0], (row[2] if len(row) > 2 and row[2] else row[1]) or ""
-            found[(table, key)] = text.strip().splitlines()[0] if text.strip() else ""
+        extra = (", gb_type, substr(reason, instr(reason, '://') - 5, 200)" if table == "graph_breaks"
+                 else ", NULL, NULL")
+        for key, text, gb_type, tail in db.execute(
+                f'SELECT key, substr({column}, 1, {KEY_TEXT_CHARS}){extra} FROM "{table}" GROUP BY key'):
+            text = (gb_type or text or "").strip()
+            doc = DOC_URL.search(tail or "")
+            found[(table, key)] = {"text": text.splitlines()[0] if text else "", "doc_url": doc.group(0) if doc else None}
     return found
 
 

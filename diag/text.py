@@ -9,11 +9,16 @@ from diag import row as rows
 from diag.probe.statuses import BY_NAME
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# Characters that reorder the text around them (right-to-left overrides, embeddings, isolates and
+# marks): in a stored case name they would reverse a whole line of a terminal or a page's nav bar.
+BIDI = {code: f"<U+{code:04X}>" for code in (0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A))}
 
 
 def safe(value: Any) -> str:
-    """Text that cannot drive the terminal: control characters (ANSI escapes, NUL) shown as escapes."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", "" if value is None else str(value))
+    """Text that cannot drive a terminal or reorder a page: control characters (ANSI escapes, NUL)
+    shown as escapes, bidirectional controls as their code points."""
+    text = "" if value is None else str(value)
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text).translate(BIDI)
 
 
 def _num(value: Optional[float], fmt: str, unit: str) -> str:

@@ -132,6 +132,12 @@ def test_compare_of_runs_of_different_rows_says_so(recorded_db):
     assert "different rows: fullgraph 1 -> 0" in done.output
 
 
+def report_manifest() -> str:
+    from diag.report import MANIFEST
+
+    return MANIFEST
+
+
 def test_report_refuses_to_overwrite_files_it_did_not_write(recorded_db, tmp_path):
     from conftest import cli
 
@@ -140,6 +146,14 @@ def test_report_refuses_to_overwrite_files_it_did_not_write(recorded_db, tmp_pat
     (out / "index.html").write_text("my own page")
     (out / "runs" / "1.html").write_text("my own run page")
     done = cli("report", "--db", str(recorded_db), "--out", str(out))
-    assert done.exit_code == 1 and "did not write" in done.output and "index.html" in done.output
+    assert done.exit_code == 1 and "holds no diag report" in done.output
     assert (out / "index.html").read_text() == "my own page"
     assert sorted(p.name for p in out.rglob("*")) == ["1.html", "index.html", "runs"]
+    # a folder diag wrote before, where someone has since put a page of their own at a report path
+    (out / "index.html").unlink()
+    (out / "runs" / "1.html").unlink()
+    (out / report_manifest()).write_text("[]")
+    (out / "index.html").write_text("my own page")
+    done = cli("report", "--db", str(recorded_db), "--out", str(out))
+    assert done.exit_code == 1 and "did not write" in done.output and "index.html" in done.output
+    assert sorted(p.name for p in out.rglob("*")) == sorted([report_manifest(), "index.html", "runs"])

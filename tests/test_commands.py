@@ -92,14 +92,14 @@ def test_merge_keeps_each_run_once(recorded_db, copied_db, tmp_path):
 def test_report_shows_the_regression_and_generates_its_legend_from_the_status_table(recorded_db, tmp_path):
     out = tmp_path / "site"
     done = cli("report", "--db", str(recorded_db), "--out", str(out), "--json")
-    assert json.loads(done.stdout)["written"] >= 30
+    assert json.loads(done.stdout)["files"] >= 30
     index = (out / "index.html").read_text()
     for status in STATUSES:
         assert f".s-{status.name} {{ background: {status.colour}; }}" in index
         assert f'title="{status.meaning}"' in index
     assert "started failing" in index and NEW in index
     # the front page names the first bad build's error and links the commit range
-    transitions = index[index.index("<h2>Transitions</h2>"):]
+    transitions = index[index.index("<h2>Newest transitions</h2>"):]
     assert "UserError: " in transitions and "..." + "b" * 40 + '"' in transitions
     assert "https://github.com/pytorch/pytorch/compare/" in transitions
 
@@ -293,6 +293,6 @@ def test_a_key_that_appeared_says_what_it_stands_for(copied_db, tmp_path):
     conn.close()
     cli("report", "--db", str(copied_db), "--out", str(tmp_path / "site"))
     index = (tmp_path / "site" / "index.html").read_text()
-    changes = index[index.index("<h2>Keys that appeared"):]
+    changes = index[index.index("<h2>Newest key changes</h2>"):]
     assert re.search(r"<code>Recompile:ef68e918e5dc</code> <span class=\"muted\">tensor &#39;x&#39; size mismatch at "
                      r"index 1. expected 9, actual 10</span>", changes), changes[:600]

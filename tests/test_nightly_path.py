@@ -162,7 +162,7 @@ def test_the_nightly_path_end_to_end(real_index, tmp_path, monkeypatch):
     # the report's front page shows the transition, its error and its commit range
     diag("report", "--db", str(db), "--out", str(tmp_path / "site"), cwd=tmp_path)
     index = (tmp_path / "site" / "index.html").read_text()
-    transitions = index[index.index("<h2>Transitions</h2>"):]
+    transitions = index[index.index("<h2>Newest transitions</h2>"):]
     assert "2.14.0.dev20260103+cpu" in transitions and "unexpected keyword argument" in transitions
     assert "pytorch/pytorch/compare/" in transitions
     # the newest of a series, and the error the broken nightlies raise, named

@@ -67,9 +67,9 @@ def test_merge_report_check_and_compare_run_without_torch(no_torch, copied_db, t
     merged = no_torch("-m", "diag", "merge", str(history), str(copied_db), "--json")
     assert merged.returncode == 0, merged.stderr[-2000:]
     assert json.loads(merged.stdout)[0]["added"] == 30
-    report = no_torch("-m", "diag", "report", "--db", str(history), "--out", str(tmp_path / "site"))
+    report = no_torch("-m", "diag", "report", "--db", str(history), "--out", str(tmp_path / "report-site"))
     assert report.returncode == 0, report.stderr[-2000:]
-    assert (tmp_path / "site" / "index.html").exists()
+    assert (tmp_path / "report-site" / "index.html").exists()
     check = no_torch("-m", "diag", "check", "--db", str(history), "--json")
     assert check.returncode == 1 and json.loads(check.stdout)["regressions"], check.stderr[-2000:]
     compare = no_torch("-m", "diag", "compare", "2.13.0+cpu", NIGHTLY["torch_version"], "--db", str(history))

@@ -1,13 +1,17 @@
 """The static HTML report: ``render`` returns {relative path: content}; ``publish`` writes it.
 
-Layout: ``index.html`` (the matrix over the newest builds, transitions, key
-changes), ``matrix-N.html`` (older builds), ``cases/<case>.html`` (trend
-charts), ``runs/<id>.html``, and ``report.json`` (a machine-readable index).
+Layout: ``index.html`` (the answer per case and fullgraph mode, then the matrix over the
+newest builds, newest first, and the newest transitions), ``matrix-N.html`` (older builds),
+``transitions.html`` (every transition and key change, with filters), ``cases/<case>.html``
+(trend charts), ``runs/<id>.html``, ``report.json`` (a machine-readable index) and
+``datasette.json`` (Datasette metadata for the DB).
 
-Run pages are written for the runs of the newest ``detail_builds`` builds and
-for both sides of every transition and key change; older cells link nowhere
-and name the run id for ``diag show``. A year of nightlies stays a site of a
-few thousand pages instead of one page per stored run.
+Run pages are written for every run of the newest ``detail_builds`` builds and of both sides
+of every transition and key change; older cells name their run ids for ``diag show`` and
+report.json. A year of nightlies stays a site of a few thousand pages.
+
+Rendering is a function of the DB alone (no clock): unchanged data renders byte-identical
+pages, and ``publish`` leaves files whose content did not change untouched.
 """
 
 from __future__ import annotations
@@ -17,24 +21,32 @@ import json
 import os
 import re
 import statistics
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Optional
 
 import jinja2
+from markupsafe import Markup, escape
 
 from diag import __version__, artifacts, store
 from diag.probe.statuses import STATUSES
 from diag.report import charts
-from diag.report.model import Matrix, build_matrix, pages, row_label
-from diag.text import config_text
+from diag.report.model import Cell, Matrix, RowKey, build_matrix, pages, row_label
+from diag.text import config_text, safe
 
 BUILDS_PER_PAGE = 25
 DETAIL_BUILDS = 30
-MAX_LISTED = 300
+FRONT_LISTED = 15  # transitions and key changes on the front page; transitions.html lists them all
+STRIP_BUILDS = 30
 MANIFEST = ".diag-report-manifest.json"
-_DOC_URL = re.compile(r"https?://\S+?/gb/gb\d+\.html")
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
+
+
+def neutral(value: Any) -> Any:
+    """What a template prints: text through ``text.safe`` (control and bidirectional characters
+    shown as escapes and code points); Markup as is (its parts went through here when it was made)."""
+    if isinstance(value, str) and not isinstance(value, Markup):
+        return safe(value)
+    return value
 
 
 def case_href(case: str) -> str:
@@ -47,10 +59,56 @@ def case_href(case: str) -> str:
 def _environment() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(Path(__file__).parent / "templates")),
-        autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+        autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True, finalize=neutral)
     env.globals.update(row_label=row_label, case_href=case_href, yesno=_yesno, fmt=_fmt,
-                       tool_version=__version__, statuses=STATUSES)
+                       tool_version=__version__, statuses=STATUSES, compare_url=compare_url, cell_html=cell_html,
+                       row_filter=row_filter)
     return env
+
+
+def _count(value: Optional[int]) -> str:
+    return "-" if value is None else str(value)
+
+
+def cell_html(cell: Optional[Cell], root: str, paged: set[int]) -> Markup:
+    """One matrix cell: the newest run's status (linked to its page when it has one), the ▲ of a
+    change, and with several runs how many worked, the worst, and a dot per run. Written here, not
+    as a template macro: the big matrix has tens of thousands of cells."""
+    if cell is None:
+        return Markup('<td class="cell muted">·</td>')
+
+    def link(run: dict[str, Any], inner: str) -> str:
+        if run["id"] in paged:
+            return f'<a href="{root}runs/{run["id"]}.html">{inner}</a>'
+        return f'<span title="run #{run["id"]}: diag show {run["id"]}">{inner}</span>'
+
+    run = cell.run
+    status = escape(safe(run["status"]))
+    parts = [f'<td class="cell changed" title="status changed at this build">' if cell.changed else '<td class="cell">',
+             link(run, f'<span class="badge s-{status}">{status}</span>')]
+    if cell.changed:
+        parts.append('<span class="mark"> &#9650;</span>')
+    if len(cell.runs) > 1:
+        worst = escape(safe(cell.worst))
+        parts.append(f'<span class="counts">{cell.tally}{f" · worst {worst}" if cell.mixed else ""}</span><span class="counts">')
+        for each in cell.runs:
+            each_status = escape(safe(each["status"]))
+            parts.append(link(each, f'<span class="dot s-{each_status}" title="run #{each["id"]}: {each_status}"></span>'))
+        parts.append("</span>")
+    parts.append(f'<span class="counts">{_count(run.get("graph_break_count"))}b · {_count(run.get("recompile_count"))}r · '
+                 f'{_count(run.get("hidden_error_count"))}h</span></td>')
+    return Markup("".join(parts))
+
+
+def row_filter(matrix: Matrix, row: RowKey, builds: list[dict[str, Any]]) -> str:
+    """What the matrix filter matches a row on: case, config, and its statuses and error types on ``builds``."""
+    words = {f"{cell.run['status']} {cell.run.get('error_type') or ''}".strip()
+             for build in builds if (cell := matrix.cell(row, build["id"]))}
+    return " ".join([row.case, row_label(row), *sorted(words)])
+
+
+def compare_url(commits: Optional[str]) -> Optional[str]:
+    return f"https://github.com/pytorch/pytorch/compare/{commits}" if commits else None
 
 
 def _yesno(value: Optional[int]) -> str:
@@ -84,67 +142,79 @@ def _artifacts(run: dict[str, Any], out_dir: Path) -> list[tuple[str, str]]:
 
 
 def detailed_runs(matrix: Matrix, detail_builds: int) -> set[int]:
-    """Ids of the runs that get a page of their own."""
+    """Ids of the runs that get a page of their own: every run of a cell on the newest builds or on
+    either side of a transition or key change."""
     newest = {b["id"] for b in matrix.builds[-detail_builds:]} if detail_builds > 0 else set()
-    ids = {cell.run["id"] for (_, build_id), cell in matrix.cells.items() if build_id in newest}
+    cells = [cell for (_, build_id), cell in matrix.cells.items() if build_id in newest]
     for row, before, after in [(t.row, t.last_before, t.first_after) for t in matrix.transitions] + \
             [(c.row, c.previous, c.build) for c in matrix.key_changes]:
-        for build in (before, after):
-            cell = matrix.cell(row, build["id"])
-            if cell:
-                ids.add(cell.run["id"])
-    return ids
+        cells += [cell for build in (before, after) if (cell := matrix.cell(row, build["id"]))]
+    return {run["id"] for cell in cells for run in cell.runs}
+
+
+def _data_stamp(runs: list[dict[str, Any]]) -> str:
+    """What the site shows, in words that change only with the data: the newest run."""
+    if not runs:
+        return "no runs yet"
+    newest = max(runs, key=lambda r: r["id"])
+    return f"runs up to #{newest['id']} ({newest.get('started_at') or 'time unknown'})"
 
 
 def render(db, out_dir: Path, builds_per_page: int = BUILDS_PER_PAGE,
-           detail_builds: int = DETAIL_BUILDS) -> dict[str, str]:
-    """Every page of the site for ``db``; ``out_dir`` only resolves links to run artifacts."""
+           detail_builds: int = DETAIL_BUILDS, db_name: Optional[str] = None) -> dict[str, str]:
+    """Every page of the site for ``db``; ``out_dir`` only resolves links to run artifacts;
+    ``db_name`` is the name Datasette will give the DB (its file's stem)."""
     env = _environment()
     runs = store.report_runs(db)
-    matrix = build_matrix(store.builds(db), runs, store.finding_keys(db))
-    key_texts = store.key_texts(db)
+    matrix = build_matrix(store.builds(db), runs, store.finding_keys(db), STRIP_BUILDS)
     cases = sorted({row.case for row in matrix.rows})
     paged = detailed_runs(matrix, detail_builds)
     common = {"case_links": [{"name": c, "href": case_href(c)} for c in cases], "paged": paged,
-              "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
-    files: dict[str, str] = {}
-    files.update(_matrix_pages(env, matrix, {**common, "run_count": len(runs), "key_texts": key_texts},
-                               builds_per_page))
-    newest = matrix.builds[-1]["id"] if matrix.builds else None
-    for case in cases:
-        sweeps = charts.sweep_charts([r for r in runs if r["case"] == case and r["torch_build_id"] == newest])
-        files[case_href(case)] = env.get_template("case.html.j2").render(
-            root="../", case=case, charts=charts.case_charts(matrix, case), sweeps=sweeps,
-            newest=matrix.builds[-1] if matrix.builds else None, max_lines=charts.MAX_LINES, **common)
-    template = env.get_template("run.html.j2")
-    for run in store.full_runs(db, paged):
-        for gb in run["graph_breaks"]:
-            match = _DOC_URL.search(gb.get("reason") or "")
-            gb["doc_url"] = match.group(0) if match else None
-        stats = [{**t, **(_quantiles(t["samples"]) if t.get("samples") is not None else _pruned(t))}
-                 for t in run["timings"]]
-        files[f"runs/{run['id']}.html"] = template.render(
-            root="../", run=run, config_label=config_text(run), timing_stats=stats,
-            artifacts=_artifacts(run, out_dir), **common)
-    files["report.json"] = json.dumps(_index(matrix), indent=1, default=str)
-    return files
+              "data_stamp": _data_stamp(runs), "key_texts": store.key_texts(db)}
+    drawing = charts.Drawing(matrix, cases)
+    try:
+        files: dict[str, str] = {}
+        files.update(_matrix_pages(env, matrix, {**common, "run_count": len(runs)}, builds_per_page))
+        files["transitions.html"] = env.get_template("transitions.html.j2").render(
+            root="", matrix=matrix, transitions=matrix.transitions, key_changes=matrix.key_changes,
+            backends=sorted({r.backend for r in matrix.rows}), **common)
+        template = env.get_template("run.html.j2")
+        for run in store.full_runs(db, paged):
+            for gb in run["graph_breaks"]:
+                match = store.DOC_URL.search(gb.get("reason") or "")
+                gb["doc_url"] = match.group(0) if match else None
+            stats = [{**t, **(_quantiles(t["samples"]) if t.get("samples") is not None else _pruned(t))}
+                     for t in run["timings"]]
+            files[f"runs/{run['id']}.html"] = template.render(
+                root="../", run=run, config_label=config_text(run), timing_stats=stats,
+                artifacts=_artifacts(run, out_dir), **common)
+        files["report.json"] = json.dumps(_index(matrix), separators=(",", ":"), default=str)
+        newest = matrix.builds[-1]["id"] if matrix.builds else None
+        drawn = drawing.result()
+        for case in cases:
+            sweeps = charts.sweep_charts([r for r in runs if r["case"] == case and r["torch_build_id"] == newest])
+            files[case_href(case)] = env.get_template("case.html.j2").render(
+                root="../", case=case, charts=drawn[case], sweeps=sweeps,
+                newest=matrix.builds[-1] if matrix.builds else None, detail=charts.DETAIL_BUILDS,
+                max_lines=charts.MAX_LINES, **common)
+        files["datasette.json"] = json.dumps(store.datasette_metadata(db, db_name), indent=1)
+        return files
+    finally:
+        drawing.close()
 
 
 def _matrix_pages(env: jinja2.Environment, matrix: Matrix, common: dict[str, Any],
                   builds_per_page: int) -> dict[str, str]:
     chunks = pages(matrix.builds, builds_per_page)
     names = ["index.html"] + [f"matrix-{n}.html" for n in range(2, len(chunks) + 1)]
-    labels = [f"{c[0]['version']} … {c[-1]['version']}" if c else "none" for c in chunks]
-    transitions = list(reversed(matrix.transitions))
-    changes = list(reversed(matrix.key_changes))
+    labels = [f"{c[-1]['version']} … {c[0]['version']}" if c else "none" for c in chunks]
     counts = {"build_count": len(matrix.builds), "row_count": len(matrix.rows)}
     files = {}
     for index, (name, chunk) in enumerate(zip(names, chunks)):
         pagination = [{"href": n, "label": label, "current": n == name} for n, label in zip(names, labels)]
         files[name] = env.get_template("index.html.j2").render(
-            root="", matrix=matrix, page_builds=chunk, pagination=pagination,
-            transitions=transitions[:MAX_LISTED], transitions_hidden=max(0, len(transitions) - MAX_LISTED),
-            key_changes=changes[:MAX_LISTED], key_changes_hidden=max(0, len(changes) - MAX_LISTED),
+            root="", matrix=matrix, page_builds=list(reversed(chunk)), pagination=pagination, front=index == 0,
+            transitions=matrix.transitions[:FRONT_LISTED], key_changes=matrix.key_changes[:FRONT_LISTED],
             **counts, **common)
     return files
 
@@ -153,12 +223,20 @@ def _index(matrix: Matrix) -> dict[str, Any]:
     return {
         "builds": [{k: b[k] for k in ("id", "version", "git_version", "nightly_date", "variant")}
                    for b in matrix.builds],
+        "verdicts": [{"case": v.case, "fullgraph": v.fullgraph, "variant": v.variant, "state": v.state,
+                      "working": v.working, "total": v.total, "since": v.since["version"],
+                      "newest": v.newest["version"], "errors": v.errors,
+                      "first_bad": v.episode.first_bad["version"] if v.episode else None,
+                      "fixed_in": v.episode.fixed_in["version"] if v.episode and v.episode.fixed_in else None}
+                     for v in matrix.verdicts],
         "rows": [{"row": row._asdict(), "label": f"{row.case} {row_label(row)}",
-                  "cells": {str(b["id"]): {"run": c.run["id"], "status": c.run["status"]}
+                  "cells": {str(b["id"]): {"run": c.run["id"], "status": c.run["status"],
+                                           "runs": [[r["id"], r["status"]] for r in c.runs]}
                             for b in matrix.builds if (c := matrix.cell(row, b["id"]))}}
                  for row in matrix.rows],
         "transitions": [{"row": t.row._asdict(), "kind": t.kind, "last_before": t.last_before["version"],
-                         "first_after": t.first_after["version"], "run": t.run_id} for t in matrix.transitions],
+                         "first_after": t.first_after["version"], "run": t.run_id, "error": t.error,
+                         "commits": t.commit_range, "environment": t.environment} for t in matrix.transitions],
     }
 
 
@@ -166,12 +244,23 @@ class ReportError(Exception):
     """The site cannot be written where asked; one line that says why."""
 
 
-def publish(files: dict[str, str], out_dir: Path) -> dict[str, int]:
+def _others(out_dir: Path, db_path: Optional[Path]) -> list[str]:
+    """What in ``out_dir`` makes it someone else's folder: anything but hidden entries (a git
+    checkout's .git, .nojekyll) and the DB being reported with its -wal/-shm/-journal files."""
+    own = set()
+    if db_path is not None:
+        own = {db_path.resolve().with_name(db_path.name + suffix) for suffix in ("", "-wal", "-shm", "-journal")}
+    return sorted(p.name for p in out_dir.iterdir() if not p.name.startswith(".") and p.resolve() not in own)
+
+
+def publish(files: dict[str, str], out_dir: Path, db_path: Optional[Path] = None) -> dict[str, int]:
     """Write ``files`` under ``out_dir``; remove only files an earlier publish wrote that are now stale.
 
-    The manifest of the previous publish says which files diag wrote. A file that is there and is
-    not in it belongs to someone else: ReportError, before anything is written, if diag would
-    overwrite it.
+    The manifest of the previous publish marks the folder as diag's and says which files diag
+    wrote. A folder without one that holds anything but hidden entries and the DB at ``db_path``
+    is someone else's: ReportError, before anything is written. So is a file that is there, not in
+    the manifest, and would be overwritten. A file whose content is unchanged is not rewritten
+    (its mtime stays).
     """
     manifest_path = out_dir / MANIFEST
     previous: list[str] = []
@@ -180,23 +269,36 @@ def publish(files: dict[str, str], out_dir: Path) -> dict[str, int]:
             previous = json.loads(manifest_path.read_text(encoding="utf-8"))
         except (json.JSONDecodeError, UnicodeDecodeError):
             previous = []
+    elif out_dir.is_dir() and (others := _others(out_dir, db_path)):
+        raise ReportError(f"{out_dir} is not empty ({', '.join(others[:3])}{' ...' if len(others) > 3 else ''}) "
+                          f"and holds no diag report (no {MANIFEST}); choose an empty or new --out folder")
     foreign = sorted(r for r in files if (out_dir / r).exists() and r not in set(previous))
     if foreign:
         shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
         raise ReportError(f"{out_dir} holds files diag did not write that the report would overwrite ({shown}); "
                           "move them or choose another --out")
     out_dir.mkdir(parents=True, exist_ok=True)
+    written = 0
     for relative, content in files.items():
         target = out_dir / relative
+        data = content.encode("utf-8")
+        try:
+            if target.read_bytes() == data:
+                continue
+        except OSError:
+            pass
         target.parent.mkdir(parents=True, exist_ok=True)
         temporary = target.with_name(target.name + ".tmp")
-        temporary.write_text(content, encoding="utf-8")
+        temporary.write_bytes(data)
         os.replace(temporary, target)
+        written += 1
     removed = 0
     for relative in set(previous) - set(files):
         stale = out_dir / relative
         if stale.is_file() and out_dir.resolve() in stale.resolve().parents:
             stale.unlink()
             removed += 1
-    manifest_path.write_text(json.dumps(sorted(files)), encoding="utf-8")
-    return {"written": len(files), "removed": removed}
+    manifest = json.dumps(sorted(files))
+    if not manifest_path.exists() or manifest_path.read_text(encoding="utf-8") != manifest:
+        manifest_path.write_text(manifest, encoding="utf-8")
+    return {"files": len(files), "written": written, "unchanged": len(files) - written, "removed": removed}

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import io
+import math
+import multiprocessing
+import os
+import statistics
 from typing import Any, Callable, Optional
 
 import matplotlib
@@ -11,12 +15,15 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from diag import row as rows  # noqa: E402
-from diag.report.model import Matrix, RowKey, row_label  # noqa: E402
+from diag.report.model import Matrix, RowKey  # noqa: E402
+from diag.text import safe  # noqa: E402
 
 # Labels are stored values (case names, configs): never read "$...$" in them as mathtext.
-plt.rcParams.update({"svg.fonttype": "none", "font.size": 9, "text.parse_math": False})
+# A fixed salt and no date: the same data draws byte-identical SVG (re-rendering changes no file).
+plt.rcParams.update({"svg.fonttype": "none", "font.size": 9, "text.parse_math": False, "svg.hashsalt": "diag"})
 
-MAX_LINES = 8
+MAX_LINES = 8  # per panel
+DETAIL_BUILDS = 90  # builds drawn in detail; an overview shows the whole history
 MAX_TICKS = 12
 MAX_MARKED_POINTS = 40  # beyond this many builds, markers only clutter the line and bloat the SVG
 
@@ -29,7 +36,6 @@ def _speedup(run: dict[str, Any]) -> Optional[float]:
 Metric = tuple[str, str, Callable[[dict[str, Any]], Optional[float]]]
 METRICS: list[Metric] = [
     ("Compile time", "seconds", lambda r: r.get("compile_s")),
-    ("Eager per-token latency", "ms / token", lambda r: r.get("eager_ms_per_token")),
     ("Compiled per-token latency", "ms / token", lambda r: r.get("compiled_ms_per_token")),
     ("Speedup (eager / compiled)", "x", _speedup),
     ("Peak memory, compiled", "MB", lambda r: r.get("peak_mem_compiled_mb")),
@@ -38,59 +44,163 @@ METRICS: list[Metric] = [
 
 def _svg(figure) -> str:
     buffer = io.StringIO()
-    figure.savefig(buffer, format="svg")
+    figure.savefig(buffer, format="svg", metadata={"Date": None, "Creator": None})
     plt.close(figure)
     text = buffer.getvalue()
     return text[text.index("<svg"):]
 
 
-def trend(matrix: Matrix, row_keys: list[RowKey], metric: Metric) -> Optional[str]:
-    """One SVG line chart of ``metric`` over builds, a line per row; None when no run has a value."""
+def _line_label(row: RowKey) -> str:
+    """A row's label inside its panel: the panel already names backend and fullgraph mode."""
+    shown = row._asdict()
+    prefix = f"{row.backend} {'fullgraph' if row.fullgraph else 'no-fullgraph'} "
+    return safe(rows.describe(shown).replace(prefix, "", 1))
+
+
+def _cell_values(matrix: Matrix, row: RowKey, build: dict[str, Any], value) -> list[float]:
+    cell = matrix.cell(row, build["id"])
+    return [] if cell is None else [y for run in cell.runs if (y := value(run)) is not None]
+
+
+def _ticks(axes, labels: list[str]) -> None:
+    step = max(1, -(-len(labels) // MAX_TICKS))
+    axes.set_xticks(range(0, len(labels), step))
+    axes.set_xticklabels([safe(label) for label in labels[::step]], rotation=30, ha="right")
+
+
+def trend(matrix: Matrix, row_keys: list[RowKey], metric: Metric, builds: list[dict[str, Any]]) -> Optional[str]:
+    """Small multiples of ``metric`` over ``builds``: a panel per backend x fullgraph mode, a line per
+    row (the median of its runs on a build; a gap where no run has a value, such as a failed compile)
+    with the band between its fastest and slowest run. The legend sits beside each panel, never on it.
+    None when no run has a value."""
     title, unit, value = metric
-    labels = [b["version"] for b in matrix.builds]
-    figure, axes = plt.subplots(figsize=(9.5, 4.2))
-    figure.subplots_adjust(left=0.08, right=0.98, bottom=0.42, top=0.92)
-    marker = "o" if len(labels) <= MAX_MARKED_POINTS else None
+    panels: dict[tuple[str, int], list[RowKey]] = {}
+    for row in row_keys:
+        panels.setdefault((row.backend, row.fullgraph), []).append(row)
+    drawn_panels = []
+    for (backend, fullgraph), members in sorted(panels.items(), key=lambda p: (p[0][0], -p[0][1])):
+        lines = []
+        for row in members[:MAX_LINES]:
+            values = [_cell_values(matrix, row, build, value) for build in builds]
+            if any(values):
+                lines.append((row, values))
+        if lines:
+            drawn_panels.append((f"{backend} {'fullgraph' if fullgraph else 'no-fullgraph'}", lines, len(members)))
+    if not drawn_panels:
+        return None
+    height = 1.5 + 1.9 * len(drawn_panels)
+    figure, axes_list = plt.subplots(len(drawn_panels), 1, figsize=(10, height), sharex=True, squeeze=False)
+    figure.subplots_adjust(left=0.1, right=0.66, bottom=1.1 / height, top=1 - 0.55 / height, hspace=0.4)
+    xs = list(range(len(builds)))
+    marker = "o" if len(builds) <= MAX_MARKED_POINTS else None
+    for axes, (panel, lines, total) in zip((a[0] for a in axes_list), drawn_panels):
+        for row, values in lines:
+            middle = [statistics.median(v) if v else math.nan for v in values]
+            (line,) = axes.plot(xs, middle, marker=marker, markersize=3, linewidth=1.2, label=_line_label(row))
+            if any(len(v) > 1 for v in values):
+                axes.fill_between(xs, [min(v) if v else math.nan for v in values],
+                                  [max(v) if v else math.nan for v in values], color=line.get_color(), alpha=0.18,
+                                  linewidth=0)
+        more = f" (first {MAX_LINES} of {total} configs)" if total > MAX_LINES else ""
+        # a text, not set_title: matplotlib re-measures a title against the ticks on every draw
+        axes.text(0, 1.03, safe(panel) + more, transform=axes.transAxes, fontsize=9)
+        axes.set_ylabel(unit)
+        axes.grid(True, alpha=0.3)
+        axes.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    axes_list[-1][0].set_xlabel("torch build")
+    _ticks(axes_list[-1][0], [b["version"] for b in builds])
+    figure.suptitle(title, x=0.1, y=1 - 0.12 / height, ha="left", va="top", fontsize=10, fontweight="bold")
+    return _svg(figure)
+
+
+def overview(matrix: Matrix, row_keys: list[RowKey], metric: Metric) -> Optional[str]:
+    """The whole history in one panel: per backend x fullgraph mode, the median over its rows per build."""
+    title, unit, value = metric
+    panels: dict[str, list[RowKey]] = {}
+    for row in row_keys:
+        panels.setdefault(f"{row.backend} {'fullgraph' if row.fullgraph else 'no-fullgraph'}", []).append(row)
+    figure, axes = plt.subplots(figsize=(10, 2.8))
+    figure.subplots_adjust(left=0.1, right=0.66, bottom=0.3, top=0.88)
     drawn = 0
-    for row in row_keys[:MAX_LINES]:
-        xs, ys = [], []
-        for index, build in enumerate(matrix.builds):
-            cell = matrix.cell(row, build["id"])
-            y = value(cell.run) if cell else None
-            if y is not None:
-                xs.append(index)
-                ys.append(y)
-        if xs:
-            axes.plot(xs, ys, marker=marker, markersize=3, linewidth=1.2, label=row_label(row))
+    for name, members in sorted(panels.items()):
+        ys = []
+        for build in matrix.builds:
+            values = [y for row in members for y in _cell_values(matrix, row, build, value)]
+            ys.append(statistics.median(values) if values else math.nan)
+        if any(not math.isnan(y) for y in ys):
+            axes.plot(range(len(ys)), ys, linewidth=0.9, label=safe(name))
             drawn += 1
     if not drawn:
         plt.close(figure)
         return None
-    step = max(1, len(labels) // MAX_TICKS)
-    axes.set_xticks(range(0, len(labels), step))
-    axes.set_xticklabels(labels[::step], rotation=30, ha="right")
-    axes.set_xlabel("torch build")
+    _ticks(axes, [b["version"] for b in matrix.builds])
     axes.set_ylabel(unit)
-    axes.set_title(title)
-    _finish(axes)
+    axes.text(0, 1.03, f"{title}: all {len(matrix.builds)} builds (median over configs)", transform=axes.transAxes,
+              fontsize=9)
+    axes.grid(True, alpha=0.3)
+    axes.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     return _svg(figure)
 
 
 def _finish(axes) -> None:
-    """Grid, and the legend under the plot where long config labels fit."""
+    """Grid, and the legend beside the plot, where long config labels never cover data."""
     axes.grid(True, alpha=0.3)
-    axes.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.32), ncol=2, frameon=False)
+    axes.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
 
 
 def case_charts(matrix: Matrix, case: str) -> list[tuple[str, str]]:
-    """(title, svg) for every metric with data, for the rows of ``case``."""
+    """(title, svg) for every metric with data, for the rows of ``case``: the newest DETAIL_BUILDS
+    builds in detail, and when there are more, the whole history as an overview."""
     case_rows = [row for row in matrix.rows if row.case == case]
+    builds = [b for b in matrix.builds if any(matrix.cell(row, b["id"]) for row in case_rows)]
     charts = []
     for metric in METRICS:
-        svg = trend(matrix, case_rows, metric)
+        svg = trend(matrix, case_rows, metric, builds[-DETAIL_BUILDS:])
         if svg:
             charts.append((metric[0], svg))
+            if len(builds) > DETAIL_BUILDS:
+                whole = overview(matrix, case_rows, metric)
+                if whole:
+                    charts.append((f"{metric[0]}, whole history", whole))
     return charts
+
+
+_SHARED: Optional[Matrix] = None  # the matrix forked workers draw from (inherited, never pickled)
+
+
+def _draw_case(case: str) -> list[tuple[str, str]]:
+    assert _SHARED is not None
+    return case_charts(_SHARED, case)
+
+
+class Drawing:
+    """``case_charts`` for every case, drawn in forked worker processes while the caller renders the
+    rest of the site (matplotlib is single-threaded; a year of nightlies is seconds of drawing a case).
+    Where the platform does not fork, drawn in this process when asked for."""
+
+    def __init__(self, matrix: Matrix, cases: list[str], workers: Optional[int] = None) -> None:
+        global _SHARED
+        self.matrix, self.cases, self.pool, self.pending = matrix, cases, None, None
+        workers = min(len(cases), workers or os.cpu_count() or 1)
+        if workers >= 2 and "fork" in multiprocessing.get_all_start_methods():
+            _SHARED = matrix  # inherited by the forked workers, never pickled
+            self.pool = multiprocessing.get_context("fork").Pool(workers)
+            _SHARED = None
+            self.pending = self.pool.map_async(_draw_case, cases, chunksize=1)
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.terminate()
+            self.pool.join()
+
+    def result(self) -> dict[str, list[tuple[str, str]]]:
+        if self.pool is None:
+            return {case: case_charts(self.matrix, case) for case in self.cases}
+        try:
+            return dict(zip(self.cases, self.pending.get()))
+        finally:
+            self.pool.close()
+            self.pool.join()
 
 
 SWEEPS = [("batch_size", "batch size"), ("prompt_length", "prompt length (tokens)")]
@@ -120,8 +230,8 @@ def sweep_charts(runs: list[dict[str, Any]]) -> list[tuple[str, str]]:
                  [("eager", lambda r: _tokens_per_second(r, "eager")), ("compiled", lambda r: _tokens_per_second(r, "compiled"))]),
                 (f"Peak memory against {label}", "MB",
                  [("eager", lambda r: r.get("peak_mem_eager_mb")), ("compiled", lambda r: r.get("peak_mem_compiled_mb"))])):
-            figure, axes = plt.subplots(figsize=(9.5, 4.2))
-            figure.subplots_adjust(left=0.08, right=0.98, bottom=0.42, top=0.92)
+            figure, axes = plt.subplots(figsize=(10, 3.6))
+            figure.subplots_adjust(left=0.1, right=0.66, bottom=0.15, top=0.9)
             drawn = 0
             for row, points in list(swept.items())[:MAX_LINES]:
                 fixed = rows.config_label(row._asdict(), sizes=tuple(n for n in rows.SIZES if n != field))
@@ -131,7 +241,7 @@ def sweep_charts(runs: list[dict[str, Any]]) -> list[tuple[str, str]]:
                     pairs = [(x, y) for x, y in zip(xs, ys) if y is not None]
                     if pairs:
                         axes.plot(*zip(*pairs), marker="o", markersize=3,
-                                  label=f"{fixed}, {mode}")
+                                  label=safe(f"{fixed}, {mode}"))
                         drawn += 1
             if not drawn:
                 plt.close(figure)

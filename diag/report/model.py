@@ -1,12 +1,19 @@
-"""What the report shows, computed from stored runs: build order, the matrix, transitions. Pure."""
+"""What the report shows, computed from stored runs: build order, the matrix, transitions, verdicts. Pure.
+
+A cell is every run of one row on one build. Its status is its newest run's, as for ``diag
+check``, which compares the newest run of each row; the other runs show beside it, so a crash
+among passes stays visible. Transitions and key changes are between consecutive builds of one
+variant (a CUDA nightly is not the next build after a CPU one), again as ``check`` pairs them.
+"""
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from diag import row as rows
-from diag.probe.statuses import WORKS
+from diag.probe.statuses import BY_NAME, WORKS
 from diag.regress import version_order
 
 RowKey = rows.Row
@@ -17,10 +24,40 @@ def row_label(row: RowKey) -> str:
     return rows.describe(row._asdict())
 
 
+def error_line(run: dict[str, Any]) -> Optional[str]:
+    """A run's error: its type and the first line of its message."""
+    if not run.get("error_type"):
+        return None
+    first = (run.get("error_message") or "").strip().splitlines()[:1]
+    return run["error_type"] + (f": {first[0]}" if first else "")
+
+
 @dataclass
 class Cell:
-    run: dict[str, Any]
-    changed: bool = False  # the status differs from the previous build that has a run in this row
+    runs: list[dict[str, Any]]  # every run of the row on the build, oldest first
+    changed: bool = False  # the status differs from the previous build of the variant with a run in this row
+
+    @property
+    def run(self) -> dict[str, Any]:
+        """The newest run: the cell's status, as ``diag check`` reads it."""
+        return self.runs[-1]
+
+    @property
+    def worst(self) -> str:
+        return max((r["status"] for r in self.runs), key=lambda s: BY_NAME[s].severity if s in BY_NAME else 9)
+
+    @property
+    def working(self) -> int:
+        return sum(r["status"] in WORKS for r in self.runs)
+
+    @property
+    def mixed(self) -> bool:
+        return len({r["status"] for r in self.runs}) > 1
+
+    @property
+    def tally(self) -> str:
+        """``3/5 work``; empty for a single run."""
+        return f"{self.working}/{len(self.runs)} work" if len(self.runs) > 1 else ""
 
 
 @dataclass
@@ -33,11 +70,19 @@ class Transition:
     status_after: str
     run_id: int
     error: Optional[str] = None  # the first bad run's error: type and the first line of its message
+    environment: Optional[str] = None  # what else changed: "transformers 4.56.2 -> 4.57.0"
 
     @property
     def commit_range(self) -> Optional[str]:
-        before, after = self.last_before.get("git_version"), self.first_after.get("git_version")
-        return f"{before}...{after}" if before and after else None
+        return commit_range(self.last_before, self.first_after)
+
+
+def commit_range(before: Optional[dict[str, Any]], after: Optional[dict[str, Any]]) -> Optional[str]:
+    """``a...b`` for GitHub's compare view, when both builds name their commit."""
+    if not before or not after:
+        return None
+    a, b = before.get("git_version"), after.get("git_version")
+    return f"{a}...{b}" if a and b else None
 
 
 @dataclass
@@ -50,67 +95,115 @@ class KeyChange:
 
 
 @dataclass
+class Episode:
+    """A stretch of consecutive builds on which a row failed."""
+    row: RowKey
+    first_bad: dict[str, Any]
+    last_good: Optional[dict[str, Any]]  # the build before it (None: failing from the row's first build)
+    last_bad: dict[str, Any]
+    fixed_in: Optional[dict[str, Any]]  # None: still failing on the row's newest build
+    error: Optional[str]  # of the first bad run
+    rows: int = 1  # how many of the group's rows failed over the same stretch
+
+    @property
+    def commits(self) -> Optional[str]:
+        return commit_range(self.last_good, self.first_bad)
+
+    @property
+    def fix_commits(self) -> Optional[str]:
+        return commit_range(self.last_bad, self.fixed_in)
+
+
+@dataclass
+class Verdict:
+    """One line of the front page: a case in one fullgraph mode (and variant), over its configs."""
+    case: str
+    fullgraph: int
+    variant: Optional[str]  # named only when the history holds several variants
+    state: str  # works | fails | partly
+    working: int  # rows that work on the newest build
+    total: int
+    since: dict[str, Any]  # the oldest build of the current unbroken state
+    newest: dict[str, Any]
+    episode: Optional[Episode]  # the newest regression of one of its rows (current or fixed), else the
+    # failure of a row that never worked
+    strip: list[tuple[dict[str, Any], str, str]]  # newest first: (build, state, "k/m work")
+    errors: list[str]  # the newest build's errors, most frequent first
+
+    @property
+    def mode(self) -> str:
+        return "fullgraph" if self.fullgraph else "no-fullgraph"
+
+
+@dataclass
 class Matrix:
-    builds: list[dict[str, Any]]
+    builds: list[dict[str, Any]]  # oldest first
     rows: list[RowKey]
     cells: dict[tuple[RowKey, int], Cell]
-    transitions: list[Transition]
-    key_changes: list[KeyChange]
+    transitions: list[Transition]  # newest first
+    key_changes: list[KeyChange]  # newest first
+    verdicts: list[Verdict] = field(default_factory=list)
 
     def cell(self, row: RowKey, build_id: int) -> Optional[Cell]:
         return self.cells.get((row, build_id))
 
+    def runs(self) -> list[dict[str, Any]]:
+        return [run for cell in self.cells.values() for run in cell.runs]
+
+
+def _transformers(runs: list[dict[str, Any]]) -> Optional[str]:
+    return runs[-1].get("transformers_version")
+
 
 def build_matrix(builds: list[dict[str, Any]], runs: list[dict[str, Any]],
-                 keys: dict[int, set[tuple[str, str]]]) -> Matrix:
-    """The newest run of each row x build, with status changes, transitions and key changes."""
-    ordered = sorted(builds, key=version_order)
-    latest: dict[tuple[RowKey, int], dict[str, Any]] = {}
-    for run in runs:  # oldest first: a later run of the same row and build replaces an earlier one
-        latest[(rows.of(run), run["torch_build_id"])] = run
-    row_keys = sorted({row for row, _ in latest}, key=rows.sort_key)
-    used = {build_id for _, build_id in latest}
-    ordered = [b for b in ordered if b["id"] in used]
-    cells: dict[tuple[RowKey, int], Cell] = {}
+                 keys: dict[int, set[tuple[str, str]]], strip: int = 30) -> Matrix:
+    """Every run of each row x build, with status changes, transitions, key changes and verdicts."""
+    grouped: dict[tuple[RowKey, int], list[dict[str, Any]]] = {}
+    for run in sorted(runs, key=lambda r: r["id"]):
+        grouped.setdefault((rows.of(run), run["torch_build_id"]), []).append(run)
+    row_keys = sorted({row for row, _ in grouped}, key=rows.sort_key)
+    used = {build_id for _, build_id in grouped}
+    ordered = [b for b in sorted(builds, key=version_order) if b["id"] in used]
+    cells = {key: Cell(group) for key, group in grouped.items()}
     transitions: list[Transition] = []
     changes: list[KeyChange] = []
-    for row in row_keys:
-        previous: Optional[tuple[dict[str, Any], dict[str, Any]]] = None
-        for build in ordered:
-            run = latest.get((row, build["id"]))
-            if run is None:
-                continue
-            cell = Cell(run)
-            if previous is not None:
-                before_build, before_run = previous
-                cell.changed = before_run["status"] != run["status"]
-                transition = _transition(row, before_build, before_run, build, run)
-                if transition:
-                    transitions.append(transition)
-                change = _key_change(row, before_build, keys.get(before_run["id"], set()), build,
-                                     keys.get(run["id"], set()))
-                if change:
-                    changes.append(change)
-            cells[(row, build["id"])] = cell
-            previous = (build, run)
+    for variant in sorted({b["variant"] for b in ordered}):
+        line = [b for b in ordered if b["variant"] == variant]
+        for row in row_keys:
+            previous: Optional[tuple[dict[str, Any], Cell]] = None
+            for build in line:
+                cell = cells.get((row, build["id"]))
+                if cell is None:
+                    continue
+                if previous is not None:
+                    before_build, before = previous
+                    cell.changed = before.run["status"] != cell.run["status"]
+                    transition = _transition(row, before_build, before, build, cell)
+                    if transition:
+                        transitions.append(transition)
+                    change = _key_change(row, before_build, keys.get(before.run["id"], set()), build,
+                                         keys.get(cell.run["id"], set()))
+                    if change:
+                        changes.append(change)
+                previous = (build, cell)
     # newest first by the build where the change showed, regressions before fixes: with many rows,
     # the newest regression is at the top however its row is named
     position = {build["id"]: index for index, build in enumerate(ordered)}
-    transitions.sort(key=lambda t: (position[t.first_after["id"]], t.kind == "regression"))
-    changes.sort(key=lambda c: position[c.build["id"]])
-    return Matrix(ordered, row_keys, cells, transitions, changes)
+    transitions.sort(key=lambda t: (-position[t.first_after["id"]], t.kind != "regression", rows.sort_key(t.row)))
+    changes.sort(key=lambda c: (-position[c.build["id"]], rows.sort_key(c.row)))
+    matrix = Matrix(ordered, row_keys, cells, transitions, changes)
+    matrix.verdicts = verdicts(matrix, strip)
+    return matrix
 
 
-def _transition(row: RowKey, before_build, before_run, build, run) -> Optional[Transition]:
-    was_good, is_good = before_run["status"] in WORKS, run["status"] in WORKS
+def _transition(row: RowKey, before_build, before: Cell, build, cell: Cell) -> Optional[Transition]:
+    was_good, is_good = before.run["status"] in WORKS, cell.run["status"] in WORKS
     if was_good == is_good:
         return None
-    error = None
-    if run.get("error_type"):
-        first_line = (run.get("error_message") or "").strip().splitlines()[:1]
-        error = run["error_type"] + (f": {first_line[0]}" if first_line else "")
-    return Transition(row, "fix" if is_good else "regression", before_build, build, before_run["status"],
-                      run["status"], run["id"], error)
+    old, new = _transformers(before.runs), _transformers(cell.runs)
+    environment = f"transformers {old} -> {new}" if old and new and old != new else None
+    return Transition(row, "fix" if is_good else "regression", before_build, build, before.run["status"],
+                      cell.run["status"], cell.run["id"], error_line(cell.run), environment)
 
 
 def _key_change(row: RowKey, before_build, before: set, build, after: set) -> Optional[KeyChange]:
@@ -118,6 +211,74 @@ def _key_change(row: RowKey, before_build, before: set, build, after: set) -> Op
     if not appeared and not disappeared:
         return None
     return KeyChange(row, build, before_build, appeared, disappeared)
+
+
+def _state(working: int, total: int) -> str:
+    return "works" if working == total else ("fails" if working == 0 else "partly")
+
+
+def verdicts(matrix: Matrix, strip: int) -> list[Verdict]:
+    """Per case x fullgraph mode (x variant, when there are several): the answer on the newest build."""
+    variants = sorted({b["variant"] for b in matrix.builds})
+    groups: dict[tuple[str, int, str], list[RowKey]] = {}
+    for row in matrix.rows:
+        for variant in variants:
+            groups.setdefault((row.case, row.fullgraph, variant), []).append(row)
+    found = []
+    for (case, fullgraph, variant), members in sorted(groups.items(), key=lambda g: (g[0][0], -g[0][1], g[0][2])):
+        line = [b for b in matrix.builds if b["variant"] == variant]
+        history = []  # (build, working, total, cells), oldest first
+        for build in line:
+            present = [c for row in members if (c := matrix.cell(row, build["id"]))]
+            if present:
+                history.append((build, sum(c.run["status"] in WORKS for c in present), len(present), present))
+        if not history:
+            continue
+        newest, working, total, present = history[-1]
+        state = _state(working, total)
+        since_index = len(history) - 1
+        while since_index > 0 and _state(*history[since_index - 1][1:3]) == state:
+            since_index -= 1
+        errors = Counter(text for c in present if (text := error_line(c.run)) and c.run["status"] not in WORKS)
+        found.append(Verdict(
+            case=case, fullgraph=fullgraph, variant=variant if len(variants) > 1 else None, state=state,
+            working=working, total=total, since=history[since_index][0], newest=newest,
+            episode=_newest_episode(matrix, members, line),
+            strip=[(b, _state(w, t), f"{w}/{t} work") for b, w, t, _ in reversed(history[-strip:])],
+            errors=[text for text, _ in errors.most_common()]))
+    return found
+
+
+def episodes(matrix: Matrix, row: RowKey, line: list[dict[str, Any]]) -> list[Episode]:
+    """The stretches of builds (of ``line``, one variant's builds in order) on which ``row`` failed."""
+    found: list[Episode] = []
+    previous: Optional[dict[str, Any]] = None
+    for build in line:
+        cell = matrix.cell(row, build["id"])
+        if cell is None:
+            continue
+        bad = cell.run["status"] not in WORKS
+        current = found[-1] if found and found[-1].fixed_in is None and found[-1].last_bad is previous else None
+        if bad and current:
+            current.last_bad = build
+        elif bad:
+            found.append(Episode(row, build, previous, build, None, error_line(cell.run)))
+        elif current:
+            current.fixed_in = build
+        previous = build
+    return found
+
+
+def _newest_episode(matrix: Matrix, members: list[RowKey], line: list[dict[str, Any]]) -> Optional[Episode]:
+    """The newest regression among ``members`` (a row that worked, then failed), with how many rows
+    failed over the same stretch; failing that, a row that never worked."""
+    position = {b["id"]: i for i, b in enumerate(line)}
+    every = [e for row in members for e in episodes(matrix, row, line)]
+    if not every:
+        return None
+    best = max(every, key=lambda e: (e.last_good is not None, position[e.first_bad["id"]], e.fixed_in is None))
+    best.rows = sum(1 for e in every if e.first_bad is best.first_bad and e.fixed_in is best.fixed_in)
+    return best
 
 
 def pages(items: list, size: int) -> list[list]:

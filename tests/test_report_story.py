@@ -1,0 +1,251 @@
+"""The report answers its questions on a history built to ask them (bench/synthetic.py ``story``):
+31 nightlies x 16 rows, repeats on the newest three, a regression and its fix, a regression on
+the newest build, a row that never worked, a flapping row, a batch sweep, a transformers upgrade
+and a hostile case name. Real SQLite, the real renderer, and pages opened in headless Chromium."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+import browser
+from conftest import diag
+from diag import gate, report, store
+from diag import row as rows
+from diag.report import charts
+from diag.report.model import build_matrix
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+import synthetic  # noqa: E402
+
+NEWEST = synthetic.STORY_NIGHTLIES - 1
+
+
+@pytest.fixture(scope="module")
+def story(tmp_path_factory):
+    work = tmp_path_factory.mktemp("story")
+    db = store.open_db(work / "history.db")
+    store.save_runs(db, synthetic.story())
+    db.conn.execute("PRAGMA wal_checkpoint(FULL)")
+    out = work / "site"
+    done = diag("report", "--db", str(work / "history.db"), "--out", str(out), "--json", cwd=work)
+    return {"db": db, "path": work / "history.db", "out": out, "counts": json.loads(done.stdout), "work": work}
+
+
+def _builds(db):
+    return {b["version"]: b for b in store.builds(db)}
+
+
+def _nightly(db, day: int) -> dict:
+    return sorted(store.builds(db), key=lambda b: b["nightly_date"])[day]
+
+
+def _verdict(story, case, fullgraph):
+    machine = json.loads((story["out"] / "report.json").read_text())
+    return next(v for v in machine["verdicts"] if v["case"] == case and v["fullgraph"] == fullgraph)
+
+
+def test_the_answer_per_case_names_first_bad_build_fix_and_error(story):
+    db = story["db"]
+    append = _verdict(story, "append_last", 1)
+    assert append["first_bad"] == _nightly(db, synthetic.REGRESSED)["version"]
+    assert append["fixed_in"] == _nightly(db, synthetic.FIXED)["version"]
+    newest = _verdict(story, "hf_static_cache", 1)
+    assert newest["state"] == "partly" and newest["first_bad"] == _nightly(db, NEWEST)["version"]
+    assert newest["fixed_in"] is None and newest["errors"] == ["Unsupported: Dynamic slicing with Tensor arguments"]
+    never = _verdict(story, "dynamic_slice", 1)
+    assert never["state"] == "fails" and never["since"] == _nightly(db, 0)["version"]
+    front = (story["out"] / "index.html").read_text()
+    verdicts = front[front.index('id="verdicts"'):front.index("</table>", front.index('id="verdicts"'))]
+    # the error, the first bad build and the GitHub range of commits between it and the last good one
+    assert "VariableBuilder.__init__() got an unexpected keyword argument &#39;guards&#39;" in verdicts
+    last_good, first_bad = _nightly(db, synthetic.REGRESSED - 1), _nightly(db, synthetic.REGRESSED)
+    assert f"compare/{last_good['git_version']}...{first_bad['git_version']}" in verdicts
+    assert verdicts.index("append_last") < verdicts.index("dynamic_slice")
+
+
+def test_newest_regression_leads_the_transitions_and_none_is_dropped(story):
+    db = story["db"]
+    matrix = build_matrix(store.builds(db), store.report_runs(db), store.finding_keys(db))
+    first = matrix.transitions[0]
+    assert (first.kind, first.row.case, first.first_after["id"]) == ("regression", "hf_static_cache",
+                                                                      _nightly(db, NEWEST)["id"])
+    page = (story["out"] / "transitions.html").read_text()
+    assert page.count("<tr data-case=") == len(matrix.transitions) + len(matrix.key_changes)
+    assert "started failing" in page and "flaky lowering" in page
+    # the transformers upgrade is named beside the transition it coincides with, and only there
+    upgraded = [t for t in matrix.transitions if t.environment]
+    assert [(t.row.case, t.first_after["id"]) for t in upgraded] == [("hf_dynamic_cache", _nightly(db, synthetic.UPGRADE)["id"])]
+    assert upgraded[0].environment == "transformers 4.56.2 -> 4.57.0" and "also changed: transformers 4.56.2" in page
+
+
+def test_each_row_is_the_row_check_compares_and_every_run_of_a_cell_counts(story):
+    db = story["db"]
+    runs = store.report_runs(db)
+    matrix = build_matrix(store.builds(db), runs, {})
+    assert set(matrix.rows) == {rows.of(r) for r in runs}
+    newest = _nightly(db, NEWEST)
+    checked = gate.check(db, None, gate.regress.Thresholds(), set())
+    assert {c.row for c in checked.comparisons} <= set(matrix.rows)
+    batch1 = next(r for r in matrix.rows if r.case == "append_last" and r.backend == "aot_eager" and r.fullgraph
+                  and r.batch_size == 1)
+    assert matrix.cell(batch1, newest["id"]).run["status"] == "pass"  # the batch-8 sweep point is its own row
+    assert matrix.cell(batch1._replace(batch_size=8), newest["id"]).run["status"] == "compile_error"
+    flaky = next(r for r in matrix.rows if r.case == "append_last" and r.backend == "aot_eager" and not r.fullgraph)
+    cell = matrix.cell(flaky, newest["id"])
+    assert [r["status"] for r in cell.runs] == ["crash", "compile_error", "graph_break"]
+    assert (cell.tally, cell.worst) == ("1/3 work", "crash")
+    front = (story["out"] / "index.html").read_text()
+    assert "1/3 work · worst crash" in front
+    for run in cell.runs:
+        assert f'href="runs/{run["id"]}.html"' in front and (story["out"] / "runs" / f"{run['id']}.html").exists()
+
+
+def test_transitions_stay_within_a_variant(tmp_path):
+    db = store.open_db(tmp_path / "h.db")
+    store.save_runs(db, synthetic.story(nightlies=3))
+    cpu = _nightly(db, 2)
+    rng = synthetic.random.Random(1)
+    cuda = store.build_identity(cpu["version"].replace("dev", "dev") + "+cu126", "c" * 40, "12.6")
+    row = {"case": "dynamic_slice", "backend": "inductor", "fullgraph": 1, "dtype": "float32"}
+    store.save_runs(db, [synthetic.record(cuda, "cuda-pass", row, "pass", rng)])
+    matrix = build_matrix(store.builds(db), store.report_runs(db), {})
+    assert not [t for t in matrix.transitions if t.row.case == "dynamic_slice"]  # CPU fails, CUDA passes: no "fix"
+    assert {v.variant for v in matrix.verdicts} == {"cpu", "cu126"}
+
+
+def test_rendering_unchanged_data_changes_no_file(story, tmp_path):
+    first = report.render(story["db"], story["out"])
+    assert report.render(story["db"], story["out"]) == first
+    mtimes = {p: p.stat().st_mtime_ns for p in story["out"].rglob("*") if p.is_file()}
+    done = diag("report", "--db", str(story["path"]), "--out", str(story["out"]), "--json", cwd=tmp_path)
+    assert json.loads(done.stdout)["written"] == 0
+    assert {p: p.stat().st_mtime_ns for p in story["out"].rglob("*") if p.is_file()} == mtimes
+
+
+def test_out_refuses_a_folder_that_is_not_a_diag_report(story, tmp_path):
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("mine")
+    done = diag("report", "--db", str(story["path"]), "--out", str(mine), check=False, cwd=tmp_path)
+    assert done.returncode == 1 and "holds no diag report" in done.stderr and len(done.stderr.splitlines()) == 1
+    assert [p.name for p in mine.iterdir()] == ["notes.txt"]
+
+
+def test_bidi_controls_and_markup_in_names_are_shown_not_obeyed(story):
+    for page in story["out"].rglob("*.html"):
+        text = page.read_text()
+        assert "\u202e" not in text, page
+    assert "&lt;U+202E&gt;gnirts&lt;U+202C&gt; &lt;b&gt;$x^2$&lt;/b&gt;" in (story["out"] / "index.html").read_text()
+    hostile = next(p for p in (story["out"] / "cases").iterdir() if "gnirts" in p.name or "U_202E" in p.name
+                   or p.name.startswith("_"))
+    assert "<svg" in hostile.read_text()  # "$x^2$" is plotted as text, not parsed as mathtext
+
+
+def test_key_changes_name_the_break_and_link_its_documentation(story):
+    page = (story["out"] / "transitions.html").read_text()
+    assert "Unsupported Tensor.item() call with capture_scalar_outputs=False" in page
+    assert 'href="https://meta-pytorch.github.io/compile-graph-break-site/gb/gb0124.html"' in page
+
+
+def test_charts_are_small_multiples_with_gaps_and_a_whole_history_overview(story, tmp_path):
+    db = story["db"]
+    matrix = build_matrix(store.builds(db), store.report_runs(db), {})
+    drawn = dict(charts.case_charts(matrix, "append_last"))
+    compiled = drawn["Compiled per-token latency"]
+    for panel in ("inductor fullgraph", "aot_eager no-fullgraph"):
+        assert panel in compiled
+    assert "whole history" not in " ".join(drawn)  # 31 builds: all in detail
+    regressed = next(r for r in matrix.rows if r.case == "append_last" and r.backend == "inductor" and r.fullgraph)
+    values = [charts._cell_values(matrix, regressed, b, charts.METRICS[1][2]) for b in matrix.builds]
+    assert [bool(v) for v in values].count(False) == synthetic.FIXED - synthetic.REGRESSED  # a gap, not a bridge
+    long = tmp_path / "long.db"
+    longdb = store.open_db(long)
+    store.save_runs(longdb, synthetic.records(96 * (charts.DETAIL_BUILDS + 5)))
+    big = build_matrix(store.builds(longdb), store.report_runs(longdb), {})
+    titles = [title for title, _ in charts.case_charts(big, "dynamic_slice")]
+    assert "Compile time, whole history" in titles
+
+
+def test_latest_status_view_is_the_newest_run_of_each_row_and_build(story):
+    db = story["db"]
+    latest = list(db.query('SELECT id, torch_version, "case", batch_size, status FROM latest_status'))
+    runs = store.report_runs(db)
+    newest = {}
+    for run in runs:
+        newest[(rows.of(run), run["torch_build_id"])] = run["id"]
+    assert sorted(r["id"] for r in latest) == sorted(newest.values())
+    metadata = json.loads((story["out"] / "datasette.json").read_text())
+    tables = metadata["databases"]["history"]["tables"]
+    assert tables["torch_builds"]["label_column"] == "version"
+    for table, spec in tables.items():
+        assert table in db.table_names() + db.view_names(), table
+        known = {c.name for c in (db[table].columns if table in db.table_names() else db[table].columns)}
+        assert set(spec["columns"]) <= known, (table, set(spec["columns"]) - known)
+
+
+SCRIPT_FRONT = """
+var r = {width: w.innerWidth, height: w.innerHeight, scroll: d.documentElement.scrollWidth};
+var nav = d.querySelector("nav"); r.navOverflow = nav.scrollWidth - nav.clientWidth;
+var box = function (el) { var b = el.getBoundingClientRect(); return [b.left, b.top, b.right, b.bottom]; };
+r.newestBuild = box(d.querySelector("#verdicts thead th:nth-child(2) .build"));
+r.matrixNewest = d.querySelector("#matrix thead th:nth-child(2)").textContent.trim();
+var row = d.querySelector('#verdicts tr[data-case="append_last"]');
+r.firstBad = box(row.querySelector(".first-bad")); r.firstBadText = row.querySelector(".first-bad").textContent;
+var code = row.querySelector("code"); r.error = box(code); r.errorText = code.textContent;
+return r;
+"""
+
+
+@pytest.mark.skipif(browser.CHROMIUM is None, reason="Debian's chromium package is not installed")
+@pytest.mark.parametrize("width", [1400, 420])
+def test_front_page_answers_above_the_fold(story, width, tmp_path):
+    db, height = story["db"], 1000
+    got = browser.measure(story["out"] / "index.html", width, height, SCRIPT_FRONT, tmp_path)
+    assert got["scroll"] <= got["width"], got  # no page wider than the window
+    assert got["navOverflow"] <= 0
+    newest, first_bad = _nightly(db, NEWEST)["version"], _nightly(db, synthetic.REGRESSED)["version"]
+    assert got["matrixNewest"] == newest  # the matrix starts at the newest build
+    assert got["firstBadText"] == first_bad and "guards" in got["errorText"]
+    for name in ("newestBuild", "firstBad", "error"):
+        left, top, right, bottom = got[name]
+        assert 0 <= left and right <= width and 0 <= top and bottom <= height, (name, got[name])
+
+
+@pytest.mark.skipif(browser.CHROMIUM is None, reason="Debian's chromium package is not installed")
+def test_screenshot_shows_the_failing_builds_in_colour(story, tmp_path):
+    from PIL import Image
+
+    shot = browser.screenshot(story["out"] / "index.html", 1400, 1000, tmp_path / "front.png", tmp_path / "p")
+    image = Image.open(shot).convert("RGB")
+    colours = {colour for _, colour in image.getcolors(maxcolors=1 << 20)}
+    for hex_colour in ("#cf222e", "#d4a72c", "#1f883d"):  # fails, partly, works squares of the strips
+        assert tuple(int(hex_colour[i:i + 2], 16) for i in (1, 3, 5)) in colours, hex_colour
+
+
+@pytest.mark.skipif(browser.CHROMIUM is None, reason="Debian's chromium package is not installed")
+@pytest.mark.parametrize("width", [1400, 420])
+def test_no_page_is_wider_than_the_window(story, width, tmp_path):
+    out = story["out"]
+    pages = [out / "transitions.html", out / "cases" / "append_last.html",
+             next((out / "runs").iterdir()), out / "matrix-2.html"]
+    for number, page in enumerate(pages):
+        got = browser.measure(page, width, 900, "return [w.innerWidth, d.documentElement.scrollWidth];",
+                              tmp_path / str(number))
+        assert got[1] <= got[0], (page.name, got)
+
+
+@pytest.mark.skipif(browser.CHROMIUM is None, reason="Debian's chromium package is not installed")
+def test_transition_filters_work_in_the_browser(story, tmp_path):
+    script = """
+    var set = function (id, v) { var el = d.getElementById(id); el.value = v; el.dispatchEvent(new w.Event("input")); };
+    var shown = function () { return Array.prototype.filter.call(d.querySelectorAll("#transitions tbody tr"),
+        function (r) { return r.style.display !== "none"; }).map(function (r) { return r.dataset.case + " " + r.dataset.kind; }); };
+    var all = shown().length; set("f-case", "hf_static_cache"); set("f-kind", "regression");
+    return {all: all, filtered: shown(), count: d.getElementById("f-count").textContent};
+    """
+    got = browser.measure(story["out"] / "transitions.html", 1400, 900, script, tmp_path)
+    assert got["all"] > 3 and got["filtered"] == ["hf_static_cache regression"], got
