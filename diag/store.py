@@ -242,8 +242,8 @@ def datasette_metadata(db: sqlite_utils.Database, name: Optional[str] = None) ->
     Datasette names a database after its file's stem: ``name``, or the stem of ``db``'s file."""
     path = next((row[2] for row in db.execute("PRAGMA database_list") if row[1] == "main"), "") or "history.db"
     tables = {}
-    for name, (description, columns) in DESCRIPTIONS.items():
-        tables[name] = {"description": description, "columns": columns}
+    for table, (description, columns) in DESCRIPTIONS.items():
+        tables[table] = {"description": description, "columns": columns}
     tables["torch_builds"]["label_column"] = "version"
     tables["runs"]["label_column"] = "case"
     return {"title": "diag: torch.compile diagnostics across torch builds",

@@ -26,7 +26,7 @@ def test_matrix_of_real_runs(findings_db, findings, tmp_path):
     by_label = {(row["row"]["case"], row["row"]["fullgraph"]): row for row in machine["rows"]}
     for (case, fullgraph), run in findings.items():
         cell = next(iter(by_label[(case, int(fullgraph))]["cells"].values()))
-        assert cell == {"run": run["id"], "status": run["status"]}
+        assert cell == {"run": run["id"], "status": run["status"], "runs": [[run["id"], run["status"]]]}
         assert f'href="runs/{run["id"]}.html"' in index
         assert (out / "runs" / f"{run['id']}.html").exists()
     assert "fullgraph_error" in index and "append_last" in index

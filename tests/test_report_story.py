@@ -230,8 +230,9 @@ def test_screenshot_shows_the_failing_builds_in_colour(story, tmp_path):
 @pytest.mark.parametrize("width", [1400, 420])
 def test_no_page_is_wider_than_the_window(story, width, tmp_path):
     out = story["out"]
-    pages = [out / "transitions.html", out / "cases" / "append_last.html",
-             next((out / "runs").iterdir()), out / "matrix-2.html"]
+    hostile = store.get_run(story["db"], next(r["id"] for r in store.report_runs(story["db"]) if r["uid"] == "story-hostile"))
+    pages = [out / "transitions.html", out / "cases" / "append_last.html", out / "runs" / f"{hostile['id']}.html",
+             out / "matrix-2.html"]
     for number, page in enumerate(pages):
         got = browser.measure(page, width, 900, "return [w.innerWidth, d.documentElement.scrollWidth];",
                               tmp_path / str(number))
@@ -249,3 +250,33 @@ def test_transition_filters_work_in_the_browser(story, tmp_path):
     """
     got = browser.measure(story["out"] / "transitions.html", 1400, 900, script, tmp_path)
     assert got["all"] > 3 and got["filtered"] == ["hf_static_cache regression"], got
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(browser.CHROMIUM is None, reason="Debian's chromium package is not installed")
+def test_a_year_of_nightlies_answers_above_the_fold_too(tmp_path):
+    """The scale benchmark's history (520 nightlies x 96 rows): the same questions, above the fold."""
+    db = store.open_db(tmp_path / "year.db")
+    store.save_runs(db, synthetic.records(520 * len(synthetic.configs())))
+    db.conn.execute("PRAGMA wal_checkpoint(FULL)")
+    out = tmp_path / "site"
+    diag("report", "--db", str(tmp_path / "year.db"), "--out", str(out), cwd=tmp_path, timeout=600)
+    script = """
+    var box = function (el) { var b = el.getBoundingClientRect(); return [b.left, b.top, b.right, b.bottom]; };
+    var row = d.querySelector('#verdicts tr[data-case="dynamic_slice"]');
+    return {width: w.innerWidth, scroll: d.documentElement.scrollWidth,
+            newest: box(d.querySelector("#verdicts thead th:nth-child(2) .build")),
+            newestText: d.querySelector("#verdicts thead th:nth-child(2) .build").textContent,
+            state: row.querySelector(".state").textContent, error: box(row.querySelector("code")),
+            errorText: row.querySelector("code").textContent};
+    """
+    got = browser.measure(out / "index.html", 1400, 1000, script, tmp_path)
+    newest = max(store.builds(db), key=lambda b: b["nightly_date"])
+    assert got["newestText"] == newest["version"] and "fails" in got["state"]
+    assert got["errorText"] == ": ".join(synthetic.SLICE_ERROR) and got["scroll"] <= got["width"]
+    for name in ("newest", "error"):
+        left, top, right, bottom = got[name]
+        assert 0 <= left and right <= 1400 and 0 <= top and bottom <= 1000, (name, got[name])
+    builds = len(store.builds(db))
+    pages = sorted(out.glob("matrix-*.html"))
+    assert len(pages) + 1 == -(-builds // report.BUILDS_PER_PAGE)  # every build reachable

@@ -170,7 +170,7 @@ def render(db, out_dir: Path, builds_per_page: int = BUILDS_PER_PAGE,
     cases = sorted({row.case for row in matrix.rows})
     paged = detailed_runs(matrix, detail_builds)
     common = {"case_links": [{"name": c, "href": case_href(c)} for c in cases], "paged": paged,
-              "data_stamp": _data_stamp(runs), "key_texts": store.key_texts(db)}
+              "data_stamp": _data_stamp(runs), "key_texts": store.key_texts(db), "detail_builds": detail_builds}
     drawing = charts.Drawing(matrix, cases)
     try:
         files: dict[str, str] = {}
