@@ -80,6 +80,10 @@ def test_newest_regression_leads_the_transitions_and_none_is_dropped(story):
     upgraded = [t for t in matrix.transitions if t.environment]
     assert [(t.row.case, t.first_after["id"]) for t in upgraded] == [("hf_dynamic_cache", _nightly(db, synthetic.UPGRADE)["id"])]
     assert upgraded[0].environment == "transformers 4.56.2 -> 4.57.0" and "also changed: transformers 4.56.2" in page
+    assert matrix.transformers[_nightly(db, synthetic.UPGRADE - 1)["id"]] == ["4.56.2"]
+    assert matrix.transformers[_nightly(db, synthetic.UPGRADE)["id"]] == ["4.57.0"]
+    older = (story["out"] / "matrix-2.html").read_text()
+    assert "transformers 4.56.2</span>" in older  # each build's column names the transformers its runs used
 
 
 def test_each_row_is_the_row_check_compares_and_every_run_of_a_cell_counts(story):
@@ -192,7 +196,7 @@ var r = {width: w.innerWidth, height: w.innerHeight, scroll: d.documentElement.s
 var nav = d.querySelector("nav"); r.navOverflow = nav.scrollWidth - nav.clientWidth;
 var box = function (el) { var b = el.getBoundingClientRect(); return [b.left, b.top, b.right, b.bottom]; };
 r.newestBuild = box(d.querySelector("#verdicts thead th:nth-child(2) .build"));
-r.matrixNewest = d.querySelector("#matrix thead th:nth-child(2)").textContent.trim();
+r.matrixNewest = d.querySelector("#matrix thead th:nth-child(2) .build").textContent.trim();
 var row = d.querySelector('#verdicts tr[data-case="append_last"]');
 r.firstBad = box(row.querySelector(".first-bad")); r.firstBadText = row.querySelector(".first-bad").textContent;
 var code = row.querySelector("code"); r.error = box(code); r.errorText = code.textContent;

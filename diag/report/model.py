@@ -143,6 +143,7 @@ class Matrix:
     transitions: list[Transition]  # newest first
     key_changes: list[KeyChange]  # newest first
     verdicts: list[Verdict] = field(default_factory=list)
+    transformers: dict[int, list[str]] = field(default_factory=dict)  # per build id: the versions its runs used
 
     def cell(self, row: RowKey, build_id: int) -> Optional[Cell]:
         return self.cells.get((row, build_id))
@@ -193,6 +194,13 @@ def build_matrix(builds: list[dict[str, Any]], runs: list[dict[str, Any]],
     changes.sort(key=lambda c: (-position[c.build["id"]], rows.sort_key(c.row)))
     matrix = Matrix(ordered, row_keys, cells, transitions, changes)
     matrix.verdicts = verdicts(matrix, strip)
+    for (_, build_id), cell in cells.items():
+        versions = matrix.transformers.setdefault(build_id, [])
+        for run in cell.runs:
+            if run.get("transformers_version") and run["transformers_version"] not in versions:
+                versions.append(run["transformers_version"])
+    for versions in matrix.transformers.values():
+        versions.sort()
     return matrix
 
 
