@@ -104,6 +104,10 @@ def capabilities(diagnosis: PassOutcome, notes: dict[str, dict[str, Any]]) -> Op
                                 "detail": "; ".join(errors[:5]) if errors else "every log record parsed"}
     for note in diagnosis.all(records.COLLECTOR_NOTE):
         found[note["name"]] = {"available": note["available"], "detail": note["detail"]}
+    oracle = diagnosis.first(records.ORACLE)
+    if oracle is not None and oracle.get("detail"):
+        found["generate_oracle"] = {"available": oracle.get("oracle_equal") is not None,
+                                    "detail": ("required: " if oracle.get("required") else "") + oracle["detail"]}
     return json.dumps(found) if found else None
 
 

@@ -21,6 +21,7 @@ torch environments and by the orchestrator when it lists cases.
 from __future__ import annotations
 
 import ast
+import contextlib
 import importlib.util
 import sys
 import time
@@ -129,7 +130,10 @@ class Generation:
         compile_fn: Callable[[Callable], Callable],
         on_step: Optional[Callable[[Optional[int]], None]] = None,
         clock: Optional[Callable[[], Callable[[], float]]] = None,
+        case_name: str = "",
     ) -> None:
+        self.case_name = case_name
+        self.own = False  # the case runs a model or prompt of its own (use, watch): no generate oracle required
         self.model = model
         self.input_ids = input_ids
         self.attention_mask = attention_mask
@@ -157,13 +161,81 @@ class Generation:
         """``fn`` compiled with the run's options; ``fn`` itself in the eager pass."""
         return self._compile_fn(fn)
 
-    def emit(self, logits: Any) -> Any:
-        """Record next-token logits of shape (batch, vocab); return the greedy tokens (batch, 1)."""
+    def emit(self, logits: Any, token: Any = None) -> Any:
+        """Record next-token logits of shape (batch, vocab) and the token the loop chose, shape
+        (batch, 1); without ``token``, the greedy one. Returns the recorded token."""
         logits = logits.detach()
-        token = logits.argmax(dim=-1, keepdim=True)
-        self.logits.append(logits.float().cpu())
-        self.tokens.append(token.cpu())
+        if token is None:
+            token = logits.argmax(dim=-1, keepdim=True)
+        # copies: a loop may write into its logits after this (masking a token in place)
+        self.logits.append(logits.float().cpu().clone())
+        self.tokens.append(token.detach().reshape(-1, 1).cpu().clone())
         return token
+
+    def use(self, model: Any = None, input_ids: Any = None, attention_mask: Any = None) -> None:
+        """Run on the case's own model and/or prompt instead of diag's tiny Llama and random prompt.
+
+        The run's reference is then the case's own eager pass (its tokens and logits); agreement
+        with transformers' ``generate`` is recorded when the model has one, not required.
+        """
+        if model is not None and model is not self.model:
+            self.model, self.own = model, True
+        if input_ids is not None:
+            self.input_ids, self.own = input_ids, True
+            self.attention_mask = attention_mask if attention_mask is not None else input_ids.new_ones(input_ids.shape)
+
+    def chosen(self, sequences: Any) -> Any:
+        """Record the tokens a loop the case does not own chose, from the sequences it returned
+        (batch, prompt + new tokens): the last column of each step is known only from its output.
+        Returns ``sequences``."""
+        count = len(self.tokens)
+        if count and sequences.shape[1] >= count:
+            self.tokens = [sequences[:, i:i + 1].detach().cpu()
+                           for i in range(sequences.shape[1] - count, sequences.shape[1])]
+        return sequences
+
+    @contextlib.contextmanager
+    def watch(self, model: Any, method: str = "forward") -> Iterator[Any]:
+        """Compile ``model.<method>`` with the run's options while the block runs, so that a loop the
+        case does not own (``model.generate``, a library's decode loop) runs unchanged on it.
+
+        Each call is attributed: the first to the prefill, the next ones to decode steps 0, 1, ...
+        (recompiles and step times go to the step in flight; a step's time is the call's alone, not
+        the loop's bookkeeping). Each call's last-position logits are recorded; the token recorded
+        for a call is the one the loop fed into the next call (its ``input_ids``' last column), so
+        sampling or EOS masking is seen as the loop decided it; pass the loop's output to
+        ``chosen`` for the last one (else it is the greedy token). Yields ``model``.
+        """
+        if model is not self.model:
+            self.use(model=model)
+        had_own = method in vars(model)
+        original = getattr(model, method)
+        compiled = self.compile(original)
+        calls = 0
+
+        def watched(*args: Any, **kwargs: Any) -> Any:
+            nonlocal calls
+            index, calls = calls, calls + 1
+            fed = kwargs.get("input_ids", args[0] if args else None)
+            if index > 0 and fed is not None and hasattr(fed, "shape") and len(fed.shape) == 2 and self.tokens:
+                self.tokens[-1] = fed[:, -1:].detach().cpu()  # what the loop chose after the previous call
+            self._on_step(None if index == 0 else index - 1)
+            stop = self._clock()
+            output = compiled(*args, **kwargs)
+            if index > 0:
+                self.step_seconds.append(stop())
+            self.emit(_logits_of(output)[:, -1])
+            return output
+
+        setattr(model, method, watched)
+        try:
+            yield model
+        finally:
+            if had_own:
+                setattr(model, method, original)
+            else:
+                delattr(model, method)
+            self._on_step(None)
 
     def steps(self) -> Iterator[int]:
         """Decode-step indices 0 .. new_tokens - 2 (the prefill emits the first token).
@@ -177,6 +249,16 @@ class Generation:
             yield index
             self.step_seconds.append(stop())
         self._on_step(None)
+
+
+def _logits_of(output: Any) -> Any:
+    """The logits tensor of a forward's output: ``.logits`` (transformers), the first item of a
+    tuple, or the output itself."""
+    if hasattr(output, "logits"):
+        return output.logits
+    if isinstance(output, (tuple, list)):
+        return output[0]
+    return output
 
 
 def wall_clock() -> Callable[[], float]:

@@ -44,7 +44,9 @@ def _kind(name: str, doc: str, /, **fields: str) -> str:
 BUILD = _kind("build", "the torch build and interpreter a pass ran on",
               torch_version="str", git_version="str?", cuda_version="str?", python="str", platform="str",
               executable="str", device_name="str?", transformers_version="str?", depyf_version="str?")
-ORACLE = _kind("oracle", "eager tokens against transformers' own greedy generate", oracle_equal="bool")
+ORACLE = _kind("oracle", "eager tokens against transformers' own greedy generate (required of diag's model "
+               "and prompt; recorded, where possible, for a case's own)", oracle_equal="bool?", required="bool",
+               detail="str")
 CAPABILITIES = _kind("capabilities", "which collectors this torch offers, each with why it is missing",
                      capabilities="dict")
 COLLECTOR_NOTE = _kind("collector_note", "a collector that changed its mind during the pass",

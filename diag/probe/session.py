@@ -186,7 +186,9 @@ class Workload:
 
     def generate(self, compile_fn: Callable[[Callable], Callable]) -> Generation:
         gen = Generation(self.model, self.input_ids, self.attention_mask, self.spec.config.new_tokens,
-                         compile_fn, on_step=self._set_step, clock=self.clock)
+                         compile_fn, on_step=self._set_step, clock=self.clock, case_name=self.spec.case)
+        # every pass starts from one seed: a case that builds its own model or prompt builds the same one
+        self.torch.manual_seed(self.spec.config.seed)
         with self.torch.no_grad():
             self.case.generate(gen)
         if len(gen.tokens) != self.spec.config.new_tokens:
