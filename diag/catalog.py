@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,6 +38,21 @@ def builtin_cases() -> list[CaseRef]:
     return refs
 
 
+HF_PREFIX = "hf:"
+HF_ALL = "hf:all"
+_MODEL_TYPE = re.compile(r"^[A-Za-z0-9_.-]+$")
+
+
+def hf_case(model_type: str) -> CaseRef:
+    """The case ``hf:<model_type>``: a tiny random model of that transformers architecture (the
+    one case file diag/cases/_hf_arch.py serves every architecture)."""
+    if not _MODEL_TYPE.match(model_type):
+        raise CatalogError(f"hf:{model_type}: not a transformers model_type (e.g. hf:llama, hf:gpt2, or hf:all)")
+    path = cases_dir() / "_hf_arch.py"
+    return CaseRef(f"{HF_PREFIX}{model_type}", str(path.resolve()),
+                   f"transformers {model_type}, tiny random config: generate, static cache, compiled forward", True)
+
+
 def _looks_like_path(value: str) -> bool:
     return value.endswith(".py") or "/" in value or "\\" in value
 
@@ -46,7 +62,12 @@ def resolve(values: list[str]) -> list[CaseRef]:
     known = {ref.name: ref for ref in builtin_cases()}
     resolved: dict[tuple[str, str], CaseRef] = {}  # by (name, source): a user file may reuse a built-in's name
     for value in values:
-        if value == "all":
+        if value.startswith(HF_PREFIX):
+            if value == HF_ALL:
+                raise CatalogError("hf:all is expanded per torch environment (diag run does it)")
+            ref = hf_case(value[len(HF_PREFIX):])
+            resolved.setdefault((ref.name, ref.source), ref)
+        elif value == "all":
             for ref in known.values():
                 resolved.setdefault((ref.name, ref.source), ref)
         elif _looks_like_path(value):
@@ -63,5 +84,5 @@ def resolve(values: list[str]) -> list[CaseRef]:
             resolved.setdefault((value, known[value].source), known[value])
         else:
             raise CatalogError(f"unknown case {value!r}; known cases: {', '.join(sorted(known))} "
-                               "(or all, or a path to a case file)")
+                               "(or all, hf:<model_type>, hf:all, or a path to a case file)")
     return list(resolved.values())

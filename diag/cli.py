@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import subprocess
 import re
 import shutil
 import sqlite3
@@ -69,6 +70,10 @@ def config_options(fn: Callable) -> Callable:
         click.option("--threads", type=click.IntRange(1, 4096), default=None,
                      help="torch intra-op threads in the probes (default: torch's own choice). On a shared "
                           "machine, 1 keeps other load from skewing timings."),
+        click.option("--profile/--no-profile", default=False, show_default=True,
+                     help="After the timing pass, one eager and one compiled generation under torch.profiler: "
+                          "a gzipped Chrome trace in the run directory (open it in Perfetto) and the top ops "
+                          "by self time on the run page. Needs the timing pass."),
     ]
     for option in reversed(options):
         fn = option(fn)
@@ -77,7 +82,8 @@ def config_options(fn: Callable) -> Callable:
 
 def build_configs(fullgraph: Optional[bool], backend: str, mode: Optional[str], dynamic: str, batch_size: int,
                   prompt_length: int, new_tokens: int, dtype: str, device: str, model_path: Optional[str],
-                  seed: int, repeats: int, timing_seconds: float, threads: Optional[int]) -> list[Config]:
+                  seed: int, repeats: int, timing_seconds: float, threads: Optional[int],
+                  profile: bool = False) -> list[Config]:
     if not re.fullmatch(r"cpu|cuda(:\d{1,4})?", device):
         raise click.BadParameter(f"{device!r} is not cpu, cuda or cuda:N", param_hint="--device")
     fullgraphs = [True, False] if fullgraph is None else [fullgraph]
@@ -85,7 +91,7 @@ def build_configs(fullgraph: Optional[bool], backend: str, mode: Optional[str], 
                    mode=mode, device=device, dtype=DTYPES[dtype], batch_size=batch_size,
                    prompt_length=prompt_length, new_tokens=new_tokens,
                    model=str(Path(model_path).resolve()) if model_path else None, seed=seed, repeats=repeats,
-                   timing_seconds=timing_seconds, threads=threads)
+                   timing_seconds=timing_seconds, threads=threads, profile=profile)
             for fg in fullgraphs]
 
 
@@ -115,6 +121,24 @@ def open_store(db_path: str, create: bool = False, readonly: bool = False) -> An
         return store.open_db(db_path, create=create, readonly=readonly)
     except store.StoreError as exc:
         raise _fail(str(exc)) from exc
+
+
+def hf_architectures(environments: list[envs.TorchEnv]) -> list[str]:
+    """The model types ``hf:all`` stands for: every decoder-only causal-LM architecture of the
+    transformers in any of the environments (asked in each, where its transformers is installed)."""
+    found: set[str] = set()
+    for env in environments:
+        try:
+            done = subprocess.run(env.probe_command("architectures"), capture_output=True, text=True,
+                                  env=env.probe_environ(), timeout=600)
+            listed = json.loads(done.stdout) if done.returncode == 0 else None
+        except (OSError, subprocess.TimeoutExpired, json.JSONDecodeError):
+            listed = None
+        if listed is None:
+            raise _fail(f"hf:all: cannot list transformers' architectures in {env.python} (is transformers installed?)")
+        found.update(listed)
+    _progress(f"hf:all: {len(found)} decoder-only causal-LM architectures")
+    return sorted(found)
 
 
 def read_store(db_path: str) -> Any:
@@ -153,7 +177,12 @@ def statuses_command(as_json: bool) -> None:
 @cli.command("cases")
 @json_option
 def cases_command(as_json: bool) -> None:
-    """List the built-in cases with a one-line description each."""
+    """List the built-in cases with a one-line description each.
+
+    Beside them: hf:<model_type> (e.g. hf:llama) runs a tiny random model of any transformers
+    architecture through generate with a static cache and a compiled forward; hf:all runs every
+    decoder-only causal-LM architecture of the target's transformers.
+    """
     refs = catalog.builtin_cases()
     if as_json:
         click.echo(json.dumps([{"name": r.name, "description": r.description, "path": r.path} for r in refs],
@@ -162,6 +191,8 @@ def cases_command(as_json: bool) -> None:
     width = max((len(r.name) for r in refs), default=0)
     for ref in refs:
         click.echo(f"{ref.name:<{width}}  {ref.description}")
+    click.echo(f"{'hf:TYPE':<{width}}  a tiny random transformers model of model_type TYPE (hf:llama, hf:gpt2, ...): "
+               "generate, static cache, compiled forward; hf:all = every decoder-only causal-LM architecture")
 
 
 def env_options(fn: Callable) -> Callable:
@@ -261,13 +292,19 @@ def run_command(case_values: tuple[str, ...], torch_specs: tuple[str, ...], env_
     next to the DB: for diag.db, in diag.runs/<run uid>/.
     """
     configs = sweep_configs(build_configs(**config), sweep, sweep_values)
+    if not timing and any(c.profile for c in configs):
+        raise _fail("--profile profiles after the timing pass: it cannot be combined with --no-timing")
+    every_architecture = catalog.HF_ALL in case_values
     try:
-        refs = catalog.resolve(list(case_values))
+        refs = catalog.resolve([value for value in case_values if value != catalog.HF_ALL])
     except catalog.CatalogError as exc:
         raise _fail(str(exc)) from exc
     _preflight(preflight.check_configs, configs)
     _preflight(preflight.check_database, db_path)
     environments, env_failures = resolve_envs(torch_specs, env_options)
+    if every_architecture:
+        refs += [catalog.hf_case(model_type) for model_type in hf_architectures(environments)
+                 if catalog.hf_case(model_type).name not in {ref.name for ref in refs}]
     for env in environments:
         _preflight(preflight.check_environment, env, refs, configs)
     db = open_store(db_path, create=True)

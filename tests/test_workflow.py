@@ -23,6 +23,14 @@ def test_every_run_step_is_an_install_or_a_tested_diag_command():
     assert set(workflow["jobs"]["publish"]["needs"]) == {"cpu", "cuda", "extra"}
 
 
+def test_every_cpu_leg_runs_every_transformers_architecture():
+    workflow = yaml.safe_load((REPO / ".github" / "workflows" / "nightly.yml").read_text())
+    runs = [step["run"].split() for step in workflow["jobs"]["cpu"]["steps"] if str(step.get("run", "")).startswith("diag run")]
+    architectures = [words for words in runs if "hf:all" in words]
+    assert len(architectures) == 1 and "--no-fullgraph" not in architectures[0] and "--fullgraph" not in architectures[0]
+    assert "--db" in architectures[0] and architectures[0][architectures[0].index("--db") + 1] == "shard.db"
+
+
 def test_every_leg_keeps_the_wheels_it_tested_in_the_actions_cache():
     workflow = yaml.safe_load((REPO / ".github" / "workflows" / "nightly.yml").read_text())
     for name in ("cpu", "cuda"):

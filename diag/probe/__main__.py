@@ -34,6 +34,8 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     run.add_argument("--dir", required=True)
     run.add_argument("--timeout", type=float, required=True, help="seconds each pass may take")
     run.add_argument("--no-timing", action="store_true")
+    sub.add_parser("architectures", help="print, as JSON, the decoder-only causal-LM model types of the installed "
+                                         "transformers (the cases hf:all expands to)")
     check = sub.add_parser("check", help="before a run: a case_check record per case file, a device_check per device")
     check.add_argument("--out", required=True)
     check.add_argument("--device", action="append", default=[])
@@ -74,6 +76,13 @@ def main(argv: list[str]) -> int:
     args = _parse(argv)
     if args.command == "check":
         return _check(args.files, args.device, args.out)
+    if args.command == "architectures":
+        import json
+
+        from diag.probe import hf
+
+        print(json.dumps(hf.architectures()))
+        return 0
     if args.command == "run":
         from diag.probe import supervise
 
@@ -98,7 +107,7 @@ def main(argv: list[str]) -> int:
         if args.command == "diagnose":
             diagnose.run(workload, results, artifacts)
         else:
-            timing.run(workload, results)
+            timing.run(workload, results, Path(args.out).parent)
     finally:
         results.close()
     return 0

@@ -82,3 +82,84 @@ def greedy(gen, cache, fixed_mask: bool) -> None:
         logits = _call(forward, accepted, token, mask, position_ids, cache, gen.prompt_length + index)
         token = gen.emit(logits[:, -1])
         position_ids = position_ids + 1
+
+
+# Sizes a tiny random model of any decoder architecture gets, where its config has the field.
+# Names differ between architectures (n_embd, n_layer ...): every spelling is set where present.
+TINY_SIZES = {
+    "vocab_size": 512, "hidden_size": 64, "n_embd": 64, "d_model": 64, "intermediate_size": 128, "n_inner": 128,
+    "ffn_dim": 128, "num_hidden_layers": 2, "n_layer": 2, "num_layers": 2, "num_attention_heads": 4, "n_head": 4,
+    "num_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "max_position_embeddings": 256, "n_positions": 256,
+    "num_experts": 4, "num_local_experts": 4, "n_routed_experts": 4, "num_experts_per_tok": 2,
+    "moe_intermediate_size": 32, "shared_expert_intermediate_size": 32, "kv_lora_rank": 16, "q_lora_rank": 16,
+    "qk_rope_head_dim": 8, "qk_nope_head_dim": 8, "v_head_dim": 16, "linear_num_key_heads": 2,
+    "linear_num_value_heads": 4, "linear_key_head_dim": 16, "linear_value_head_dim": 16,
+}
+
+
+def architectures() -> list[str]:
+    """Every model_type the installed transformers has a causal-LM class for, decoder-only ones
+    (encoder-decoder configs are left out), sorted."""
+    from transformers import AutoConfig
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    found = []
+    for model_type in sorted(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES):
+        try:
+            config = AutoConfig.for_model(model_type)
+        except Exception:  # a mapping entry whose config the installed release cannot build
+            continue
+        if not getattr(config, "is_encoder_decoder", False):
+            found.append(model_type)
+    return found
+
+
+def tiny_config(model_type: str):
+    """The default config of ``model_type``, shrunk to a model that decodes in seconds on a CPU."""
+    from transformers import AutoConfig
+
+    config = AutoConfig.for_model(model_type)
+    text = getattr(config, "text_config", None)
+    for target in [config] + ([text] if text is not None and text is not config else []):
+        for name, value in TINY_SIZES.items():
+            if hasattr(target, name) and isinstance(getattr(target, name), int):
+                setattr(target, name, value)
+        layers = getattr(target, "num_hidden_layers", None)
+        for name in ("layer_types", "block_types", "attention_layers", "layers_block_type"):
+            value = getattr(target, name, None)
+            if isinstance(value, (list, tuple)) and layers and len(value) > layers:
+                setattr(target, name, list(value)[:layers])
+        if getattr(target, "sliding_window", None) and isinstance(target.sliding_window, int):
+            target.sliding_window = min(target.sliding_window, 64)
+        vocab = getattr(target, "vocab_size", None)
+        for name, fallback in (("pad_token_id", 0), ("bos_token_id", 1), ("eos_token_id", 2)):
+            value = getattr(target, name, None)
+            ids = value if isinstance(value, (list, tuple)) else [value]
+            if isinstance(vocab, int) and any(isinstance(i, int) and i >= vocab for i in ids):
+                setattr(target, name, fallback)  # a default id past the tiny vocabulary
+    if getattr(config, "pad_token_id", None) is None:
+        config.pad_token_id = 0
+    return config
+
+
+def tiny_model(model_type: str, dtype, device: str, seed: int):
+    """A random ``model_type`` causal LM of ``tiny_config``, seeded, in eval mode."""
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_config(tiny_config(model_type))
+    return model.to(device=device, dtype=dtype).eval()
+
+
+def static_generate(gen, model_type: str) -> None:
+    """transformers' own decode of a tiny random ``model_type``: ``generate`` with a static cache and
+    the model's forward compiled, the path transformers recommends for compiled generation."""
+    model = tiny_model(model_type, gen.model.dtype, gen.model.device, 0)
+    vocab = int(model.config.get_text_config().vocab_size if hasattr(model.config, "get_text_config")
+                else model.config.vocab_size)
+    prompt = torch.randint(3, vocab, (gen.batch_size, gen.prompt_length), device=gen.model.device)
+    gen.use(model=model, input_ids=prompt)
+    with gen.watch(model):
+        gen.chosen(model.generate(prompt, attention_mask=gen.attention_mask, max_new_tokens=gen.new_tokens,
+                                  min_new_tokens=gen.new_tokens, do_sample=False, cache_implementation="static",
+                                  pad_token_id=model.config.pad_token_id))

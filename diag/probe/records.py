@@ -71,6 +71,9 @@ TIMING = _kind("timing", "per-token samples of one mode (eager or compiled) from
                mode="str", memory_kind="str", peak_memory_mb="float", first_total_s="float?",
                totals_s="list", step_samples_s="list", host_samples_s="list", median_ms_per_token="float?",
                compile_s="float?", compile_warm_s="float?")
+PROFILE = _kind("profile", "an eager and a compiled generation under torch.profiler (diag run --profile): the "
+                "Chrome trace's file in the run directory and the ops with the most self time",
+                trace="str", top="list", seconds="float")
 TIMING_ERROR = _kind("timing_error", "why the timing pass could not time a mode",
                      mode="str", error_type="str", error_message="str", traceback="str?", environment_error="str?",
                      error_location="str?")

@@ -52,6 +52,7 @@ class Config:
     warmup: int = 1
     timing_seconds: float = 0.0  # timed generations per mode go on at least this long (and >= repeats)
     threads: Optional[int] = None  # torch intra-op threads; None keeps torch's default
+    profile: bool = False  # after the timing pass: one eager and one compiled generation under torch.profiler
 
     def compile_options(self) -> dict[str, Any]:
         options: dict[str, Any] = {"backend": self.backend, "fullgraph": self.fullgraph, "dynamic": self.dynamic}

@@ -9,11 +9,14 @@ Imports: standard library, torch, transformers.
 
 from __future__ import annotations
 
+import gzip
 import resource
+import shutil
 import statistics
 import sys
 import time
-from typing import Any
+from pathlib import Path
+from typing import Any, Optional
 
 from diag.probe import records
 from diag.probe.records import Writer
@@ -80,7 +83,37 @@ def measure(workload: Workload, generate, repeats: int, warmup: int, min_seconds
             "median_ms_per_token": statistics.median(samples) * 1e3 if samples else None}
 
 
-def run(workload: Workload, results: Writer) -> None:
+PROFILE_TRACE = "profile.trace.json.gz"
+PROFILE_TOP = 15
+
+
+def profile(workload: Workload, results: Writer, folder: Path) -> None:
+    """One eager and one compiled generation (compiled and warm by now) under torch.profiler: a
+    gzipped Chrome trace (opens in Perfetto or chrome://tracing) and the ops with the most self time."""
+    torch = workload.torch
+    from torch.profiler import ProfilerActivity, record_function
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if workload.on_cuda else [])
+    start = time.perf_counter()
+    with torch.profiler.profile(activities=activities) as prof:
+        with record_function("diag: eager generation"):
+            workload.eager()
+        with record_function("diag: compiled generation"):
+            workload.compiled()
+        workload.synchronize()
+    raw = folder / "profile.trace.json"
+    prof.export_chrome_trace(str(raw))
+    with open(raw, "rb") as source, gzip.open(folder / PROFILE_TRACE, "wb", compresslevel=6) as target:
+        shutil.copyfileobj(source, target)
+    raw.unlink()
+    events = [e for e in prof.key_averages() if not e.key.startswith("diag: ")]
+    events.sort(key=lambda e: e.self_cpu_time_total, reverse=True)
+    top = [{"op": e.key, "calls": e.count, "self_cpu_us": round(e.self_cpu_time_total, 1),
+            "self_device_us": round(getattr(e, "self_device_time_total", 0.0) or 0.0, 1)} for e in events[:PROFILE_TOP]]
+    results.write(records.PROFILE, trace=PROFILE_TRACE, top=top, seconds=time.perf_counter() - start)
+
+
+def run(workload: Workload, results: Writer, folder: Optional[Path] = None) -> None:
     cfg = workload.spec.config
     reset_peak(workload)
     eager = measure(workload, workload.eager, cfg.repeats, cfg.warmup, cfg.timing_seconds)
@@ -107,3 +140,8 @@ def run(workload: Workload, results: Writer) -> None:
     compile_warm_s = max(0.0, time.perf_counter() - start - steady)
     results.write(records.TIMING, mode="compiled", memory_kind=memory_kind, peak_memory_mb=memory,
                   compile_s=compile_s, compile_warm_s=compile_warm_s, **compiled)
+    if cfg.profile and folder is not None:
+        try:
+            profile(workload, results, folder)
+        except Exception as exc:  # the profiler is a view on the run; its failure is noted, not the run's
+            results.write(records.TIMING_ERROR, mode="profile", **exception_info(exc))

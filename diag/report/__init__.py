@@ -63,6 +63,7 @@ def _environment() -> jinja2.Environment:
     env.globals.update(row_label=row_label, case_href=case_href, yesno=_yesno, fmt=_fmt,
                        tool_version=__version__, statuses=STATUSES, compare_url=compare_url, cell_html=cell_html,
                        row_filter=row_filter)
+    env.tests["startswith"] = lambda value, prefix: str(value).startswith(prefix)
     return env
 
 
@@ -166,10 +167,12 @@ def render(db, out_dir: Path, builds_per_page: int = BUILDS_PER_PAGE,
     ``db_name`` is the name Datasette will give the DB (its file's stem)."""
     env = _environment()
     runs = store.report_runs(db)
-    matrix = build_matrix(store.builds(db), runs, store.finding_keys(db), STRIP_BUILDS)
+    keys = store.finding_keys(db)
+    matrix = build_matrix(store.builds(db), runs, keys, STRIP_BUILDS)
     cases = sorted({row.case for row in matrix.rows})
     paged = detailed_runs(matrix, detail_builds)
-    common = {"case_links": [{"name": c, "href": case_href(c)} for c in cases], "paged": paged,
+    common = {"case_links": [{"name": c, "href": case_href(c)} for c in cases if not c.startswith(HF_PREFIX)],
+              "has_architectures": any(c.startswith(HF_PREFIX) for c in cases), "paged": paged,
               "data_stamp": _data_stamp(runs), "key_texts": store.key_texts(db), "detail_builds": detail_builds}
     drawing = charts.Drawing(matrix, cases)
     try:
@@ -178,6 +181,10 @@ def render(db, out_dir: Path, builds_per_page: int = BUILDS_PER_PAGE,
         files["transitions.html"] = env.get_template("transitions.html.j2").render(
             root="", matrix=matrix, transitions=matrix.transitions, key_changes=matrix.key_changes,
             backends=sorted({r.backend for r in matrix.rows}), **common)
+        architectures = _architectures(matrix, keys)
+        if architectures:
+            files["architectures.html"] = env.get_template("architectures.html.j2").render(
+                root="", matrix=matrix, architectures=architectures, **common)
         template = env.get_template("run.html.j2")
         for run in store.full_runs(db, paged):
             for gb in run["graph_breaks"]:
@@ -201,6 +208,31 @@ def render(db, out_dir: Path, builds_per_page: int = BUILDS_PER_PAGE,
         return files
     finally:
         drawing.close()
+
+
+HF_PREFIX = "hf:"  # the architecture cases (diag/catalog.py): their own page, not one link each in the nav
+
+
+def _architectures(matrix: Matrix, keys: dict[int, set[tuple[str, str]]]) -> list[dict[str, Any]]:
+    """Per transformers architecture (the hf:<model_type> cases): the fullgraph verdict and, from the
+    no-fullgraph run on the same newest build, the graph breaks that stand in fullgraph's way."""
+    found = []
+    for verdict in matrix.verdicts:
+        if not verdict.case.startswith(HF_PREFIX) or not verdict.fullgraph:
+            continue
+        partner = next((v for v in matrix.verdicts if v.case == verdict.case and not v.fullgraph
+                        and v.variant == verdict.variant), None)
+        breaks: list[str] = []
+        if partner is not None:
+            for row in matrix.rows:
+                if row.case == verdict.case and not row.fullgraph:
+                    cell = matrix.cell(row, partner.newest["id"])
+                    if cell is not None:
+                        breaks += sorted(key for kind, key in keys.get(cell.run["id"], set()) if kind == "graph_breaks")
+        found.append({"name": verdict.case[len(HF_PREFIX):], "verdict": verdict, "partner": partner,
+                      "breaks": sorted(set(breaks))})
+    order = {"works": 0, "partly": 1, "fails": 2}
+    return sorted(found, key=lambda a: (order[a["verdict"].state], a["name"]))
 
 
 def _matrix_pages(env: jinja2.Environment, matrix: Matrix, common: dict[str, Any],

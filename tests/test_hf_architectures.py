@@ -1,0 +1,55 @@
+"""``hf:<model_type>``: any transformers decoder architecture as a case, through transformers' own
+generate with a static cache and a compiled forward. Real subprocesses and real tiny models."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO, diag, show
+
+
+def test_hf_all_lists_the_decoder_only_causal_lm_architectures_of_the_installed_transformers():
+    done = subprocess.run([sys.executable, "-m", "diag.probe", "architectures"], capture_output=True, text=True,
+                          cwd=REPO, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    listed = json.loads(done.stdout)
+    assert {"llama", "gpt2", "mistral"} <= set(listed)
+    assert "bart" not in listed and "t5" not in listed  # encoder-decoder configs are left out
+    assert listed == sorted(listed)
+
+
+def test_a_model_type_that_is_no_name_is_refused_in_one_line(tmp_path):
+    done = diag("run", "--case", "hf:../../etc", "--db", str(tmp_path / "x.db"), check=False, cwd=tmp_path)
+    assert done.returncode == 1 and "not a transformers model_type" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and not (tmp_path / "x.db").exists()
+
+
+def test_an_architecture_the_installed_transformers_lacks_is_a_broken_case_not_a_compiler_finding(tmp_path):
+    db = tmp_path / "h.db"
+    done = diag("run", "--case", "hf:no_such_architecture", "--backend", "eager", "--fullgraph", "--no-timing",
+                "--new-tokens", "3", "--db", str(db), "--json", cwd=tmp_path)
+    run = show(db, json.loads(done.stdout)[0]["id"], tmp_path)
+    assert run["status"] == "eager_error" and "no_such_architecture" in run["error_message"]
+
+
+@pytest.mark.slow
+def test_llama_through_generate_with_a_static_cache_and_the_architecture_page(tmp_path):
+    db = tmp_path / "h.db"
+    done = diag("run", "--case", "hf:llama", "--backend", "eager", "--no-timing", "--new-tokens", "4",
+                "--db", str(db), "--json", "--jobs", "2", cwd=tmp_path)
+    runs = {r["fullgraph"]: show(db, r["id"], tmp_path) for r in json.loads(done.stdout)}
+    for run in runs.values():
+        assert run["status"] in ("pass", "graph_break"), (run["status"], run.get("error_message"))
+        assert run["tokens_equal"] == 1 and run["oracle_equal"] == 1  # generate on its own model, recorded
+        # generate calls the forward with other keyword arguments in the prefill than in decode:
+        # one recompile, attributed to decode step 0
+        assert [r["decode_step"] for r in run["recompiles"]] == [0]
+    out = tmp_path / "site"
+    diag("report", "--db", str(db), "--out", str(out), cwd=tmp_path)
+    page = (out / "architectures.html").read_text()
+    assert "<strong>llama</strong>" in page and "1 of 1 architectures compile fullgraph" in page
+    assert "architectures.html" in (out / "index.html").read_text()
