@@ -8,6 +8,7 @@ only torch and transformers.
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 from pathlib import Path
@@ -73,7 +74,8 @@ from case_api import Generation, load_case_file  # noqa: E402
 
 
 def generate(case, model, input_ids, attention_mask, compile_fn):
-    gen = Generation(model, input_ids, attention_mask, WORKLOAD["new_tokens"], compile_fn)
+    gen = Generation(model, input_ids, attention_mask, WORKLOAD["new_tokens"], compile_fn, case_name={case!r})
+    torch.manual_seed(WORKLOAD["seed"])  # as diag seeds every pass: a case's own model is built the same
     with torch.no_grad():
         case.generate(gen)
     return torch.cat(gen.tokens, dim=1)
@@ -113,6 +115,8 @@ def script(run: dict[str, Any], case_path: str, filename: str = "repro.py") -> s
         "hf.py": _standalone((PROBE / "hf.py").read_text(encoding="utf-8"), "diag/probe/hf.py"),
         case_name: _standalone(case_file.read_text(encoding="utf-8"), case_path),
     }
+    for sibling in siblings(case_file):  # modules next to the case file that it imports: carried too
+        sources.setdefault(sibling.name, _standalone(sibling.read_text(encoding="utf-8"), str(sibling)))
     options = {"backend": config.get("backend", run["backend"]), "fullgraph": bool(run["fullgraph"]),
                "dynamic": config.get("dynamic")}
     if config.get("mode"):
@@ -128,6 +132,29 @@ def script(run: dict[str, Any], case_path: str, filename: str = "repro.py") -> s
         transformers_version=run.get("transformers_version"), status=run["status"], error_line=error,
         sources="{\n" + "".join(f"    {name!r}: {text!r},\n" for name, text in sources.items()) + "}",
     )
+
+
+def siblings(case_file: Path) -> list[Path]:
+    """The modules in the case file's folder that it imports, and those they import, in turn (a
+    case's folder is on sys.path when it runs, so a case may keep its helpers there)."""
+    found: list[Path] = []
+    pending = [case_file]
+    while pending:
+        source = pending.pop()
+        try:
+            tree = ast.parse(source.read_text(encoding="utf-8"), filename=str(source))
+        except (OSError, SyntaxError, UnicodeDecodeError):
+            continue
+        names = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
+                 for alias in node.names}
+        names |= {node.module.split(".")[0] for node in ast.walk(tree)
+                  if isinstance(node, ast.ImportFrom) and node.module and not node.level}
+        for name in sorted(names):
+            module = case_file.parent / f"{name}.py"
+            if module.is_file() and module != case_file and module not in found:
+                found.append(module)
+                pending.append(module)
+    return found
 
 
 def case_path_of(run: dict[str, Any]) -> str:

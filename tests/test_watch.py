@@ -85,3 +85,23 @@ def test_timing_pass_times_each_watched_decode_step(tmp_path):
     steps = [t for t in run["timings"] if t["metric"] == "decode_step" and t["mode"] == "compiled"]
     assert steps and len(steps[0]["samples"]) % 4 == 0  # 4 decode steps per generation, the prefill apart
     assert run["compiled_ms_per_token"] is not None
+
+
+def test_repro_carries_the_modules_next_to_the_case(tmp_path):
+    (tmp_path / "thirdparty.py").write_text(textwrap.dedent(LIBRARY))
+    (tmp_path / "watched.py").write_text(textwrap.dedent(CASE))
+    db = tmp_path / "w.db"
+    done = diag("run", "--case", str(tmp_path / "watched.py"), "--backend", "eager", "--fullgraph",
+                "--new-tokens", "4", "--no-timing", "--db", str(db), "--json", cwd=tmp_path)
+    run_id = json.loads(done.stdout)[0]["id"]
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    diag("repro", str(run_id), "--db", str(db), "-o", str(elsewhere / "repro.py"), cwd=tmp_path)
+    (tmp_path / "thirdparty.py").unlink()  # the repro must not reach back for it
+    import subprocess
+    import sys
+
+    ran = subprocess.run([sys.executable, "repro.py"], cwd=elsewhere, capture_output=True, text=True, timeout=600,
+                         env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    assert "tokens equal eager: True" in ran.stdout
