@@ -94,6 +94,22 @@ def matrix(work: Path, jobs: int, cases: list[str], backend: str, new_tokens: in
     return seconds
 
 
+def profile_cost(work: Path, cases: list[str], repeats: int) -> list[tuple]:
+    """``diag run`` with and without --profile, alternating, on the nightly leg's settings (aot_eager,
+    fullgraph, 16 new tokens, 5 timed generations): wall seconds and the profiler's own share."""
+    rows = []
+    for case in cases:
+        plain, profiled = [], []
+        for index in range(repeats):
+            for flag, into in (("--no-profile", plain), ("--profile", profiled)):
+                seconds, _ = timed([sys.executable, "-m", "diag", "run", "--case", case, "--backend", "aot_eager",
+                                    "--fullgraph", "--timing-seconds", "0", flag, "--db",
+                                    str(work / f"profile-{case}-{index}{flag}.db")], environ(), work)
+                into.append(seconds)
+        rows.append((case, statistics.median(plain), statistics.median(profiled)))
+    return rows
+
+
 def _tree_rss_mb(root: int) -> float:
     """Resident memory of ``root`` and all its descendants now (MB), from /proc."""
     parents: dict[int, int] = {}
@@ -227,7 +243,8 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="a smoke run of every part")
     parser.add_argument("--write", action="store_true", help="append the results to docs/BENCHMARKS.md")
-    parser.add_argument("--parts", default="overhead,matrix,scale,fidelity")
+    parser.add_argument("--parts", default="overhead,matrix,scale,fidelity",
+                        help="comma-separated: overhead, matrix, scale, fidelity, profile")
     parser.add_argument("--pairs", type=int, default=20, help="fidelity: A/A and A/B pairs (full run)")
     args = parser.parse_args()
     parts = set(args.parts.split(","))
@@ -256,6 +273,12 @@ def main() -> None:
             lines += [f"### 2. Matrix throughput ({len(cases)} cases x fullgraph on/off, eager backend, both passes)", "",
                       "| --jobs 1 | --jobs 2 | speed-up |", "|---|---|---|",
                       f"| {one:.0f} s | {two:.0f} s | {one / two:.2f} |", ""]
+        if "profile" in parts:
+            rows = profile_cost(work, CASES[:1] if quick else CASES, 1 if quick else 3)
+            lines += ["### Profiler cost (`diag run --profile`, aot_eager, fullgraph, median of runs alternating "
+                      "with and without)", "", "| case | without | with --profile | cost |", "|---|---|---|---|"]
+            lines += [f"| {case} | {a:.1f} s | {b:.1f} s | {100 * (b - a) / a:+.0f}% |" for case, a, b in rows]
+            lines.append("")
         if "scale" in parts:
             result = scale(work, 1000 if quick else 50_000)
             lines += ["### 3. Storage and report at scale (synthetic history)", "", "| measure | value |", "|---|---|",
