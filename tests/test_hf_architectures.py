@@ -53,3 +53,22 @@ def test_llama_through_generate_with_a_static_cache_and_the_architecture_page(tm
     page = (out / "architectures.html").read_text()
     assert "<strong>llama</strong>" in page and "1 of 1 architectures compile fullgraph" in page
     assert "architectures.html" in (out / "index.html").read_text()
+
+
+@pytest.mark.parametrize("model_type", ["llama", "gptj", "ctrl", "deepseek_v3", "falcon"])
+def test_tiny_configs_keep_what_the_architecture_needs_and_generate_eagerly(model_type):
+    """Each of these failed with a naive shrink: gptj's rotary_dim beyond its head size, ctrl's
+    forward taking no attention mask, deepseek's MLA needing as many kv heads as heads, falcon's
+    read-only head_dim."""
+    import torch
+
+    from diag.probe import hf
+
+    config = hf.tiny_config(model_type)
+    if getattr(config, "rotary_dim", None):
+        assert config.rotary_dim <= (getattr(config, "head_dim", None) or config.n_embd // config.n_head)
+    model = hf.tiny_model(model_type, torch.float32, "cpu", 0)
+    assert sum(p.numel() for p in model.parameters()) < 5_000_000
+    prompt = torch.randint(3, 500, (2, 6))
+    out = hf.decode(model, prompt, torch.ones_like(prompt), 3)
+    assert out.shape == (2, 9)

@@ -114,31 +114,66 @@ def architectures() -> list[str]:
     return found
 
 
+def _get(target, name: str):
+    """``target.name``, or None where the config has no such field or refuses to give one value for
+    it (a per-layer attribute, a property that raises)."""
+    try:
+        return getattr(target, name, None)
+    except Exception:
+        return None
+
+
+def _set(target, name: str, value) -> None:
+    try:
+        setattr(target, name, value)
+    except Exception:  # a read-only property (derived from other fields): those fields shrink it
+        pass
+
+
+def _one_of_each(types: list) -> list:
+    """A layer pattern shrunk to one layer of each kind, in order of first appearance (at least two)."""
+    kinds = list(dict.fromkeys(types))
+    return (kinds * 2)[:max(2, len(kinds))]
+
+
 def tiny_config(model_type: str):
     """The default config of ``model_type``, shrunk to a model that decodes in seconds on a CPU."""
     from transformers import AutoConfig
 
     config = AutoConfig.for_model(model_type)
-    text = getattr(config, "text_config", None)
+    text = _get(config, "text_config")
     for target in [config] + ([text] if text is not None and text is not config else []):
+        # grouped-query attention keeps a kv head count below the head count; where the architecture
+        # uses as many kv heads as heads (multi-head, MLA), so does the tiny model
+        same_heads = _get(target, "num_key_value_heads") == _get(target, "num_attention_heads")
         for name, value in TINY_SIZES.items():
-            if hasattr(target, name) and isinstance(getattr(target, name), int):
-                setattr(target, name, value)
-        layers = getattr(target, "num_hidden_layers", None)
+            if isinstance(_get(target, name), int) and not isinstance(_get(target, name), bool):
+                _set(target, name, value)
+        if same_heads and isinstance(_get(target, "num_attention_heads"), int):
+            _set(target, "num_key_value_heads", target.num_attention_heads)
+        if isinstance(_get(target, "qk_rope_head_dim"), int):
+            _set(target, "head_dim", target.qk_rope_head_dim)  # MLA: the rotary part is the "head_dim"
+        head = _get(target, "head_dim") or 16
+        if isinstance(_get(target, "rotary_dim"), int):
+            _set(target, "rotary_dim", min(target.rotary_dim, head))
         for name in ("layer_types", "block_types", "attention_layers", "layers_block_type"):
-            value = getattr(target, name, None)
-            if isinstance(value, (list, tuple)) and layers and len(value) > layers:
-                setattr(target, name, list(value)[:layers])
-        if getattr(target, "sliding_window", None) and isinstance(target.sliding_window, int):
+            value = _get(target, name)
+            if isinstance(value, (list, tuple)) and value:
+                pattern = _one_of_each(list(value))
+                _set(target, name, pattern)
+                for layers in ("num_hidden_layers", "n_layer", "num_layers"):
+                    if isinstance(_get(target, layers), int):
+                        _set(target, layers, len(pattern))
+        if isinstance(_get(target, "sliding_window"), int):
             target.sliding_window = min(target.sliding_window, 64)
-        vocab = getattr(target, "vocab_size", None)
+        vocab = _get(target, "vocab_size")
         for name, fallback in (("pad_token_id", 0), ("bos_token_id", 1), ("eos_token_id", 2)):
-            value = getattr(target, name, None)
+            value = _get(target, name)
             ids = value if isinstance(value, (list, tuple)) else [value]
             if isinstance(vocab, int) and any(isinstance(i, int) and i >= vocab for i in ids):
-                setattr(target, name, fallback)  # a default id past the tiny vocabulary
-    if getattr(config, "pad_token_id", None) is None:
-        config.pad_token_id = 0
+                _set(target, name, fallback)  # a default id past the tiny vocabulary
+    if _get(config, "pad_token_id") is None:
+        _set(config, "pad_token_id", 0)
     return config
 
 
@@ -151,6 +186,14 @@ def tiny_model(model_type: str, dtype, device: str, seed: int):
     return model.to(device=device, dtype=dtype).eval()
 
 
+def decode(model, prompt, attention_mask, new_tokens: int):
+    """transformers' greedy ``generate`` of exactly ``new_tokens`` with a static cache; the mask is
+    passed where the model's forward takes one (state-space and some older models refuse it)."""
+    masked = {"attention_mask": attention_mask} if "attention_mask" in _parameters(model.forward) else {}
+    return model.generate(prompt, **masked, max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False,
+                          cache_implementation="static", pad_token_id=model.config.pad_token_id)
+
+
 def static_generate(gen, model_type: str) -> None:
     """transformers' own decode of a tiny random ``model_type``: ``generate`` with a static cache and
     the model's forward compiled, the path transformers recommends for compiled generation."""
@@ -160,6 +203,4 @@ def static_generate(gen, model_type: str) -> None:
     prompt = torch.randint(3, vocab, (gen.batch_size, gen.prompt_length), device=gen.model.device)
     gen.use(model=model, input_ids=prompt)
     with gen.watch(model):
-        gen.chosen(model.generate(prompt, attention_mask=gen.attention_mask, max_new_tokens=gen.new_tokens,
-                                  min_new_tokens=gen.new_tokens, do_sample=False, cache_implementation="static",
-                                  pad_token_id=model.config.pad_token_id))
+        gen.chosen(decode(model, prompt, gen.attention_mask, gen.new_tokens))
