@@ -105,6 +105,7 @@ def story(seed: int = 0, nightlies: int = STORY_NIGHTLIES) -> Iterator[RunRecord
       no-fullgraph crashes, errors, then passes;
     - append_last aot_eager fullgraph also runs at batch 8 (a sweep), failing at 8 throughout;
     - transformers moves from 4.56.2 to 4.57.0 at nightly 8, where the flapping row works again;
+    - two architecture cases: hf:llama works, hf:gemma3 stops compiling fullgraph on nightly 5;
     - a case named with a right-to-left override and markup, one run on the newest nightly, whose
       recompile's guard is a 20,000-character line with no space.
     """
@@ -137,6 +138,13 @@ def story(seed: int = 0, nightlies: int = STORY_NIGHTLIES) -> Iterator[RunRecord
             if row["case"] == "append_last" and row["backend"] == "aot_eager" and row["fullgraph"]:
                 yield record(build, f"story-{day}-{index}-b8", {**row, "batch_size": 8}, "compile_error", rng,
                              ("RuntimeError", "batch 8 does not fit the static cache"), transformers)
+        for arch, fullgraph_error in (("hf:llama", None), ("hf:gemma3", ("Unsupported", "Data-dependent branching"))):
+            for fullgraph in (1, 0):
+                row = {"case": arch, "backend": "aot_eager", "fullgraph": fullgraph, "dtype": "float32"}
+                failed = fullgraph and fullgraph_error and day >= 5
+                yield record(build, f"story-{day}-{arch}-{fullgraph}", row,
+                             "fullgraph_error" if failed else ("pass" if fullgraph else "graph_break"), rng,
+                             fullgraph_error if failed else None, transformers)
         if day == nightlies - 1:
             yield record(build, "story-hostile", {**rows[0], "case": HOSTILE}, "pass", rng,
                          guard="___check_tensors(" + "L['past_key_values'][0],_" * 800 + ")")

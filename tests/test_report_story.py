@@ -149,6 +149,17 @@ def test_bidi_controls_and_markup_in_names_are_shown_not_obeyed(story):
     assert "<svg" in hostile.read_text()  # "$x^2$" is plotted as text, not parsed as mathtext
 
 
+def test_architectures_have_their_own_page_with_what_blocks_each(story):
+    page = (story["out"] / "architectures.html").read_text()
+    assert "1 of 2 architectures compile fullgraph" in page
+    gemma = page[page.index("<strong>gemma3</strong>"):].split("</tr>")[0]
+    assert "Unsupported: Data-dependent branching" in gemma and "Unsupported Tensor.item() call" in gemma
+    assert "<strong>llama</strong>" in page
+    front = (story["out"] / "index.html").read_text()
+    assert 'id="verdicts"' in front and "hf:gemma3" not in front.split('id="verdicts"')[1].split("</table>")[0]
+    assert "1 of 2 compile fullgraph on their newest build" in front
+
+
 def test_key_changes_name_the_break_and_link_its_documentation(story):
     page = (story["out"] / "transitions.html").read_text()
     assert "Unsupported Tensor.item() call with capture_scalar_outputs=False" in page
@@ -236,7 +247,7 @@ def test_no_page_is_wider_than_the_window(story, width, tmp_path):
     out = story["out"]
     hostile = store.get_run(story["db"], next(r["id"] for r in store.report_runs(story["db"]) if r["uid"] == "story-hostile"))
     pages = [out / "transitions.html", out / "cases" / "append_last.html", out / "runs" / f"{hostile['id']}.html",
-             out / "matrix-2.html"]
+             out / "matrix-2.html", out / "architectures.html"]
     for number, page in enumerate(pages):
         got = browser.measure(page, width, 900, "return [w.innerWidth, d.documentElement.scrollWidth];",
                               tmp_path / str(number))
