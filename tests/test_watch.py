@@ -105,3 +105,24 @@ def test_repro_carries_the_modules_next_to_the_case(tmp_path):
                          env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
     assert ran.returncode == 0, ran.stderr[-2000:]
     assert "tokens equal eager: True" in ran.stdout
+
+
+def test_the_watched_forward_keeps_the_models_signature():
+    """transformers' generate refuses keyword arguments the forward does not name (it reads its
+    signature): inside watch, the forward still names what the model's own does."""
+    import inspect
+
+    import torch
+
+    from diag.probe.cases import Generation
+
+    class Model(torch.nn.Module):
+        def forward(self, input_ids, attention_mask=None):
+            return torch.zeros(input_ids.shape[0], input_ids.shape[1], 8)
+
+    model, ids = Model(), torch.zeros(1, 3, dtype=torch.long)
+    gen = Generation(model, ids, ids, 2, lambda fn: fn)
+    with gen.watch(model):
+        assert list(inspect.signature(model.forward).parameters) == ["input_ids", "attention_mask"]
+        model(ids)
+    assert "forward" not in vars(model)  # the class's forward again after the block

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import functools
 import importlib.util
 import sys
 import time
@@ -227,6 +228,9 @@ class Generation:
             self.emit(_logits_of(output)[:, -1])
             return output
 
+        # the original's name and signature (inspect follows __wrapped__): libraries that check
+        # which arguments the forward takes (transformers' generate does) see the model's own
+        functools.update_wrapper(watched, original)
         setattr(model, method, watched)
         try:
             yield model

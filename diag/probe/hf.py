@@ -189,7 +189,8 @@ def tiny_model(model_type: str, dtype, device: str, seed: int):
 def decode(model, prompt, attention_mask, new_tokens: int):
     """transformers' greedy ``generate`` of exactly ``new_tokens`` with a static cache; the mask is
     passed where the model's forward takes one (state-space and some older models refuse it)."""
-    masked = {"attention_mask": attention_mask} if "attention_mask" in _parameters(model.forward) else {}
+    # the class's forward: inside gen.watch the instance's is a wrapper taking *args, **kwargs
+    masked = {"attention_mask": attention_mask} if "attention_mask" in _parameters(type(model).forward) else {}
     return model.generate(prompt, **masked, max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False,
                           cache_implementation="static", pad_token_id=model.config.pad_token_id)
 
