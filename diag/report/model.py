@@ -148,9 +148,6 @@ class Matrix:
     def cell(self, row: RowKey, build_id: int) -> Optional[Cell]:
         return self.cells.get((row, build_id))
 
-    def runs(self) -> list[dict[str, Any]]:
-        return [run for cell in self.cells.values() for run in cell.runs]
-
 
 def _transformers(runs: list[dict[str, Any]]) -> Optional[str]:
     return runs[-1].get("transformers_version")
