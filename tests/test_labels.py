@@ -65,7 +65,7 @@ def _raised(exc):
     try:
         raise exc
     except Exception as caught:
-        return (type(caught), caught, caught.__traceback__)
+        return capture.LoggedException.of((type(caught), caught, caught.__traceback__))
 
 
 def test_the_debug_traceback_behind_a_break_is_not_also_a_hidden_error():
@@ -208,6 +208,44 @@ def test_replayed_log_gives_what_the_live_capture_gave(message, tmp_path):
     replayed = capture.replay(log.read_text())
     assert [(f.kind, f.data["key"]) for f in replayed.findings] == [(f.kind, f.data["key"]) for f in live.findings]
     assert all(f.data["decode_step"] == 5 for f in replayed.findings)
+
+
+class UncapturedHigherOrderOpError(Unsupported):
+    """A subclass of Unsupported under its own name, as torch has several."""
+
+
+class BackendCompilerFailed(Exception):
+    def __init__(self, inner):
+        super().__init__(f"backend='inductor' raised:\n{type(inner).__name__}: {inner}")
+        self.inner_exception = inner
+
+
+def _nested():
+    try:
+        raise KeyError("missing buffer")
+    except KeyError as inner:
+        raise BackendCompilerFailed(inner) from inner
+
+
+@pytest.mark.parametrize("raise_it", [lambda: (_ for _ in ()).throw(UncapturedHigherOrderOpError("cond branch")),
+                                      _nested], ids=["unsupported-subclass", "wrapped-backend-error"])
+def test_a_logged_exception_object_replays_as_it_parsed_live(raise_it, tmp_path):
+    """A record logged with an exception object (exc_info): the live parsers read the object
+    (its class's ancestry, the error inside a backend wrapper); the log keeps what they read, so a
+    replay classifies it the same (torch 2.3/2.4's frame fallbacks moved between keys before)."""
+    log = tmp_path / "torch_debug.log"
+    live = capture.LogCapture(log, lambda: 2)
+    live.install()
+    try:
+        raise_it()
+    except Exception:
+        logging.getLogger("torch._dynamo.convert_frame").debug("Restarting analysis", exc_info=True)
+    live.uninstall()
+    replayed = capture.replay(log.read_text())
+    assert [(f.kind, f.data["key"], f.data["exc_type"], f.data["location"]) for f in replayed.findings] == \
+        [(f.kind, f.data["key"], f.data["exc_type"], f.data["location"]) for f in live.findings]
+    # the human-readable traceback stays in the log
+    assert "Traceback (most recent call last)" in log.read_text()
 
 
 @pytest.mark.slow

@@ -11,6 +11,7 @@ Imports: standard library and torch.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
@@ -46,12 +47,56 @@ class Finding:
     data: dict = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class LoggedException:
+    """The exception object a log record carried (logging's ``exc_info``), as the parsers read it.
+
+    The debug log writes it after the record's line as a marker line (its type, message and
+    whether it is a graph break, as JSON) and its traceback, so a replay of the log hands the
+    parsers what the live capture handed them.
+    """
+
+    type: str
+    message: str
+    traceback: str
+    is_break: bool
+
+    MARKER = "[logged exception] "
+
+    @classmethod
+    def of(cls, exc_info: Optional[tuple]) -> Optional["LoggedException"]:
+        if not exc_info or exc_info[1] is None:
+            return None
+        exc = compat.unwrap_backend_error(exc_info[1])
+        names = {klass.__name__ for klass in type(exc).__mro__}
+        return cls(type(exc).__name__, str(exc),
+                   "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)), "Unsupported" in names)
+
+    def logged(self) -> str:
+        """What the debug log holds after the record's line."""
+        head = json.dumps({"type": self.type, "message": self.message, "break": self.is_break})
+        return f"{self.MARKER}{head}\n{self.traceback}"
+
+    @classmethod
+    def split(cls, text: str) -> tuple[str, Optional["LoggedException"]]:
+        """A logged record's text, read back: its message and the exception written after it."""
+        at = text.find("\n" + cls.MARKER)
+        if at < 0:
+            return text, None
+        head, _, tb = text[at + 1 + len(cls.MARKER):].partition("\n")
+        try:
+            said = json.loads(head)
+            return text[:at], cls(str(said["type"]), str(said["message"]), tb, bool(said["break"]))
+        except (ValueError, KeyError, TypeError):
+            return text, None
+
+
 @dataclass
 class Record:
     logger: str
     level: str
     message: str
-    exc_info: Optional[tuple]
+    exc: Optional[LoggedException]
     step: Optional[int]
 
 
@@ -173,13 +218,10 @@ def parse_hidden_error(record: Record) -> Optional[Finding]:
         return _recompile_limit(record, limit)
     keyed: Optional[str] = None  # what the key is made from, where it is not the message shown
     inline = _INLINE_ERROR.match(text.strip()) if record.logger.startswith("torch._dynamo") else None
-    if inline and not record.exc_info:
+    if inline and not record.exc:
         return _inline_error(record, inline)
-    if record.exc_info and record.exc_info[1] is not None:
-        exc = compat.unwrap_backend_error(record.exc_info[1])
-        exc_type, message = type(exc).__name__, str(exc)
-        tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-        is_break = "Unsupported" in {cls.__name__ for cls in type(exc).__mro__}
+    if record.exc is not None:
+        exc_type, message, tb, is_break = record.exc.type, record.exc.message, record.exc.traceback, record.exc.is_break
     elif "Traceback (most recent call last)" in text or won_t:
         found = list(_EXC_LINE.finditer(text))
         exc_type = found[-1]["type"].rsplit(".", 1)[-1] if found else "Unknown"
@@ -420,8 +462,13 @@ class LogCapture(logging.Handler):
             message = f"<unformattable log record: {exc!r}> {log_record.msg!r}"
         self.record_count += 1
         step = self.current_step()
-        self._write(f"[step {step}] {log_record.levelname} {log_record.name} {message}\n", log_record)
-        self.feed(Record(log_record.name, log_record.levelname, message, log_record.exc_info, step))
+        try:
+            exc = LoggedException.of(log_record.exc_info)
+        except Exception as error:  # an exception whose str() fails must not stop the compile either
+            exc = None
+            self.parser_errors.append(f"logged exception unreadable: {type(error).__name__}: {error}")
+        self._write(f"[step {step}] {log_record.levelname} {log_record.name} {message}\n", exc)
+        self.feed(Record(log_record.name, log_record.levelname, message, exc, step))
 
     def feed(self, record: Record) -> None:
         """Hand one record to the parsers (a live log record, or one read back by ``replay``)."""
@@ -454,14 +501,14 @@ class LogCapture(logging.Handler):
                 del self.findings[index]
                 return
 
-    def _write(self, line: str, log_record: logging.LogRecord) -> None:
+    def _write(self, line: str, exc: Optional[LoggedException]) -> None:
         """Append to the debug log; a full disk stops the log, never the compile or the parsing."""
         if self._file is None:
             return
         try:
             self._file.write(line)
-            if log_record.exc_info:
-                self._file.write("".join(traceback.format_exception(*log_record.exc_info)))
+            if exc is not None:
+                self._file.write(exc.logged())
         except (OSError, ValueError) as exc:
             self.parser_errors.append(f"debug log {self.log_path}: writing stopped: {exc}")
             self._file = None
@@ -515,13 +562,14 @@ _LOGGED = re.compile(r"^\[step (?P<step>None|-?\d+)\] (?P<level>[A-Z]+) (?P<logg
 def replay(log_text: str) -> LogCapture:
     """A debug log this module wrote, read back through the parsers: a capture's findings without
     the torch that produced them (the version fixtures in tests/ are replayed this way). A logged
-    exception's traceback follows its line in the log, and stays part of its message."""
+    exception's marker and traceback follow its line in the log and are read back as that
+    exception; a log written before the marker existed keeps the traceback in the message."""
     collector = LogCapture(Path(os.devnull), lambda: None)
     starts = list(_LOGGED.finditer(log_text))
     for index, start in enumerate(starts):
         end = starts[index + 1].start() if index + 1 < len(starts) else len(log_text)
         step = None if start["step"] == "None" else int(start["step"])
-        message = log_text[start.end():end].rstrip("\n")
+        message, exc = LoggedException.split(log_text[start.end():end].rstrip("\n"))
         collector.record_count += 1
-        collector.feed(Record(start["logger"], start["level"], message, None, step))
+        collector.feed(Record(start["logger"], start["level"], message, exc, step))
     return collector
