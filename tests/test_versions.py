@@ -28,20 +28,10 @@ def _id(run: Path) -> str:
     return f"{run.parent.name}/{run.name}"
 
 
-# Disagreements these checks found and diag does not explain yet: each stays marked, strictly (the
-# test fails once it passes, so the mark goes with the fix), with what was seen.
-REPLAY_SHORT = ("torch 2.3/2.4, transformers 4.57, no fullgraph: the live capture hands the parsers a logged "
-                "exception's object (its type, its message) apart from the record's text; the debug log writes "
-                "its traceback after the record's line, so a replay reads one text and classifies a few frame "
-                "fallbacks differently, which moves graph-break counts between keys. Re-captured live with "
-                "today's code on 2.4.1: the same difference, so the fixture is not stale")
-KNOWN = {
-    "replay": {"2.3.1+cu121/hf_dynamic_cache-no-fullgraph", "2.3.1+cu121/hf_static_cache-no-fullgraph",
-               "2.4.1+cu121/hf_dynamic_cache-no-fullgraph", "2.4.1+cu121/hf_static_cache-no-fullgraph"},
-    "labels": set(),
-    "tlparse": set(),
-}
-REASONS = {"replay": REPLAY_SHORT, "labels": "", "tlparse": ""}
+# Disagreements these checks find and diag does not explain yet: each is marked, strictly (the test
+# fails once it passes, so the mark goes with the fix), with what was seen. None today.
+KNOWN: dict[str, set[str]] = {"replay": set(), "labels": set(), "tlparse": set()}
+REASONS = {"replay": "", "labels": "", "tlparse": ""}
 
 
 def _params(runs: list[Path], check: str) -> list:
