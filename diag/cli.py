@@ -74,6 +74,11 @@ def config_options(fn: Callable) -> Callable:
                      help="After the timing pass, one eager and one compiled generation under torch.profiler: "
                           "a gzipped Chrome trace in the run directory (open it in Perfetto) and the top ops "
                           "by self time on the run page. Needs the timing pass."),
+        click.option("--reuse-compiled/--no-reuse-compiled", default=True, show_default=True,
+                     help="Let the diagnosis pass take the timing pass's compiled graphs from inductor's cache "
+                          "where the timing pass lowered every graph and torch logged no warning or exception "
+                          "meanwhile (dynamo still traces again with every log on). --no-reuse-compiled lowers "
+                          "every graph again, so that DEBUG records of a lowering that succeeded are in the log."),
     ]
     for option in reversed(options):
         fn = option(fn)
@@ -83,7 +88,7 @@ def config_options(fn: Callable) -> Callable:
 def build_configs(fullgraph: Optional[bool], backend: str, mode: Optional[str], dynamic: str, batch_size: int,
                   prompt_length: int, new_tokens: int, dtype: str, device: str, model_path: Optional[str],
                   seed: int, repeats: int, timing_seconds: float, threads: Optional[int],
-                  profile: bool = False) -> list[Config]:
+                  profile: bool = False, reuse_compiled: bool = True) -> list[Config]:
     if not re.fullmatch(r"cpu|cuda(:\d{1,4})?", device):
         raise click.BadParameter(f"{device!r} is not cpu, cuda or cuda:N", param_hint="--device")
     fullgraphs = [True, False] if fullgraph is None else [fullgraph]
@@ -91,7 +96,8 @@ def build_configs(fullgraph: Optional[bool], backend: str, mode: Optional[str], 
                    mode=mode, device=device, dtype=DTYPES[dtype], batch_size=batch_size,
                    prompt_length=prompt_length, new_tokens=new_tokens,
                    model=str(Path(model_path).resolve()) if model_path else None, seed=seed, repeats=repeats,
-                   timing_seconds=timing_seconds, threads=threads, profile=profile)
+                   timing_seconds=timing_seconds, threads=threads, profile=profile,
+                   reuse_compiled=reuse_compiled)
             for fg in fullgraphs]
 
 

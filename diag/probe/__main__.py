@@ -1,6 +1,6 @@
 """Probe entry point, run inside the target torch environment.
 
-    python -m diag.probe diagnose --spec spec.json --out results.jsonl --artifacts DIR
+    python -m diag.probe diagnose --spec spec.json --out results.jsonl --artifacts DIR [--after TIME_RESULTS]
     python -m diag.probe time     --spec spec.json --out results.jsonl
     python -m diag.probe check    --out checks.jsonl [--device cuda:0 ...] [CASE_FILE ...]
     python -m diag.probe run      --spec spec.json --dir RUN_DIR --timeout S [--no-timing]
@@ -29,6 +29,8 @@ def _parse(argv: list[str]) -> argparse.Namespace:
         cmd.add_argument("--spec", required=True)
         cmd.add_argument("--out", required=True)
         cmd.add_argument("--artifacts", default=".")
+        cmd.add_argument("--after", default=None, help="diagnose: the results file of the timing pass that ran "
+                                                        "before it, on the same inductor cache")
     run = sub.add_parser("run", help="the timing pass, then the diagnosis pass, forked from one import")
     run.add_argument("--spec", required=True)
     run.add_argument("--dir", required=True)
@@ -105,7 +107,7 @@ def main(argv: list[str]) -> int:
             results.write(records.RESULT, status=EAGER_ERROR, **exception_info(exc))
             return 0
         if args.command == "diagnose":
-            diagnose.run(workload, results, artifacts)
+            diagnose.run(workload, results, artifacts, Path(args.after) if args.after else None)
         else:
             timing.run(workload, results, Path(args.out).parent)
     finally:

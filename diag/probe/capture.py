@@ -520,6 +520,55 @@ class LogCapture(logging.Handler):
 LEGACY_LOGGERS = ("torch._dynamo", "torch._inductor", "torch._functorch")
 
 
+class CompileNotices(logging.Handler):
+    """What torch showed while the timing pass compiled: records at the levels torch lets through
+    by default (WARNING and up) and any record carrying an exception. torch's levels are left as
+    they are and nothing is formatted, so the timing pays nothing for it.
+
+    The diagnosis pass reuses the timing pass's compiled graphs only where this saw nothing (and the
+    timing pass lowered every graph itself): then no warning or error inside AOTAutograd or inductor
+    can be lost by not lowering again (see diagnose.reuse_decision).
+    """
+
+    LIMIT = 20
+
+    def __init__(self) -> None:
+        super().__init__(logging.NOTSET)
+        self.seen: list[dict] = []
+        self.count = 0
+        self._loggers: list[logging.Logger] = []
+
+    def emit(self, log_record: logging.LogRecord) -> None:
+        if log_record.levelno < logging.WARNING and not log_record.exc_info:
+            return
+        self.count += 1
+        if len(self.seen) < self.LIMIT:
+            exc = log_record.exc_info[1] if log_record.exc_info else None
+            self.seen.append({"logger": log_record.name, "level": log_record.levelname,
+                              "exception": type(exc).__name__ if exc is not None else None})
+
+    def install(self) -> None:
+        try:
+            self._loggers = _capture_points(legacy=not compat.debug_logs()[0])
+        except Exception:  # a view on the timing pass: it never stops the compile
+            self._loggers = [logging.getLogger("torch")]
+        for logger in self._loggers:
+            logger.addHandler(self)
+
+    def uninstall(self) -> None:
+        for logger in self._loggers:
+            logger.removeHandler(self)
+        self._loggers = []
+
+
+def graph_cache_hits() -> int:
+    """How many compiled graphs inductor's FX graph cache and AOTAutograd's cache served so far."""
+    from torch._dynamo.utils import counters
+
+    return int(counters["inductor"].get("fxgraph_cache_hit", 0)) + \
+        int(counters["aot_autograd"].get("autograd_cache_hit", 0))
+
+
 def _capture_points(legacy: bool) -> list[logging.Logger]:
     """torch's loggers where propagation stops: a handler on each sees every record once.
 
@@ -531,12 +580,22 @@ def _capture_points(legacy: bool) -> list[logging.Logger]:
     for name, logger in list(logging.root.manager.loggerDict.items()):
         if not isinstance(logger, logging.Logger):
             continue
-        if (name == "torch" or name.startswith("torch.")) and not logger.propagate:
+        if (name == "torch" or name.startswith("torch.")) and not logger.propagate \
+                and not _switched_off_artifact(logger):
             loggers.append(logger)
     top = logging.getLogger("torch")
     if legacy and top not in loggers:
         loggers.append(top)
     return loggers
+
+
+def _switched_off_artifact(logger: logging.Logger) -> bool:
+    """An artifact logger torch keeps off unless asked for by name (``sym_node``,
+    ``trace_shape_events``, ...): torch stops its propagation so that the module's DEBUG level does
+    not turn it on, and turns propagation on where it is enabled. A handler attached to it would
+    log what TORCH_LOGS by hand never does (in a dynamic-shape decode step: 50,000 records and
+    2 s of formatting sympy expressions), none of which a parser reads."""
+    return bool(getattr(logger, "artifact_name", None))
 
 
 def _writes_to_stream(handler: logging.Handler) -> bool:

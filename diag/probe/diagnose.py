@@ -77,7 +77,44 @@ def group(items: list[dict], by: tuple[str, ...], count_field: str = "count") ->
     return list(grouped.values())
 
 
-def run(workload: Workload, results: Writer, artifacts: Path) -> None:
+def reuse_decision(timing_results: Optional[Path], allowed: bool, backend: str) -> tuple[bool, str]:
+    """Whether this pass may take the timing pass's compiled graphs from inductor's and AOTAutograd's
+    caches instead of lowering them again, and why.
+
+    Dynamo always traces again, with every log on: graph breaks, recompiles, guards and the errors
+    dynamo swallows are all seen. What a cache hit skips is the lowering, and with it what inductor
+    and AOTAutograd log there. So the graphs are reused only where the timing pass lowered every
+    graph itself (no cache served it) and torch showed nothing while it compiled: no record at
+    WARNING or above, no record with an exception. An exception torch logs only at DEBUG inside a
+    lowering that succeeded is then not seen; ``--no-reuse-compiled`` lowers again.
+    """
+    if backend != "inductor":
+        return False, f"backend {backend}: no inductor lowering, nothing cached to reuse"
+    if not allowed:
+        return False, "--no-reuse-compiled: every graph lowered again with its logs"
+    if timing_results is None:
+        return False, "no timing pass ran before this one: every graph lowered with its logs"
+    found = records.read(timing_results)[0]
+    compiled = next((r for r in records.every(found, records.TIMING) if r.get("mode") == "compiled"), None)
+    if compiled is None:
+        return False, "the timing pass did not finish a compiled generation: every graph lowered again with its logs"
+    notices, hits = compiled.get("compile_notices"), compiled.get("graph_cache_hits")
+    if notices is None or hits is None:
+        return False, "the timing pass could not tell what torch logged or what its caches served"
+    if hits:
+        return False, f"the timing pass's compile was served {hits} graph(s) from a cache, so it did not lower " \
+                      f"them itself: every graph lowered again with its logs"
+    if notices:
+        said = ", ".join(f"{n['level']} {n['logger']}" + (f" ({n['exception']})" if n.get("exception") else "")
+                         for n in notices if "logger" in n)
+        return False, f"torch logged while the timing pass compiled ({said}): every graph lowered again with its logs"
+    return True, ("the timing pass's compiled graphs were reused from inductor's and AOTAutograd's caches (it "
+                  "lowered every graph itself and torch logged no warning or exception meanwhile): dynamo traced "
+                  "again with every log on, but the lowering's DEBUG records are not in this log; "
+                  "--no-reuse-compiled lowers again")
+
+
+def run(workload: Workload, results: Writer, artifacts: Path, timing_results: Optional[Path] = None) -> None:
     spec = workload.spec
     case_path = workload.case.path
     try:
@@ -107,10 +144,13 @@ def run(workload: Workload, results: Writer, artifacts: Path) -> None:
                                         f"transformers {reference.cpu().tolist()}")
             return
 
-    compat.recompute_compiled_graphs()
+    reuse, why = reuse_decision(timing_results, spec.config.reuse_compiled, spec.config.backend)
+    if not reuse:
+        compat.recompute_compiled_graphs()
     capabilities = compat.detect()
     results.write(records.CAPABILITIES, capabilities={name: {"available": ok, "detail": detail}
                                                       for name, (ok, detail) in capabilities.items()})
+    results.write(records.COLLECTOR_NOTE, name="lowering_logs", available=not reuse, detail=why)
     use_depyf = capabilities["depyf"][0]
     collector, compiled, error = compile_once(workload, artifacts, use_depyf)
     if use_depyf and error is not None and _raised_in_depyf(error):

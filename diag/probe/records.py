@@ -70,7 +70,7 @@ RESULT = _kind("result", "the diagnosis pass's verdict: one status (see statuses
 TIMING = _kind("timing", "per-token samples of one mode (eager or compiled) from the timing pass",
                mode="str", memory_kind="str", peak_memory_mb="float", first_total_s="float?",
                totals_s="list", step_samples_s="list", host_samples_s="list", median_ms_per_token="float?",
-               compile_s="float?", compile_warm_s="float?")
+               compile_s="float?", compile_warm_s="float?", compile_notices="list?", graph_cache_hits="int?")
 PROFILE = _kind("profile", "an eager and a compiled generation under torch.profiler (diag run --profile): the "
                 "Chrome trace's file in the run directory and the ops with the most self time",
                 trace="str", top="list", seconds="float")

@@ -53,6 +53,7 @@ class Config:
     timing_seconds: float = 0.0  # timed generations per mode go on at least this long (and >= repeats)
     threads: Optional[int] = None  # torch intra-op threads; None keeps torch's default
     profile: bool = False  # after the timing pass: one eager and one compiled generation under torch.profiler
+    reuse_compiled: bool = True  # the diagnosis may take the timing pass's graphs from the caches (diagnose.py)
 
     def compile_options(self) -> dict[str, Any]:
         options: dict[str, Any] = {"backend": self.backend, "fullgraph": self.fullgraph, "dynamic": self.dynamic}

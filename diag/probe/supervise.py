@@ -201,7 +201,8 @@ def main(spec: str, run_dir: Path, timeout_s: float, timing: bool) -> int:
     if timing:
         passes.append(("time", ["time", "--spec", spec, "--out", str(run_dir / "time.jsonl")]))
     passes.append(("diagnose", ["diagnose", "--spec", spec, "--out", str(run_dir / "diagnose.jsonl"),
-                                "--artifacts", str(run_dir)]))
+                                "--artifacts", str(run_dir),
+                                *(["--after", str(run_dir / "time.jsonl")] if timing else [])]))
     with records.Writer(run_dir / "passes.jsonl") as log:
         for name, argv in passes:
             run_pass(name, argv, run_dir, timeout_s, log)

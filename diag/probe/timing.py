@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
-from diag.probe import records
+from diag.probe import capture, records
 from diag.probe.records import Writer
 from diag.probe.session import Workload, error_location, exception_info
 
@@ -83,6 +83,13 @@ def measure(workload: Workload, generate, repeats: int, warmup: int, min_seconds
             "median_ms_per_token": statistics.median(samples) * 1e3 if samples else None}
 
 
+def _graph_cache_hits() -> Optional[int]:
+    try:
+        return capture.graph_cache_hits()
+    except Exception:  # a torch without these counters: unknown, so the diagnosis lowers again
+        return None
+
+
 PROFILE_TRACE = "profile.trace.json.gz"
 PROFILE_TOP = 15
 
@@ -121,12 +128,17 @@ def run(workload: Workload, results: Writer, folder: Optional[Path] = None) -> N
     results.write(records.TIMING, mode="eager", memory_kind=memory_kind, peak_memory_mb=memory, **eager)
     workload.torch._dynamo.reset()
     reset_peak(workload)
+    notices = capture.CompileNotices()
+    notices.install()
     try:
         compiled = measure(workload, workload.compiled, cfg.repeats, max(cfg.warmup, 1), cfg.timing_seconds)
     except Exception as exc:
         results.write(records.TIMING_ERROR, mode="compiled", error_location=error_location(exc, workload.case.path),
                       **exception_info(exc))
         return
+    finally:
+        notices.uninstall()
+    hits = _graph_cache_hits()
     memory, memory_kind = peak_memory_mb(workload)
     steady = statistics.median(compiled["totals_s"]) if compiled["totals_s"] else 0.0
     # The first compiled generation pays for compilation (and any recompiles) once. It ran with
@@ -139,7 +151,9 @@ def run(workload: Workload, results: Writer, folder: Optional[Path] = None) -> N
     workload.synchronize()
     compile_warm_s = max(0.0, time.perf_counter() - start - steady)
     results.write(records.TIMING, mode="compiled", memory_kind=memory_kind, peak_memory_mb=memory,
-                  compile_s=compile_s, compile_warm_s=compile_warm_s, **compiled)
+                  compile_s=compile_s, compile_warm_s=compile_warm_s, compile_notices=notices.seen + (
+                      [{"more": notices.count - len(notices.seen)}] if notices.count > len(notices.seen) else []),
+                  graph_cache_hits=hits, **compiled)
     if cfg.profile and folder is not None:
         try:
             profile(workload, results, folder)
