@@ -79,6 +79,9 @@ def config_options(fn: Callable) -> Callable:
                           "where the timing pass lowered every graph and torch logged no warning or exception "
                           "meanwhile (dynamo still traces again with every log on). --no-reuse-compiled lowers "
                           "every graph again, so that DEBUG records of a lowering that succeeded are in the log."),
+        click.option("--depyf/--no-depyf", default=False, show_default=True,
+                     help="Where depyf is installed, dump dynamo's transformed bytecode, decompiled, into the run "
+                          "directory. Its hooks keep AOTAutograd from reusing the timing pass's graphs."),
     ]
     for option in reversed(options):
         fn = option(fn)
@@ -88,7 +91,7 @@ def config_options(fn: Callable) -> Callable:
 def build_configs(fullgraph: Optional[bool], backend: str, mode: Optional[str], dynamic: str, batch_size: int,
                   prompt_length: int, new_tokens: int, dtype: str, device: str, model_path: Optional[str],
                   seed: int, repeats: int, timing_seconds: float, threads: Optional[int],
-                  profile: bool = False, reuse_compiled: bool = True) -> list[Config]:
+                  profile: bool = False, reuse_compiled: bool = True, depyf: bool = False) -> list[Config]:
     if not re.fullmatch(r"cpu|cuda(:\d{1,4})?", device):
         raise click.BadParameter(f"{device!r} is not cpu, cuda or cuda:N", param_hint="--device")
     fullgraphs = [True, False] if fullgraph is None else [fullgraph]
@@ -97,7 +100,7 @@ def build_configs(fullgraph: Optional[bool], backend: str, mode: Optional[str], 
                    prompt_length=prompt_length, new_tokens=new_tokens,
                    model=str(Path(model_path).resolve()) if model_path else None, seed=seed, repeats=repeats,
                    timing_seconds=timing_seconds, threads=threads, profile=profile,
-                   reuse_compiled=reuse_compiled)
+                   reuse_compiled=reuse_compiled, depyf=depyf)
             for fg in fullgraphs]
 
 

@@ -74,11 +74,12 @@ def runs_by_case(db: Path, cwd: Path) -> dict[tuple[str, bool], dict]:
 def findings_db(tmp_path_factory) -> Path:
     """A DB filled by one real matrix: the four cases plus the swallowed-error and mismatch cases,
     both fullgraph settings. aot_eager runs dynamo and AOTAutograd as inductor would, without the C++ compile.
+    Every collector is on, depyf's dump too (off unless asked for).
     """
     work = tmp_path_factory.mktemp("findings")
     db = work / "findings.db"
     diag("run", "--case", "all", "--case", str(TEST_CASES / "swallowed_error.py"),
-         "--case", str(TEST_CASES / "mismatch.py"), "--backend", "aot_eager",
+         "--case", str(TEST_CASES / "mismatch.py"), "--backend", "aot_eager", "--depyf",
          "--new-tokens", "6", "--prompt-length", "10", "--batch-size", "2", "--no-timing", "--jobs", "2",
          "--db", str(db), cwd=work)
     return db

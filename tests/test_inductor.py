@@ -31,6 +31,10 @@ def test_append_last_with_inductor_passes_and_is_timed(tmp_path):
     log = (Path(run["artifacts_dir"]) / "torch_debug.log").read_text()
     assert "torch._inductor.graph Output code" not in log
     assert "torch._dynamo" in log
+    # depyf is installed but was not asked for: no dump, and the run says why
+    assert run["capabilities"]["depyf"] == {"available": False, "detail": run["capabilities"]["depyf"]["detail"]}
+    assert "not asked for" in run["capabilities"]["depyf"]["detail"]
+    assert not (Path(run["artifacts_dir"]) / "depyf").exists()
 
 
 FAST = ("--fullgraph", "--new-tokens", "2", "--repeats", "1", "--timing-seconds", "0")

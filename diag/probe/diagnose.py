@@ -151,7 +151,11 @@ def run(workload: Workload, results: Writer, artifacts: Path, timing_results: Op
     results.write(records.CAPABILITIES, capabilities={name: {"available": ok, "detail": detail}
                                                       for name, (ok, detail) in capabilities.items()})
     results.write(records.COLLECTOR_NOTE, name="lowering_logs", available=not reuse, detail=why)
-    use_depyf = capabilities["depyf"][0]
+    use_depyf = capabilities["depyf"][0] and spec.config.depyf
+    if capabilities["depyf"][0] and not spec.config.depyf:
+        results.write(records.COLLECTOR_NOTE, name="depyf", available=False,
+                      detail="installed, not asked for (diag run --depyf dumps dynamo's transformed bytecode, "
+                             "decompiled)")
     collector, compiled, error = compile_once(workload, artifacts, use_depyf)
     if use_depyf and error is not None and _raised_in_depyf(error):
         # depyf's hook broke the compile: that says nothing about torch. Compile again without it.

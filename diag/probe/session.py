@@ -54,6 +54,7 @@ class Config:
     threads: Optional[int] = None  # torch intra-op threads; None keeps torch's default
     profile: bool = False  # after the timing pass: one eager and one compiled generation under torch.profiler
     reuse_compiled: bool = True  # the diagnosis may take the timing pass's graphs from the caches (diagnose.py)
+    depyf: bool = False  # the diagnosis dumps dynamo's transformed bytecode, decompiled, where depyf is installed
 
     def compile_options(self) -> dict[str, Any]:
         options: dict[str, Any] = {"backend": self.backend, "fullgraph": self.fullgraph, "dynamic": self.dynamic}
