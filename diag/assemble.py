@@ -216,18 +216,22 @@ def assemble(files: RunFiles, fallback_build: dict[str, Any], frames: Optional[l
         **build_columns(build),
         "duration_s": files.probe_exit.get("duration_s"),
         "exit_code": diagnosis.returncode,
-        "extra": _result_extra(diagnosis, timing),
+        "extra": _result_extra(diagnosis, timing, spec.get("ci")),
     }
     identity = build_identity(build.get("torch_version") or "unknown", build.get("git_version"),
                               build.get("cuda_version"), spec.get("wheel"))
     return RunRecord(build=identity, run=run, timings=timing_rows(timing), frames=list(frames or []), **found)
 
 
-def _result_extra(diagnosis: PassOutcome, timing: Optional[PassOutcome] = None) -> Optional[str]:
-    """Fields of the diagnosis records that no column holds, and the profile (diag run --profile)."""
+def _result_extra(diagnosis: PassOutcome, timing: Optional[PassOutcome] = None,
+                  ci: Optional[dict[str, Any]] = None) -> Optional[str]:
+    """Fields of the diagnosis records that no column holds, the profile (diag run --profile), and
+    where a CI job keeps the run directory (runner.ci_provenance)."""
     found = {kind: records.extra(diagnosis.first(kind) or {"kind": kind})
              for kind in (records.RESULT, records.CORRECTNESS, records.BUILD)}
     unknown: dict[str, Any] = {kind: fields for kind, fields in found.items() if fields}
+    if ci:
+        unknown["ci"] = ci
     profile = timing.first(records.PROFILE) if timing is not None else None
     if profile is not None:
         unknown["profile"] = {name: profile.get(name) for name in ("trace", "top", "seconds")}

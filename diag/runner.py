@@ -47,12 +47,26 @@ def plan(envs: list[TorchEnv], cases: list[CaseRef], configs: list[Config], repe
     return [Job(env, case, config) for _ in range(repeat) for env in envs for case in cases for config in configs]
 
 
+def ci_provenance(env: dict[str, str], run_dir: Path) -> Optional[dict[str, Optional[str]]]:
+    """Where a CI job keeps this run's directory once the machine is gone: the GitHub Actions run, the
+    artifact the job uploads its run directories in (``DIAG_ARTIFACT``, set by the workflow) and the
+    directory's path inside it. A published run page links there (see report.ci_link)."""
+    if env.get("GITHUB_ACTIONS") != "true" or not env.get("GITHUB_RUN_ID"):
+        return None
+    return {"server": env.get("GITHUB_SERVER_URL") or "https://github.com", "repository": env.get("GITHUB_REPOSITORY"),
+            "run_id": env["GITHUB_RUN_ID"], "run_attempt": env.get("GITHUB_RUN_ATTEMPT"),
+            "artifact": env.get("DIAG_ARTIFACT"), "path": f"{run_dir.parent.name}/{run_dir.name}"}
+
+
 def write_spec(job: Job, run_dir: Path, timing: bool, invocation: Optional[str]) -> Path:
     """spec.json: what the probe runs, and the run's identity (so that the directory alone makes the run)."""
     spec = {"case": job.case.name, "case_path": job.case.path, "case_source": job.case.source,
             "config": asdict(job.config), "timing": timing, "wheel": (job.env.known_build or {}).get("wheel"),
             "run": {"uid": run_dir.name, "started_at": now(), "host": socket.gethostname(),
                     "tool_version": __version__, "invocation": invocation}}
+    ci = ci_provenance(dict(os.environ), run_dir)
+    if ci is not None:
+        spec["ci"] = ci
     path = run_dir / rundir.SPEC
     path.write_text(json.dumps(spec, indent=2), encoding="utf-8")
     return path

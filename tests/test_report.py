@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from pathlib import Path
 
 import pytest
 
 import browser
-from conftest import diag
+from conftest import cli, diag, recorded, replay
 from diag import report, store
 from diag.report.model import build_matrix, version_order
 
@@ -164,3 +165,32 @@ def test_bad_sweep_values(tmp_path):
     done = diag("run", "--case", "append_last", "--sweep", "batch", "--sweep-values", "1,x", "--db",
                 str(tmp_path / "x.db"), cwd=tmp_path, check=False)
     assert done.returncode == 2 and "--sweep-values" in done.stderr
+
+
+def test_a_run_made_in_ci_links_its_uploaded_run_directory(tmp_path):
+    """A leg's machine is gone by the time the site is published: the run page links the workflow
+    run and names the artifact and the directory in it. What a run recorded that is not a plain https
+    link to a repository's run is not linked."""
+    from diag import runner
+
+    runs = tmp_path / "shard.runs"
+    made = recorded("append_last-fullgraph", runs, "ci")
+    env = {"GITHUB_ACTIONS": "true", "GITHUB_SERVER_URL": "https://github.com", "GITHUB_REPOSITORY": "org/diag",
+           "GITHUB_RUN_ID": "123456", "GITHUB_RUN_ATTEMPT": "2", "DIAG_ARTIFACT": "shard-cpu-0-123456-2"}
+    assert runner.ci_provenance({"GITHUB_RUN_ID": "1"}, made) is None  # not in GitHub Actions
+    hostile = recorded("append_last-no-fullgraph", runs, "ci")
+    for run_dir, values in ((made, env), (hostile, {**env, "GITHUB_SERVER_URL": "javascript:alert(1)//"})):
+        spec = json.loads((run_dir / "spec.json").read_text())
+        spec["ci"] = runner.ci_provenance(values, run_dir)
+        (run_dir / "spec.json").write_text(json.dumps(spec))
+    db = tmp_path / "ci.db"
+    good, bad = replay([made, hostile], db)
+    shutil.rmtree(runs)  # as on the publishing machine: the run directories are not there
+    site = tmp_path / "site"
+    cli("report", "--db", str(db), "--out", str(site))
+    page = (site / "runs" / f"{good}.html").read_text()
+    assert '<a href="https://github.com/org/diag/actions/runs/123456/attempts/2">workflow run 123456</a>' in page
+    assert "<code>shard-cpu-0-123456-2</code>" in page and f"<code>shard.runs/{made.name}/</code>" in page
+    assert "No artifacts found" not in page
+    other = (site / "runs" / f"{bad}.html").read_text()
+    assert "javascript:" not in other and "No artifacts found next to the database." in other

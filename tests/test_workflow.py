@@ -57,7 +57,10 @@ def test_the_workflow_gates_and_publishes_without_losing_history():
     for name in ("cpu", "cuda", "extra"):
         upload = next(s for s in jobs[name]["steps"] if str(s.get("uses", "")).startswith("actions/upload-artifact"))
         assert "shard.db*" in upload["with"]["path"] and "shard.runs/" in upload["with"]["path"]
-        assert upload["with"]["overwrite"] is True and "run_attempt" in upload["with"]["name"]
+        # the runs record the artifact they are uploaded in (DIAG_ARTIFACT), so the name must be that one
+        assert upload["with"]["name"] == "${{ env.DIAG_ARTIFACT }}"
+        assert upload["with"]["overwrite"] is True and "run_attempt" in jobs[name]["env"]["DIAG_ARTIFACT"]
+        assert jobs[name]["env"]["DIAG_ARTIFACT"].startswith(f"shard-{name}-")
         assert upload["if"] == "${{ !cancelled() }}"
         runs = [s["run"] for s in jobs[name]["steps"] if s.get("run", "").startswith("diag run")]
         assert runs and all("TRANSFORMERS" in r for r in runs)

@@ -86,9 +86,17 @@ def main(argv: list[str]) -> int:
         print(json.dumps(hf.architectures()))
         return 0
     if args.command == "run":
+        import os
+
         from diag.probe import supervise
 
-        return supervise.main(args.spec, Path(args.dir), args.timeout, timing=not args.no_timing)
+        code = supervise.main(args.spec, Path(args.dir), args.timeout, timing=not args.no_timing)
+        # This process imported torch and forked the passes; it compiled nothing and started no
+        # worker, and its records are written and synced. Tearing down the interpreter (torch's
+        # and transformers' modules) would cost every run about half a second: skip it.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
 
     from diag.probe import diagnose, timing
     from diag.probe.cases import load_case_file

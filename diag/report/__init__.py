@@ -142,6 +142,24 @@ def _artifacts(run: dict[str, Any], out_dir: Path) -> list[tuple[str, str]]:
             for label, path in artifacts.listing(run.get("artifacts_dir"))]
 
 
+_REPOSITORY = re.compile(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+")
+_SERVER = re.compile(r"https://[A-Za-z0-9.-]+(:\d+)?")
+
+
+def ci_link(run: dict[str, Any]) -> Optional[dict[str, str]]:
+    """Where the CI job that made ``run`` keeps its run directory (runner.ci_provenance): the workflow
+    run's page, the artifact's name and the directory's path in it. None where the run was not made in
+    CI or what it recorded does not make a plain https link."""
+    ci = (run.get("extra") or {}).get("ci") or {}
+    server, repository, run_id = ci.get("server"), ci.get("repository"), str(ci.get("run_id") or "")
+    if not (isinstance(server, str) and _SERVER.fullmatch(server) and isinstance(repository, str)
+            and _REPOSITORY.fullmatch(repository) and run_id.isdigit()):
+        return None
+    attempt = str(ci.get("run_attempt") or "")
+    url = f"{server}/{repository}/actions/runs/{run_id}" + (f"/attempts/{attempt}" if attempt.isdigit() else "")
+    return {"url": url, "run_id": run_id, "artifact": str(ci.get("artifact") or ""), "path": str(ci.get("path") or "")}
+
+
 def detailed_runs(matrix: Matrix, detail_builds: int) -> set[int]:
     """Ids of the runs that get a page of their own: every run of a cell on the newest builds or on
     either side of a transition or key change."""
@@ -194,7 +212,7 @@ def render(db, out_dir: Path, builds_per_page: int = BUILDS_PER_PAGE,
                      for t in run["timings"]]
             files[f"runs/{run['id']}.html"] = template.render(
                 root="../", run=run, config_label=config_text(run), timing_stats=stats,
-                artifacts=_artifacts(run, out_dir), **common)
+                artifacts=_artifacts(run, out_dir), ci=ci_link(run), **common)
         files["report.json"] = json.dumps(_index(matrix), separators=(",", ":"), default=str)
         newest = matrix.builds[-1]["id"] if matrix.builds else None
         drawn = drawing.result()
