@@ -6,7 +6,8 @@
 1. Overhead: `diag run` (both passes) against bench/bare.py doing the same compile and timing by
    hand, each starting from an empty inductor cache; and the diagnosis pass against bare.py with
    TORCH_LOGS="+dynamo,+aot,+inductor" written to a file.
-2. Matrix throughput: the four cases x fullgraph on/off with --jobs 1 and --jobs 2.
+2. Matrix throughput: the four cases x fullgraph on/off with --jobs 1 and --jobs 2. And (part "leg",
+   not in the default set: about 20 minutes) the nightly workflow's CPU leg as it runs there.
 3. Storage and report at scale: synthetic history, `diag report` wall time and peak memory.
 4. Timing fidelity: A/A spread of per-token medians and false alarms of `diag check`; A/B
    detection of an injected 10% per-token slowdown; both over N repetitions, each side one
@@ -108,6 +109,24 @@ def profile_cost(work: Path, cases: list[str], repeats: int) -> list[tuple]:
                 into.append(seconds)
         rows.append((case, statistics.median(plain), statistics.median(profiled)))
     return rows
+
+
+LEG = ["--case", "all", "--threads", "1", "--repeat", "5", "--timing-seconds", "2"]
+
+
+def nightly_leg(work: Path, quick: bool) -> dict:
+    """The nightly workflow's CPU leg, its `diag run` as written there (four cases x fullgraph on and off x
+    `--repeat 5`, inductor, 2 s of timing per mode): wall time, runs, statuses."""
+    options = ["--case", "append_last", "--backend", "eager", "--repeat", "1", "--timing-seconds", "0"] if quick \
+        else LEG
+    seconds, out = timed([sys.executable, "-m", "diag", "run", *options, "--db", str(work / "leg.db"), "--json"],
+                         environ(), work)
+    runs = json.loads(out)
+    by_status: dict[str, int] = {}
+    for run in runs:
+        by_status[run["status"]] = by_status.get(run["status"], 0) + 1
+    return {"seconds": seconds, "runs": len(runs), "statuses": by_status,
+            "slowest": max((r.get("duration_s") or 0 for r in runs), default=0)}
 
 
 def _tree_rss_mb(root: int) -> float:
@@ -244,7 +263,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="a smoke run of every part")
     parser.add_argument("--write", action="store_true", help="append the results to docs/BENCHMARKS.md")
     parser.add_argument("--parts", default="overhead,matrix,scale,fidelity",
-                        help="comma-separated: overhead, matrix, scale, fidelity, profile")
+                        help="comma-separated: overhead, matrix, scale, fidelity, profile, leg")
     parser.add_argument("--pairs", type=int, default=20, help="fidelity: A/A and A/B pairs (full run)")
     args = parser.parse_args()
     parts = set(args.parts.split(","))
@@ -267,6 +286,14 @@ def main() -> None:
                       f"| {lg:.1f} s | {dp / lg:.2f} |" for c, d, b, dp, lg, tp, dg in rows]
             lines += ["", "The diagnosis pass alone starts from an empty inductor cache, as the bare script does; "
                           "inside `diag run` it follows the timing pass and finds the compiled kernels there.", ""]
+        if "leg" in parts:
+            leg = nightly_leg(work, quick)
+            command = "diag run " + " ".join(LEG)
+            lines += [f"### Nightly CPU leg (`{command}`, as .github/workflows/nightly.yml runs it)", "",
+                      "| wall time | runs | statuses | slowest run |", "|---|---|---|---|",
+                      f"| {leg['seconds'] / 60:.1f} min | {leg['runs']} | "
+                      + ", ".join(f"{k} {v}" for k, v in sorted(leg["statuses"].items()))
+                      + f" | {leg['slowest']:.1f} s |", ""]
         if "matrix" in parts:
             cases = CASES[:1] if quick else CASES
             one, two = matrix(work, 1, cases, "eager", 8), matrix(work, 2, cases, "eager", 8)
