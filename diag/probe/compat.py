@@ -135,6 +135,21 @@ def is_recompile_limit_error(exc: BaseException) -> bool:
 GRAPH_CACHES = (("torch._inductor.config", "fx_graph_cache"), ("torch._functorch.config", "enable_autograd_cache"))
 
 
+def graph_caches_on() -> list[str]:
+    """The graph caches this torch has and keeps on (inductor's FX graph cache, AOTAutograd's cache)."""
+    import importlib
+
+    found = []
+    for module_name, flag in GRAPH_CACHES:
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:
+            continue
+        if getattr(module, flag, None) is True:
+            found.append(flag)
+    return found
+
+
 def recompute_compiled_graphs() -> None:
     """Turn the graph caches off where this torch has them."""
     import importlib

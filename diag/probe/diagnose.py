@@ -77,7 +77,8 @@ def group(items: list[dict], by: tuple[str, ...], count_field: str = "count") ->
     return list(grouped.values())
 
 
-def reuse_decision(timing_results: Optional[Path], allowed: bool, backend: str) -> tuple[bool, str]:
+def reuse_decision(timing_results: Optional[Path], allowed: bool, backend: str,
+                   caches_on: Optional[list[str]] = None) -> tuple[bool, str]:
     """Whether this pass may take the timing pass's compiled graphs from inductor's and AOTAutograd's
     caches instead of lowering them again, and why.
 
@@ -92,6 +93,8 @@ def reuse_decision(timing_results: Optional[Path], allowed: bool, backend: str) 
         return False, f"backend {backend}: no inductor lowering, nothing cached to reuse"
     if not allowed:
         return False, "--no-reuse-compiled: every graph lowered again with its logs"
+    if caches_on is not None and "fx_graph_cache" not in caches_on:
+        return False, "this torch keeps inductor's FX graph cache off: every graph lowered again with its logs"
     if timing_results is None:
         return False, "no timing pass ran before this one: every graph lowered with its logs"
     found = records.read(timing_results)[0]
@@ -108,7 +111,9 @@ def reuse_decision(timing_results: Optional[Path], allowed: bool, backend: str) 
         said = ", ".join(f"{n['level']} {n['logger']}" + (f" ({n['exception']})" if n.get("exception") else "")
                          for n in notices if "logger" in n)
         return False, f"torch logged while the timing pass compiled ({said}): every graph lowered again with its logs"
-    return True, ("the timing pass's compiled graphs were reused from inductor's and AOTAutograd's caches (it "
+    caches = " and ".join({"fx_graph_cache": "inductor's FX graph cache",
+                           "enable_autograd_cache": "AOTAutograd's cache"}[name] for name in (caches_on or []))
+    return True, (f"the timing pass's compiled graphs were reused from {caches or 'the graph caches'} (it "
                   "lowered every graph itself and torch logged no warning or exception meanwhile): dynamo traced "
                   "again with every log on, but the lowering's DEBUG records are not in this log; "
                   "--no-reuse-compiled lowers again")
@@ -144,7 +149,8 @@ def run(workload: Workload, results: Writer, artifacts: Path, timing_results: Op
                                         f"transformers {reference.cpu().tolist()}")
             return
 
-    reuse, why = reuse_decision(timing_results, spec.config.reuse_compiled, spec.config.backend)
+    reuse, why = reuse_decision(timing_results, spec.config.reuse_compiled, spec.config.backend,
+                                compat.graph_caches_on())
     if not reuse:
         compat.recompute_compiled_graphs()
     capabilities = compat.detect()
