@@ -227,6 +227,7 @@ def fidelity(work: Path, repetitions: int, runs: int, seconds: float, new_tokens
               str(repeats), "--timing-seconds", str(seconds), "--threads", "1", "--repeat", str(runs), "--json"]
     medians, ratios, bases, false_alarms, detected = [], {"aa": [], "ab": []}, set(), 0, 0
     inconclusive = {"aa": 0, "ab": 0}
+    alarms: list[str] = []
     work.mkdir(parents=True, exist_ok=True)
     for index in range(repetitions):
         db = work / f"fidelity{index}.db"
@@ -249,12 +250,16 @@ def fidelity(work: Path, repetitions: int, runs: int, seconds: float, new_tokens
             inconclusive[label] += done.returncode == 3
             if label == "aa":
                 false_alarms += done.returncode == 1
+                if done.returncode == 1:  # what it claimed: a latency, compile-time, status or key row
+                    alarms.append(next((line.strip() for line in done.stdout.decode(errors="replace").splitlines()
+                                        if line.startswith("REGRESSION")), "exit 1 without a REGRESSION line"))
             else:
                 detected += done.returncode == 1
     spread = (max(medians) - min(medians)) / statistics.median(medians)
     return {"repetitions": repetitions, "runs": runs, "median_ms": statistics.median(medians), "spread": spread,
             "cv": statistics.pstdev(medians) / statistics.mean(medians), "false_alarms": false_alarms,
             "detected": detected, "inconclusive": inconclusive, "ratios": ratios, "bases": sorted(bases),
+            "alarms": alarms,
             "count": len(medians)}
 
 
@@ -340,6 +345,8 @@ def main() -> None:
                       f"{result['spread']:.1%}, CV {result['cv']:.1%} over {result['count']} runs |",
                       f"| A/A latency ratios, eager / compiled ({', '.join(result['bases'])}) | {listed('aa')} |",
                       f"| A/A false alarms of `diag check` | {result['false_alarms']} of {n} |",
+                      *([f"| what the false alarms claimed | {'; '.join(result['alarms'])} |"]
+                        if result["alarms"] else []),
                       f"| A/B ratios, eager / compiled, 10% per-step slowdown injected | {listed('ab')} |",
                       f"| A/B slowdowns detected by `diag check` | {result['detected']} of {n} |",
                       f"| inconclusive verdicts, A/A / A/B | {result['inconclusive']['aa']} / "

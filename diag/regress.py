@@ -246,11 +246,34 @@ def compare_runs(before: Optional[dict[str, Any]], after: Optional[dict[str, Any
         change = latency_change(mode, before_pool, after_pool)
         if change is not None:
             result.timings.append(change)
-    compile_before = [r["compile_s"] for r in before_pool if r.get("compile_s") is not None]
-    compile_after = [r["compile_s"] for r in after_pool if r.get("compile_s") is not None]
-    if compile_before and compile_after:
-        result.timings.append(timing_change("compile_s", compile_before, compile_after))
+    change = compile_change(before_pool, after_pool)
+    if change is not None:
+        result.timings.append(change)
     return result
+
+
+def compile_change(before_runs: Sequence[dict[str, Any]],
+                   after_runs: Sequence[dict[str, Any]]) -> Optional[TimingChange]:
+    """Compile time, one value per run, on each side; None where a side has none.
+
+    On CPU it is divided by the host reference the timing pass took right after the first compiled
+    generations (the compile's own stretch of the host's speed), where every run on both sides has
+    one and all ran the same Python, as latency is: a compile is mostly Python, and an A/A pair on a
+    host that changed speed between its sides moved raw compile time by x1.5.
+    """
+    before_runs = [r for r in before_runs if r.get("compile_s") is not None]
+    after_runs = [r for r in after_runs if r.get("compile_s") is not None]
+    if not before_runs or not after_runs:
+        return None
+    runs = [*before_runs, *after_runs]
+    hosts = [samples_of(r, "compiled", "host_reference")[:HOST_SMOOTHING + 1] for r in runs]
+    if all(r.get("device") == "cpu" for r in runs) and all(hosts) and len({r.get("python") for r in runs}) == 1:
+        values, basis = [r["compile_s"] / statistics.median(h) for r, h in zip(runs, hosts)], "host-adjusted"
+    else:
+        values, basis = [r["compile_s"] for r in runs], "raw"
+    change = timing_change("compile_s", values[:len(before_runs)], values[len(before_runs):])
+    change.basis = basis
+    return change
 
 
 @dataclass(frozen=True)

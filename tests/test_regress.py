@@ -115,6 +115,35 @@ def test_host_adjusted_latency_sees_through_a_slower_host_but_not_a_slower_step(
     assert regress.compare_runs(base, other_python).timings[0].basis == "raw"
 
 
+def test_compile_time_is_host_adjusted_like_latency():
+    """An A/A pair whose second side ran on a host 1.5x slower (seen in a real A/A pair under load:
+    compile_s x1.51, raw 0.657 -> 0.993 s) is not a compile-time regression; a compile 1.5x slower
+    on the same host is."""
+    thresholds = regress.Thresholds()
+
+    def side(first, compile_s, host_s):
+        runs = [_timed_run(i, 1e-3 * host_s / 5e-4, host_s, jitter=0.02) for i in range(first, first + 5)]
+        for index, run in enumerate(runs):
+            run["compile_s"] = compile_s * (1 + 0.01 * index)
+        return runs
+
+    base, slower_host, slower_compile = side(10, 0.66, 5e-4), side(20, 0.99, 7.5e-4), side(30, 0.99, 5e-4)
+    change = next(t for t in regress.compare_runs(base[-1], slower_host[-1], base, slower_host).timings
+                  if t.metric == "compile_s")
+    assert change.basis == "host-adjusted" and 0.95 < change.ratio < 1.05
+    assert regress.regressions(regress.compare_runs(base[-1], slower_host[-1], base, slower_host), thresholds,
+                               set()) == []
+    found = regress.regressions(regress.compare_runs(base[-1], slower_compile[-1], base, slower_compile),
+                                thresholds, set())
+    assert [r.message.split(" ")[0] for r in found] == ["compile_s"] and "host-adjusted" in found[0].message
+    # without host references (a run stored before they existed) compile time stays raw seconds
+    for run in base:
+        run["timings"] = [t for t in run["timings"] if t["metric"] != "host_reference"]
+    change = next(t for t in regress.compare_runs(base[-1], slower_host[-1], base, slower_host).timings
+                  if t.metric == "compile_s")
+    assert change.basis == "raw" and change.ratio == pytest.approx(1.5, rel=0.05)
+
+
 def test_check_on_one_build_pools_the_newest_invocation_against_the_one_before():
     runs = [_timed_run(1, 1e-3, 5e-4, invocation="a", jitter=0.05), _timed_run(2, 1e-3, 5e-4, invocation="a", jitter=0.05),
             _timed_run(3, 1e-3, 5e-4, invocation="b", jitter=0.05), _timed_run(4, 1.3e-3, 5e-4, invocation="c", jitter=0.05),
