@@ -10,7 +10,7 @@ Imports: standard library and torch.
 from __future__ import annotations
 
 import inspect
-from typing import Any
+from typing import Any, Iterator
 
 Capability = tuple[bool, str]
 
@@ -135,29 +135,24 @@ def is_recompile_limit_error(exc: BaseException) -> bool:
 GRAPH_CACHES = (("torch._inductor.config", "fx_graph_cache"), ("torch._functorch.config", "enable_autograd_cache"))
 
 
-def graph_caches_on() -> list[str]:
-    """The graph caches this torch has and keeps on (inductor's FX graph cache, AOTAutograd's cache)."""
+def _graph_cache_flags() -> Iterator[tuple[Any, str]]:
+    """(config module, flag) of each graph cache whose config module this torch has."""
     import importlib
 
-    found = []
     for module_name, flag in GRAPH_CACHES:
         try:
-            module = importlib.import_module(module_name)
+            yield importlib.import_module(module_name), flag
         except ImportError:
             continue
-        if getattr(module, flag, None) is True:
-            found.append(flag)
-    return found
+
+
+def graph_caches_on() -> list[str]:
+    """The graph caches this torch has and keeps on (inductor's FX graph cache, AOTAutograd's cache)."""
+    return [flag for module, flag in _graph_cache_flags() if getattr(module, flag, None) is True]
 
 
 def recompute_compiled_graphs() -> None:
     """Turn the graph caches off where this torch has them."""
-    import importlib
-
-    for module_name, flag in GRAPH_CACHES:
-        try:
-            module = importlib.import_module(module_name)
-        except ImportError:
-            continue
+    for module, flag in _graph_cache_flags():
         if isinstance(getattr(module, flag, None), bool):
             setattr(module, flag, False)
