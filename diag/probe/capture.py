@@ -547,6 +547,11 @@ class CompileNotices(logging.Handler):
             self.seen.append({"logger": log_record.name, "level": log_record.levelname,
                               "exception": type(exc).__name__ if exc is not None else None})
 
+    def noted(self) -> list[dict]:
+        """What was seen, as the timing record keeps it: the first LIMIT, then how many more."""
+        more = self.count - len(self.seen)
+        return self.seen + ([{"more": more}] if more > 0 else [])
+
     def install(self) -> None:
         try:
             self._loggers = _capture_points(legacy=not compat.debug_logs()[0])

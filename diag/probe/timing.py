@@ -151,8 +151,7 @@ def run(workload: Workload, results: Writer, folder: Optional[Path] = None) -> N
     workload.synchronize()
     compile_warm_s = max(0.0, time.perf_counter() - start - steady)
     results.write(records.TIMING, mode="compiled", memory_kind=memory_kind, peak_memory_mb=memory,
-                  compile_s=compile_s, compile_warm_s=compile_warm_s, compile_notices=notices.seen + (
-                      [{"more": notices.count - len(notices.seen)}] if notices.count > len(notices.seen) else []),
+                  compile_s=compile_s, compile_warm_s=compile_warm_s, compile_notices=notices.noted(),
                   graph_cache_hits=hits, **compiled)
     if cfg.profile and folder is not None:
         try:
