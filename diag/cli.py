@@ -555,21 +555,27 @@ def compare_command(a: str, b: str, db_path: str, as_json: bool) -> None:
 @click.option("--keep-builds", type=click.IntRange(min=1), default=14, show_default=True,
               help="Builds of each variant (the newest) whose runs keep full detail.")
 @click.option("--keep-runs", type=click.IntRange(min=1), default=10, show_default=True,
-              help="On those builds, runs of each row (the newest) that keep full detail.")
+              help="Runs of each row of one build that stay (the newest; whole on the newest builds); "
+                   "older ones are folded into counts.")
+@click.option("--thin-after", type=click.IntRange(min=1), default=60, show_default=True,
+              help="Builds of each variant (the newest) past which nightlies no verdict turns on are folded.")
 @db_option
 @json_option
-def prune_command(keep_builds: int, keep_runs: int, db_path: str, as_json: bool) -> None:
+def prune_command(keep_builds: int, keep_runs: int, thin_after: int, db_path: str, as_json: bool) -> None:
     """Keep a long-lived history bounded: full detail for the newest builds of each variant only.
 
     Older builds keep every status, error, count, finding key and per-run median, and a summary
     of each timing series (n, median, p10, p90); their raw samples, compiled frames,
-    capabilities and the bulk of their tracebacks go. The nightly workflow runs this after
-    each merge.
+    capabilities and the bulk of their tracebacks go. Of one build, a row keeps its newest
+    --keep-runs runs (a release re-run every night); older ones are folded into counts by
+    status (table folded_runs). Past --thin-after builds, a nightly is kept when it is the first
+    of its week or a transition's build for some row; the others are folded the same way. The
+    nightly workflow runs this after each merge.
     """
     db = open_store(db_path)
     try:
         before = Path(db_path).stat().st_size
-        changed = store.prune(db, keep_builds, keep_runs)
+        changed = store.prune(db, keep_builds, keep_runs, thin_after)
         after = Path(db_path).stat().st_size
     except (OSError, sqlite3.Error, store.StoreError) as exc:
         raise _fail(f"{db_path}: {exc}") from exc
@@ -577,7 +583,8 @@ def prune_command(keep_builds: int, keep_runs: int, db_path: str, as_json: bool)
     if as_json:
         click.echo(json.dumps(result, indent=2))
     else:
-        click.echo(f"compacted {changed['runs']} runs ({changed['series']} timing series); "
+        click.echo(f"compacted {changed['runs']} runs ({changed['series']} timing series), folded "
+                   f"{changed['folded']} into counts ({changed['thinned']} old nightlies thinned); "
                    f"{before / 2**20:.1f} MB -> {after / 2**20:.1f} MB")
 
 

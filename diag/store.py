@@ -14,7 +14,7 @@ import sqlite3
 import statistics
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import date, datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterable, Optional
 
@@ -182,6 +182,21 @@ def m009_timing_summaries(db: sqlite_utils.Database) -> None:
     db["timings"].add_column("summary", str)
 
 
+@migration
+def m010_folded_runs(db: sqlite_utils.Database) -> None:
+    """Runs ``diag prune`` folded into counts: of one build, a row's runs beyond its newest (a release
+    leg re-runs its build every night), and every run of an old nightly no verdict turns on. One row
+    per build, row and outcome (status, error key and finding keys): how many runs, when the first and
+    the last of them started."""
+    whole = {"fullgraph", "batch_size", "prompt_length", "new_tokens"}
+    db["folded_runs"].create({
+        "id": int, "torch_build_id": int, **{name: int if name in whole else str for name in rows.FIELDS},
+        "status": str, "error_key": str, "finding_keys": str, "runs": int, "first_started_at": str,
+        "last_started_at": str,
+    }, pk="id", foreign_keys=[("torch_build_id", "torch_builds", "id")])
+    db["folded_runs"].create_index(["torch_build_id"])
+
+
 def _row_columns(prefix: str = "") -> str:
     return ", ".join(f'{prefix}"{name}"' for name in rows.FIELDS)
 
@@ -232,6 +247,10 @@ DESCRIPTIONS: dict[str, tuple[str, dict[str, str]]] = {
     "timings": ("Timing series per run: raw samples for recent builds, a summary after `diag prune`.", {
         "samples": "JSON list of samples (NULL once pruned)", "summary": "JSON n, median, p10, p90 of pruned samples"}),
     "frames": ("Per compiled frame, torch's compilation_metrics (torch 2.4+).", {}),
+    "folded_runs": ("Runs `diag prune` folded into counts, by build, row and outcome: a row's runs of one build "
+                    "beyond its newest, and the runs of old nightlies no verdict turns on.", {
+        "runs": "how many runs were folded", "first_started_at": "when the first of them started",
+        "last_started_at": "when the last of them started"}),
     "run_summary": ("Every run with its build's version: the table to filter and facet.", {}),
     "latest_status": ("The newest run of each row on each build: the report's matrix as a table.", {}),
 }
@@ -294,7 +313,13 @@ def open_db(path: str | Path, create: bool = True, readonly: bool = False) -> sq
 
 
 def _open(path: Path, readonly: bool) -> sqlite_utils.Database:
-    if readonly:
+    if readonly and not Path(f"{path}-wal").exists() and os.access(path, os.W_OK) and os.access(path.parent, os.W_OK):
+        # A read-only connection to a WAL database leaves the -wal and -shm files it opened behind
+        # (a published site would carry them). With no -wal there is nothing to checkpoint, so a
+        # read-write connection that refuses writes reads the same and removes them when it closes.
+        conn = sqlite3.connect(str(path), timeout=60)
+        conn.execute("PRAGMA query_only = ON")
+    elif readonly:
         conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=60)
     else:
         conn = sqlite3.connect(str(path), timeout=60)
@@ -646,7 +671,13 @@ def merge(target: sqlite_utils.Database, shard: sqlite_utils.Database) -> tuple[
         if verdict != "ok":
             raise StoreError(f"the shard is damaged ({verdict.splitlines()[0]}); nothing merged")
         known = {row[0] for row in target.execute("SELECT uid FROM runs")}
-        fresh = [record for record in run_records(shard) if record.run["uid"] not in known]
+        folded = folded_before(target)  # a run diag prune folded into counts is not added again
+
+        def absent(record: RunRecord) -> bool:
+            last = folded.get((record.build.get("build_key"), *(record.run.get(name) for name in rows.FIELDS)))
+            return record.run["uid"] not in known and (last is None or (record.run.get("started_at") or "") > last)
+
+        fresh = [record for record in run_records(shard) if absent(record)]
         seen = sum(1 for _ in shard.execute("SELECT 1 FROM runs")) - len(fresh)
     except sqlite3.DatabaseError as exc:
         raise StoreError(f"the shard cannot be read ({exc}); nothing merged") from exc
@@ -672,34 +703,44 @@ def _tail(text: Optional[str]) -> Optional[str]:
     return "\n".join(lines[-PRUNED_TEXT_LINES:]) if len(lines) > PRUNED_TEXT_LINES else text
 
 
-def prune(db: sqlite_utils.Database, keep_builds: int, keep_runs: int = 10) -> dict[str, int]:
-    """Full detail for the newest runs of the newest builds; every other run compacted.
+def prune(db: sqlite_utils.Database, keep_builds: int, keep_runs: int = 10, thin_after: int = 60) -> dict[str, int]:
+    """Keep a history bounded however long it lives: full detail for the newest, verdicts for the rest.
 
-    Kept whole: on the newest ``keep_builds`` builds of each variant, the newest ``keep_runs`` runs
-    of each row (a release leg re-runs one build every night). A compacted run keeps its status,
-    error, counts, per-run medians, and each finding's key, location, count and the start of its
-    message: everything a verdict or the report's matrix reads. It loses its raw timing samples (a
-    summary of its decode steps stays: n, median, p10, p90), its other timing series, its compiled
-    frames, its capabilities and counters, and the bulk of its tracebacks and stderr. The file is
-    vacuumed after. Returns how many builds were old and how many runs and series were compacted.
+    - Full detail: on the newest ``keep_builds`` builds of each variant, the newest ``keep_runs``
+      runs of each row.
+    - Compacted, every other run: it keeps its status, error (the start of its message), counts,
+      per-run medians, and each finding's key, location, count and the start of its message:
+      everything a verdict or the report's matrix reads. It loses its raw timing samples (a
+      summary of its decode steps stays: n, median, p10, p90), its other timing series, its
+      compiled frames, its capabilities and counters, and the bulk of its tracebacks and stderr.
+    - Folded into counts (``folded_runs``: build, row, status, error key, how many, first and last
+      start): of each build, a row's runs beyond its newest ``keep_runs`` (a release leg re-runs
+      one build every night), and every run of an old nightly no verdict turns on (see ``thinned``).
+    The file is vacuumed when a tenth of it is free pages. Returns how many builds were old, how
+    many runs and series were compacted, how many runs were folded and how many builds thinned.
     """
     from diag import regress
 
-    ordered = sorted(builds(db), key=regress.version_order)
-    recent: set[int] = set()
-    for variant in {b["variant"] for b in ordered}:
-        same = [b["id"] for b in ordered if b["variant"] == variant]
-        recent.update(same[-keep_builds:])
+    variants: dict[str, list[dict[str, Any]]] = {}
+    for build in sorted(builds(db), key=regress.version_order):
+        variants.setdefault(build["variant"], []).append(build)
+    recent = {build["id"] for same in variants.values() for build in same[-keep_builds:]}
+    thin = thinned(db, variants, thin_after)
     kept: set[int] = set()
+    surplus: list[int] = []
+    emptied: set[int] = set()
     per_row: dict[tuple, int] = {}
-    row_columns = _row_columns()
-    for run_id, build_id, *row in db.execute(f"SELECT id, torch_build_id, {row_columns} FROM runs ORDER BY id DESC"):
-        if build_id in recent:
-            seen = per_row.get((build_id, *row), 0)
-            if seen < keep_runs:
-                kept.add(run_id)
-            per_row[(build_id, *row)] = seen + 1
+    for run_id, build_id, *row in db.execute(f"SELECT id, torch_build_id, {_row_columns()} FROM runs "
+                                             "ORDER BY id DESC"):
+        seen = per_row.get((build_id, *row), 0)
+        per_row[(build_id, *row)] = seen + 1
+        if build_id in thin or seen >= keep_runs:
+            surplus.append(run_id)
+            emptied.add(build_id)
+        elif build_id in recent:
+            kept.add(run_id)
     with db.conn:
+        folded = _fold(db.conn, surplus)
         db.execute("CREATE TEMP TABLE IF NOT EXISTS pruned (id INTEGER PRIMARY KEY)")
         db.execute("DELETE FROM pruned")
         db.conn.executemany("INSERT INTO pruned (id) SELECT id FROM runs WHERE id = ? AND capabilities IS NOT NULL",
@@ -708,9 +749,9 @@ def prune(db: sqlite_utils.Database, keep_builds: int, keep_runs: int = 10) -> d
         series = 0
         # of a compacted run's timings, the decode steps' summary stays (its medians are run columns)
         db.execute("DELETE FROM timings WHERE run_id IN (SELECT id FROM pruned) AND metric != 'decode_step'")
-        rows = db.execute("SELECT id, samples FROM timings WHERE run_id IN (SELECT id FROM pruned) "
-                          "AND samples IS NOT NULL").fetchall()
-        for timing_id, samples in rows:
+        rows_ = db.execute("SELECT id, samples FROM timings WHERE run_id IN (SELECT id FROM pruned) "
+                           "AND samples IS NOT NULL").fetchall()
+        for timing_id, samples in rows_:
             values = json.loads(samples)
             summary = json.dumps(_summary(values)) if values else None
             db.execute("UPDATE timings SET samples = NULL, summary = ? WHERE id = ?", [summary, timing_id])
@@ -718,8 +759,9 @@ def prune(db: sqlite_utils.Database, keep_builds: int, keep_runs: int = 10) -> d
         for run_id, tb, stderr in db.execute("SELECT id, traceback, stderr_tail FROM runs "
                                              "WHERE id IN (SELECT id FROM pruned)").fetchall():
             # per-run detail a verdict never reads: what each collector could do, dynamo's raw counters
-            db.execute("UPDATE runs SET traceback = ?, stderr_tail = ?, capabilities = NULL, counters = NULL "
-                       "WHERE id = ?", [_tail(tb), _tail(stderr), run_id])
+            db.execute("UPDATE runs SET traceback = ?, stderr_tail = ?, capabilities = NULL, counters = NULL, "
+                       f"error_message = substr(error_message, 1, {PRUNED_TEXT_CHARS}) WHERE id = ?",
+                       [_tail(tb), _tail(stderr), run_id])
         of_pruned = "run_id IN (SELECT id FROM pruned)"
         db.execute(f"DELETE FROM frames WHERE {of_pruned}")
         # findings keep their key, location and count, and the start of what torch said
@@ -728,9 +770,107 @@ def prune(db: sqlite_utils.Database, keep_builds: int, keep_runs: int = 10) -> d
         for table in ("graph_breaks", "recompiles"):
             db.execute(f"UPDATE {table} SET reason = substr(reason, 1, {PRUNED_TEXT_CHARS}) WHERE {of_pruned} "
                        f"AND length(reason) > {PRUNED_TEXT_CHARS}")
-    if compacted:
-        db.execute("VACUUM")  # cleared columns leave pages half empty, which only a rewrite returns
-    return {"builds": len(ordered) - len(recent), "runs": compacted, "series": series}
+    pages, free = (db.execute(f"PRAGMA {name}").fetchone()[0] for name in ("page_count", "freelist_count"))
+    if free * 10 > pages:
+        db.execute("VACUUM")  # cleared columns and folded runs leave pages empty, which only a rewrite returns
+    return {"builds": sum(len(same) for same in variants.values()) - len(recent), "runs": compacted,
+            "series": series, "folded": folded, "thinned": len(thin & emptied)}
+
+
+def thinned(db: sqlite_utils.Database, variants: dict[str, list[dict[str, Any]]], thin_after: int) -> set[int]:
+    """Old nightlies whose runs a long history can fold into counts without changing any verdict.
+
+    Of each variant's builds (in version order) all but the newest ``thin_after`` are old. An old
+    nightly is kept when it is the first nightly of its ISO week (a weekly trend stays), or when,
+    for any row it ran, it is that row's first or last build or its outcomes (statuses, error keys
+    and finding keys) differ from the build before or after it with that row: every transition and
+    key change keeps both its builds, so ``check``, ``bisect`` over stored builds and the report
+    read the same changes. Folded runs count as outcomes, so a build once thinned stays thinned.
+    """
+    old: dict[int, dict[str, Any]] = {}
+    for same in variants.values():
+        weeks: set[tuple] = set()
+        for build in same[:-thin_after] if len(same) > thin_after else []:
+            night = build.get("nightly_date")
+            if not night:
+                continue
+            week = date.fromisoformat(night).isocalendar()[:2]
+            if week in weeks:
+                old[build["id"]] = build
+            weeks.add(week)
+    if not old:
+        return set()
+    columns = _row_columns()
+    keys = _finding_keys_text(db.conn)
+    outcomes: dict[tuple, dict[int, set]] = {}
+    for run_id, build_id, *row, status, key in db.execute(
+            f"SELECT id, torch_build_id, {columns}, status, error_key FROM runs"):
+        outcomes.setdefault(tuple(row), {}).setdefault(build_id, set()).add((status, key, keys.get(run_id, "")))
+    for build_id, *row, status, key, found in db.execute(
+            f"SELECT torch_build_id, {columns}, status, error_key, finding_keys FROM folded_runs"):
+        outcomes.setdefault(tuple(row), {}).setdefault(build_id, set()).add((status, key, found or ""))
+    pinned: set[int] = set()
+    for same in variants.values():
+        position = {build["id"]: index for index, build in enumerate(same)}
+        for by_build in outcomes.values():
+            line = sorted((b for b in by_build if b in position), key=position.__getitem__)
+            if not line:
+                continue
+            pinned.update((line[0], line[-1]))
+            for before, after in zip(line, line[1:]):
+                if by_build[before] != by_build[after]:
+                    pinned.update((before, after))
+    return set(old) - pinned
+
+
+def _finding_keys_text(conn: sqlite3.Connection, where: str = "") -> dict[int, str]:
+    """Per run id, its finding keys as one text (``table:key`` sorted, ``;``-joined)."""
+    found: dict[int, set[str]] = {}
+    for table in FINDING_TABLES:
+        for run_id, key in conn.execute(f'SELECT run_id, key FROM "{table}" {where}'):
+            found.setdefault(run_id, set()).add(f"{table}:{key}")
+    return {run_id: ";".join(sorted(keys)) for run_id, keys in found.items()}
+
+
+def _fold(conn: sqlite3.Connection, run_ids: list[int]) -> int:
+    """Delete ``run_ids`` with their child rows, each counted in folded_runs by build, row and outcome."""
+    if not run_ids:
+        return 0
+    conn.execute("CREATE TEMP TABLE IF NOT EXISTS folding (id INTEGER PRIMARY KEY)")
+    conn.execute("DELETE FROM folding")
+    conn.executemany("INSERT INTO folding (id) VALUES (?)", [(i,) for i in run_ids])
+    keys = _finding_keys_text(conn, "WHERE run_id IN (SELECT id FROM folding)")
+    groups: dict[tuple, tuple[int, list[str]]] = {}
+    for run_id, *outcome, started in conn.execute(
+            f"SELECT id, torch_build_id, {_row_columns()}, status, error_key, started_at FROM runs "
+            "WHERE id IN (SELECT id FROM folding)").fetchall():
+        count, starts = groups.get((*outcome, keys.get(run_id) or None), (0, []))
+        groups[(*outcome, keys.get(run_id) or None)] = (count + 1, starts + [started] if started else starts)
+    names = ["torch_build_id", *rows.FIELDS, "status", "error_key", "finding_keys"]
+    same = " AND ".join(f'"{name}" IS ?' for name in names)
+    for key, (count, starts) in groups.items():
+        first, last = (min(starts), max(starts)) if starts else (None, None)
+        known = conn.execute(f"SELECT id, runs, first_started_at, last_started_at FROM folded_runs WHERE {same}",
+                             key).fetchone()
+        if known:
+            folded_id, runs, was_first, was_last = known
+            conn.execute("UPDATE folded_runs SET runs = ?, first_started_at = ?, last_started_at = ? WHERE id = ?",
+                         [runs + count, min(filter(None, (first, was_first)), default=None),
+                          max(filter(None, (last, was_last)), default=None), folded_id])
+        else:
+            _insert(conn, "folded_runs", {**dict(zip(names, key)), "runs": count, "first_started_at": first,
+                                          "last_started_at": last})
+    for table in CHILD_TABLES:
+        conn.execute(f'DELETE FROM "{table}" WHERE run_id IN (SELECT id FROM folding)')
+    conn.execute("DELETE FROM runs WHERE id IN (SELECT id FROM folding)")
+    return len(run_ids)
+
+
+def folded_before(db: sqlite_utils.Database) -> dict[tuple, str]:
+    """(build key, *row) -> when the newest run folded into that build's row started."""
+    return {tuple(key): last for *key, last in db.execute(
+        f"SELECT b.build_key, {_row_columns('f.')}, max(f.last_started_at) FROM folded_runs f "
+        f"JOIN torch_builds b ON b.id = f.torch_build_id GROUP BY b.build_key, {_row_columns('f.')}")}
 
 
 def path_of(db: sqlite_utils.Database) -> Path:

@@ -116,3 +116,28 @@ def test_processes_opening_one_new_db_at_once_migrate_it_once(tmp_path):
     assert [p.returncode for p in procs] == [0] * 8, errors
     names = [row["name"] for row in store.open_db(db).query("SELECT name FROM migrations")]
     assert names == [name for name, _ in store.MIGRATIONS]
+
+
+def test_reading_commands_leave_no_wal_files_beside_the_db(tmp_path):
+    """The nightly workflow publishes the folder that holds history.db: a -wal or -shm that a read
+    left there would be published with it (and a -wal that holds pages belongs to its DB alone)."""
+    from conftest import diag
+
+    db = store.open_db(tmp_path / "history.db")
+    store.save_runs(db, [record(uid=f"u{i}") for i in range(3)])
+    db.conn.close()
+    assert not (tmp_path / "history.db-wal").exists()
+    for command in (["report", "--db", "history.db", "--out", "."], ["check", "--db", "history.db"],
+                    ["runs", "--db", "history.db"], ["show", "1", "--db", "history.db"]):
+        diag(*command, cwd=tmp_path, check=False)
+        left = sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("history.db"))
+        assert left == ["history.db"], (command, left)
+    # a DB with a -wal (a writer holds it, or one died) is still opened read-only, its files untouched
+    writer = sqlite3.connect(tmp_path / "history.db")
+    writer.execute("PRAGMA wal_autocheckpoint = 0")
+    writer.execute("UPDATE runs SET status = 'crash' WHERE uid = 'u0'")
+    writer.commit()
+    wal = (tmp_path / "history.db-wal").read_bytes()
+    done = diag("runs", "--db", "history.db", "--json", cwd=tmp_path)
+    assert "crash" in done.stdout and (tmp_path / "history.db-wal").read_bytes() == wal
+    writer.close()

@@ -1,0 +1,150 @@
+"""diag prune over a long history: what it folds into counts, what it never loses, what it keeps."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import random
+import sys
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from diag import store
+from diag.cli import cli
+from diag.report.model import build_matrix
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+import synthetic  # noqa: E402
+
+ROW = {"case": "append_last", "backend": "aot_eager", "fullgraph": 1, "dtype": "float32"}
+OTHER = {**ROW, "case": "dynamic_slice"}
+NIGHTS = 80
+BROKEN = range(30, 33)  # nightlies 30-32 fail append_last, 33 fixes it
+GONE = 70  # dynamic_slice is no longer run from this night on
+
+
+def _history() -> list[store.RunRecord]:
+    """80 daily nightlies (one run of each row a night) and a release re-run every night (older than
+    the nightlies: it comes first in version order, as a release leg's build does)."""
+    rng = random.Random(0)
+    release = store.build_identity("2.7.0", "r" * 40, None)
+    found = []
+    for day in range(NIGHTS):
+        build = synthetic.nightly(day, rng, start=dt.date(2027, 1, 1))
+        started = (dt.datetime(2027, 1, 1) + dt.timedelta(days=day)).isoformat()
+        broken = day in BROKEN
+        for name, row in (("a", ROW), ("o", OTHER)):
+            if name == "o" and day >= GONE:
+                continue
+            status = "fullgraph_error" if broken and name == "a" else "pass"
+            record = synthetic.record(build, f"{name}{day}", row, status, rng,
+                                      synthetic.SLICE_ERROR if status != "pass" else None)
+            record.run.update(started_at=started, capabilities=json.dumps({"x": 1}))
+            found.append(record)
+        record = synthetic.record(release, f"r{day}", ROW, "pass", rng)
+        record.run.update(started_at=started, capabilities=json.dumps({"x": 1}))
+        found.append(record)
+    return found
+
+
+def _transitions(db) -> set[tuple]:
+    matrix = build_matrix(store.builds(db), store.report_runs(db), {})
+    return {(t.row.case, t.last_before["version"], t.first_after["version"]) for t in matrix.transitions}
+
+
+def _count(db) -> int:
+    return db.execute("SELECT count(*) FROM runs").fetchone()[0] + \
+        db.execute("SELECT coalesce(sum(runs), 0) FROM folded_runs").fetchone()[0]
+
+
+def test_prune_folds_old_nightlies_and_repeats_without_losing_a_run_or_a_transition(tmp_path):
+    history = _history()
+    db = store.open_db(tmp_path / "h.db")
+    store.save_runs(db, history)
+    before = _transitions(db)
+    assert len(before) == 2  # the break at nightly 30 and its fix at 33
+
+    result = store.prune(db, keep_builds=14, keep_runs=10, thin_after=60)
+    # every run is either still there or counted
+    assert _count(db) == len(history)
+    # the release, re-run every night, keeps its newest 10 runs; the 70 before are counted by status
+    release = store.find_build(db, "2.7.0")
+    kept = [row[0] for row in db.execute("SELECT uid FROM runs WHERE torch_build_id = ?", [release["id"]])]
+    assert sorted(kept) == sorted(f"r{day}" for day in range(NIGHTS - 10, NIGHTS))
+    folded = db.execute("SELECT status, runs, first_started_at, last_started_at FROM folded_runs "
+                        "WHERE torch_build_id = ?", [release["id"]]).fetchall()
+    assert folded == [("pass", NIGHTS - 10, "2027-01-01T00:00:00", "2027-03-11T00:00:00")]
+    # of the 20 nightlies past the newest 60, those that are no week's first and no transition's build
+    nightlies = sorted((b for b in store.builds(db) if b["nightly_date"]), key=lambda b: b["nightly_date"])
+    with_runs = {row[0] for row in db.execute("SELECT DISTINCT torch_build_id FROM runs")}
+    kept_old = [int(b["nightly_date"][-2:]) - 1 for b in nightlies[:NIGHTS - 60] if b["id"] in with_runs]
+    firsts = {day for day in range(NIGHTS - 60)
+              if (dt.date(2027, 1, 1) + dt.timedelta(days=day)).isocalendar()[1]
+              != (dt.date(2027, 1, 1) + dt.timedelta(days=day - 1)).isocalendar()[1] or day == 0}
+    assert set(kept_old) == firsts | {0}, kept_old
+    assert result["thinned"] == (NIGHTS - 60) - len(set(kept_old))
+    assert result["folded"] == (NIGHTS - 10) + 2 * result["thinned"]
+    assert all(b["id"] in with_runs for b in nightlies[NIGHTS - 60:])  # the newest 60 all stay
+    # the transitions (and their builds) are exactly those before
+    assert _transitions(db) == before
+
+
+def test_a_transition_and_a_rows_last_build_keep_their_runs_past_the_window(tmp_path):
+    db = store.open_db(tmp_path / "h.db")
+    history = _history()
+    store.save_runs(db, history)
+    before = _transitions(db)
+    store.prune(db, keep_builds=5, keep_runs=10, thin_after=5)
+    nightly = {int(b["nightly_date"].replace("-", "")): b["id"] for b in store.builds(db) if b["nightly_date"]}
+    with_runs = {row[0] for row in db.execute("SELECT DISTINCT torch_build_id FROM runs")}
+
+    def has_runs(day: int) -> bool:
+        date = dt.date(2027, 1, 1) + dt.timedelta(days=day)
+        return nightly[int(f"{date:%Y%m%d}")] in with_runs
+
+    # last good, first bad, last bad, first good again; dynamic_slice's last build
+    assert all(has_runs(day) for day in (29, 30, 32, 33, GONE - 1))
+    # between them, a build that is no week's first and changes nothing is folded
+    assert not has_runs(34) and not has_runs(46)
+    assert _transitions(db) == before and _count(db) == len(history)
+    # a second prune changes nothing: folded runs still count as their build's outcomes
+    again = store.prune(db, keep_builds=5, keep_runs=10, thin_after=5)
+    assert again["folded"] == 0 and again["thinned"] == 0
+
+
+def test_a_folded_run_is_not_merged_again(tmp_path):
+    db = store.open_db(tmp_path / "h.db")
+    history = _history()
+    store.save_runs(db, history)
+    shard = store.open_db(tmp_path / "shard.db")
+    store.save_runs(shard, history)
+    shard.conn.close()
+    store.prune(db, keep_builds=5, keep_runs=10, thin_after=5)
+    runs = db.execute("SELECT count(*) FROM runs").fetchone()[0]
+    done = CliRunner().invoke(cli, ["merge", str(tmp_path / "h.db"), str(tmp_path / "shard.db")])
+    assert done.exit_code == 0, done.output
+    assert db.execute("SELECT count(*) FROM runs").fetchone()[0] == runs and _count(db) == len(history)
+    # a newer run of a folded row of the release is a new run
+    rng = random.Random(5)
+    newer = synthetic.record(store.build_identity("2.7.0", "r" * 40, None), "r-new", ROW, "pass", rng)
+    newer.run["started_at"] = "2027-06-01T00:00:00"
+    assert store.merge(db, _single(tmp_path, newer))[0] == 1
+
+
+def _single(tmp_path, record):
+    shard = store.open_db(tmp_path / "one.db")
+    store.save_runs(shard, [record])
+    return shard
+
+
+def test_prune_says_what_it_folded(tmp_path):
+    db = store.open_db(tmp_path / "h.db")
+    store.save_runs(db, _history())
+    db.conn.close()
+    done = CliRunner().invoke(cli, ["prune", "--db", str(tmp_path / "h.db"), "--thin-after", "5", "--keep-builds",
+                                    "5"])
+    assert done.exit_code == 0, done.output
+    assert "folded" in done.output and "old nightlies thinned" in done.output
+    result = json.loads(CliRunner().invoke(cli, ["prune", "--db", str(tmp_path / "h.db"), "--json"]).stdout)
+    assert result["folded"] == 0 and result["thinned"] == 0
