@@ -866,6 +866,11 @@ def _fold(conn: sqlite3.Connection, run_ids: list[int]) -> int:
     return len(run_ids)
 
 
+def folded_total(db: sqlite_utils.Database) -> int:
+    """How many runs ``diag prune`` has folded into counts."""
+    return int(db.execute("SELECT coalesce(sum(runs), 0) FROM folded_runs").fetchone()[0])
+
+
 def folded_before(db: sqlite_utils.Database) -> dict[tuple, str]:
     """(build key, *row) -> when the newest run folded into that build's row started."""
     return {tuple(key): last for *key, last in db.execute(

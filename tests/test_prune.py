@@ -22,6 +22,7 @@ OTHER = {**ROW, "case": "dynamic_slice"}
 NIGHTS = 80
 BROKEN = range(30, 33)  # nightlies 30-32 fail append_last, 33 fixes it
 GONE = 70  # dynamic_slice is no longer run from this night on
+CAPABILITIES = json.dumps({"timing": {"available": True, "detail": "stored whole until prune compacts it"}})
 
 
 def _history() -> list[store.RunRecord]:
@@ -40,10 +41,10 @@ def _history() -> list[store.RunRecord]:
             status = "fullgraph_error" if broken and name == "a" else "pass"
             record = synthetic.record(build, f"{name}{day}", row, status, rng,
                                       synthetic.SLICE_ERROR if status != "pass" else None)
-            record.run.update(started_at=started, capabilities=json.dumps({"x": 1}))
+            record.run.update(started_at=started, capabilities=CAPABILITIES)
             found.append(record)
         record = synthetic.record(release, f"r{day}", ROW, "pass", rng)
-        record.run.update(started_at=started, capabilities=json.dumps({"x": 1}))
+        record.run.update(started_at=started, capabilities=CAPABILITIES)
         found.append(record)
     return found
 
@@ -148,3 +149,14 @@ def test_prune_says_what_it_folded(tmp_path):
     assert "folded" in done.output and "old nightlies thinned" in done.output
     result = json.loads(CliRunner().invoke(cli, ["prune", "--db", str(tmp_path / "h.db"), "--json"]).stdout)
     assert result["folded"] == 0 and result["thinned"] == 0
+
+
+def test_the_report_says_how_many_runs_were_folded(tmp_path):
+    from diag import report
+
+    db = store.open_db(tmp_path / "h.db")
+    store.save_runs(db, _history())
+    assert 'id="folded"' not in report.render(db, tmp_path / "site")["index.html"]
+    store.prune(db, keep_builds=5, keep_runs=10, thin_after=5)
+    page = report.render(db, tmp_path / "site")["index.html"]
+    assert f'<span id="folded">{store.folded_total(db)} older runs folded' in page and store.folded_total(db) > 70

@@ -195,7 +195,8 @@ def render(db, out_dir: Path, builds_per_page: int = BUILDS_PER_PAGE,
     drawing = charts.Drawing(matrix, cases)
     try:
         files: dict[str, str] = {}
-        files.update(_matrix_pages(env, matrix, {**common, "run_count": len(runs)}, builds_per_page))
+        files.update(_matrix_pages(env, matrix, {**common, "run_count": len(runs),
+                                                 "folded_count": store.folded_total(db)}, builds_per_page))
         files["transitions.html"] = env.get_template("transitions.html.j2").render(
             root="", matrix=matrix, transitions=matrix.transitions, key_changes=matrix.key_changes,
             backends=sorted({r.backend for r in matrix.rows}), **common)
