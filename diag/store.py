@@ -713,8 +713,8 @@ def prune(db: sqlite_utils.Database, keep_builds: int, keep_runs: int = 10, thin
       everything a verdict or the report's matrix reads. It loses its raw timing samples (a
       summary of its decode steps stays: n, median, p10, p90), its other timing series, its
       compiled frames, its capabilities and counters, and the bulk of its tracebacks and stderr.
-    - Folded into counts (``folded_runs``: build, row, status, error key, how many, first and last
-      start): of each build, a row's runs beyond its newest ``keep_runs`` (a release leg re-runs
+    - Folded into counts (``folded_runs``: build, row, status, error and finding keys, how many,
+      first and last start): of each build, a row's runs beyond its newest ``keep_runs`` (a release leg re-runs
       one build every night), and every run of an old nightly no verdict turns on (see ``thinned``).
     The file is vacuumed when a tenth of it is free pages. Returns how many builds were old, how
     many runs and series were compacted, how many runs were folded and how many builds thinned.
