@@ -558,7 +558,7 @@ def compare_command(a: str, b: str, db_path: str, as_json: bool) -> None:
               help="Runs of each row of one build that stay (the newest; whole on the newest builds); "
                    "older ones are folded into counts.")
 @click.option("--thin-after", type=click.IntRange(min=1), default=60, show_default=True,
-              help="Builds of each variant (the newest) past which nightlies no verdict turns on are folded.")
+              help="Builds of each variant (the newest) past which a nightly's rows that change nothing are folded.")
 @db_option
 @json_option
 def prune_command(keep_builds: int, keep_runs: int, thin_after: int, db_path: str, as_json: bool) -> None:
@@ -568,9 +568,10 @@ def prune_command(keep_builds: int, keep_runs: int, thin_after: int, db_path: st
     of each timing series (n, median, p10, p90); their raw samples, compiled frames,
     capabilities and the bulk of their tracebacks go. Of one build, a row keeps its newest
     --keep-runs runs (a release re-run every night); older ones are folded into counts by
-    status (table folded_runs). Past --thin-after builds, a nightly is kept when it is the first
-    of its week or a transition's build for some row; the others are folded the same way. The
-    nightly workflow runs this after each merge.
+    status (table folded_runs). Past --thin-after builds, a row's runs on a nightly are folded
+    the same way unless the row changes there (a transition or key change keeps both its
+    builds), or the row is timed and the nightly is its week's first. The nightly workflow runs
+    this after each merge.
     """
     db = open_store(db_path)
     try:
@@ -584,7 +585,7 @@ def prune_command(keep_builds: int, keep_runs: int, thin_after: int, db_path: st
         click.echo(json.dumps(result, indent=2))
     else:
         click.echo(f"compacted {changed['runs']} runs ({changed['series']} timing series), folded "
-                   f"{changed['folded']} into counts ({changed['thinned']} old nightlies thinned); "
+                   f"{changed['folded']} into counts ({changed['thinned']} rows of old nightlies thinned); "
                    f"{before / 2**20:.1f} MB -> {after / 2**20:.1f} MB")
 
 

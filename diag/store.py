@@ -706,18 +706,20 @@ def _tail(text: Optional[str]) -> Optional[str]:
 def prune(db: sqlite_utils.Database, keep_builds: int, keep_runs: int = 10, thin_after: int = 60) -> dict[str, int]:
     """Keep a history bounded however long it lives: full detail for the newest, verdicts for the rest.
 
-    - Full detail: on the newest ``keep_builds`` builds of each variant, the newest ``keep_runs``
-      runs of each row.
+    - Full detail: on the newest ``keep_builds`` builds of each variant, each row's runs of its
+      newest two ``diag run`` invocations (what ``check`` pools on one build).
     - Compacted, every other run: it keeps its status, error (the start of its message), counts,
       per-run medians, and each finding's key, location, count and the start of its message:
       everything a verdict or the report's matrix reads. It loses its raw timing samples (a
       summary of its decode steps stays: n, median, p10, p90), its other timing series, its
       compiled frames, its capabilities and counters, and the bulk of its tracebacks and stderr.
     - Folded into counts (``folded_runs``: build, row, status, error and finding keys, how many,
-      first and last start): of each build, a row's runs beyond its newest ``keep_runs`` (a release leg re-runs
-      one build every night), and every run of an old nightly no verdict turns on (see ``thinned``).
+      first and last start): of each build, a row's runs beyond its newest ``keep_runs`` (a
+      release leg re-runs one build every night), and the runs of a row on an old nightly where
+      no verdict turns on (see ``thinned``).
     The file is vacuumed when a tenth of it is free pages. Returns how many builds were old, how
-    many runs and series were compacted, how many runs were folded and how many builds thinned.
+    many runs and series were compacted, how many runs were folded, and of how many (build, row)
+    cells of old nightlies.
     """
     from diag import regress
 
@@ -728,16 +730,21 @@ def prune(db: sqlite_utils.Database, keep_builds: int, keep_runs: int = 10, thin
     thin = thinned(db, variants, thin_after)
     kept: set[int] = set()
     surplus: list[int] = []
-    emptied: set[int] = set()
-    per_row: dict[tuple, int] = {}
-    for run_id, build_id, *row in db.execute(f"SELECT id, torch_build_id, {_row_columns()} FROM runs "
-                                             "ORDER BY id DESC"):
-        seen = per_row.get((build_id, *row), 0)
-        per_row[(build_id, *row)] = seen + 1
-        if build_id in thin or seen >= keep_runs:
+    cells: set[tuple] = set()  # (build, *row) thinned by this prune
+    per_row: dict[tuple, list] = {}  # (build, *row) -> the invocations seen, newest first
+    for run_id, build_id, invocation, *row in db.execute(
+            f"SELECT id, torch_build_id, invocation, {_row_columns()} FROM runs ORDER BY id DESC"):
+        cell = (build_id, *row)
+        seen = per_row.setdefault(cell, [0, []])
+        seen[0] += 1
+        invocation = invocation or f"run {run_id}"  # runs stored before invocations were: each alone
+        if invocation not in seen[1]:
+            seen[1].append(invocation)
+        if cell in thin or seen[0] > keep_runs:
             surplus.append(run_id)
-            emptied.add(build_id)
-        elif build_id in recent:
+            if cell in thin:
+                cells.add(cell)
+        elif build_id in recent and seen[1].index(invocation) < 2:
             kept.add(run_id)
     with db.conn:
         folded = _fold(db.conn, surplus)
@@ -774,53 +781,57 @@ def prune(db: sqlite_utils.Database, keep_builds: int, keep_runs: int = 10, thin
     if free * 10 > pages:
         db.execute("VACUUM")  # cleared columns and folded runs leave pages empty, which only a rewrite returns
     return {"builds": sum(len(same) for same in variants.values()) - len(recent), "runs": compacted,
-            "series": series, "folded": folded, "thinned": len(thin & emptied)}
+            "series": series, "folded": folded, "thinned": len(cells)}
 
 
-def thinned(db: sqlite_utils.Database, variants: dict[str, list[dict[str, Any]]], thin_after: int) -> set[int]:
-    """Old nightlies whose runs a long history can fold into counts without changing any verdict.
+def thinned(db: sqlite_utils.Database, variants: dict[str, list[dict[str, Any]]], thin_after: int) -> set[tuple]:
+    """(build id, *row) of old nightlies whose runs fold into counts without changing any verdict.
 
-    Of each variant's builds (in version order) all but the newest ``thin_after`` are old. An old
-    nightly is kept when it is the first nightly of its ISO week (a weekly trend stays), or when,
-    for any row it ran, it is that row's first or last build or its outcomes (statuses, error keys
-    and finding keys) differ from the build before or after it with that row: every transition and
-    key change keeps both its builds, so ``check``, ``bisect`` over stored builds and the report
-    read the same changes. Folded runs count as outcomes, so a build once thinned stays thinned.
+    Of each variant's builds (in version order) all but the newest ``thin_after`` are old. A row's
+    runs on an old nightly stay when that build is the row's first or last, or when the row's
+    outcomes there (statuses, error keys and finding keys) differ from the build before or after
+    it with that row: every transition and key change keeps both its builds, so ``check``,
+    ``bisect`` over stored builds and the report read the same changes. A timed row (one with a
+    compiled per-token median) also stays on the first nightly of each ISO week: a weekly trend.
+    Folded runs count as outcomes, so what is folded once stays folded.
     """
-    old: dict[int, dict[str, Any]] = {}
+    old: dict[int, bool] = {}  # build id -> whether it is the first nightly of its week
     for same in variants.values():
         weeks: set[tuple] = set()
         for build in same[:-thin_after] if len(same) > thin_after else []:
             night = build.get("nightly_date")
-            if not night:
-                continue
-            week = date.fromisoformat(night).isocalendar()[:2]
-            if week in weeks:
-                old[build["id"]] = build
-            weeks.add(week)
+            if night:
+                week = date.fromisoformat(night).isocalendar()[:2]
+                old[build["id"]] = week not in weeks
+                weeks.add(week)
     if not old:
         return set()
     columns = _row_columns()
     keys = _finding_keys_text(db.conn)
     outcomes: dict[tuple, dict[int, set]] = {}
-    for run_id, build_id, *row, status, key in db.execute(
-            f"SELECT id, torch_build_id, {columns}, status, error_key FROM runs"):
+    timed: set[tuple] = set()
+    for run_id, build_id, *row, status, key, median in db.execute(
+            f"SELECT id, torch_build_id, {columns}, status, error_key, compiled_ms_per_token FROM runs"):
         outcomes.setdefault(tuple(row), {}).setdefault(build_id, set()).add((status, key, keys.get(run_id, "")))
+        if median is not None:
+            timed.add(tuple(row))
     for build_id, *row, status, key, found in db.execute(
             f"SELECT torch_build_id, {columns}, status, error_key, finding_keys FROM folded_runs"):
         outcomes.setdefault(tuple(row), {}).setdefault(build_id, set()).add((status, key, found or ""))
-    pinned: set[int] = set()
+    fold: set[tuple] = set()
     for same in variants.values():
         position = {build["id"]: index for index, build in enumerate(same)}
-        for by_build in outcomes.values():
+        for row, by_build in outcomes.items():
             line = sorted((b for b in by_build if b in position), key=position.__getitem__)
             if not line:
                 continue
-            pinned.update((line[0], line[-1]))
+            keep = {line[0], line[-1]}
             for before, after in zip(line, line[1:]):
                 if by_build[before] != by_build[after]:
-                    pinned.update((before, after))
-    return set(old) - pinned
+                    keep.update((before, after))
+            fold.update((build_id, *row) for build_id in line if build_id in old and build_id not in keep
+                        and not (old[build_id] and row in timed))
+    return fold
 
 
 def _finding_keys_text(conn: sqlite3.Connection, where: str = "") -> dict[int, str]:

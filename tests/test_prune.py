@@ -84,8 +84,8 @@ def test_prune_folds_old_nightlies_and_repeats_without_losing_a_run_or_a_transit
               if (dt.date(2027, 1, 1) + dt.timedelta(days=day)).isocalendar()[1]
               != (dt.date(2027, 1, 1) + dt.timedelta(days=day - 1)).isocalendar()[1] or day == 0}
     assert set(kept_old) == firsts | {0}, kept_old
-    assert result["thinned"] == (NIGHTS - 60) - len(set(kept_old))
-    assert result["folded"] == (NIGHTS - 10) + 2 * result["thinned"]
+    assert result["thinned"] == 2 * ((NIGHTS - 60) - len(set(kept_old)))  # both rows of each
+    assert result["folded"] == (NIGHTS - 10) + result["thinned"]
     assert all(b["id"] in with_runs for b in nightlies[NIGHTS - 60:])  # the newest 60 all stay
     # the transitions (and their builds) are exactly those before
     assert _transitions(db) == before
@@ -108,6 +108,11 @@ def test_a_transition_and_a_rows_last_build_keep_their_runs_past_the_window(tmp_
     assert all(has_runs(day) for day in (29, 30, 32, 33, GONE - 1))
     # between them, a build that is no week's first and changes nothing is folded
     assert not has_runs(34) and not has_runs(46)
+    # and of a transition's build, only the row that changed there stays
+    date = dt.date(2027, 1, 1) + dt.timedelta(days=30)
+    cases = db.execute('SELECT DISTINCT "case" FROM runs WHERE torch_build_id = ?',
+                       [nightly[int(f"{date:%Y%m%d}")]]).fetchall()
+    assert cases == [("append_last",)]
     assert _transitions(db) == before and _count(db) == len(history)
     # a second prune changes nothing: folded runs still count as their build's outcomes
     again = store.prune(db, keep_builds=5, keep_runs=10, thin_after=5)
@@ -146,7 +151,7 @@ def test_prune_says_what_it_folded(tmp_path):
     done = CliRunner().invoke(cli, ["prune", "--db", str(tmp_path / "h.db"), "--thin-after", "5", "--keep-builds",
                                     "5"])
     assert done.exit_code == 0, done.output
-    assert "folded" in done.output and "old nightlies thinned" in done.output
+    assert "folded" in done.output and "rows of old nightlies thinned" in done.output
     result = json.loads(CliRunner().invoke(cli, ["prune", "--db", str(tmp_path / "h.db"), "--json"]).stdout)
     assert result["folded"] == 0 and result["thinned"] == 0
 
@@ -160,3 +165,21 @@ def test_the_report_says_how_many_runs_were_folded(tmp_path):
     store.prune(db, keep_builds=5, keep_runs=10, thin_after=5)
     page = report.render(db, tmp_path / "site")["index.html"]
     assert f'<span id="folded">{store.folded_total(db)} older runs folded' in page and store.folded_total(db) > 70
+
+
+def test_a_build_re_run_every_night_keeps_full_detail_for_its_newest_two_invocations(tmp_path):
+    rng = random.Random(2)
+    release = store.build_identity("2.7.0", "r" * 40, None)
+    history = []
+    for night in range(4):
+        for repeat in range(2):
+            record = synthetic.record(release, f"r{night}-{repeat}", ROW, "pass", rng)
+            record.run.update(started_at=f"2027-01-0{night + 1}T00:00:0{repeat}", capabilities=CAPABILITIES,
+                              invocation=f"night{night}")
+            history.append(record)
+    db = store.open_db(tmp_path / "h.db")
+    store.save_runs(db, history)
+    store.prune(db, keep_builds=14, keep_runs=10)
+    whole = {uid for uid, in db.execute("SELECT uid FROM runs WHERE capabilities IS NOT NULL")}
+    assert whole == {"r3-0", "r3-1", "r2-0", "r2-1"}  # what check pools: the newest against the one before
+    assert db.execute("SELECT count(*) FROM runs").fetchone()[0] == 8  # the older ones compacted, not folded
