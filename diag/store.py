@@ -714,9 +714,9 @@ def prune(db: sqlite_utils.Database, keep_builds: int, keep_runs: int = 10, thin
       summary of its decode steps stays: n, median, p10, p90), its other timing series, its
       compiled frames, its capabilities and counters, and the bulk of its tracebacks and stderr.
     - Folded into counts (``folded_runs``: build, row, status, error and finding keys, how many,
-      first and last start): of each build, a row's runs beyond its newest ``keep_runs`` (a
-      release leg re-runs one build every night), and the runs of a row on an old nightly where
-      no verdict turns on (see ``thinned``).
+      first and last start): of each build, a row's runs beyond its newest ``keep_runs``, and on
+      an older build beyond its newest two invocations (a release leg re-runs one build every
+      night); and the runs of a row on an old nightly where no verdict turns on (``thinned``).
     The file is vacuumed when a tenth of it is free pages. Returns how many builds were old, how
     many runs and series were compacted, how many runs were folded, and of how many (build, row)
     cells of old nightlies.
@@ -740,11 +740,12 @@ def prune(db: sqlite_utils.Database, keep_builds: int, keep_runs: int = 10, thin
         invocation = invocation or f"run {run_id}"  # runs stored before invocations were: each alone
         if invocation not in seen[1]:
             seen[1].append(invocation)
-        if cell in thin or seen[0] > keep_runs:
+        newest_two = seen[1].index(invocation) < 2
+        if cell in thin or seen[0] > keep_runs or not (newest_two or build_id in recent):
             surplus.append(run_id)
             if cell in thin:
                 cells.add(cell)
-        elif build_id in recent and seen[1].index(invocation) < 2:
+        elif build_id in recent and newest_two:
             kept.add(run_id)
     with db.conn:
         folded = _fold(db.conn, surplus)

@@ -69,13 +69,14 @@ def test_prune_folds_old_nightlies_and_repeats_without_losing_a_run_or_a_transit
     result = store.prune(db, keep_builds=14, keep_runs=10, thin_after=60)
     # every run is either still there or counted
     assert _count(db) == len(history)
-    # the release, re-run every night, keeps its newest 10 runs; the 70 before are counted by status
+    # the release, re-run every night and older than the newest 14 builds, keeps the runs of its
+    # newest two invocations (one run each here); the 78 before are counted by status
     release = store.find_build(db, "2.7.0")
     kept = [row[0] for row in db.execute("SELECT uid FROM runs WHERE torch_build_id = ?", [release["id"]])]
-    assert sorted(kept) == sorted(f"r{day}" for day in range(NIGHTS - 10, NIGHTS))
+    assert sorted(kept) == ["r78", "r79"]
     folded = db.execute("SELECT status, runs, first_started_at, last_started_at FROM folded_runs "
                         "WHERE torch_build_id = ?", [release["id"]]).fetchall()
-    assert folded == [("pass", NIGHTS - 10, "2027-01-01T00:00:00", "2027-03-11T00:00:00")]
+    assert folded == [("pass", NIGHTS - 2, "2027-01-01T00:00:00", "2027-03-19T00:00:00")]
     # of the 20 nightlies past the newest 60, those that are no week's first and no transition's build
     nightlies = sorted((b for b in store.builds(db) if b["nightly_date"]), key=lambda b: b["nightly_date"])
     with_runs = {row[0] for row in db.execute("SELECT DISTINCT torch_build_id FROM runs")}
@@ -85,7 +86,7 @@ def test_prune_folds_old_nightlies_and_repeats_without_losing_a_run_or_a_transit
               != (dt.date(2027, 1, 1) + dt.timedelta(days=day - 1)).isocalendar()[1] or day == 0}
     assert set(kept_old) == firsts | {0}, kept_old
     assert result["thinned"] == 2 * ((NIGHTS - 60) - len(set(kept_old)))  # both rows of each
-    assert result["folded"] == (NIGHTS - 10) + result["thinned"]
+    assert result["folded"] == (NIGHTS - 2) + result["thinned"]
     assert all(b["id"] in with_runs for b in nightlies[NIGHTS - 60:])  # the newest 60 all stay
     # the transitions (and their builds) are exactly those before
     assert _transitions(db) == before
@@ -171,7 +172,7 @@ def test_a_build_re_run_every_night_keeps_full_detail_for_its_newest_two_invocat
     rng = random.Random(2)
     release = store.build_identity("2.7.0", "r" * 40, None)
     history = []
-    for night in range(4):
+    for night in range(6):
         for repeat in range(2):
             record = synthetic.record(release, f"r{night}-{repeat}", ROW, "pass", rng)
             record.run.update(started_at=f"2027-01-0{night + 1}T00:00:0{repeat}", capabilities=CAPABILITIES,
@@ -181,5 +182,7 @@ def test_a_build_re_run_every_night_keeps_full_detail_for_its_newest_two_invocat
     store.save_runs(db, history)
     store.prune(db, keep_builds=14, keep_runs=10)
     whole = {uid for uid, in db.execute("SELECT uid FROM runs WHERE capabilities IS NOT NULL")}
-    assert whole == {"r3-0", "r3-1", "r2-0", "r2-1"}  # what check pools: the newest against the one before
-    assert db.execute("SELECT count(*) FROM runs").fetchone()[0] == 8  # the older ones compacted, not folded
+    assert whole == {"r5-0", "r5-1", "r4-0", "r4-1"}  # what check pools: the newest against the one before
+    # of the 12 runs, the newest 10 stay (the older six compacted), the two before are counted
+    assert db.execute("SELECT count(*) FROM runs").fetchone()[0] == 10
+    assert db.execute("SELECT runs FROM folded_runs").fetchall() == [(2,)]
