@@ -557,7 +557,7 @@ def compare_command(a: str, b: str, db_path: str, as_json: bool) -> None:
 @click.option("--keep-runs", type=click.IntRange(min=1), default=10, show_default=True,
               help="Runs of each row of one build that stay (the newest; whole on the newest builds); "
                    "older ones are folded into counts.")
-@click.option("--thin-after", type=click.IntRange(min=1), default=60, show_default=True,
+@click.option("--thin-after", type=click.IntRange(min=1), default=30, show_default=True,
               help="Builds of each variant (the newest) past which a nightly's rows that change nothing are folded.")
 @db_option
 @json_option

@@ -703,7 +703,7 @@ def _tail(text: Optional[str]) -> Optional[str]:
     return "\n".join(lines[-PRUNED_TEXT_LINES:]) if len(lines) > PRUNED_TEXT_LINES else text
 
 
-def prune(db: sqlite_utils.Database, keep_builds: int, keep_runs: int = 10, thin_after: int = 60) -> dict[str, int]:
+def prune(db: sqlite_utils.Database, keep_builds: int, keep_runs: int = 10, thin_after: int = 30) -> dict[str, int]:
     """Keep a history bounded however long it lives: full detail for the newest, verdicts for the rest.
 
     - Full detail: on the newest ``keep_builds`` builds of each variant, each row's runs of its
