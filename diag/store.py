@@ -185,9 +185,9 @@ def m009_timing_summaries(db: sqlite_utils.Database) -> None:
 @migration
 def m010_folded_runs(db: sqlite_utils.Database) -> None:
     """Runs ``diag prune`` folded into counts: of one build, a row's runs beyond its newest (a release
-    leg re-runs its build every night), and every run of an old nightly no verdict turns on. One row
-    per build, row and outcome (status, error key and finding keys): how many runs, when the first and
-    the last of them started."""
+    leg re-runs its build every night), and a row's runs on an old nightly where the row does not
+    change. One row per build, row and outcome (status, error key and finding keys): how many runs,
+    when the first and the last of them started."""
     whole = {"fullgraph", "batch_size", "prompt_length", "new_tokens"}
     db["folded_runs"].create({
         "id": int, "torch_build_id": int, **{name: int if name in whole else str for name in rows.FIELDS},
@@ -248,7 +248,7 @@ DESCRIPTIONS: dict[str, tuple[str, dict[str, str]]] = {
         "samples": "JSON list of samples (NULL once pruned)", "summary": "JSON n, median, p10, p90 of pruned samples"}),
     "frames": ("Per compiled frame, torch's compilation_metrics (torch 2.4+).", {}),
     "folded_runs": ("Runs `diag prune` folded into counts, by build, row and outcome: a row's runs of one build "
-                    "beyond its newest, and the runs of old nightlies no verdict turns on.", {
+                    "beyond its newest, and a row's runs on old nightlies where it does not change.", {
         "runs": "how many runs were folded", "first_started_at": "when the first of them started",
         "last_started_at": "when the last of them started"}),
     "run_summary": ("Every run with its build's version: the table to filter and facet.", {}),
