@@ -159,6 +159,7 @@ class Year:
     measure_every: int = 7  # nights between measurements of the branch (a recompressing gc)
     stored: int = 0  # runs the legs wrote, all nights
     sizes: list[tuple[int, int, int]] = field(default_factory=list)  # night, history bytes, branch bytes
+    history_sizes: list[int] = field(default_factory=list)  # history bytes, every night published
 
     def __post_init__(self) -> None:
         self.pages = self.work / "pages.git"
@@ -217,6 +218,7 @@ class Year:
         _git("add", "-A", cwd=self.site)
         _git("-c", "user.name=n", "-c", "user.email=n@x", "commit", "-q", "-m", f"night {night}", cwd=self.site)
         _git("push", "-q", "-f", "origin", f"night{night}:gh-pages", cwd=self.site)
+        self.history_sizes.append(history.stat().st_size)
         if measure or night % self.measure_every == 0:
             # GitHub drops unreachable objects and stores the rest compressed
             _git("-c", "pack.compression=1", "repack", "-q", "-a", "-d", "-F", cwd=self.pages)
