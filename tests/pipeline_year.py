@@ -7,8 +7,8 @@ untimed; each field at the size real runs store), and the publish job's steps ru
 workflow runs them: the gh-pages checkout (a local bare repository stands in for GitHub), the
 workflow's own ``diag merge``, ``diag prune`` and ``diag report`` command lines (read from
 nightly.yml) and the single orphan commit pushed over the branch. ``diag report`` renders on the
-nights in ``report_nights`` only (a render takes seconds, and the published site's size depends
-on the newest builds alone). ``checkout_fails`` names nights whose checkout fails: the job stops
+nights in ``report_nights`` only (a render of a long history takes a minute, and the branch holds
+the last render alone). ``checkout_fails`` names nights whose checkout fails: the job stops
 there, and is re-run.
 
     python tests/pipeline_year.py --nights 365 --work DIR   (prints the sizes as it goes)
