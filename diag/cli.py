@@ -568,10 +568,10 @@ def prune_command(keep_builds: int, keep_runs: int, thin_after: int, db_path: st
     of each timing series (n, median, p10, p90); their raw samples, compiled frames,
     capabilities and the bulk of their tracebacks go. Of one build, a row keeps its newest
     --keep-runs runs, and on an older build those of its newest two invocations (a release
-    re-run every night); the rest are folded into counts by status (table folded_runs). Past --thin-after builds, a row's runs on a nightly are folded
-    the same way unless the row changes there (a transition or key change keeps both its
-    builds), or the row is timed and the nightly is its week's first. The nightly workflow runs
-    this after each merge.
+    re-run every night); the rest are folded into counts by status (table folded_runs). Past
+    --thin-after builds, a row's runs on a nightly are folded the same way unless the row
+    changes there (a transition or key change keeps both its builds), or the row is timed and
+    the nightly is its week's first. The nightly workflow runs this after each merge.
     """
     db = open_store(db_path)
     try:

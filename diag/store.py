@@ -584,11 +584,12 @@ def report_runs(db: sqlite_utils.Database) -> list[dict[str, Any]]:
                          "FROM runs ORDER BY id"))
 
 
-def finding_keys(db: sqlite_utils.Database) -> dict[int, set[tuple[str, str]]]:
-    """Per run id, its (kind, key) pairs over graph breaks, recompiles and hidden errors."""
+def finding_keys(db: sqlite_utils.Database | sqlite3.Connection, where: str = "") -> dict[int, set[tuple[str, str]]]:
+    """Per run id, its (kind, key) pairs over graph breaks, recompiles and hidden errors (of the
+    finding rows ``where`` selects, all without it)."""
     found: dict[int, set[tuple[str, str]]] = {}
     for table in FINDING_TABLES:
-        for run_id, key in db.execute(f'SELECT run_id, key FROM "{table}"'):
+        for run_id, key in db.execute(f'SELECT run_id, key FROM "{table}" {where}'):
             found.setdefault(run_id, set()).add((table, key))
     return found
 
@@ -757,9 +758,9 @@ def prune(db: sqlite_utils.Database, keep_builds: int, keep_runs: int = 10, thin
         series = 0
         # of a compacted run's timings, the decode steps' summary stays (its medians are run columns)
         db.execute("DELETE FROM timings WHERE run_id IN (SELECT id FROM pruned) AND metric != 'decode_step'")
-        rows_ = db.execute("SELECT id, samples FROM timings WHERE run_id IN (SELECT id FROM pruned) "
-                           "AND samples IS NOT NULL").fetchall()
-        for timing_id, samples in rows_:
+        raw = db.execute("SELECT id, samples FROM timings WHERE run_id IN (SELECT id FROM pruned) "
+                         "AND samples IS NOT NULL").fetchall()
+        for timing_id, samples in raw:
             values = json.loads(samples)
             summary = json.dumps(_summary(values)) if values else None
             db.execute("UPDATE timings SET samples = NULL, summary = ? WHERE id = ?", [summary, timing_id])
@@ -837,11 +838,8 @@ def thinned(db: sqlite_utils.Database, variants: dict[str, list[dict[str, Any]]]
 
 def _finding_keys_text(conn: sqlite3.Connection, where: str = "") -> dict[int, str]:
     """Per run id, its finding keys as one text (``table:key`` sorted, ``;``-joined)."""
-    found: dict[int, set[str]] = {}
-    for table in FINDING_TABLES:
-        for run_id, key in conn.execute(f'SELECT run_id, key FROM "{table}" {where}'):
-            found.setdefault(run_id, set()).add(f"{table}:{key}")
-    return {run_id: ";".join(sorted(keys)) for run_id, keys in found.items()}
+    return {run_id: ";".join(sorted(f"{table}:{key}" for table, key in pairs))
+            for run_id, pairs in finding_keys(conn, where).items()}
 
 
 def _fold(conn: sqlite3.Connection, run_ids: list[int]) -> int:
@@ -852,12 +850,14 @@ def _fold(conn: sqlite3.Connection, run_ids: list[int]) -> int:
     conn.execute("DELETE FROM folding")
     conn.executemany("INSERT INTO folding (id) VALUES (?)", [(i,) for i in run_ids])
     keys = _finding_keys_text(conn, "WHERE run_id IN (SELECT id FROM folding)")
-    groups: dict[tuple, tuple[int, list[str]]] = {}
+    groups: dict[tuple, list] = {}  # (build, *row, status, error key, finding keys) -> [runs, start times]
     for run_id, *outcome, started in conn.execute(
             f"SELECT id, torch_build_id, {_row_columns()}, status, error_key, started_at FROM runs "
             "WHERE id IN (SELECT id FROM folding)").fetchall():
-        count, starts = groups.get((*outcome, keys.get(run_id) or None), (0, []))
-        groups[(*outcome, keys.get(run_id) or None)] = (count + 1, starts + [started] if started else starts)
+        group = groups.setdefault((*outcome, keys.get(run_id)), [0, []])
+        group[0] += 1
+        if started:
+            group[1].append(started)
     names = ["torch_build_id", *rows.FIELDS, "status", "error_key", "finding_keys"]
     same = " AND ".join(f'"{name}" IS ?' for name in names)
     for key, (count, starts) in groups.items():
