@@ -597,7 +597,8 @@ def prune_command(keep_builds: int, keep_runs: int, thin_after: int, db_path: st
               help="Compile-time ratio that counts as a slowdown (when significant).")
 @click.option("--latency-threshold", type=click.FloatRange(min=1.0), default=1.05, show_default=True,
               help="Per-token latency ratio that counts as a slowdown (when significant).")
-@click.option("--alpha", type=click.FloatRange(min=0.0, max=1.0), default=0.01, show_default=True,
+@click.option("--alpha", type=click.FloatRange(min=0.0, max=1.0), default=regress.Thresholds.alpha,
+              show_default=True,
               help="Significance level of the one-sided Mann-Whitney U test.")
 @click.option("--allow", "allow_file", type=click.Path(exists=True, dir_okay=False), default=None,
               help="File of keys known to be flaky (one per line), ignored when new.")
@@ -618,8 +619,8 @@ def check_command(baseline: Optional[str], compile_threshold: float, latency_thr
     A regression is: a pass or graph_break row that now fails; a new graph-break,
     recompile or hidden-error key (not in --allow); compiled tokens that no longer
     match eager; or a slowdown beyond the thresholds that a rank test over the runs
-    confirms. A slowdown beyond a threshold with too few runs a side to test (5 for
-    --alpha 0.01) is INCONCLUSIVE: exit 3 when nothing else regressed, skipped in JUnit.
+    confirms. A slowdown beyond a threshold with too few runs a side to test (4 for
+    --alpha 0.02, 5 for 0.01) is INCONCLUSIVE: exit 3 when nothing else regressed, skipped in JUnit.
     """
     for option, path in (("--junit", junit_file), ("--alerts", alerts_file)):
         if path and not Path(path).resolve().parent.is_dir():

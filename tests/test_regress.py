@@ -27,7 +27,7 @@ def test_mann_whitney_detects_a_shift_and_not_noise():
 
 
 def test_runs_needed_is_where_the_exact_test_can_reach_alpha():
-    assert regress.runs_needed(0.01) == 5 and regress.runs_needed(0.05) == 4 and regress.runs_needed(0.001) == 7
+    assert regress.runs_needed(0.01) == 5 and regress.runs_needed(0.02) == 4 and regress.runs_needed(0.05) == 4 and regress.runs_needed(0.001) == 7
     for alpha in (0.01, 0.05, 0.001):
         n = regress.runs_needed(alpha)
         assert regress.mann_whitney_greater(list(range(n, 2 * n)), list(range(n))) < alpha
@@ -73,12 +73,12 @@ def test_a_latency_verdict_is_over_runs_and_inconclusive_with_too_few():
     single = regress.compare_runs(base[0], slower[0])
     assert regress.regressions(single, thresholds, set()) == []
     unjudged, = regress.inconclusive(single, thresholds)
-    assert unjudged.kind == "inconclusive" and "1 -> 1 runs a side, need 5" in unjudged.message
+    assert unjudged.kind == "inconclusive" and "1 -> 1 runs a side, need 4" in unjudged.message
     # a small ratio is nothing to judge, with any number of runs
     assert regress.inconclusive(regress.compare_runs(base[0], barely[0]), thresholds) == []
     root = ET.fromstring(regress.junit_xml([single], [], "diag check", [unjudged]))
     assert (root.get("failures"), root.get("skipped")) == ("0", "1")
-    assert "need 5" in root.find("testcase/skipped").get("message")
+    assert "need 4" in root.find("testcase/skipped").get("message")
 
 
 def _timed_run(id_, step_s, host_s, generations=30, steps=7, device="cpu", invocation=None, jitter=0.0):
@@ -224,7 +224,7 @@ def test_a_a_passes_then_a_b_slowdown_and_fullgraph_regression_fail(tmp_path):
     run("slow", repeat=1, target=single)
     code, verdict = check(single)
     assert code == 3 and verdict["regressions"] == []
-    assert any("need 5" in item["message"] for item in verdict["inconclusive"])
+    assert any("need 4" in item["message"] for item in verdict["inconclusive"])
     assert ET.parse(tmp_path / "junit.xml").getroot().get("skipped") == "1"
 
 

@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from conftest import REPO
+from diag import regress
 
 TESTED = {"run", "merge", "report", "env", "prune", "check"}
 
@@ -36,6 +37,18 @@ def test_every_cpu_leg_runs_every_transformers_architecture():
     architectures = [words for words in runs if "hf:all" in words]
     assert len(architectures) == 1 and "--no-fullgraph" not in architectures[0] and "--fullgraph" not in architectures[0]
     assert "--db" in architectures[0] and architectures[0][architectures[0].index("--db") + 1] == "shard.db"
+
+
+def test_every_timed_leg_runs_enough_repeats_for_a_latency_verdict():
+    """A leg's runs of a case are what ``diag check`` pools: fewer than the rank test needs at the
+    default alpha and every slowdown of that leg would only ever be inconclusive."""
+    workflow = yaml.safe_load((REPO / ".github" / "workflows" / "nightly.yml").read_text())
+    timed = [step["run"].split() for job in workflow["jobs"].values() for step in job["steps"]
+             if str(step.get("run", "")).startswith("diag run") and "${{ env.CASES }}" in step["run"]]
+    assert len(timed) == 3
+    needed = regress.runs_needed(regress.Thresholds().alpha)
+    for words in timed:
+        assert int(words[words.index("--repeat") + 1]) >= needed, " ".join(words)
 
 
 def test_every_leg_keeps_the_wheels_it_tested_in_the_actions_cache():
