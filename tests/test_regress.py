@@ -27,7 +27,7 @@ def test_mann_whitney_detects_a_shift_and_not_noise():
 
 
 def test_runs_needed_is_where_the_exact_test_can_reach_alpha():
-    assert regress.runs_needed(0.01) == 5 and regress.runs_needed(0.02) == 4 and regress.runs_needed(0.05) == 4 and regress.runs_needed(0.001) == 7
+    assert [regress.runs_needed(alpha) for alpha in (0.001, 0.01, 0.02, 0.05)] == [7, 5, 4, 4]
     for alpha in (0.01, 0.05, 0.001):
         n = regress.runs_needed(alpha)
         assert regress.mann_whitney_greater(list(range(n, 2 * n)), list(range(n))) < alpha
