@@ -111,7 +111,12 @@ def profile_cost(work: Path, cases: list[str], repeats: int) -> list[tuple]:
     return rows
 
 
-LEG = ["--case", "all", "--threads", "1", "--repeat", "5", "--timing-seconds", "2"]
+LEG = ["--case", "all", "--threads", "1", "--repeat", "5", "--timing-seconds", "2"]  # as nightly.yml's CPU legs
+
+
+def leg_option(name: str) -> str:
+    """A setting of the nightly CPU leg's `diag run` (tests/test_bench.py holds LEG to nightly.yml)."""
+    return LEG[LEG.index(name) + 1]
 
 
 def nightly_leg(work: Path, quick: bool) -> dict:
@@ -224,7 +229,8 @@ def fidelity(work: Path, repetitions: int, runs: int, seconds: float, new_tokens
     the same with every decode step 10% slower (B); `diag check` after A' (A/A) and after B (A/B)."""
     case = str(BENCH / "cases" / "extra_cost.py")
     common = ["--case", case, "--backend", "eager", "--fullgraph", "--new-tokens", str(new_tokens), "--repeats",
-              str(repeats), "--timing-seconds", str(seconds), "--threads", "1", "--repeat", str(runs), "--json"]
+              str(repeats), "--timing-seconds", str(seconds), "--threads", leg_option("--threads"), "--repeat",
+              str(runs), "--json"]
     medians, ratios, bases, false_alarms, detected = [], {"aa": [], "ab": []}, set(), 0, 0
     inconclusive = {"aa": 0, "ab": 0}
     alarms: list[str] = []
@@ -330,7 +336,7 @@ def main() -> None:
                       f"250 ms over {steady['seconds']:.0f} s ran at {steady['min_ms']:.2f} ms at best, "
                       f"{steady['median_ms']:.2f} ms typically and {steady['max_ms']:.2f} ms at worst "
                       f"(worst / best = {steady['max_ms'] / steady['min_ms']:.2f}).", ""]
-            runs, seconds = (1, 0.5) if quick else (5, 2.0)
+            runs, seconds = (1, 0.5) if quick else (int(leg_option("--repeat")), float(leg_option("--timing-seconds")))
             result = fidelity(work, 1 if quick else args.pairs, runs, seconds, 8, 5)
             single = fidelity(work / "single", 1 if quick else args.pairs, 1, seconds, 8, 5)
             n = result["repetitions"]
