@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 import shutil
@@ -17,8 +18,18 @@ from diag import regress
 TESTED = {"run", "merge", "report", "env", "prune", "check"}
 
 
+def _workflow() -> dict:
+    return yaml.safe_load((REPO / ".github" / "workflows" / "nightly.yml").read_text())
+
+
+def _timed_runs(workflow: dict) -> dict[str, list[str]]:
+    """Per job, the words of its timed `diag run` (the one over the cases, not hf:all)."""
+    return {name: step["run"].split() for name, job in workflow["jobs"].items() for step in job["steps"]
+            if str(step.get("run", "")).startswith("diag run") and "${{ env.CASES }}" in step["run"]}
+
+
 def test_every_run_step_is_an_install_or_a_tested_diag_command():
-    workflow = yaml.safe_load((REPO / ".github" / "workflows" / "nightly.yml").read_text())
+    workflow = _workflow()
     commands = [step["run"] for job in workflow["jobs"].values() for step in job["steps"] if "run" in step]
     assert commands
     for command in commands:
@@ -32,7 +43,7 @@ def test_every_run_step_is_an_install_or_a_tested_diag_command():
 
 
 def test_every_cpu_leg_runs_every_transformers_architecture():
-    workflow = yaml.safe_load((REPO / ".github" / "workflows" / "nightly.yml").read_text())
+    workflow = _workflow()
     runs = [step["run"].split() for step in workflow["jobs"]["cpu"]["steps"] if str(step.get("run", "")).startswith("diag run")]
     architectures = [words for words in runs if "hf:all" in words]
     assert len(architectures) == 1 and "--no-fullgraph" not in architectures[0] and "--fullgraph" not in architectures[0]
@@ -42,24 +53,32 @@ def test_every_cpu_leg_runs_every_transformers_architecture():
 def test_every_timed_leg_runs_enough_repeats_for_a_latency_verdict():
     """A leg's runs of a case are what ``diag check`` pools: fewer than the rank test needs at the
     default alpha and every slowdown of that leg would only ever be inconclusive."""
-    workflow = yaml.safe_load((REPO / ".github" / "workflows" / "nightly.yml").read_text())
-    timed = [step["run"].split() for job in workflow["jobs"].values() for step in job["steps"]
-             if str(step.get("run", "")).startswith("diag run") and "${{ env.CASES }}" in step["run"]]
-    assert len(timed) == 3
+    timed = _timed_runs(_workflow())
+    assert set(timed) == {"cpu", "extra", "cuda"}
     needed = regress.runs_needed(regress.Thresholds().alpha)
-    for words in timed:
+    for words in timed.values():
         assert int(words[words.index("--repeat") + 1]) >= needed, " ".join(words)
 
 
+def test_the_benchmark_times_what_a_nightly_cpu_leg_runs():
+    """Fidelity and the leg's timing are measured at the settings the CPU legs really use."""
+    spec = importlib.util.spec_from_file_location("bench_run", REPO / "bench" / "run.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    timed = _timed_runs(_workflow())["cpu"]
+    for option in ("--threads", "--repeat", "--timing-seconds"):
+        assert bench.leg_option(option) == timed[timed.index(option) + 1], option
+
+
 def test_every_leg_keeps_the_wheels_it_tested_in_the_actions_cache():
-    workflow = yaml.safe_load((REPO / ".github" / "workflows" / "nightly.yml").read_text())
+    workflow = _workflow()
     for name in ("cpu", "cuda"):
         caches = [s for s in workflow["jobs"][name]["steps"] if str(s.get("uses", "")).startswith("actions/cache")]
         assert caches and caches[0]["with"]["path"] == "~/.cache/diag/wheels", name
 
 
 def test_the_workflow_gates_and_publishes_without_losing_history():
-    workflow = yaml.safe_load((REPO / ".github" / "workflows" / "nightly.yml").read_text())
+    workflow = _workflow()
     jobs = workflow["jobs"]
     assert workflow["permissions"] == {"contents": "read"}
     assert jobs["publish"]["permissions"] == {"contents": "write", "issues": "write"}
