@@ -15,7 +15,8 @@ import json
 import random
 from typing import Iterator, Optional
 
-from diag.store import RunRecord, build_identity
+from diag.build import identity as build_identity
+from diag.store import RunRecord
 
 CASES = ["append_last", "dynamic_slice", "hf_static_cache", "hf_dynamic_cache"]
 BACKENDS = ["inductor", "aot_eager", "eager"]

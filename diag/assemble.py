@@ -11,9 +11,10 @@ import json
 from typing import Any, Optional
 
 from diag import row as rows
+from diag.build import identity as build_identity
 from diag.probe import capture, keys, records, statuses
 from diag.rundir import STDERR_TAIL_BYTES, PassOutcome, RunFiles
-from diag.store import RunRecord, build_identity
+from diag.store import RunRecord
 
 
 def probe_failure(outcome: PassOutcome) -> Optional[dict[str, Any]]:

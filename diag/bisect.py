@@ -12,8 +12,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Optional
 
-from diag import envs, regress, runner, store, wheels
+from diag import envs, runner, store, wheels
 from diag import row as rows
+from diag.build import Version, nightly_spec, version_key
 from diag.catalog import CaseRef
 from diag.probe.session import Config
 
@@ -65,11 +66,7 @@ def index_versions(index_url: str) -> list[str]:
         listed = wheels.listed_wheels(index_url)
     except wheels.WheelError as exc:
         raise envs.EnvError(str(exc)) from exc
-    return sorted({w.base_version for w in listed}, key=_order)
-
-
-def _order(version: str) -> tuple:
-    return regress.version_order({"version": version, "nightly_date": None, "id": 0})
+    return sorted({w.base_version for w in listed}, key=version_key)
 
 
 @dataclass
@@ -95,7 +92,7 @@ def candidates(good: str, bad: str, candidates_file: Optional[str], listing_inde
         listed = [line.strip() for line in Path(candidates_file).read_text().splitlines()
                   if line.strip() and not line.startswith("#")]
         for spec in listed:
-            envs.spec_kind(spec)
+            envs.parse_spec(spec).kind
         return Candidates(between(listed, good, bad), {spec: ["file"] for spec in listed})
     found = Candidates([])
     index = listing_index or envs.NIGHTLY_INDEX.format(variant=variant)
@@ -105,7 +102,7 @@ def candidates(good: str, bad: str, candidates_file: Optional[str], listing_inde
     except envs.EnvError as exc:
         found.notes.append(f"the index could not be listed ({exc}); searching stored builds and direct URLs")
     for version in stored:
-        found.sources.setdefault(version.split("+", 1)[0], []).append("db")
+        found.sources.setdefault(_base(version), []).append("db")
     if request is not None:
         _walk_dates(good, bad, request, found)
     found.specs = between(list(found.sources), good, bad)
@@ -115,27 +112,28 @@ def candidates(good: str, bad: str, candidates_file: Optional[str], listing_inde
 def check_ends(good: str, bad: str) -> None:
     """EnvError unless both ends are releases or dated nightlies, good before bad."""
     for spec in (good, bad):
-        if envs.spec_kind(spec) not in ("release", "nightly_date"):
+        if envs.parse_spec(spec).kind not in ("release", "nightly_date"):
             raise envs.EnvError(f"bisect needs a release or a dated nightly at each end, not {spec!r} "
                                 "(a dated nightly: 2.1.0.dev20230621)")
-    if _order(good) >= _order(bad):
+    if version_key(good) >= version_key(bad):
         raise envs.EnvError(f"the good build {good} must come before the bad build {bad}")
 
 
 def _walk_dates(good: str, bad: str, request: envs.Request, found: Candidates) -> None:
     """Each date between two dated nightlies whose wheel exists at its direct URL (or locally)."""
-    if envs.spec_kind(good) != "nightly_date" or envs.spec_kind(bad) != "nightly_date":
+    if envs.parse_spec(good).kind != "nightly_date" or envs.parse_spec(bad).kind != "nightly_date":
         return
-    first, last = (datetime.date.fromisoformat(_iso(spec)) for spec in (good, bad))
-    series = sorted({spec.split(".dev", 1)[0] for spec in (good, bad)}, key=_order)
+    ends = [envs.parse_spec(spec).version for spec in (good, bad)]
+    first, last = (datetime.date.fromisoformat(end.nightly_date) for end in ends)
+    series = sorted({".".join(map(str, end.release)) for end in ends}, key=version_key)
     tags = wheels.supported_tags(request.python)
     day = first + datetime.timedelta(days=1)
     while day < last:
         stamp = day.strftime("%Y%m%d")
-        known = [f"{s}.dev{stamp}" for s in series if f"{s}.dev{stamp}" in found.sources]
+        known = [nightly_spec(s, stamp) for s in series if nightly_spec(s, stamp) in found.sources]
         if not known:
             for name in series:
-                spec = f"{name}.dev{stamp}"
+                spec = nightly_spec(name, stamp)
                 urls = wheels.direct_urls(request.index, spec, request.variant, tags)
                 if any(wheels.exists(url) for url in urls):
                     found.sources.setdefault(spec, []).append("direct URL")
@@ -145,14 +143,14 @@ def _walk_dates(good: str, bad: str, request: envs.Request, found: Candidates) -
         day += datetime.timedelta(days=1)
 
 
-def _iso(spec: str) -> str:
-    date = spec.split(".dev", 1)[1]
-    return f"{date[:4]}-{date[4:6]}-{date[6:8]}"
+def _base(version: str) -> str:
+    parsed = Version.lenient(version)
+    return parsed.base if parsed else version
 
 
 def between(versions: list[str], good: str, bad: str) -> list[str]:
     """``versions`` from ``good`` to ``bad`` inclusive, ordered; both ends always present."""
-    order = _order
+    order = version_key
     low, high = order(good), order(bad)
     if low >= high:
         raise envs.EnvError(f"the good build {good} must come before the bad build {bad}")
@@ -183,7 +181,7 @@ class BuildTester:
 def find_stored(db, spec: str, row: rows.Row) -> Optional[dict]:
     """The newest stored run of ``row`` on the build whose version is ``spec``."""
     for build in store.builds(db):
-        if build["version"].split("+", 1)[0] == spec:
+        if _base(build["version"]) == spec:
             runs = [r for r in store.runs_of_build(db, build["id"]) if rows.of(r) == row]
             if runs:
                 return runs[-1]

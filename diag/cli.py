@@ -244,7 +244,7 @@ def resolve_envs(specs: tuple[str, ...], options: envs.Options) -> tuple[list[en
     """Environments for ``specs``; a spec that fails is reported and skipped, the others still run."""
     try:
         for spec in specs:
-            envs.spec_kind(spec)
+            envs.parse_spec(spec).kind
         if options.python is not None:
             # Every spec is checked against the interpreter before anything is installed.
             version = envs.python_version(envs.find_python(options.python))
@@ -433,7 +433,7 @@ def env_add(spec: Optional[str], env_options: envs.Options, like: Optional[str],
     if like is not None:
         spec, env_options, sha256 = _like(like, db_path, env_options)
     try:
-        if envs.spec_kind(spec) in ("current", "python"):
+        if envs.parse_spec(spec).kind in ("current", "python"):
             raise _fail(f"torch spec {spec!r} names an existing interpreter; nothing to provision")
         env = envs.resolve(spec, env_options, log=_progress, sha256=sha256)
     except envs.EnvError as exc:

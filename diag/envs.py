@@ -27,18 +27,15 @@ from pathlib import Path
 from typing import Any, Optional
 
 from diag import wheels
+from diag.build import DEV_KINDS, BuildError, Spec, Version, nightly_date, python_request
 from diag.config import PACKAGE_ROOT, diag_home
 
-_RELEASE = re.compile(r"^\d+\.\d+(\.\d+)?$")
-_PYTHON_VERSION = re.compile(r"^(?:python)?(?P<version>3\.\d+)(?:\.\d+)?$")
 # The first torch whose torch.compile runs on each Python: older builds install there but refuse to compile
 # ("Python 3.11+ not yet supported for torch.compile" on torch 2.0).
 COMPILE_SINCE = {(3, 11): (2, 1), (3, 12): (2, 4), (3, 13): (2, 6)}
 # Tried in turn when the newest transformers disables itself on an old torch ("PyTorch >= 2.1 is required").
 TRANSFORMERS_FALLBACKS = ("transformers<5", "transformers<4.50", "transformers<4.45", "transformers<4.40")
-_NIGHTLY = re.compile(r"^(?P<series>\d+\.\d+\.\d+)\.dev(?P<date>\d{8})?$")
 NIGHTLY_INDEX = "https://download.pytorch.org/whl/nightly/{variant}"
-DEV_KINDS = ("nightly_date", "nightly_prefix", "nightly")
 STAMP = ".diag-env.json"
 
 
@@ -91,7 +88,7 @@ class Request:
 
     @property
     def kind(self) -> str:
-        return spec_kind(self.spec)
+        return parse_spec(self.spec).kind
 
     @property
     def index(self) -> str:
@@ -121,23 +118,12 @@ def probe_path() -> Path:
     return folder
 
 
-def spec_kind(spec: str) -> str:
-    """current | python | release | nightly_date | nightly_prefix | nightly; EnvError when malformed."""
-    if spec == "current":
-        return "current"
-    if spec == "nightly":
-        return "nightly"
-    if spec.endswith(".whl"):
-        return "wheel"
-    if "/" in spec or "\\" in spec or Path(spec).name.startswith("python"):
-        return "python"
-    if _RELEASE.match(spec):
-        return "release"
-    match = _NIGHTLY.match(spec)
-    if match:
-        return "nightly_date" if match.group("date") else "nightly_prefix"
-    raise EnvError(f"malformed torch spec {spec!r}: expected current, a release (2.13.0), a nightly "
-                   "(2.1.0.dev20230621 or 2.1.0.dev), nightly, a wheel (URL or path, .whl) or a path to a python")
+def parse_spec(spec: str) -> Spec:
+    """What a ``--torch`` value asks for (``build.Spec``); EnvError, in one line, when it names nothing."""
+    try:
+        return Spec.parse(spec)
+    except BuildError as exc:
+        raise EnvError(str(exc)) from exc
 
 
 def python_version(python: str) -> tuple[int, int, int]:
@@ -188,15 +174,14 @@ def find_python(value: Optional[str]) -> str:
     """
     if value is None:
         return sys.executable
-    match = _PYTHON_VERSION.match(value)
-    if match is None:
+    wanted = python_request(value)
+    if wanted is None:
         path = Path(value).expanduser()
         if path.is_file() and os.access(path, os.X_OK):
             python_version(str(path))
             return str(path.absolute())
         raise EnvError(f"--python {value!r}: not an executable file, and not a version like 3.10")
-    version = match["version"]
-    wanted = tuple(int(part) for part in version.split("."))
+    version = f"{wanted[0]}.{wanted[1]}"
     tried: list[str] = []
     sources = [("PATH", [shutil.which(f"python{version}") or ""]), ("pyenv", _pyenv_pythons(version)),
                ("uv python find", _uv_python(version))]
@@ -212,22 +197,9 @@ def find_python(value: Optional[str]) -> str:
     raise EnvError(f"--python {value}: no Python {version} found; tried {'; '.join(tried)}")
 
 
-def torch_series(spec: str) -> Optional[tuple[int, int]]:
-    """(major, minor) of the torch a spec asks for; None for ``nightly`` and interpreters."""
-    kind = spec_kind(spec)
-    if kind == "release":
-        text = spec
-    elif kind in ("nightly_date", "nightly_prefix"):
-        text = _NIGHTLY.match(spec)["series"]
-    else:
-        return None
-    major, minor = text.split(".")[:2]
-    return int(major), int(minor)
-
-
 def check_compile_support(spec: str, version: tuple[int, ...]) -> None:
     """EnvError, before anything is installed, when the spec's torch has no torch.compile on this Python."""
-    series = torch_series(spec)
+    series = parse_spec(spec).series
     needed = COMPILE_SINCE.get(tuple(version[:2]))
     if series is None or needed is None or series >= needed:
         return
@@ -259,13 +231,6 @@ def torch_install_command(request: Request, python: str) -> list[str]:
     return command + [f"torch=={request.spec}"]
 
 
-def _nightly_order(version: str) -> tuple:
-    match = _NIGHTLY.match(version.split("+", 1)[0])
-    if match is None:
-        return ((), "")
-    return (tuple(int(p) for p in match["series"].split(".")), match["date"] or "")
-
-
 def _python_tag(tags: list[str]) -> str:
     return next((t.split("-")[0] for t in tags if t.startswith("cp")), "?")
 
@@ -278,7 +243,8 @@ def find_wheel(request: Request) -> wheels.Wheel:
     URLs). A prefix or ``nightly``: the newest such wheel in the folders, the cache and the listing.
     A wheel spec: that URL or file. EnvError, in one line, when there is none.
     """
-    spec, kind = request.spec, request.kind
+    spec, wanted = request.spec, parse_spec(request.spec)
+    kind = wanted.kind
     try:
         if kind == "wheel":
             return _given_wheel(spec)
@@ -293,7 +259,7 @@ def find_wheel(request: Request) -> wheels.Wheel:
 
         def fits(wheel: wheels.Wheel) -> bool:
             return (bool(wheel.tags() & rank.keys()) and wheel.label in (None, request.variant)
-                    and matches_request(spec, wheel.version))
+                    and wanted.admits(wheel.version))
 
         def preference(wheel: wheels.Wheel) -> int:
             return min(rank.get(tag, len(rank)) for tag in wheel.tags())
@@ -313,14 +279,14 @@ def find_wheel(request: Request) -> wheels.Wheel:
                            f"({urls[0] if urls else 'no platform tag fits'}); is there a nightly of that date?")
         if not found:
             if kind == "nightly_prefix":
-                series = _NIGHTLY.match(spec)["series"]
+                series = ".".join(map(str, wanted.version.release))
                 raise EnvError(f"torch spec {spec!r}: {request.index} lists no {series} nightly for {python_tag} "
                                f"({request.variant}){unlisted_why}, and none is in {places}; the nightly index keeps "
                                f"about two months of nightlies. Use a dated nightly ({series}.devYYYYMMDD, installed "
                                f"by its direct wheel URL), a wheel URL or --find-links DIR, or the release {series}")
             raise EnvError(f"torch spec 'nightly': {request.index} lists no nightly for {python_tag} "
                            f"({request.variant}){unlisted_why}")
-        return max(found, key=lambda w: (_nightly_order(w.version), -preference(w)))
+        return max(found, key=lambda w: (Version.parse(w.version).key(), -preference(w)))
     except wheels.WheelError as exc:
         raise EnvError(f"torch spec {spec!r}: {exc}") from exc
 
@@ -358,22 +324,6 @@ def extras_install_command(request: Request, python: str, constraint_file: str) 
     for url in request.extra_index_urls:
         command += ["--extra-index-url", url]
     return command + extras
-
-
-def matches_request(spec: str, version: str) -> bool:
-    """Does the installed ``torch.__version__`` satisfy the spec? (pip may fall back to a release.)"""
-    base = version.split("+", 1)[0]
-    kind = spec_kind(spec)
-    if kind == "release":
-        wanted = spec if spec.count(".") == 2 else spec + ".0"
-        return base == wanted
-    if kind == "nightly_date":
-        return base == spec
-    if kind == "nightly_prefix":
-        return base.startswith(spec) and len(base) > len(spec)
-    if kind == "nightly":
-        return ".dev" in base
-    return True
 
 
 def env_key(request: Request) -> str:
@@ -450,7 +400,7 @@ def provision(request: Request, log=lambda message: None, wheel: Optional[wheels
             source = _install_wheel(request, env_python, wheel, log)
         info = describe(request.spec, env_python)
         wanted = request.spec if wheel is None or request.kind != "wheel" else wheel.base_version
-        if not matches_request(wanted, info["torch_version"]):
+        if not parse_spec(wanted).admits(info["torch_version"]):
             raise EnvError(f"torch spec {request.spec!r}: the installer gave torch {info['torch_version']}, "
                            "not the requested build (is that nightly on the index?)")
         if wheel is not None:
@@ -519,9 +469,9 @@ def _working_transformers(request: Request, python: str, pin: str, log) -> Optio
 
 def _allows(ceiling: str, version: str) -> bool:
     """Does ``transformers<X`` admit ``version``? (If it already does, that ceiling changes nothing.)"""
-    bound = tuple(int(p) for p in ceiling.split("<", 1)[1].split("."))
-    current = tuple(int(p) for p in re.findall(r"\d+", version)[:len(bound)])
-    return current < bound
+    bound = Version.parse(ceiling.split("<", 1)[1]).key()
+    current = Version.lenient(version)
+    return current is not None and current.key() < bound
 
 
 def names_transformers(extras: tuple[str, ...]) -> bool:
@@ -553,7 +503,7 @@ def resolve(spec: str, options: Options = Options(), log=lambda message: None,
     the environment is that build's: a machine that keeps its environments never reuses
     yesterday's nightly for today's.
     """
-    kind = spec_kind(spec)
+    kind = parse_spec(spec).kind
     if kind == "current" and options.python is not None:
         spec, kind = find_python(options.python), "python"
     if kind == "current":
@@ -598,8 +548,6 @@ def listing() -> list[dict[str, Any]]:
         stamp = read_stamp(directory) if directory.is_dir() else None
         if stamp is None:
             continue
-        from diag.store import nightly_date
-
         size = sum(p.stat().st_size for p in directory.rglob("*") if p.is_file() and not p.is_symlink())
         rows.append({"name": directory.name, "spec": stamp["spec"], "torch_version": stamp["torch"]["torch_version"],
                      "git_version": stamp["torch"].get("git_version"),

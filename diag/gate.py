@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from diag import regress, store
+from diag.build import order as build_order
 from diag import row as rows
 
 
@@ -104,7 +105,7 @@ def check(db, baseline: Optional[str], thresholds: regress.Thresholds, allowed: 
     """The newest build of each variant (cpu, cu126, ...) against the build before it of the same variant,
     or against ``baseline`` (then only the newest build of that baseline's variant); on a variant with
     one build, each row's newest invocation against the one before it."""
-    ordered = sorted(store.builds(db), key=regress.version_order)
+    ordered = sorted(store.builds(db), key=build_order)
     if not ordered:
         raise store.StoreError("the database has no runs to check")
     pairs = []

@@ -21,25 +21,12 @@ of two runs reads that as a change in torch.
 from __future__ import annotations
 
 import math
-import re
 import statistics
 from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
 
 from diag import row as rows
 from diag.probe.statuses import FINDING_KINDS, WORKS
-
-_VERSION = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+))?")
-
-
-def version_order(build: dict[str, Any]) -> tuple:
-    """Releases and nightlies in one order: 2.1.0.dev20230621 < 2.1.0 < 2.1.1 < 2.2.0.dev..."""
-    version = build.get("version") or ""
-    match = _VERSION.match(version)
-    numbers = tuple(int(n or 0) for n in match.groups()) if match else (0, 0, 0)
-    is_release = ".dev" not in version
-    return (*numbers, is_release, build.get("nightly_date") or "", version, build["id"])
-
 
 def _ranks(values: Sequence[float]) -> tuple[list[float], float]:
     """Mid-ranks of ``values`` (1-based) and the tie term sum(t^3 - t)."""

@@ -20,6 +20,7 @@ from typing import Any, Callable, Iterable, Optional
 
 import sqlite_utils
 
+from diag.build import order as build_order
 from diag import row as rows
 from diag.probe.statuses import FINDING_TABLES
 
@@ -28,7 +29,6 @@ class StoreError(Exception):
     """A database diag cannot use: not SQLite, written by a newer diag, or not writable."""
 
 
-_NIGHTLY = re.compile(r"\.dev(\d{8})")
 
 Migration = Callable[[sqlite_utils.Database], None]
 MIGRATIONS: list[tuple[str, Migration]] = []
@@ -470,30 +470,6 @@ def _insert(conn: sqlite3.Connection, table: str, row: dict[str, Any]) -> int:
     return int(cursor.lastrowid)
 
 
-def nightly_date(version: str) -> Optional[str]:
-    """``2.1.0.dev20230621+cu118`` -> ``2023-06-21``."""
-    match = _NIGHTLY.search(version or "")
-    if not match:
-        return None
-    raw = match.group(1)
-    return f"{raw[:4]}-{raw[4:6]}-{raw[6:]}"
-
-
-def build_identity(version: str, git_version: Optional[str], cuda_version: Optional[str],
-                   wheel: Optional[dict[str, Any]] = None) -> dict[str, Any]:
-    """A torch build row. Two dated nightlies of one git commit are the same build. ``wheel``: where
-    its wheel came from (url, origin, sha256), when diag installed it from a wheel."""
-    variant = "cpu" if not cuda_version else "cu" + cuda_version.replace(".", "")
-    commit = git_version if git_version and git_version.lower() not in ("unknown", "none") else None
-    wheel = wheel or {}
-    return {
-        "build_key": f"{commit or version}|{variant}",
-        "version": version, "git_version": commit, "nightly_date": nightly_date(version),
-        "variant": variant, "cuda_version": cuda_version,
-        "wheel_url": wheel.get("url"), "wheel_origin": wheel.get("origin"), "wheel_sha256": wheel.get("sha256"),
-    }
-
-
 @dataclass
 class RunRecord:
     """Everything one run produced, ready to store."""
@@ -722,10 +698,8 @@ def prune(db: sqlite_utils.Database, keep_builds: int, keep_runs: int = 10, thin
     many runs and series were compacted, how many runs were folded, and of how many (build, row)
     cells of old nightlies.
     """
-    from diag import regress
-
     variants: dict[str, list[dict[str, Any]]] = {}
-    for build in sorted(builds(db), key=regress.version_order):
+    for build in sorted(builds(db), key=build_order):
         variants.setdefault(build["variant"], []).append(build)
     recent = {build["id"] for same in variants.values() for build in same[-keep_builds:]}
     thin = thinned(db, variants, thin_after)

@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import subprocess
 import urllib.error
 import urllib.parse
@@ -23,10 +22,9 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Iterable, Optional
 
+from diag.build import BuildError, WheelName
 from diag.config import diag_home
 
-WHEEL_NAME = re.compile(r"^(?P<name>[A-Za-z0-9_.]+)-(?P<version>[^-]+)(?:-(?P<build>\d[^-]*))?-(?P<py>[^-]+)-"
-                        r"(?P<abi>[^-]+)-(?P<platform>[^-]+)\.whl$")
 DEFAULT_CACHE_MB = 20_000
 TIMEOUT_S = 60
 # Platform tags the PyTorch indexes have used for Linux wheels, newest naming first.
@@ -45,37 +43,39 @@ class Wheel:
     origin: str  # given | find-links | wheel cache | index | direct URL
 
     @property
+    def name(self) -> WheelName:
+        try:
+            return WheelName.parse(self.filename)
+        except BuildError as exc:
+            raise WheelError(str(exc)) from exc
+
+    @property
     def version(self) -> str:
         """The version with its local label (2.1.0.dev20230621+cpu)."""
-        return urllib.parse.unquote(_parts(self.filename)["version"])
+        return self.name.version.text
 
     @property
     def base_version(self) -> str:
-        return self.version.split("+", 1)[0]
+        return self.name.version.base
 
     @property
     def label(self) -> Optional[str]:
-        return self.version.split("+", 1)[1] if "+" in self.version else None
+        return self.name.version.local
 
     def tags(self) -> set[str]:
-        parts = _parts(self.filename)
-        return {f"{py}-{abi}-{plat}" for py in parts["py"].split(".") for abi in parts["abi"].split(".")
-                for plat in parts["platform"].split(".")}
+        return self.name.tags()
 
     @property
     def is_url(self) -> bool:
         return "://" in self.location and not self.location.startswith("file://")
 
 
-def _parts(filename: str) -> dict[str, str]:
-    match = WHEEL_NAME.match(urllib.parse.unquote(filename))
-    if match is None:
-        raise WheelError(f"{filename!r} is not a wheel file name (name-version-python-abi-platform.whl)")
-    return match.groupdict()
-
-
 def is_wheel_name(filename: str) -> bool:
-    return WHEEL_NAME.match(urllib.parse.unquote(filename)) is not None
+    try:
+        WheelName.parse(filename)
+    except BuildError:
+        return False
+    return True
 
 
 def cache_dir() -> Path:

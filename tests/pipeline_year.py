@@ -32,7 +32,8 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from diag import store
-from diag.store import RunRecord, build_identity
+from diag.build import identity as build_identity
+from diag.store import RunRecord
 
 CASES = ("append_last", "dynamic_slice", "hf_dynamic_cache", "hf_static_cache")
 RELEASES = ("2.13.0+cpu", "2.14.1+cpu", "2.15.0+cpu")

@@ -95,7 +95,7 @@ def test_a_fetched_wheel_is_cached_hashed_and_the_cache_stays_bounded(index, mon
 
 def test_a_wheel_url_or_file_is_a_spec(index, tmp_path):
     url, made = index
-    assert envs.spec_kind(f"{url}/{made[3].name}") == "wheel"
+    assert envs.parse_spec(f"{url}/{made[3].name}").kind == "wheel"
     given = envs.find_wheel(envs.Request(f"{url}/{made[3].name.replace('+', '%2B')}"))
     assert (given.origin, given.base_version) == ("given", "2.14.0.dev20260103")
     assert envs.find_wheel(envs.Request(str(made[3]))).location == str(made[3])

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
+from diag.build import identity
 from diag import store
 from diag.cli import cli
 from diag.report.model import build_matrix
@@ -29,7 +30,7 @@ def _history() -> list[store.RunRecord]:
     """80 daily nightlies (one run of each row a night) and a release re-run every night (older than
     the nightlies: it comes first in version order, as a release leg's build does)."""
     rng = random.Random(0)
-    release = store.build_identity("2.7.0", "r" * 40, None)
+    release = identity("2.7.0", "r" * 40, None)
     found = []
     for day in range(NIGHTS):
         build = synthetic.nightly(day, rng, start=dt.date(2027, 1, 1))
@@ -134,7 +135,7 @@ def test_a_folded_run_is_not_merged_again(tmp_path):
     assert db.execute("SELECT count(*) FROM runs").fetchone()[0] == runs and _count(db) == len(history)
     # a newer run of a folded row of the release is a new run
     rng = random.Random(5)
-    newer = synthetic.record(store.build_identity("2.7.0", "r" * 40, None), "r-new", ROW, "pass", rng)
+    newer = synthetic.record(identity("2.7.0", "r" * 40, None), "r-new", ROW, "pass", rng)
     newer.run["started_at"] = "2027-06-01T00:00:00"
     assert store.merge(db, _single(tmp_path, newer))[0] == 1
 
@@ -170,7 +171,7 @@ def test_the_report_says_how_many_runs_were_folded(tmp_path):
 
 def test_a_build_re_run_every_night_keeps_full_detail_for_its_newest_two_invocations(tmp_path):
     rng = random.Random(2)
-    release = store.build_identity("2.7.0", "r" * 40, None)
+    release = identity("2.7.0", "r" * 40, None)
     history = []
     for night in range(6):
         for repeat in range(2):

@@ -14,6 +14,7 @@ import time
 import pytest
 
 from conftest import REPO, TEST_CASES, diag
+from diag.build import identity
 from diag import store, text
 
 FAST = ["--backend", "eager", "--fullgraph", "--no-timing", "--new-tokens", "3", "--prompt-length", "6"]
@@ -92,7 +93,7 @@ HOSTILE = "<script>alert(1)</script> \x1b[2J\x1b[31mred\x00nul " + "x" * 20000 +
 def test_hostile_strings_are_stored_and_readable_in_the_terminal(tmp_path):
     db = store.open_db(tmp_path / "h.db")
     run_id = store.save_run(db, store.RunRecord(
-        build=store.build_identity("2.13.0", "abc", None),
+        build=identity("2.13.0", "abc", None),
         run={"uid": "h", "case": "\x1b]0;title\x07case", "config": "{}", "backend": "eager", "fullgraph": 1,
              "dynamic": "auto", "mode": "default", "device": "cpu", "dtype": "float32", "batch_size": 1,
              "status": "compile_error", "error_type": "RuntimeError", "error_message": HOSTILE},

@@ -11,8 +11,10 @@ import pytest
 
 import browser
 from conftest import cli, diag, recorded, replay
+from diag.build import identity
+from diag.build import order as build_order
 from diag import report, store
-from diag.report.model import build_matrix, version_order
+from diag.report.model import build_matrix
 
 CHROMIUM = browser.CHROMIUM
 
@@ -54,7 +56,7 @@ def test_run_page_shows_the_exception_location_and_artifacts(findings_db, findin
 def _hostile_db(path: Path) -> int:
     db = store.open_db(path)
     record = store.RunRecord(
-        build=store.build_identity("2.13.0", "deadbeef", None),
+        build=identity("2.13.0", "deadbeef", None),
         run={"uid": "hostile", "case": "<b>case</b>", "config": "{}", "backend": "eager", "fullgraph": 1,
              "dynamic": "auto", "mode": "default", "device": "cpu", "dtype": "float32", "batch_size": 1,
              "status": "compile_error", "error_type": "RuntimeError",
@@ -106,7 +108,7 @@ def _run(id_, build_id, status):
 def test_builds_order_by_version_then_nightly_date():
     builds = [_build(1, "2.2.0"), _build(2, "2.1.0.dev20230621", "2023-06-21"), _build(3, "2.10.0"),
               _build(4, "2.1.0"), _build(5, "2.1.0.dev20230601", "2023-06-01")]
-    assert [b["id"] for b in sorted(builds, key=version_order)] == [5, 2, 4, 1, 3]
+    assert [b["id"] for b in sorted(builds, key=build_order)] == [5, 2, 4, 1, 3]
 
 
 def test_transitions_and_key_changes_between_consecutive_builds():

@@ -13,6 +13,7 @@ import pytest
 
 import browser
 from conftest import diag
+from diag.build import identity
 from diag import gate, report, store
 from diag import row as rows
 from diag.report import charts
@@ -113,7 +114,7 @@ def test_transitions_stay_within_a_variant(tmp_path):
     store.save_runs(db, synthetic.story(nightlies=3))
     cpu = _nightly(db, 2)
     rng = synthetic.random.Random(1)
-    cuda = store.build_identity(cpu["version"].replace("dev", "dev") + "+cu126", "c" * 40, "12.6")
+    cuda = identity(cpu["version"].replace("dev", "dev") + "+cu126", "c" * 40, "12.6")
     row = {"case": "dynamic_slice", "backend": "inductor", "fullgraph": 1, "dtype": "float32"}
     store.save_runs(db, [synthetic.record(cuda, "cuda-pass", row, "pass", rng)])
     matrix = build_matrix(store.builds(db), store.report_runs(db), {})

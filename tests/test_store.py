@@ -9,14 +9,15 @@ import time
 
 import pytest
 
+from diag.build import identity
 from diag import store
 
 
 def record(**run) -> store.RunRecord:
-    build = store.build_identity("2.1.0.dev20230621+cu118", "abc123", "11.8")
+    nightly = identity("2.1.0.dev20230621+cu118", "abc123", "11.8")
     base = {"uid": run.pop("uid", "u1"), "case": "append_last", "config": "{}", "backend": "eager", "fullgraph": 1,
             "status": "pass", "device": "cpu", "dtype": "float32", "batch_size": 1}
-    return store.RunRecord(build=build, run={**base, **run},
+    return store.RunRecord(build=nightly, run={**base, **run},
                            graph_breaks=[{"key": "GB0124", "reason": "r", "count": 2}],
                            recompiles=[{"key": "Recompile:x", "reason": "size", "decode_step": 1}],
                            hidden_errors=[], timings=[{"mode": "eager", "metric": "decode_step", "unit": "s",
@@ -55,7 +56,7 @@ def test_same_git_commit_is_one_build(tmp_path):
     db = store.open_db(tmp_path / "a.db")
     store.save_run(db, record(uid="a"))
     other_date = record(uid="b")
-    other_date.build = store.build_identity("2.1.0.dev20230622+cu118", "abc123", "11.8")
+    other_date.build = identity("2.1.0.dev20230622+cu118", "abc123", "11.8")
     store.save_run(db, other_date)
     assert db["torch_builds"].count == 1
 

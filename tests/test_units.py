@@ -128,21 +128,6 @@ def test_probe_failure_verdicts():
     assert probe_failure(_outcome(records=[{"kind": "result", "status": "pass"}])) is None
 
 
-@pytest.mark.parametrize("spec, kind", [
-    ("current", "current"), ("2.13.0", "release"), ("2.13", "release"), ("2.1.0.dev20230621", "nightly_date"),
-    ("2.1.0.dev", "nightly_prefix"), ("nightly", "nightly"), ("./envs/x/bin/python", "python"),
-    ("python3.11", "python"),
-])
-def test_spec_kinds(spec, kind):
-    assert envs.spec_kind(spec) == kind
-
-
-@pytest.mark.parametrize("spec", ["2.x", "latest", "2.1.0.dev2023", ""])
-def test_malformed_specs(spec):
-    with pytest.raises(envs.EnvError, match="malformed torch spec"):
-        envs.spec_kind(spec)
-
-
 class _NoBreaks:
     def of_kind(self, kind):
         return []

@@ -14,7 +14,7 @@ from typing import Any, Optional
 
 from diag import row as rows
 from diag.probe.statuses import BY_NAME, WORKS
-from diag.regress import version_order
+from diag.build import order as build_order
 
 RowKey = rows.Row
 
@@ -161,7 +161,7 @@ def build_matrix(builds: list[dict[str, Any]], runs: list[dict[str, Any]],
         grouped.setdefault((rows.of(run), run["torch_build_id"]), []).append(run)
     row_keys = sorted({row for row, _ in grouped}, key=rows.sort_key)
     used = {build_id for _, build_id in grouped}
-    ordered = [b for b in sorted(builds, key=version_order) if b["id"] in used]
+    ordered = [b for b in sorted(builds, key=build_order) if b["id"] in used]
     cells = {key: Cell(group) for key, group in grouped.items()}
     transitions: list[Transition] = []
     changes: list[KeyChange] = []
