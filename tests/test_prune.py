@@ -187,3 +187,20 @@ def test_a_build_re_run_every_night_keeps_full_detail_for_its_newest_two_invocat
     # of the 12 runs, the newest 10 stay (the older six compacted), the two before are counted
     assert db.execute("SELECT count(*) FROM runs").fetchone()[0] == 10
     assert db.execute("SELECT runs FROM folded_runs").fetchall() == [(2,)]
+
+
+def test_the_retention_policy_on_plain_values():
+    """policy.choose alone: full detail for a recent build's newest two invocations, a row's runs past
+    keep_runs folded, an old build's third invocation folded, a thinned cell folded whole."""
+    from diag.store import policy
+
+    row = ("append_last",)
+    runs = [(10, 2, "c", row), (9, 2, "b", row), (8, 2, "a", row),  # recent build: invocations c, b, a
+            (7, 1, "y", row), (6, 1, "x", row), (5, 1, "w", row),  # old build
+            (4, 3, "q", row)]  # an old nightly's cell that thin_cells chose
+    choice = policy.choose(runs, recent={2}, thin={(3, *row)}, keep_runs=10)
+    assert choice.kept == {10, 9}
+    assert choice.surplus == [5, 4]
+    assert choice.thinned == {(3, *row)}
+    capped = policy.choose(runs[:3], recent={2}, thin=set(), keep_runs=1)
+    assert (capped.kept, capped.surplus) == ({10}, [9, 8])

@@ -1,0 +1,29 @@
+"""The SQLite store, the only package with SQL.
+
+- ``schema``: tables, named migrations, the Datasette views and what each column holds;
+- ``connection``: opening a DB (migrated under one write lock), one-line reasons for a DB diag
+  cannot use;
+- ``writes``: a run and its child rows in one transaction; merging DBs;
+- ``queries``: what commands, the gate and the report read;
+- ``policy`` (pure) and ``retention``: what ``diag prune`` keeps, compacts and folds, and doing it.
+
+sqlite-utils creates tables and indexes; a run and its child rows are written with plain
+statements inside one ``with conn:`` transaction, because sqlite-utils' own insert commits on its
+own and would split the transaction.
+"""
+
+from diag.store.connection import StoreError, check_writable, explain, integrity, now, open_db, path_of
+from diag.store.queries import (DOC_URL, REPORT_COLUMNS, builds, find_build, finding_keys, folded_before,
+                                folded_total, full_runs, get_run, key_texts, recent_runs, report_runs,
+                                runs_of_build, table_counts)
+from diag.store.retention import prune, thinned
+from diag.store.schema import CHILD_TABLES, DESCRIPTIONS, MIGRATIONS, WHEEL_COLUMNS, datasette_metadata
+from diag.store.writes import RunRecord, merge, run_records, save_run, save_runs
+
+__all__ = [
+    "CHILD_TABLES", "DESCRIPTIONS", "DOC_URL", "MIGRATIONS", "REPORT_COLUMNS", "WHEEL_COLUMNS", "RunRecord",
+    "StoreError", "builds", "check_writable", "datasette_metadata", "explain", "find_build", "finding_keys",
+    "folded_before", "folded_total", "full_runs", "get_run", "integrity", "key_texts", "merge", "now", "open_db",
+    "path_of", "prune", "recent_runs", "report_runs", "run_records", "runs_of_build", "save_run", "save_runs",
+    "table_counts", "thinned",
+]

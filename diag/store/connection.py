@@ -1,0 +1,211 @@
+"""Opening a DB: migrating it under one write lock, refusing what diag cannot use, and saying why in
+one line; the few statements every write shares."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import sqlite_utils
+
+from diag.store.schema import MIGRATIONS, create_views
+
+class StoreError(Exception):
+    """A database diag cannot use: not SQLite, written by a newer diag, or not writable."""
+
+def explain(exc: sqlite3.Error, path: Path) -> str:
+    """One line that says what is wrong with the DB at ``path``, from SQLite's own error."""
+    message = str(exc)
+    lowered = message.lower()
+    if "not a database" in lowered or "file is encrypted" in lowered:
+        return f"{path} is not a diag database ({message})"
+    if "malformed" in lowered or "corrupt" in lowered:
+        return f"{path} is damaged ({message}); restore it from a copy"
+    if "readonly" in lowered or "read-only" in lowered:
+        return f"{path} is read-only: diag can read it but not add runs to it ({message})"
+    if "disk is full" in lowered or "no space" in lowered:
+        return f"the disk holding {path} is full ({message})"
+    if "unable to open" in lowered:
+        return f"cannot open {path}: is its folder readable and writable? ({message})"
+    return f"{path}: {message}"
+
+def open_db(path: str | Path, create: bool = True, readonly: bool = False) -> sqlite_utils.Database:
+    """Open (and migrate) the DB at ``path``; StoreError with a one-line reason when unusable.
+
+    ``readonly`` opens without ever writing to the file: a DB of an older schema is then migrated
+    in a copy held in memory, so that inputs (merge's shards, a read-only history) stay untouched.
+    A DB this call created and could not set up is removed again.
+    """
+    path = Path(path)
+    existed = path.exists()
+    if not existed and not create:
+        raise StoreError(f"no database at {path}")
+    if existed and path.is_dir():
+        raise StoreError(f"{path} is a directory, not a database")
+    try:
+        return _open(path, readonly and existed)
+    except sqlite3.Error as exc:
+        if not existed:
+            _remove_db_files(path)
+        raise StoreError(explain(exc, path)) from exc
+    except StoreError:
+        if not existed:
+            _remove_db_files(path)
+        raise
+
+def _open(path: Path, readonly: bool) -> sqlite_utils.Database:
+    if readonly and not Path(f"{path}-wal").exists() and os.access(path, os.W_OK) and os.access(path.parent, os.W_OK):
+        # A read-only connection to a WAL database leaves the -wal and -shm files it opened behind
+        # (a published site would carry them). With no -wal there is nothing to checkpoint, so a
+        # read-write connection that refuses writes reads the same and removes them when it closes.
+        conn = sqlite3.connect(str(path), timeout=60)
+        conn.execute("PRAGMA query_only = ON")
+    elif readonly:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=60)
+    else:
+        conn = sqlite3.connect(str(path), timeout=60)
+    conn.execute("PRAGMA busy_timeout = 60000")
+    tables = _tables(conn)
+    db = sqlite_utils.Database(conn)
+    _check_known(db, tables, path)
+    if any(name not in _applied(db, tables) for name, _ in MIGRATIONS):
+        if readonly:
+            memory = sqlite3.connect(":memory:")
+            conn.backup(memory)
+            conn.close()
+            conn, db = memory, sqlite_utils.Database(memory)
+        _migrate(conn, db, path)
+    conn.execute("PRAGMA foreign_keys = ON")
+    # Text that is not UTF-8 (a probe's raw output, a hand-edited DB) reads with its bad bytes
+    # escaped: every command that reads the DB goes on, and no raw control bytes reach a terminal.
+    conn.text_factory = _decode_text
+    return db
+
+def _decode_text(raw: bytes) -> str:
+    return raw.decode("utf-8", "backslashreplace")
+
+def _remove_db_files(path: Path) -> None:
+    """Remove a DB file this process created and could not set up: only while it is still empty,
+    since a process racing to create the same DB may have filled it meanwhile."""
+    try:
+        if path.stat().st_size > 0:
+            return
+    except OSError:
+        return
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        try:
+            os.unlink(f"{path}{suffix}")
+        except OSError:
+            pass
+
+def check_writable(path: str | Path) -> None:
+    """StoreError unless runs can be added to the existing DB at ``path``: a write, rolled back."""
+    db = open_db(path, create=False)
+    conn = db.conn
+    level = conn.isolation_level
+    conn.isolation_level = None
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            # A lock alone does not tell: a connection SQLite opened read-only can take one.
+            conn.execute("CREATE TABLE diag_write_check (x)")
+        finally:
+            conn.execute("ROLLBACK")
+    except sqlite3.Error as exc:
+        raise StoreError(explain(exc, Path(path))) from exc
+    finally:
+        conn.isolation_level = level
+        conn.close()
+
+def _tables(conn: sqlite3.Connection) -> set[str]:
+    return {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+
+def _migrate(conn: sqlite3.Connection, db: sqlite_utils.Database, path: Path) -> None:
+    """Apply the pending migrations as one transaction that holds the write lock from the start.
+
+    Two processes opening the same new DB at once both see it unmigrated; ``BEGIN IMMEDIATE``
+    makes the second wait for the first, and it re-reads what is applied once it holds the lock.
+    The sqlite3 module would commit DDL statement by statement, so the transaction is explicit.
+    """
+    level = conn.isolation_level
+    conn.isolation_level = None
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            tables = _tables(conn)
+            _check_known(db, tables, path)
+            applied = _applied(db, tables)
+            pending = [(name, fn) for name, fn in MIGRATIONS if name not in applied]
+            for name, fn in pending:
+                fn(db)
+                insert(conn, "migrations", {"name": name, "applied_at": now()})
+            if pending:
+                create_views(conn)
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+    finally:
+        conn.isolation_level = level
+    _use_wal(conn)
+
+def _use_wal(conn: sqlite3.Connection, patience_s: float = 60.0) -> None:
+    """Switch a new DB to WAL, so readers never wait for a writer.
+
+    The switch needs every other connection gone and SQLite does not wait for that on its own
+    (no busy handler), so it is retried until this or another process has made it.
+    """
+    if conn.execute("PRAGMA journal_mode").fetchone()[0] == "memory":
+        return  # a DB held in memory (a read-only input's migrated copy) has no journal file
+    deadline = time.monotonic() + patience_s
+    while conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+        except sqlite3.OperationalError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
+
+def _applied(db: sqlite_utils.Database, tables: set[str]) -> set[str]:
+    if "migrations" not in tables:
+        return set()
+    return {row["name"] for row in db.query("SELECT name FROM migrations")}
+
+def _check_known(db: sqlite_utils.Database, tables: set[str], path: Path) -> None:
+    known = {name for name, _ in MIGRATIONS}
+    if tables and "migrations" not in tables:
+        raise StoreError(f"{path} is an SQLite database but not one diag wrote (no migrations table)")
+    unknown = _applied(db, tables) - known
+    if unknown:
+        raise StoreError(f"{path} was written by a newer diag (migrations {', '.join(sorted(unknown))}); "
+                         "upgrade diag to read it")
+
+def now() -> str:
+    """The time a run or a row is stamped with: UTC, to the second."""
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+def _storable(value: Any) -> Any:
+    """Text as SQLite can hold it: lone surrogates (undecodable bytes) become backslash escapes."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    return value
+
+def insert(conn: sqlite3.Connection, table: str, row: dict[str, Any]) -> int:
+    columns = ", ".join(f'"{c}"' for c in row)
+    marks = ", ".join("?" for _ in row)
+    cursor = conn.execute(f'INSERT INTO "{table}" ({columns}) VALUES ({marks})', [_storable(v) for v in row.values()])
+    return int(cursor.lastrowid)
+
+def integrity(db: sqlite_utils.Database) -> str:
+    return str(db.execute("PRAGMA integrity_check").fetchone()[0])
+
+def path_of(db: sqlite_utils.Database) -> Path:
+    """The file behind ``db`` (empty for a DB held in memory)."""
+    return Path(db.conn.execute("PRAGMA database_list").fetchone()[2] or "")

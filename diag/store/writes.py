@@ -1,0 +1,101 @@
+"""Writes: a run and its child rows in one transaction, and merging one DB's runs into another."""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+import sqlite_utils
+
+from diag import row as rows
+from diag.store.connection import StoreError, explain, insert, now, path_of
+from diag.store.queries import folded_before
+from diag.store.schema import CHILD_TABLES, WHEEL_COLUMNS
+
+@dataclass
+class RunRecord:
+    """Everything one run produced, ready to store."""
+    build: dict[str, Any]
+    run: dict[str, Any]
+    graph_breaks: list[dict[str, Any]]
+    recompiles: list[dict[str, Any]]
+    hidden_errors: list[dict[str, Any]]
+    timings: list[dict[str, Any]]
+    frames: list[dict[str, Any]] = field(default_factory=list)
+
+def _build_id(conn: sqlite3.Connection, build: dict[str, Any]) -> int:
+    row = conn.execute("SELECT id, wheel_url FROM torch_builds WHERE build_key = ?", [build["build_key"]]).fetchone()
+    if row:
+        if row[1] is None and build.get("wheel_url"):
+            # the first time the build's wheel is known (an earlier run used an interpreter as it was)
+            conn.execute("UPDATE torch_builds SET wheel_url = ?, wheel_origin = ?, wheel_sha256 = ? WHERE id = ?",
+                         [*(build[c] for c in WHEEL_COLUMNS), row[0]])
+        return int(row[0])
+    return insert(conn, "torch_builds", {**build, "first_seen": now()})
+
+def _write_run(conn: sqlite3.Connection, record: RunRecord) -> int:
+    run_id = insert(conn, "runs", {**record.run, "torch_build_id": _build_id(conn, record.build)})
+    for table in CHILD_TABLES:
+        for row in getattr(record, table):
+            insert(conn, table, {**row, "run_id": run_id})
+    return run_id
+
+def save_run(db: sqlite_utils.Database, record: RunRecord) -> int:
+    """Write a run and all its child rows in one transaction; returns the run id.
+
+    StoreError with one line (a full disk, a read-only file, ...) when it cannot: nothing is written then.
+    """
+    return save_runs(db, [record])[0]
+
+def save_runs(db: sqlite_utils.Database, records: Iterable[RunRecord]) -> list[int]:
+    """Write many runs in one transaction (bulk loads: merges, benchmarks); all or none."""
+    try:
+        with db.conn:
+            return [_write_run(db.conn, record) for record in records]
+    except sqlite3.Error as exc:
+        raise StoreError(explain(exc, path_of(db))) from exc
+
+def run_records(db: sqlite_utils.Database) -> Iterable[RunRecord]:
+    """Every run of ``db`` as a RunRecord (ids dropped), for copying into another DB."""
+    build_columns = ("build_key", "version", "git_version", "nightly_date", "variant", "cuda_version", *WHEEL_COLUMNS)
+    builds_by_id = {row["id"]: {k: row[k] for k in build_columns} for row in db.query("SELECT * FROM torch_builds")}
+    ids = [row[0] for row in db.execute("SELECT id FROM runs ORDER BY id")]
+    for start in range(0, len(ids), 500):
+        batch = ids[start:start + 500]
+        marks = ", ".join("?" for _ in batch)
+        raw_runs = {row["id"]: row for row in db.query(f"SELECT * FROM runs WHERE id IN ({marks})", batch)}
+        children: dict[int, dict[str, list]] = {i: {t: [] for t in CHILD_TABLES} for i in batch}
+        for table in CHILD_TABLES:
+            for row in db.query(f'SELECT * FROM "{table}" WHERE run_id IN ({marks}) ORDER BY id', batch):
+                run_id = row.pop("run_id")
+                row.pop("id")
+                children[run_id][table].append(row)
+        for run_id in batch:
+            run = dict(raw_runs[run_id])
+            build = builds_by_id[run.pop("torch_build_id")]
+            run.pop("id")
+            yield RunRecord(build=build, run=run, **children[run_id])
+
+def merge(target: sqlite_utils.Database, shard: sqlite_utils.Database) -> tuple[int, int]:
+    """Copy the runs of ``shard`` that ``target`` lacks (matched by uid), in one transaction.
+
+    Returns (added, already present). Merging the same shard twice adds nothing.
+    """
+    try:
+        verdict = str(shard.execute("PRAGMA quick_check").fetchone()[0])
+        if verdict != "ok":
+            raise StoreError(f"the shard is damaged ({verdict.splitlines()[0]}); nothing merged")
+        known = {row[0] for row in target.execute("SELECT uid FROM runs")}
+        folded = folded_before(target)  # a run diag prune folded into counts is not added again
+
+        def absent(record: RunRecord) -> bool:
+            last = folded.get((record.build.get("build_key"), *(record.run.get(name) for name in rows.FIELDS)))
+            return record.run["uid"] not in known and (last is None or (record.run.get("started_at") or "") > last)
+
+        fresh = [record for record in run_records(shard) if absent(record)]
+        seen = sum(1 for _ in shard.execute("SELECT 1 FROM runs")) - len(fresh)
+    except sqlite3.DatabaseError as exc:
+        raise StoreError(f"the shard cannot be read ({exc}); nothing merged") from exc
+    save_runs(target, fresh)
+    return len(fresh), seen
