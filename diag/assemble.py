@@ -12,7 +12,7 @@ from typing import Any, Optional
 
 from diag import row as rows
 from diag.build import identity as build_identity
-from diag.probe import capture, keys, records, statuses
+from diag.probe import keys, parsers, records, statuses
 from diag.rundir import STDERR_TAIL_BYTES, PassOutcome, RunFiles
 from diag.store import RunRecord
 
@@ -67,7 +67,7 @@ def timing_pass_evidence(timing: Optional[PassOutcome]) -> list[dict[str, Any]]:
     if timing is None:
         return []
     seen = [(t["exc_type"], t["message"], t["location"], t["traceback"])
-            for t in capture.errors_in_stderr(timing.stderr_tail)]
+            for t in parsers.errors_in_stderr(timing.stderr_tail)]
     error = timing.first(records.TIMING_ERROR)
     if error is not None:
         seen.append((error["error_type"], error["error_message"], error.get("error_location"),

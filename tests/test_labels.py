@@ -11,8 +11,8 @@ import logging
 
 import pytest
 
-from diag.probe import capture, diagnose, records, statuses
-from diag.probe.capture import Record
+from diag.probe import capture, diagnose, parsers, records, statuses
+from diag.probe.parsers import Record
 
 GB_LOG = "torch._dynamo.symbolic_convert.__graph_breaks"
 
@@ -65,20 +65,20 @@ def _raised(exc):
     try:
         raise exc
     except Exception as caught:
-        return capture.LoggedException.of((type(caught), caught, caught.__traceback__))
+        return parsers.LoggedException.of((type(caught), caught, caught.__traceback__))
 
 
 def test_the_debug_traceback_behind_a_break_is_not_also_a_hidden_error():
     record = Record("torch._dynamo.symbolic_convert", "DEBUG", "break_graph_if_unsupported triggered compile",
                     _raised(Unsupported("dynamic slicing on data-dependent value")), 0)
-    assert capture.parse_hidden_error(record) is None
+    assert parsers.parse_hidden_error(record) is None
     text = ("Restarting analysis due to ...\nTraceback (most recent call last):\n"
             '  File "/x/torch/_dynamo/symbolic_convert.py", line 1, in f\n'
             "torch._dynamo.exc.Unsupported: dynamic slicing on data-dependent value\n")
-    assert capture.parse_hidden_error(Record("torch._dynamo.symbolic_convert", "DEBUG", text, None, 0)) is None
+    assert parsers.parse_hidden_error(Record("torch._dynamo.symbolic_convert", "DEBUG", text, None, 0)) is None
     # a swallowed error of another type stays one
     swallowed = Record("torch._dynamo.convert_frame", "DEBUG", "x", _raised(TypeError("guards")), 0)
-    assert capture.parse_hidden_error(swallowed).data["exc_type"] == "TypeError"
+    assert parsers.parse_hidden_error(swallowed).data["exc_type"] == "TypeError"
 
 
 def test_a_21_tuple_recompile_record_reads_as_its_lines():
@@ -103,7 +103,7 @@ def test_verbose_recompile_counts_cache_entries_not_stack_lines():
                        '      - File "/w/model.py", line 40, in forward\n'
                        '      - File "/w/model.py", line 52, in attention\n')
     text = "Recompiling function forward in /w/model.py:40\n    triggered by the following guard failure(s):\n"
-    finding = capture.parse_recompile(Record("torch._dynamo.guards.__recompiles_verbose", "DEBUG",
+    finding = parsers.parse_recompile(Record("torch._dynamo.guards.__recompiles_verbose", "DEBUG",
                                              text + "".join(entries), None, 4))
     assert finding.data["guard_failures"] == 4
     assert finding.data["reason"].startswith("tensor 'x' size mismatch") and "expected 11" in finding.data["reason"]
@@ -113,9 +113,9 @@ def test_failed_to_handle_graph_break_gracefully_is_not_resumable():
     text = ("Graph break in user code at /w/cases/x.py:12\nGraph Break Reason: Failed to handle graph break "
             "gracefully. Skipping the function and falling back to eager. Graph break encountered:\n\n"
             "Data-dependent branching\n  Explanation: ...\n")
-    finding = capture.parse_graph_break(Record(GB_LOG, "DEBUG", text, None, 1))
+    finding = parsers.parse_graph_break(Record(GB_LOG, "DEBUG", text, None, 1))
     assert finding.data["resumable"] is False
-    assert capture.parse_hidden_error(Record(GB_LOG, "DEBUG", text, None, 1)).data["source"] == "frame_fallback"
+    assert parsers.parse_hidden_error(Record(GB_LOG, "DEBUG", text, None, 1)).data["source"] == "frame_fallback"
 
 
 WONT = ("WON'T CONVERT forward /w/model.py line 40\ndue to:\nTraceback (most recent call last):\n"
@@ -142,7 +142,7 @@ def test_the_refused_compile_is_not_a_recompile_and_the_fallback_is_its_own_find
     collector = _collect(*recompiles, Record("torch._dynamo.convert_frame", "WARNING", LIMIT, None, 8))
     assert len(collector.of_kind("recompile")) == 7
     hidden = collector.of_kind("hidden_error")
-    assert [h["source"] for h in hidden] == [capture.RECOMPILE_LIMIT]
+    assert [h["source"] for h in hidden] == [parsers.RECOMPILE_LIMIT]
     assert hidden[0]["location"] == "/w/model.py:40" and "recompile limit (8)" in hidden[0]["message"]
 
 
@@ -170,7 +170,7 @@ BREAK_213 = ("Graph break in user code at /w/cases/dynamic_slice.py:19\n"
 
 
 def test_gb_type_of_213s_call_wording_is_the_real_reason():
-    finding = capture.parse_graph_break(Record(GB_LOG, "DEBUG", BREAK_213, None, 0))
+    finding = parsers.parse_graph_break(Record(GB_LOG, "DEBUG", BREAK_213, None, 0))
     assert finding.data["gb_type"] == "Unsupported Tensor.item() call with capture_scalar_outputs=False"
     assert finding.data["key"] == "gb_type:Unsupported Tensor.item() call with capture_scalar_outputs=False"
 
@@ -180,10 +180,10 @@ def test_locations_prefer_user_frames_over_torch_files():
             "Graph Break Reason: unsupported\nUser code traceback:\n"
             '  File "/w/cases/append_last.py", line 30, in decode_step\n'
             '  File "/venv/lib/python3.11/site-packages/torch/_library/custom_ops.py", line 863, in __call__\n')
-    finding = capture.parse_graph_break(Record(GB_LOG, "DEBUG", text, None, 0))
+    finding = parsers.parse_graph_break(Record(GB_LOG, "DEBUG", text, None, 0))
     assert finding.data["location"] == "/w/cases/append_last.py:30"
     # a logged exception's traceback gives its frame
-    hidden = capture.parse_hidden_error(Record("torch._inductor.x", "DEBUG", "lowering failed",
+    hidden = parsers.parse_hidden_error(Record("torch._inductor.x", "DEBUG", "lowering failed",
                                                _raised(RuntimeError("boom")), 0))
     assert hidden.data["location"] is not None and hidden.data["location"].endswith("test_labels.py:" +
                                                                                    hidden.data["location"].rsplit(":", 1)[1])
@@ -192,7 +192,7 @@ def test_locations_prefer_user_frames_over_torch_files():
 def test_tracebacks_in_a_pass_stderr():
     text = ("W1201 warning line\n[2023-06-21] torch._dynamo.convert_frame: [ERROR] WON'T CONVERT forward\n"
             + WONT.split("due to:\n", 1)[1] + "more output\n")
-    found = capture.errors_in_stderr(text)
+    found = parsers.errors_in_stderr(text)
     assert [(f["exc_type"], f["message"]) for f in found] == [
         ("TypeError", "VariableBuilder.__init__() got an unexpected keyword argument 'guards'")]
 
@@ -304,10 +304,10 @@ INLINE_20 = ("/w/cases/default_tensor_arg.py <function scaled_step at 0x7f9c6ff5
 
 
 def test_the_20_inline_binding_error_is_a_hidden_typeerror_in_the_log_and_in_stderr():
-    found = capture.parse_hidden_error(Record("torch._dynamo.symbolic_convert", "WARNING", INLINE_20, None, 0))
+    found = parsers.parse_hidden_error(Record("torch._dynamo.symbolic_convert", "WARNING", INLINE_20, None, 0))
     assert (found.data["exc_type"], found.data["source"]) == ("TypeError", "swallowed_exception")
     assert "unexpected keyword argument 'guards'" in found.data["message"]
     assert "scaled_step" in found.data["message"] and "arg mismatch inlining" in found.data["message"]
     stderr = f"[2026-12-01 06:29:20,562] torch._dynamo.symbolic_convert: [WARNING] {INLINE_20}\nother output\n"
-    seen, = capture.errors_in_stderr(stderr)
+    seen, = parsers.errors_in_stderr(stderr)
     assert seen["exc_type"] == "TypeError" and seen["message"] == found.data["message"]

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from diag import envs
 from diag.assemble import probe_failure
 from diag.probe import keys
-from diag.probe.capture import Record, parse_graph_break, parse_hidden_error, parse_recompile
+from diag.probe.parsers import Record, parse_graph_break, parse_hidden_error, parse_recompile
 from diag.probe.diagnose import classify, group
 from diag.rundir import PassOutcome
 

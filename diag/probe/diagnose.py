@@ -9,7 +9,7 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Optional
 
-from diag.probe import capture, compat, keys, llama, records, statuses
+from diag.probe import capture, compat, keys, llama, parsers, records, statuses
 from diag.probe.records import Writer
 from diag.probe.session import Workload, error_location, exception_info
 
@@ -267,8 +267,8 @@ def graph_breaks_from_counters(collector: capture.LogCapture, counters: dict) ->
 def graph_breaks_from_messages(counted: dict[str, int], resumable: bool) -> list[dict]:
     found = []
     for message, count in counted.items():
-        location = capture.innermost_user_frame(message)
-        gb_type = capture.gb_type(message)
+        location = parsers.innermost_user_frame(message)
+        gb_type = parsers.gb_type(message)
         found.append({"key": keys.stable_key("Unsupported", message, location, gb_type), "reason": message,
                       "gb_type": gb_type, "location": location, "resumable": resumable,
                       "decode_step": None, "count": count})

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from diag.probe import compat
+from diag.probe import compat, parsers
 from diag.probe.cases import Case, Generation, wall_clock
 
 # The default model: a small random Llama that runs on a 2-core CPU in seconds. Standard-library data,
@@ -132,13 +132,11 @@ def exception_info(exc: BaseException) -> dict[str, Any]:
 
 def error_location(exc: BaseException, case_path: str) -> Optional[str]:
     """The user-code line an exception points at, preferring a line of the case file."""
-    from diag.probe import capture
-
     message = str(exc)
-    location = capture.innermost_user_frame(capture.user_code_section(message), prefer=case_path)
+    location = parsers.innermost_user_frame(parsers.user_code_section(message), prefer=case_path)
     if location is None or "from user code:" not in message:
         frames = "".join(traceback.format_tb(exc.__traceback__))
-        location = capture.innermost_user_frame(frames, prefer=case_path) or location
+        location = parsers.innermost_user_frame(frames, prefer=case_path) or location
     return location
 
 

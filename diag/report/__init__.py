@@ -85,7 +85,7 @@ def cell_html(cell: Optional[Cell], root: str, paged: set[int]) -> Markup:
 
     run = cell.run
     status = escape(safe(run["status"]))
-    parts = [f'<td class="cell changed" title="status changed at this build">' if cell.changed else '<td class="cell">',
+    parts = ['<td class="cell changed" title="status changed at this build">' if cell.changed else '<td class="cell">',
              link(run, f'<span class="badge s-{status}">{status}</span>')]
     if cell.changed:
         parts.append('<span class="mark"> &#9650;</span>')
