@@ -175,4 +175,4 @@ def test_torch_20_on_python_311_is_refused_before_anything_is_installed(tmp_path
     ("transformers<4.50", "4.49.0", True), ("transformers<4.45", "4.45.0", False),
 ])
 def test_a_transformers_ceiling_is_tried_only_when_the_installed_release_is_above_it(ceiling, version, below):
-    assert envs._allows(ceiling, version) is below
+    assert envs.installing._allows(ceiling, version) is below

@@ -1,14 +1,7 @@
-"""Torch environments: which interpreter a probe runs in, and provisioning new ones.
-
-A spec is ``current`` (the CLI's own interpreter), a path to an existing
-python, a release (``2.13.0``), a dated nightly (``2.1.0.dev20230621``), a
-nightly prefix (``2.1.0.dev``: the newest nightly of that series) or
-``nightly`` (the newest nightly). Releases and nightlies are provisioned as
-virtualenvs under ``$DIAG_HOME/envs``, one per environment key, and reused.
-
-The probe is not installed into an environment: every probe process gets the
-orchestrator's own ``diag`` package on PYTHONPATH (nothing of the
-orchestrator's dependencies), so an environment can never run a stale probe.
+"""Provisioned environments: a virtualenv per environment key under ``$DIAG_HOME/envs``, built in two
+steps (torch alone; then transformers and the user's extras with torch pinned), stamped when
+complete and reused; a half-built one is deleted. Nightlies and wheels are found first
+(``find_wheel``) and installed as files.
 """
 
 from __future__ import annotations
@@ -22,54 +15,21 @@ import subprocess
 import sys
 import time
 import urllib.parse
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
 from diag import wheels
-from diag.build import DEV_KINDS, BuildError, Spec, Version, nightly_date, python_request
-from diag.config import PACKAGE_ROOT, diag_home
+from diag.build import DEV_KINDS, Version, nightly_date
+from diag.config import diag_home
+from diag.envs.interpreters import EnvError, TorchEnv, check_compile_support, describe, parse_spec, python_version
 
-# The first torch whose torch.compile runs on each Python: older builds install there but refuse to compile
-# ("Python 3.11+ not yet supported for torch.compile" on torch 2.0).
-COMPILE_SINCE = {(3, 11): (2, 1), (3, 12): (2, 4), (3, 13): (2, 6)}
 # Tried in turn when the newest transformers disables itself on an old torch ("PyTorch >= 2.1 is required").
 TRANSFORMERS_FALLBACKS = ("transformers<5", "transformers<4.50", "transformers<4.45", "transformers<4.40")
+
 NIGHTLY_INDEX = "https://download.pytorch.org/whl/nightly/{variant}"
+
 STAMP = ".diag-env.json"
-
-
-class EnvError(Exception):
-    pass
-
-
-@dataclass(frozen=True)
-class TorchEnv:
-    spec: str
-    python: str
-    known_build: Optional[dict] = field(default=None, hash=False)  # None: not looked up yet (see build)
-    path: Optional[str] = None
-
-    def build(self) -> dict:
-        """torch version, commit and CUDA version; looked up only when a probe died before reporting them."""
-        if self.known_build is not None:
-            return self.known_build
-        try:
-            return describe(self.spec, self.python)
-        except EnvError:
-            return {"torch_version": "unknown", "git_version": None, "cuda_version": None}
-
-    def probe_command(self, *args: str) -> list[str]:
-        return [self.python, "-m", "diag.probe", *args]
-
-    def probe_environ(self) -> dict[str, str]:
-        """The caller's environment plus the diag package on PYTHONPATH (nothing of diag's dependencies)."""
-        env = dict(os.environ)
-        root = str(probe_path())
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
-        env.setdefault("PYTHONUNBUFFERED", "1")
-        return env
-
 
 @dataclass(frozen=True)
 class Request:
@@ -95,126 +55,10 @@ class Request:
         """The index torch nightlies are looked up on (and their dependencies installed from)."""
         return self.index_url or NIGHTLY_INDEX.format(variant=self.variant)
 
-
-def probe_path() -> Path:
-    """A folder that holds the diag package alone, for the probe's PYTHONPATH.
-
-    Installed from a wheel, diag's parent folder is a site-packages full of the orchestrator's
-    dependencies, which must not shadow the target environment's own. A link named ``diag`` in a
-    folder of its own exposes the package and nothing beside it. Where links cannot be made,
-    the package's parent folder is used.
-    """
-    folder = diag_home() / "probe-path" / hashlib.sha1(str(PACKAGE_ROOT).encode()).hexdigest()[:12]
-    link = folder / "diag"
-    if link.exists():
-        return folder
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        link.symlink_to(PACKAGE_ROOT, target_is_directory=True)
-    except FileExistsError:
-        pass
-    except OSError:
-        return PACKAGE_ROOT.parent
-    return folder
-
-
-def parse_spec(spec: str) -> Spec:
-    """What a ``--torch`` value asks for (``build.Spec``); EnvError, in one line, when it names nothing."""
-    try:
-        return Spec.parse(spec)
-    except BuildError as exc:
-        raise EnvError(str(exc)) from exc
-
-
-def python_version(python: str) -> tuple[int, int, int]:
-    """``sys.version_info[:3]`` of ``python``; EnvError when it does not run."""
-    try:
-        done = subprocess.run([python, "-c", "import sys; print(*sys.version_info[:3])"], capture_output=True,
-                              text=True, timeout=60)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise EnvError(f"python {python}: cannot run it: {exc}") from exc
-    if done.returncode != 0 or len(done.stdout.split()) != 3:
-        last = (done.stderr.strip().splitlines() or ["no version printed"])[-1]
-        raise EnvError(f"python {python}: cannot run it ({last})")
-    major, minor, micro = (int(part) for part in done.stdout.split())
-    return major, minor, micro
-
-
-def _pyenv_pythons(version: str) -> list[str]:
-    """Interpreters pyenv installed for ``version`` (3.10 matches 3.10.13), newest first."""
-    roots = [os.environ.get("PYENV_ROOT", ""), str(Path.home() / ".pyenv")]
-    pyenv = shutil.which("pyenv")
-    if pyenv:
-        done = subprocess.run([pyenv, "root"], capture_output=True, text=True)
-        roots.insert(0, done.stdout.strip() if done.returncode == 0 else "")
-    found: list[str] = []
-    for root in dict.fromkeys(r for r in roots if r):
-        versions = Path(root) / "versions"
-        if versions.is_dir():
-            for directory in sorted(versions.glob(f"{version}*"), reverse=True):
-                name = directory.name
-                if name == version or name.startswith(version + "."):
-                    found.append(str(directory / "bin" / "python"))
-    return found
-
-
-def _uv_python(version: str) -> list[str]:
-    uv = shutil.which("uv")
-    if uv is None:
-        return []
-    done = subprocess.run([uv, "python", "find", version], capture_output=True, text=True)
-    return [done.stdout.strip()] if done.returncode == 0 and done.stdout.strip() else []
-
-
-def find_python(value: Optional[str]) -> str:
-    """The interpreter ``--python`` names: a path, or a version found on PATH, through pyenv or uv.
-
-    None is the CLI's own interpreter. A version (``3.10``) is checked by running each candidate,
-    since a pyenv shim on PATH may exist for a version that is not active. The error names what was tried.
-    """
-    if value is None:
-        return sys.executable
-    wanted = python_request(value)
-    if wanted is None:
-        path = Path(value).expanduser()
-        if path.is_file() and os.access(path, os.X_OK):
-            python_version(str(path))
-            return str(path.absolute())
-        raise EnvError(f"--python {value!r}: not an executable file, and not a version like 3.10")
-    version = f"{wanted[0]}.{wanted[1]}"
-    tried: list[str] = []
-    sources = [("PATH", [shutil.which(f"python{version}") or ""]), ("pyenv", _pyenv_pythons(version)),
-               ("uv python find", _uv_python(version))]
-    for source, candidates in sources:
-        candidates = [c for c in candidates if c]
-        tried.append(f"{source} ({', '.join(candidates) or 'none'})")
-        for candidate in candidates:
-            try:
-                if python_version(candidate)[:2] == wanted:
-                    return candidate
-            except EnvError:
-                continue
-    raise EnvError(f"--python {value}: no Python {version} found; tried {'; '.join(tried)}")
-
-
-def check_compile_support(spec: str, version: tuple[int, ...]) -> None:
-    """EnvError, before anything is installed, when the spec's torch has no torch.compile on this Python."""
-    series = parse_spec(spec).series
-    needed = COMPILE_SINCE.get(tuple(version[:2]))
-    if series is None or needed is None or series >= needed:
-        return
-    supported = [p for p, t in COMPILE_SINCE.items() if t <= series]
-    fits = max(supported) if supported else (3, min(COMPILE_SINCE)[1] - 1)
-    raise EnvError(f"torch spec {spec!r}: torch {series[0]}.{series[1]} has no torch.compile on Python "
-                   f"{version[0]}.{version[1]} (it needs torch >= {needed[0]}.{needed[1]}); "
-                   f"choose an older Python, e.g. --python {fits[0]}.{fits[1]}")
-
-
 def _installer(request: Request, python: str) -> list[str]:
     if request.installer == "uv":
         return ["uv", "pip", "install", "--python", python]
     return [python, "-m", "pip", "install", "--disable-pip-version-check", "--no-input"]
-
 
 def torch_install_command(request: Request, python: str) -> list[str]:
     """Step 1 for a release: torch alone, by pip's (or uv's) own resolution; nightlies and wheels are
@@ -230,10 +74,8 @@ def torch_install_command(request: Request, python: str) -> list[str]:
         raise EnvError(f"torch spec {request.spec!r} is not a release; nightlies are installed from their wheel")
     return command + [f"torch=={request.spec}"]
 
-
 def _python_tag(tags: list[str]) -> str:
     return next((t.split("-")[0] for t in tags if t.startswith("cp")), "?")
-
 
 def find_wheel(request: Request) -> wheels.Wheel:
     """The torch wheel a nightly or wheel spec installs, found before anything is installed.
@@ -290,7 +132,6 @@ def find_wheel(request: Request) -> wheels.Wheel:
     except wheels.WheelError as exc:
         raise EnvError(f"torch spec {spec!r}: {exc}") from exc
 
-
 def _given_wheel(spec: str) -> wheels.Wheel:
     name = urllib.parse.unquote(spec.rsplit("/", 1)[-1])
     if not name.startswith("torch-") or not wheels.is_wheel_name(name):
@@ -304,7 +145,6 @@ def _given_wheel(spec: str) -> wheels.Wheel:
         raise EnvError(f"torch spec {spec!r}: no such wheel file")
     return wheels.Wheel(name, str(path.absolute()), "given")
 
-
 def wheel_install_command(request: Request, python: str, wheel_file: Path) -> list[str]:
     """Step 1 for a found wheel: that file; its dependencies from the user's index and the nightly index."""
     command = _installer(request, python)
@@ -313,7 +153,6 @@ def wheel_install_command(request: Request, python: str, wheel_file: Path) -> li
     for url in request.extra_index_urls:
         command += ["--extra-index-url", url]
     return command + [str(wheel_file)]
-
 
 def extras_install_command(request: Request, python: str, constraint_file: str) -> list[str]:
     """Step 2: transformers and the user's extras from the user's own index, torch pinned by a constraint."""
@@ -324,7 +163,6 @@ def extras_install_command(request: Request, python: str, constraint_file: str) 
     for url in request.extra_index_urls:
         command += ["--extra-index-url", url]
     return command + extras
-
 
 def env_key(request: Request) -> str:
     python_version = subprocess.run([request.python, "-c", "import sys; print(sys.version)"],
@@ -338,21 +176,17 @@ def env_key(request: Request) -> str:
     label = re.sub(r"[^A-Za-z0-9.]+", "-", urllib.parse.unquote(spec)).strip("-")
     return f"torch-{label}-{digest}"
 
-
 def envs_dir() -> Path:
     return diag_home() / "envs"
 
-
 def _env_python(directory: Path) -> Path:
     return directory / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
-
 
 def read_stamp(directory: Path) -> Optional[dict[str, Any]]:
     try:
         return json.loads((directory / STAMP).read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError):
         return None
-
 
 def _run(command: list[str], spec: str, what: str, timeout: float = 3600) -> subprocess.CompletedProcess:
     try:
@@ -364,7 +198,6 @@ def _run(command: list[str], spec: str, what: str, timeout: float = 3600) -> sub
         reason = next((line for line in reversed(lines) if "error" in line.lower()), lines[-1] if lines else "")
         raise EnvError(f"torch spec {spec!r}: {what} failed: {reason.strip()}")
     return done
-
 
 def provision(request: Request, log=lambda message: None, wheel: Optional[wheels.Wheel] = None,
               label: Optional[str] = None) -> TorchEnv:
@@ -417,7 +250,6 @@ def provision(request: Request, log=lambda message: None, wheel: Optional[wheels
         raise
     return TorchEnv(label, str(_env_python(directory)), stamp["torch"], str(directory))
 
-
 def _install_wheel(request: Request, python: str, wheel: wheels.Wheel, log) -> dict[str, str]:
     """Fetch, check and install a found wheel; where it came from and its sha256, for the build's record."""
     log(f"torch wheel {wheel.filename} from {wheel.origin}: {wheel.location}")
@@ -431,11 +263,9 @@ def _install_wheel(request: Request, python: str, wheel: wheels.Wheel, log) -> d
     _run(wheel_install_command(request, python, path), request.spec, "installing torch")
     return {"url": wheel.location, "origin": wheel.origin, "sha256": sha256, "filename": wheel.filename}
 
-
 _TRANSFORMERS_SEES_TORCH = ("import json\ntry:\n    import transformers\n    from transformers.utils import "
                             "is_torch_available\n    print(json.dumps([transformers.__version__, "
                             "bool(is_torch_available())]))\nexcept ImportError:\n    print(json.dumps([None, False]))")
-
 
 def _transformers_state(python: str) -> tuple[Optional[str], bool]:
     done = subprocess.run([python, "-c", _TRANSFORMERS_SEES_TORCH], capture_output=True, text=True, timeout=300)
@@ -444,7 +274,6 @@ def _transformers_state(python: str) -> tuple[Optional[str], bool]:
     except (IndexError, ValueError):
         return None, False
     return version, sees_torch
-
 
 def _working_transformers(request: Request, python: str, pin: str, log) -> Optional[str]:
     """The installed transformers version, after stepping back to an older one while it disables torch.
@@ -466,78 +295,14 @@ def _working_transformers(request: Request, python: str, pin: str, log) -> Optio
     raise EnvError(f"torch spec {request.spec!r}: no transformers release tried "
                    f"({', '.join(TRANSFORMERS_FALLBACKS)}) accepts this torch; pin one with --with transformers==X")
 
-
 def _allows(ceiling: str, version: str) -> bool:
     """Does ``transformers<X`` admit ``version``? (If it already does, that ceiling changes nothing.)"""
     bound = Version.parse(ceiling.split("<", 1)[1]).key()
     current = Version.lenient(version)
     return current is not None and current.key() < bound
 
-
 def names_transformers(extras: tuple[str, ...]) -> bool:
     return any(re.split(r"[<>=!~\[ ;]", e, maxsplit=1)[0].lower() == "transformers" for e in extras)
-
-
-@dataclass(frozen=True)
-class Options:
-    """How environments are provisioned: the CLI's --with, --index-url, --variant, --installer,
-    --python and --find-links."""
-    extras: tuple[str, ...] = ()
-    index_url: Optional[str] = None
-    variant: str = "cpu"
-    installer: str = "pip"
-    python: Optional[str] = None
-    find_links: tuple[str, ...] = ()
-
-    def request(self, spec: str, sha256: Optional[str] = None) -> Request:
-        return Request(spec=spec, extras=tuple(self.extras), python=find_python(self.python),
-                       index_url=self.index_url, variant=self.variant, installer=self.installer,
-                       find_links=tuple(self.find_links), sha256=sha256)
-
-
-def resolve(spec: str, options: Options = Options(), log=lambda message: None,
-            sha256: Optional[str] = None) -> TorchEnv:
-    """The environment for a spec: an interpreter as it is, else a provisioned one.
-
-    A nightly prefix or ``nightly`` is first resolved to the newest dated nightly there is, and
-    the environment is that build's: a machine that keeps its environments never reuses
-    yesterday's nightly for today's.
-    """
-    kind = parse_spec(spec).kind
-    if kind == "current" and options.python is not None:
-        spec, kind = find_python(options.python), "python"
-    if kind == "current":
-        # The CLI's own interpreter: importing torch just to name it would add seconds to every run.
-        return TorchEnv(spec, sys.executable)
-    if kind == "python":
-        path = Path(spec).expanduser()
-        if not path.is_file() or not os.access(path, os.X_OK):
-            raise EnvError(f"torch spec {spec!r}: no executable python at that path")
-        return TorchEnv(spec, str(path.absolute()), describe(spec, str(path)))
-    request = options.request(spec, sha256)
-    if kind in ("nightly_prefix", "nightly"):
-        wheel = find_wheel(request)
-        log(f"{spec}: the newest is {wheel.base_version} ({wheel.origin})")
-        return provision(replace(request, spec=wheel.base_version), log, wheel, label=spec)
-    return provision(request, log)
-
-
-_DESCRIBE = ("import json, torch; print(json.dumps({'torch_version': torch.__version__, "
-             "'git_version': getattr(torch.version, 'git_version', None), "
-             "'cuda_version': getattr(torch.version, 'cuda', None)}))")
-
-
-def describe(spec: str, python: str) -> dict:
-    """torch version, git commit and CUDA version of ``python``; EnvError naming the spec when it has no torch."""
-    try:
-        done = subprocess.run([python, "-c", _DESCRIBE], capture_output=True, text=True, timeout=300)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise EnvError(f"torch spec {spec!r}: cannot run {python}: {exc}") from exc
-    if done.returncode != 0:
-        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise EnvError(f"torch spec {spec!r}: {python} cannot import torch ({last})")
-    return json.loads(done.stdout.strip().splitlines()[-1])
-
 
 def listing() -> list[dict[str, Any]]:
     """Provisioned environments with their torch build, size on disk and path."""
@@ -554,7 +319,6 @@ def listing() -> list[dict[str, Any]]:
                      "nightly_date": nightly_date(stamp["torch"]["torch_version"]),
                      "size_mb": round(size / 2**20, 1), "path": str(directory)})
     return rows
-
 
 def remove(name: str) -> Path:
     directory = envs_dir() / name

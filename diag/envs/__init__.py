@@ -1,0 +1,72 @@
+"""Torch environments: which interpreter a probe runs in, and provisioning new ones.
+
+A spec is ``current`` (the CLI's own interpreter), a path to an existing python, a release
+(``2.13.0``), a dated nightly (``2.1.0.dev20230621``), a nightly prefix (``2.1.0.dev``: the newest
+nightly of that series), ``nightly`` (the newest nightly) or a wheel; ``build.Spec`` parses it.
+Releases, nightlies and wheels are provisioned as virtualenvs (``installing.py``); interpreters are
+used as they are (``interpreters.py``).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Optional
+
+from diag.envs.installing import (NIGHTLY_INDEX, STAMP, TRANSFORMERS_FALLBACKS, Request, env_key,
+                                  extras_install_command, find_wheel, listing, names_transformers, provision,
+                                  read_stamp, remove, torch_install_command, wheel_install_command)
+from diag.envs.interpreters import (COMPILE_SINCE, EnvError, TorchEnv, check_compile_support, describe,
+                                    find_python, parse_spec, probe_path, python_version)
+
+__all__ = [
+    "COMPILE_SINCE", "NIGHTLY_INDEX", "STAMP", "TRANSFORMERS_FALLBACKS", "EnvError", "Options", "Request", "TorchEnv",
+    "check_compile_support", "describe", "env_key", "extras_install_command", "find_python", "find_wheel",
+    "listing", "names_transformers", "parse_spec", "probe_path", "provision", "python_version", "read_stamp",
+    "remove", "resolve", "torch_install_command", "wheel_install_command",
+]
+
+
+@dataclass(frozen=True)
+class Options:
+    """How environments are provisioned: the CLI's --with, --index-url, --variant, --installer,
+    --python and --find-links."""
+    extras: tuple[str, ...] = ()
+    index_url: Optional[str] = None
+    variant: str = "cpu"
+    installer: str = "pip"
+    python: Optional[str] = None
+    find_links: tuple[str, ...] = ()
+
+    def request(self, spec: str, sha256: Optional[str] = None) -> Request:
+        return Request(spec=spec, extras=tuple(self.extras), python=find_python(self.python),
+                       index_url=self.index_url, variant=self.variant, installer=self.installer,
+                       find_links=tuple(self.find_links), sha256=sha256)
+
+def resolve(spec: str, options: Options = Options(), log=lambda message: None,
+            sha256: Optional[str] = None) -> TorchEnv:
+    """The environment for a spec: an interpreter as it is, else a provisioned one.
+
+    A nightly prefix or ``nightly`` is first resolved to the newest dated nightly there is, and
+    the environment is that build's: a machine that keeps its environments never reuses
+    yesterday's nightly for today's.
+    """
+    kind = parse_spec(spec).kind
+    if kind == "current" and options.python is not None:
+        spec, kind = find_python(options.python), "python"
+    if kind == "current":
+        # The CLI's own interpreter: importing torch just to name it would add seconds to every run.
+        return TorchEnv(spec, sys.executable)
+    if kind == "python":
+        path = Path(spec).expanduser()
+        if not path.is_file() or not os.access(path, os.X_OK):
+            raise EnvError(f"torch spec {spec!r}: no executable python at that path")
+        return TorchEnv(spec, str(path.absolute()), describe(spec, str(path)))
+    request = options.request(spec, sha256)
+    if kind in ("nightly_prefix", "nightly"):
+        wheel = find_wheel(request)
+        log(f"{spec}: the newest is {wheel.base_version} ({wheel.origin})")
+        return provision(replace(request, spec=wheel.base_version), log, wheel, label=spec)
+    return provision(request, log)
