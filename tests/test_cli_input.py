@@ -157,3 +157,13 @@ def test_report_refuses_to_overwrite_files_it_did_not_write(recorded_db, tmp_pat
     done = cli("report", "--db", str(recorded_db), "--out", str(out))
     assert done.exit_code == 1 and "did not write" in done.output and "index.html" in done.output
     assert sorted(p.name for p in out.rglob("*")) == sorted([report_manifest(), "index.html", "runs"])
+
+
+@pytest.mark.parametrize("args, hint", [
+    (["nosuch"], "(see 'diag --help')"),
+    (["run", "--bogus"], "(see 'diag run --help')"),
+    (["env", "add", "--bogus"], "(see 'diag env add --help')"),
+])
+def test_a_usage_error_points_at_the_help_of_the_command_that_was_typed(tmp_path, args, hint):
+    done = diag(*args, cwd=tmp_path, check=False)
+    assert done.returncode == 2 and done.stderr.strip().endswith(hint), done.stderr

@@ -1,0 +1,31 @@
+"""The diag command line. Commands stay thin: the work lives in the modules they call.
+
+``common`` holds the group and the option bundles; each other module registers its commands on it.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from diag import text
+from diag.cli import history, reading, running
+from diag.cli.common import cli
+
+__all__ = ["cli", "main", "history", "reading", "running"]
+
+
+def main() -> None:
+    """Entry point: click's usage errors reduced to one line on stderr, exit status 2."""
+    try:
+        code = cli.main(prog_name="diag", standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("Aborted.", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        # the command's full path (``diag run``, ``diag env add``); for the group itself that is ``diag``
+        hint = f" (see '{exc.ctx.command_path} --help')" if isinstance(exc, click.UsageError) and exc.ctx else ""
+        click.echo(f"Error: {text.safe(exc.format_message())}{hint}", err=True)
+        sys.exit(exc.exit_code)
+    sys.exit(code if isinstance(code, int) else 0)

@@ -1,0 +1,293 @@
+"""Commands over a history of builds: environments, merge, compare, prune, check."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sqlite3
+import sys
+from pathlib import Path
+from typing import Optional
+
+import click
+
+from diag import envs, gate, preflight, regress, store, text
+from diag import row as rows
+from diag.cli.common import (
+    cli,
+    db_option,
+    env_options,
+    fail,
+    json_option,
+    open_store,
+    progress,
+    read_store,
+    run_preflight,
+)
+from diag.probe.statuses import FINDING_KINDS
+
+
+@cli.group("env")
+def env_group() -> None:
+    """Provisioned torch environments (virtualenvs under $DIAG_HOME/envs)."""
+
+@env_group.command("list")
+@json_option
+def env_list(as_json: bool) -> None:
+    """List provisioned environments: name, torch version, git commit, nightly date, size, path."""
+    listed = envs.listing()
+    if as_json:
+        click.echo(json.dumps(listed, indent=2))
+        return
+    for row in listed:
+        click.echo(f"{row['name']:<36} torch {row['torch_version']:<26} git {(row['git_version'] or '-')[:12]:<12} "
+                   f"nightly {row['nightly_date'] or '-':<10} {row['size_mb']:>9.1f} MB  {row['path']}")
+
+@env_group.command("add")
+@click.argument("spec", required=False)
+@env_options
+@click.option("--like", "like", default=None, metavar="BUILD",
+              help="Install a build diag ran again, from its recorded wheel, checked by its sha256: a build id "
+                   "or torch version from --db. Its Python and transformers are used unless given.")
+@db_option
+@json_option
+def env_add(spec: Optional[str], env_options: envs.Options, like: Optional[str], db_path: str,
+            as_json: bool) -> None:
+    """Provision (or reuse) the environment for a torch SPEC: a release, a dated nightly, 2.1.0.dev, nightly,
+    a wheel URL or file; or, with --like BUILD, the build a stored run used."""
+    if (spec is None) == (like is None):
+        raise fail("give a torch SPEC or --like BUILD (one of them)")
+    sha256 = None
+    if like is not None:
+        spec, env_options, sha256 = _like(like, db_path, env_options)
+    try:
+        if envs.parse_spec(spec).kind in ("current", "python"):
+            raise fail(f"torch spec {spec!r} names an existing interpreter; nothing to provision")
+        env = envs.resolve(spec, env_options, log=progress, sha256=sha256)
+    except envs.EnvError as exc:
+        raise fail(str(exc)) from exc
+    info = {"spec": spec, "python": env.python, "path": env.path, **env.build()}
+    click.echo(json.dumps(info, indent=2) if as_json else f"{spec}: torch {info['torch_version']} at {env.path}")
+
+def _like(build_ref: str, db_path: str, options: envs.Options) -> tuple[str, envs.Options, Optional[str]]:
+    """The wheel, Python and transformers of a stored build (by id or torch version)."""
+    db = read_store(db_path)
+    found = [b for b in store.builds(db) if str(b["id"]) == build_ref or b["version"] == build_ref
+             or b["version"].split("+", 1)[0] == build_ref]
+    if not found:
+        raise fail(f"no build {build_ref!r} in {db_path} (see diag runs)")
+    build = found[-1]
+    if not build.get("wheel_url"):
+        raise fail(f"build {build['version']} has no recorded wheel (its runs used an interpreter as it was, "
+                    "or were stored before wheels were recorded); give its torch spec instead")
+    runs = store.runs_of_build(db, build["id"])
+    python = next((r["python"] for r in reversed(runs) if r.get("python")), None)
+    transformers = next((r["transformers_version"] for r in reversed(runs) if r.get("transformers_version")), None)
+    extras = options.extras
+    if transformers and not envs.names_transformers(extras):
+        extras = (*extras, f"transformers=={transformers}")
+    chosen = options.python or (".".join(python.split(".")[:2]) if python else None)
+    return build["wheel_url"], dataclasses.replace(options, extras=extras, python=chosen), build["wheel_sha256"]
+
+@env_group.command("rm")
+@click.argument("name")
+def env_rm(name: str) -> None:
+    """Remove a provisioned environment by NAME (from diag env list)."""
+    try:
+        click.echo(f"removed {envs.remove(name)}")
+    except envs.EnvError as exc:
+        raise fail(str(exc)) from exc
+
+@cli.command("merge")
+@click.argument("out_db", type=click.Path(dir_okay=False))
+@click.argument("shards", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@json_option
+def merge_command(out_db: str, shards: tuple[str, ...], as_json: bool) -> None:
+    """Merge shard databases (e.g. one per CI leg) into OUT_DB without duplicating runs.
+
+    Runs are matched by their unique id, so merging the same shard twice adds
+    nothing. Builds are matched by git commit and variant.
+    """
+    run_preflight(preflight.check_database, out_db)
+    shard_dbs = [(shard, read_store(shard)) for shard in shards]
+    target = open_store(out_db, create=True)
+    summary = []
+    for shard, db in shard_dbs:
+        try:
+            added, present = store.merge(target, db)
+        except store.StoreError as exc:
+            raise fail(f"merging {shard}: {exc}") from exc
+        summary.append({"shard": shard, "added": added, "already_present": present})
+        if not as_json:
+            click.echo(f"{shard}: {added} runs added, {present} already present")
+    if as_json:
+        click.echo(json.dumps(summary, indent=2))
+
+def _timing_text(change: regress.TimingChange) -> str:
+    if change.ratio is None:
+        return f"{change.metric} -"
+    p = "n/a" if change.p_value is None else f"{change.p_value:.2g}"
+    basis = "host-adjusted, " if change.basis == "host-adjusted" else ""
+    pooled = (change.runs_before, change.runs_after) != (1, 1)
+    runs = f"runs {change.runs_before} -> {change.runs_after}, " if pooled else ""
+    return f"{change.metric} x{change.ratio:.3f} ({basis}{runs}p={p})"
+
+def _comparison_lines(comparison: regress.RowComparison) -> list[str]:
+    before, after = comparison.before, comparison.after
+    status = (f"{before['status'] if before else 'absent'} -> {after['status'] if after else 'absent'}")
+    lines = [f"{text.safe(rows.label(comparison.row))}: {status}"]
+    for kind in FINDING_KINDS:
+        for key in comparison.added.get(kind.table, []):
+            lines.append(f"    + {kind.label} {text.safe(key)}")
+        for key in comparison.removed.get(kind.table, []):
+            lines.append(f"    - {kind.label} {text.safe(key)}")
+    if comparison.timings:
+        lines.append("    " + "; ".join(_timing_text(t) for t in comparison.timings))
+    return lines
+
+@cli.command("compare")
+@click.argument("a")
+@click.argument("b")
+@db_option
+@json_option
+def compare_command(a: str, b: str, db_path: str, as_json: bool) -> None:
+    """What changed from A to B: two run ids, or two torch builds (version, git prefix, build:ID).
+
+    Per case x config: the status change, graph-break / recompile / hidden-error keys
+    added and removed, and compile-time and per-token latency ratios with a one-sided
+    Mann-Whitney U p-value. Between builds, timings pool every run of a row on each
+    side; reruns on one build compare the newest `diag run` invocation with the one
+    before. CPU latency is host-adjusted where both sides timed the host.
+    """
+    db = read_store(db_path)
+    try:
+        outcome = gate.compare(db, a, b)
+    except store.StoreError as exc:
+        raise fail(str(exc)) from exc
+    if as_json:
+        click.echo(json.dumps({"compared": outcome.description,
+                               "rows": [c.as_dict() for c in outcome.comparisons]}, indent=2, default=str))
+        return
+    click.echo(f"compared: {outcome.description}")
+    for comparison in outcome.comparisons:
+        click.echo("\n".join(_comparison_lines(comparison)))
+
+@cli.command("prune")
+@click.option("--keep-builds", type=click.IntRange(min=1), default=14, show_default=True,
+              help="Builds of each variant (the newest) whose runs keep full detail.")
+@click.option("--keep-runs", type=click.IntRange(min=1), default=10, show_default=True,
+              help="Runs of each row of one build that stay (the newest; whole on the newest builds); "
+                   "older ones are folded into counts.")
+@click.option("--thin-after", type=click.IntRange(min=1), default=30, show_default=True,
+              help="Builds of each variant (the newest) past which a nightly's rows that change nothing are folded.")
+@db_option
+@json_option
+def prune_command(keep_builds: int, keep_runs: int, thin_after: int, db_path: str, as_json: bool) -> None:
+    """Keep a long-lived history bounded: full detail for the newest builds of each variant only.
+
+    Older builds keep every status, error, count, finding key and per-run median, and a summary
+    of each timing series (n, median, p10, p90); their raw samples, compiled frames,
+    capabilities and the bulk of their tracebacks go. Of one build, a row keeps its newest
+    --keep-runs runs, and on an older build those of its newest two invocations (a release
+    re-run every night); the rest are folded into counts by status (table folded_runs). Past
+    --thin-after builds, a row's runs on a nightly are folded the same way unless the row
+    changes there (a transition or key change keeps both its builds), or the row is timed and
+    the nightly is its week's first. The nightly workflow runs this after each merge.
+    """
+    db = open_store(db_path)
+    try:
+        before = Path(db_path).stat().st_size
+        changed = store.prune(db, keep_builds, keep_runs, thin_after)
+        after = Path(db_path).stat().st_size
+    except (OSError, sqlite3.Error, store.StoreError) as exc:
+        raise fail(f"{db_path}: {exc}") from exc
+    result = {**changed, "bytes_before": before, "bytes_after": after}
+    if as_json:
+        click.echo(json.dumps(result, indent=2))
+    else:
+        click.echo(f"compacted {changed['runs']} runs ({changed['series']} timing series), folded "
+                   f"{changed['folded']} into counts ({changed['thinned']} rows of old nightlies thinned); "
+                   f"{before / 2**20:.1f} MB -> {after / 2**20:.1f} MB")
+
+@cli.command("check")
+@click.option("--baseline", default=None, help="Build to compare the newest build against (default: the previous "
+                                                "build; with one build in the DB, each row's newest diag run "
+                                                "invocation against the one before it).")
+@click.option("--compile-threshold", type=click.FloatRange(min=1.0), default=1.15, show_default=True,
+              help="Compile-time ratio that counts as a slowdown (when significant).")
+@click.option("--latency-threshold", type=click.FloatRange(min=1.0), default=1.05, show_default=True,
+              help="Per-token latency ratio that counts as a slowdown (when significant).")
+@click.option("--alpha", type=click.FloatRange(min=0.0, max=1.0), default=regress.Thresholds.alpha,
+              show_default=True,
+              help="Significance level of the one-sided Mann-Whitney U test.")
+@click.option("--allow", "allow_file", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="File of keys known to be flaky (one per line), ignored when new.")
+@click.option("--junit", "junit_file", type=click.Path(dir_okay=False), default=None,
+              help="Write JUnit XML: a test case per row, a failure per regression.")
+@click.option("--inconclusive-exit", type=click.IntRange(min=0, max=255), default=3, show_default=True,
+              help="Exit status when nothing regressed but a slowdown had too few runs to judge.")
+@click.option("--alerts", "alerts_file", type=click.Path(dir_okay=False), default=None,
+              help="Write one alert per regressed row (JSON: title, marker, Markdown body) for an issue tracker.")
+@click.option("--site-url", default=None, help="Where the report is published, for the alerts' run links.")
+@db_option
+@json_option
+def check_command(baseline: Optional[str], compile_threshold: float, latency_threshold: float, alpha: float,
+                  allow_file: Optional[str], junit_file: Optional[str], inconclusive_exit: int,
+                  alerts_file: Optional[str], site_url: Optional[str], db_path: str, as_json: bool) -> None:
+    """CI gate: exit 1 if the newest build regressed against the baseline.
+
+    A regression is: a pass or graph_break row that now fails; a new graph-break,
+    recompile or hidden-error key (not in --allow); compiled tokens that no longer
+    match eager; or a slowdown beyond the thresholds that a rank test over the runs
+    confirms. A slowdown beyond a threshold with too few runs a side to test (4 for
+    --alpha 0.02, 5 for 0.01) is INCONCLUSIVE: exit 3 when nothing else regressed, skipped in JUnit.
+    """
+    for option, path in (("--junit", junit_file), ("--alerts", alerts_file)):
+        if path and not Path(path).resolve().parent.is_dir():
+            raise fail(f"{option} {path}: directory {Path(path).resolve().parent} does not exist")
+    db = read_store(db_path)
+    thresholds = regress.Thresholds(compile_threshold, latency_threshold, alpha)
+    try:
+        outcome = gate.check(db, baseline, thresholds, gate.read_allow_list(allow_file))
+    except store.StoreError as exc:
+        raise fail(str(exc)) from exc
+    if junit_file:
+        try:
+            Path(junit_file).write_text(regress.junit_xml(outcome.comparisons, outcome.regressions, "diag check",
+                                                          outcome.inconclusive), encoding="utf-8")
+        except OSError as exc:
+            raise fail(f"--junit {junit_file}: {exc.strerror or exc}") from exc
+    if alerts_file:
+        try:
+            Path(alerts_file).write_text(json.dumps(gate.alerts(outcome, site_url), indent=2), encoding="utf-8")
+        except OSError as exc:
+            raise fail(f"--alerts {alerts_file}: {exc.strerror or exc}") from exc
+    compared = [c for c in outcome.comparisons if c.before is not None and c.after is not None]
+    if as_json:
+        click.echo(json.dumps({"checked": outcome.description, "rows": len(outcome.comparisons),
+                               "compared": len(compared),
+                               "regressions": [{"row": rows.label(r.row), "kind": r.kind,
+                                                "message": r.message} for r in outcome.regressions],
+                               "inconclusive": [{"row": rows.label(r.row), "message": r.message}
+                                                for r in outcome.inconclusive],
+                               "not_compared": [{"row": rows.label(c.row), "note": c.note}
+                                                for c in outcome.comparisons if c.note]}, indent=2))
+    else:
+        click.echo(f"checked: {outcome.description}; {len(outcome.comparisons)} rows, {len(compared)} with runs "
+                   "on both sides")
+        for regression in outcome.regressions:
+            click.echo(f"REGRESSION {text.safe(rows.label(regression.row))}: {text.safe(regression.message)}")
+        for item in outcome.inconclusive:
+            click.echo(f"INCONCLUSIVE {text.safe(rows.label(item.row))}: {text.safe(item.message)}")
+        for comparison in outcome.comparisons:
+            if comparison.note:
+                click.echo(f"NOT COMPARED {text.safe(rows.label(comparison.row))}: {text.safe(comparison.note)}")
+        if not compared:
+            click.echo("nothing to compare: no row has runs on both sides (run the matrix again, or on another "
+                       "build, then check)")
+        elif not outcome.regressions:
+            click.echo("no regressions" + (" (some slowdowns could not be judged)" if outcome.inconclusive else ""))
+    if outcome.regressions:
+        sys.exit(1)
+    if outcome.inconclusive:
+        sys.exit(inconclusive_exit)

@@ -1,0 +1,141 @@
+"""Commands that read a DB or the vocabulary: statuses, cases, runs, show, repro, report."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import click
+
+from diag import artifacts, catalog, store, text
+from diag.cli.common import cli, db_option, fail, json_option, read_store
+from diag.probe.statuses import STATUSES
+
+
+@cli.command("statuses")
+@json_option
+def statuses_command(as_json: bool) -> None:
+    """List the statuses a run can have (exactly one each), whether the row works, and what each means."""
+    if as_json:
+        click.echo(json.dumps([{"name": s.name, "works": s.works, "severity": s.severity, "meaning": s.meaning}
+                               for s in STATUSES], indent=2))
+        return
+    click.echo(text.statuses_table())
+
+@cli.command("cases")
+@json_option
+def cases_command(as_json: bool) -> None:
+    """List the built-in cases with a one-line description each.
+
+    Beside them: hf:<model_type> (e.g. hf:llama) runs a tiny random model of any transformers
+    architecture through generate with a static cache and a compiled forward; hf:all runs every
+    decoder-only causal-LM architecture of the target's transformers.
+    """
+    refs = catalog.builtin_cases()
+    if as_json:
+        click.echo(json.dumps([{"name": r.name, "description": r.description, "path": r.path} for r in refs],
+                              indent=2))
+        return
+    width = max((len(r.name) for r in refs), default=0)
+    for ref in refs:
+        click.echo(f"{ref.name:<{width}}  {ref.description}")
+    click.echo(f"{'hf:TYPE':<{width}}  a tiny random transformers model of model_type TYPE (hf:llama, hf:gpt2, ...): "
+               "generate, static cache, compiled forward; hf:all = every decoder-only causal-LM architecture")
+
+
+@cli.command("runs")
+@db_option
+@click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True)
+@click.option("--case", "case_name", default=None, help="Only runs of this case.")
+@json_option
+def runs_command(db_path: str, limit: int, case_name: Optional[str], as_json: bool) -> None:
+    """List recent runs, newest first."""
+    db = read_store(db_path)
+    listed = store.recent_runs(db, limit=limit, case=case_name)
+    if as_json:
+        click.echo(json.dumps(listed, indent=2, default=str))
+        return
+    if not listed:
+        click.echo(f"no runs{f' of case {text.safe(case_name)}' if case_name else ''} in {db_path}", err=True)
+    for row in listed:
+        click.echo(f"{text.summary_line(row)}  torch {text.safe(row['torch_version'])}")
+
+@cli.command("show")
+@click.argument("run_id", type=int)
+@db_option
+@json_option
+def show_command(run_id: int, db_path: str, as_json: bool) -> None:
+    """Print everything recorded for one run, including its artifacts."""
+    db = read_store(db_path)
+    run = store.get_run(db, run_id)
+    if run is None:
+        raise fail(f"no run #{run_id} in {db_path}")
+    run["artifacts"] = {label: str(path) for label, path in artifacts.listing(run.get("artifacts_dir"))}
+    if as_json:
+        click.echo(json.dumps(run, indent=2, default=str))
+        return
+    click.echo(text.show(run))
+    for name, path in run["artifacts"].items():
+        click.echo(f"  {text.safe(name)}: {text.safe(path)}")
+
+@cli.command("repro")
+@click.argument("run_id", type=int)
+@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
+              help="Write the script here (default: print it).")
+@db_option
+def repro_command(run_id: int, output: Optional[str], db_path: str) -> None:
+    """Write a standalone script (torch and transformers only, no diag import) that reproduces a run.
+
+    It rebuilds the case's model and inputs, compiles with the recorded options,
+    and prints the graph breaks, or raises the compile error as torch raises it.
+    Attach it to a PyTorch issue.
+    """
+    from diag import repro
+
+    db = read_store(db_path)
+    run = store.get_run(db, run_id)
+    if run is None:
+        raise fail(f"no run #{run_id} in {db_path}")
+    try:
+        source = repro.script(run, repro.case_path_of(run), Path(output).name if output else "repro.py")
+    except repro.ReproError as exc:
+        raise fail(str(exc)) from exc
+    if output:
+        Path(output).write_text(source, encoding="utf-8")
+        click.echo(f"wrote {output}: python {output}", err=True)
+    else:
+        click.echo(source)
+
+@cli.command("report")
+@db_option
+@click.option("--out", "out_dir", default="reports", show_default=True, type=click.Path(file_okay=False),
+              help="Output directory; updated in place, never overwriting files of yours.")
+@json_option
+def report_command(db_path: str, out_dir: str, as_json: bool) -> None:
+    """Render the static HTML report: the status matrix across torch builds, transitions, trends, run pages.
+
+    Opens from disk or any static host (no server, no CDN). Re-running updates
+    the site in place: files whose content did not change are left alone, and only
+    stale files that diag itself wrote are deleted. A non-empty --out folder that
+    holds no diag report is refused, as is overwriting a file diag did not write.
+    The site also holds datasette.json: `datasette DB -m OUT/datasette.json`.
+    """
+    from diag import report
+
+    db = read_store(db_path)
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise fail(f"--out {out_dir} is not a directory")
+    try:
+        counts = report.publish(report.render(db, out, db_name=Path(db_path).stem), out, Path(db_path))
+    except report.ReportError as exc:
+        raise fail(str(exc)) from exc
+    except OSError as exc:
+        raise fail(f"cannot write report to {out_dir}: {exc}") from exc
+    index = out / "index.html"
+    if as_json:
+        click.echo(json.dumps({**counts, "index": str(index)}))
+    else:
+        click.echo(f"{counts['files']} files: {counts['written']} written, {counts['unchanged']} unchanged, "
+                   f"{counts['removed']} stale removed: {index}")
