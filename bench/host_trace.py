@@ -24,7 +24,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from diag.probe.cases import load_case_file  # noqa: E402
-from diag.probe.session import Config, Spec, Workload  # noqa: E402
+from diag.probe.session import Workload  # noqa: E402
+from diag.probe.spec import Config, Spec  # noqa: E402
 from diag.probe.timing import host_reference  # noqa: E402
 
 

@@ -12,7 +12,7 @@ from typing import Any, Optional
 
 from diag import row as rows
 from diag.build import identity as build_identity
-from diag.probe import keys, parsers, records, statuses
+from diag.contract import errors_in_stderr, records, stable_key, statuses
 from diag.rundir import STDERR_TAIL_BYTES, PassOutcome, RunFiles
 from diag.store import RunRecord
 
@@ -67,7 +67,7 @@ def timing_pass_evidence(timing: Optional[PassOutcome]) -> list[dict[str, Any]]:
     if timing is None:
         return []
     seen = [(t["exc_type"], t["message"], t["location"], t["traceback"])
-            for t in parsers.errors_in_stderr(timing.stderr_tail)]
+            for t in errors_in_stderr(timing.stderr_tail)]
     error = timing.first(records.TIMING_ERROR)
     if error is not None:
         seen.append((error["error_type"], error["error_message"], error.get("error_location"),
@@ -78,7 +78,7 @@ def timing_pass_evidence(timing: Optional[PassOutcome]) -> list[dict[str, Any]]:
         if ident in index:
             index[ident]["count"] += 1
             continue
-        index[ident] = {"key": keys.stable_key(exc_type, message, location), "source": TIMING_PASS,
+        index[ident] = {"key": stable_key(exc_type, message, location), "source": TIMING_PASS,
                         "exc_type": exc_type, "message": message, "logger": "timing pass", "location": location,
                         "traceback": tb, "decode_step": None, "count": 1, "extra": None}
         rows.append(index[ident])

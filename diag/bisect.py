@@ -16,7 +16,7 @@ from diag import envs, runner, store, wheels
 from diag import row as rows
 from diag.build import Version, nightly_spec, version_key
 from diag.catalog import CaseRef
-from diag.probe.session import Config
+from diag.contract import Config
 
 
 class BisectError(Exception):

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from diag.config import cases_dir
+from diag.contract import CaseError, read_case_header
 from diag.row import BUILTIN
-from diag.probe.cases import CaseError, read_case_header
 
 
 class CatalogError(Exception):

@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from diag import regress, store
-from diag.build import order as build_order
 from diag import row as rows
+from diag.build import order as build_order
 
 
 @dataclass

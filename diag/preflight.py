@@ -17,8 +17,7 @@ from typing import Optional
 
 from diag import envs, store
 from diag.catalog import CaseRef
-from diag.probe import records
-from diag.probe.session import TINY_LLAMA, Config
+from diag.contract import TINY_LLAMA, Config, records
 
 # Room a run needs on the database's disk: its rows (timing samples are the bulk, ~130 KB) and the
 # start of its run directory. Below this a run would die at its final save.

@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
 
 from diag import row as rows
-from diag.probe.statuses import FINDING_KINDS, WORKS
+from diag.contract import FINDING_KINDS, WORKS
+
 
 def _ranks(values: Sequence[float]) -> tuple[list[float], float]:
     """Mid-ranks of ``values`` (1-based) and the tie term sum(t^3 - t)."""

@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from diag.config import PACKAGE_ROOT
-from diag.probe.session import TINY_LLAMA
+from diag.contract import TINY_LLAMA
 
 PROBE = PACKAGE_ROOT / "probe"
 REWRITES = [
-    (re.compile(r"^from diag\.probe\.session import TINY_LLAMA$", re.M), f"TINY_LLAMA = {TINY_LLAMA!r}"),
+    (re.compile(r"^from diag\.probe\.spec import TINY_LLAMA$", re.M), f"TINY_LLAMA = {TINY_LLAMA!r}"),
     (re.compile(r"^from diag\.probe\.cases import ", re.M), "from case_api import "),
     (re.compile(r"^from diag\.probe import llama$", re.M), "import llama"),
     (re.compile(r"^from diag\.probe import hf$", re.M), "import hf"),

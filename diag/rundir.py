@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from diag.probe import records
+from diag.contract import records
 
 STDERR_TAIL_BYTES = 4000  # stored with a run
 STDERR_READ_BYTES = 64000  # read from a pass's stderr, for the tracebacks in it

@@ -20,9 +20,8 @@ from diag import row as rows
 from diag.assemble import assemble
 from diag.catalog import CaseRef
 from diag.config import artifacts_root
+from diag.contract import ENVIRONMENT_ERRNOS, Config, records, statuses
 from diag.envs import TorchEnv
-from diag.probe import records, statuses
-from diag.probe.session import ENVIRONMENT_ERRNOS, Config
 from diag.spawn import ProcessTracker, run_probe
 from diag.store import RunRecord, now
 

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
-from diag.probe.supervise import LIFELINE_VARIABLE
+from diag.contract import LIFELINE_VARIABLE
 
 
 class ProcessTracker:

@@ -6,7 +6,7 @@ import re
 from typing import Any, Optional
 
 from diag import row as rows
-from diag.probe.statuses import BY_NAME
+from diag.contract import BY_NAME
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 # Characters that reorder the text around them (right-to-left overrides, embeddings, isolates and

@@ -12,7 +12,7 @@ import click
 
 from diag import __version__, envs, preflight, store
 from diag.config import DEFAULT_DB
-from diag.probe.session import DTYPES, MODES, Config
+from diag.contract import DTYPES, MODES, Config
 
 BACKENDS = ("inductor", "eager", "aot_eager", "cudagraphs")
 

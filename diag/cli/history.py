@@ -24,7 +24,7 @@ from diag.cli.common import (
     read_store,
     run_preflight,
 )
-from diag.probe.statuses import FINDING_KINDS
+from diag.contract import FINDING_KINDS
 
 
 @cli.group("env")

@@ -10,7 +10,7 @@ import click
 
 from diag import artifacts, catalog, store, text
 from diag.cli.common import cli, db_option, fail, json_option, read_store
-from diag.probe.statuses import STATUSES
+from diag.contract import STATUSES
 
 
 @cli.command("statuses")

@@ -15,11 +15,33 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Optional
 
-from diag.envs.installing import (NIGHTLY_INDEX, STAMP, TRANSFORMERS_FALLBACKS, Request, env_key,
-                                  extras_install_command, find_wheel, listing, names_transformers, provision,
-                                  read_stamp, remove, torch_install_command, wheel_install_command)
-from diag.envs.interpreters import (COMPILE_SINCE, EnvError, TorchEnv, check_compile_support, describe,
-                                    find_python, parse_spec, probe_path, python_version)
+from diag.envs.installing import (
+    NIGHTLY_INDEX,
+    STAMP,
+    TRANSFORMERS_FALLBACKS,
+    Request,
+    env_key,
+    extras_install_command,
+    find_wheel,
+    listing,
+    names_transformers,
+    provision,
+    read_stamp,
+    remove,
+    torch_install_command,
+    wheel_install_command,
+)
+from diag.envs.interpreters import (
+    COMPILE_SINCE,
+    EnvError,
+    TorchEnv,
+    check_compile_support,
+    describe,
+    find_python,
+    parse_spec,
+    probe_path,
+    python_version,
+)
 
 __all__ = [
     "COMPILE_SINCE", "NIGHTLY_INDEX", "STAMP", "TRANSFORMERS_FALLBACKS", "EnvError", "Options", "Request", "TorchEnv",

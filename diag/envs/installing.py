@@ -22,7 +22,14 @@ from typing import Any, Optional
 from diag import wheels
 from diag.build import DEV_KINDS, Version, nightly_date
 from diag.config import diag_home
-from diag.envs.interpreters import EnvError, TorchEnv, check_compile_support, describe, parse_spec, python_version
+from diag.envs.interpreters import (
+    EnvError,
+    TorchEnv,
+    check_compile_support,
+    describe,
+    parse_spec,
+    python_version,
+)
 
 # Tried in turn when the newest transformers disables itself on an old torch ("PyTorch >= 2.1 is required").
 TRANSFORMERS_FALLBACKS = ("transformers<5", "transformers<4.50", "transformers<4.45", "transformers<4.40")

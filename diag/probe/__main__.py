@@ -19,18 +19,14 @@ import sys
 from pathlib import Path
 
 from diag.probe import records
+from diag.probe.passes import PASSES, add_pass_arguments
 
 
 def _parse(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m diag.probe")
     sub = parser.add_subparsers(dest="command", required=True)
-    for name in ("diagnose", "time"):
-        cmd = sub.add_parser(name)
-        cmd.add_argument("--spec", required=True)
-        cmd.add_argument("--out", required=True)
-        cmd.add_argument("--artifacts", default=".")
-        cmd.add_argument("--after", default=None, help="diagnose: the results file of the timing pass that ran "
-                                                        "before it, on the same inductor cache")
+    for name in PASSES:
+        add_pass_arguments(sub.add_parser(name))
     run = sub.add_parser("run", help="the timing pass, then the diagnosis pass, forked from one import")
     run.add_argument("--spec", required=True)
     run.add_argument("--dir", required=True)
@@ -98,29 +94,9 @@ def main(argv: list[str]) -> int:
         sys.stderr.flush()
         os._exit(code)
 
-    from diag.probe import diagnose, timing
-    from diag.probe.cases import load_case_file
-    from diag.probe.session import Spec, Workload, build, exception_info
-    from diag.probe.statuses import EAGER_ERROR
+    from diag.probe import passes
 
-    spec = Spec.load(args.spec)
-    results = records.Writer(args.out)
-    artifacts = Path(args.artifacts)
-    artifacts.mkdir(parents=True, exist_ok=True)
-    try:
-        results.write(records.BUILD, **build())
-        try:
-            workload = Workload(spec, load_case_file(spec.case_path))
-        except Exception as exc:
-            results.write(records.RESULT, status=EAGER_ERROR, **exception_info(exc))
-            return 0
-        if args.command == "diagnose":
-            diagnose.run(workload, results, artifacts, Path(args.after) if args.after else None)
-        else:
-            timing.run(workload, results, Path(args.out).parent)
-    finally:
-        results.close()
-    return 0
+    return passes.run(args)
 
 
 if __name__ == "__main__":

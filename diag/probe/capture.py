@@ -18,7 +18,13 @@ from pathlib import Path
 from typing import Callable, Optional, TextIO
 
 from diag.probe import compat
-from diag.probe.parsers import PARSERS, RECOMPILE_LIMIT, Finding, LoggedException, Record
+from diag.probe.parsers import (
+    PARSERS,
+    RECOMPILE_LIMIT,
+    Finding,
+    LoggedException,
+    Record,
+)
 
 
 class LogCapture(logging.Handler):

@@ -15,7 +15,7 @@ from typing import Optional
 import torch
 import torch.nn.functional as F
 
-from diag.probe.session import TINY_LLAMA
+from diag.probe.spec import TINY_LLAMA
 
 # Random weights give near-uniform logits whose top two can tie within float
 # noise; scaling the output projection separates them so that an argmax flip

@@ -9,7 +9,12 @@ Standard library only: the probe imports it inside bare torch environments.
 
 from __future__ import annotations
 
+import errno
 from dataclasses import dataclass
+
+# errno values that say the machine failed the run (a full disk or temp folder, a read-only mount,
+# no file handles left), not torch: such a run is a tool error, never a compile finding or a status.
+ENVIRONMENT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EMFILE, errno.ENFILE}
 
 
 @dataclass(frozen=True)

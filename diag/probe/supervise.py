@@ -33,9 +33,9 @@ from pathlib import Path
 from typing import Optional
 
 from diag.probe import records
+from diag.probe.spec import LIFELINE_VARIABLE
 
 POLL_S = 0.05
-LIFELINE_VARIABLE = "DIAG_LIFELINE_FD"
 
 
 def preload() -> None:
@@ -134,9 +134,9 @@ def _run_child(argv: list[str], run_dir: Path, name: str, quiet_trace: bool) -> 
             os.close(target)
         if quiet_trace:
             quiet_structured_trace()
-        from diag.probe.__main__ import main
+        from diag.probe import passes
 
-        code = main(argv)
+        code = passes.main(argv)
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1
     except BaseException:

@@ -28,7 +28,7 @@ import jinja2
 from markupsafe import Markup, escape
 
 from diag import __version__, artifacts, store
-from diag.probe.statuses import STATUSES
+from diag.contract import STATUSES
 from diag.report import charts
 from diag.report.model import Cell, Matrix, RowKey, build_matrix, pages, row_label
 from diag.text import config_text, safe

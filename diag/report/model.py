@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from diag import row as rows
-from diag.probe.statuses import BY_NAME, WORKS
 from diag.build import order as build_order
+from diag.contract import BY_NAME, WORKS
 
 RowKey = rows.Row
 

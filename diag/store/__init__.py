@@ -12,12 +12,39 @@ statements inside one ``with conn:`` transaction, because sqlite-utils' own inse
 own and would split the transaction.
 """
 
-from diag.store.connection import StoreError, check_writable, explain, integrity, now, open_db, path_of
-from diag.store.queries import (DOC_URL, REPORT_COLUMNS, builds, find_build, finding_keys, folded_before,
-                                folded_total, full_runs, get_run, key_texts, recent_runs, report_runs,
-                                runs_of_build, table_counts)
+from diag.store.connection import (
+                                StoreError,
+                                check_writable,
+                                explain,
+                                integrity,
+                                now,
+                                open_db,
+                                path_of,
+)
+from diag.store.queries import (
+                                DOC_URL,
+                                REPORT_COLUMNS,
+                                builds,
+                                find_build,
+                                finding_keys,
+                                folded_before,
+                                folded_total,
+                                full_runs,
+                                get_run,
+                                key_texts,
+                                recent_runs,
+                                report_runs,
+                                runs_of_build,
+                                table_counts,
+)
 from diag.store.retention import prune, thinned
-from diag.store.schema import CHILD_TABLES, DESCRIPTIONS, MIGRATIONS, WHEEL_COLUMNS, datasette_metadata
+from diag.store.schema import (
+                                CHILD_TABLES,
+                                DESCRIPTIONS,
+                                MIGRATIONS,
+                                WHEEL_COLUMNS,
+                                datasette_metadata,
+)
 from diag.store.writes import RunRecord, merge, run_records, save_run, save_runs
 
 __all__ = [

@@ -14,6 +14,7 @@ import sqlite_utils
 
 from diag.store.schema import MIGRATIONS, create_views
 
+
 class StoreError(Exception):
     """A database diag cannot use: not SQLite, written by a newer diag, or not writable."""
 

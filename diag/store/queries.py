@@ -9,10 +9,11 @@ from typing import Any, Iterable, Optional
 
 import sqlite_utils
 
-from diag.probe.statuses import FINDING_TABLES
+from diag import row as rows
+from diag.contract import FINDING_TABLES
 from diag.store.connection import StoreError
 from diag.store.schema import CHILD_TABLES, row_columns
-from diag import row as rows
+
 
 def get_run(db: sqlite_utils.Database, run_id: int) -> Optional[dict[str, Any]]:
     """A run with its build, child rows and decoded JSON fields; None when there is no such run."""

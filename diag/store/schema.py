@@ -10,7 +10,7 @@ from typing import Any, Callable, Optional
 import sqlite_utils
 
 from diag import row as rows
-from diag.probe.statuses import FINDING_TABLES
+from diag.contract import FINDING_TABLES
 
 Migration = Callable[[sqlite_utils.Database], None]
 

@@ -13,6 +13,7 @@ from diag.store.connection import StoreError, explain, insert, now, path_of
 from diag.store.queries import folded_before
 from diag.store.schema import CHILD_TABLES, WHEEL_COLUMNS
 
+
 @dataclass
 class RunRecord:
     """Everything one run produced, ready to store."""

@@ -1,0 +1,30 @@
+"""The orchestrator's one door into the probe's vocabulary.
+
+The probe runs in the target torch environment, the orchestrator in its own; only files and exit
+statuses cross between them. What both sides must agree on is defined in the probe (it must run
+without the orchestrator) and reaches the orchestrator through this module alone: the record
+format, the statuses and finding kinds, the run's config and spec, the default model's size, the
+lifeline's variable, the case file header, and the two pure functions the orchestrator applies to
+what a dead pass left on stderr. ``tests/test_boundary.py`` holds the list of these names and fails
+on any other import of ``diag.probe`` from an orchestrator module.
+"""
+
+from diag.probe import records, statuses
+from diag.probe.cases import CaseError, read_case_header
+from diag.probe.keys import stable_key
+from diag.probe.parsers import errors_in_stderr
+from diag.probe.spec import DTYPES, LIFELINE_VARIABLE, MODES, TINY_LLAMA, Config
+from diag.probe.statuses import (
+    BY_NAME,
+    ENVIRONMENT_ERRNOS,
+    FINDING_KINDS,
+    FINDING_TABLES,
+    STATUSES,
+    WORKS,
+)
+
+__all__ = [
+    "BY_NAME", "DTYPES", "ENVIRONMENT_ERRNOS", "FINDING_KINDS", "FINDING_TABLES", "LIFELINE_VARIABLE", "MODES",
+    "STATUSES", "TINY_LLAMA", "WORKS", "CaseError", "Config", "errors_in_stderr", "read_case_header", "records",
+    "stable_key", "statuses",
+]
