@@ -19,8 +19,8 @@ import torch
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from diag.probe import llama  # noqa: E402
-from diag.probe.cases import Generation, load_case_file  # noqa: E402
+from diag.probe import llama  # noqa: E402 (after sys.path names the repository)
+from diag.probe.cases import Generation, load_case_file  # noqa: E402 (after sys.path names the repository)
 
 
 def generate(case, model, ids, mask, new_tokens, compile_fn):
@@ -36,8 +36,10 @@ def main():
     case = load_case_file(str(REPO / "diag" / "cases" / f"{name}.py"))
     model = llama.build_model(None, torch.float32, "cpu", 0)
     ids, mask = llama.make_prompt(1, 16, model.config.vocab_size, 0, "cpu")
-    for mode, compile_fn in (("eager", lambda fn: fn),
-                             ("compiled", lambda fn: torch.compile(fn, backend=backend, fullgraph=True))):
+    for mode, compile_fn in (
+        ("eager", lambda fn: fn),
+        ("compiled", lambda fn: torch.compile(fn, backend=backend, fullgraph=True)),
+    ):
         samples = []
         start = time.perf_counter()
         try:

@@ -23,10 +23,10 @@ import torch
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from diag.probe.cases import load_case_file  # noqa: E402
-from diag.probe.session import Workload  # noqa: E402
-from diag.probe.spec import Config, Spec  # noqa: E402
-from diag.probe.timing import host_reference  # noqa: E402
+from diag.probe.cases import load_case_file  # noqa: E402 (after sys.path names the repository)
+from diag.probe.session import Workload  # noqa: E402 (after sys.path names the repository)
+from diag.probe.spec import Config, Spec  # noqa: E402 (after sys.path names the repository)
+from diag.probe.timing import host_reference  # noqa: E402 (after sys.path names the repository)
 
 
 def candidates() -> dict:
@@ -51,8 +51,12 @@ def candidates() -> dict:
         for _ in range(4):
             bytes(block)
 
-    return {"python_loop (timing pass)": host_reference, "random_reads_8MB": random_reads,
-            "dict_lookups": dict_lookups, "memcpy_4MB": copies}
+    return {
+        "python_loop (timing pass)": host_reference,
+        "random_reads_8MB": random_reads,
+        "dict_lookups": dict_lookups,
+        "memcpy_4MB": copies,
+    }
 
 
 def main() -> None:
@@ -86,15 +90,19 @@ def main() -> None:
     def cv(values):
         return statistics.pstdev(values) / statistics.mean(values)
 
-    print(f"{len(rows)} generations over {args.seconds:.0f} s; median decode step "
-          f"{statistics.median(steps) * 1e3:.3f} ms, CV {cv(steps):.1%}")
+    print(
+        f"{len(rows)} generations over {args.seconds:.0f} s; median decode step "
+        f"{statistics.median(steps) * 1e3:.3f} ms, CV {cv(steps):.1%}"
+    )
     print("| reference | median | correlation with the step | CV of step / reference |")
     print("|---|---|---|---|")
     for column, name in enumerate(refs, 1):
         ref = [r[column] for r in rows]
         ratio = [s / h for s, h in zip(steps, ref)]
-        print(f"| {name} | {statistics.median(ref) * 1e3:.2f} ms | {statistics.correlation(steps, ref):.2f} "
-              f"| {cv(ratio):.1%} |")
+        print(
+            f"| {name} | {statistics.median(ref) * 1e3:.2f} ms | {statistics.correlation(steps, ref):.2f} "
+            f"| {cv(ratio):.1%} |"
+        )
 
 
 if __name__ == "__main__":

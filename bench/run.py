@@ -34,8 +34,9 @@ BENCH = REPO / "bench"
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(BENCH))
 
-from diag import store  # noqa: E402
-import synthetic  # noqa: E402
+import synthetic  # noqa: E402 (after sys.path names the repository)
+
+from diag import store  # noqa: E402 (after sys.path names the repository)
 
 CASES = ["append_last", "dynamic_slice", "hf_static_cache", "hf_dynamic_cache"]
 
@@ -58,11 +59,31 @@ def overhead(work: Path, cases: list[str], backend: str, new_tokens: int, repeat
     rows = []
     for case in cases:
         cold_diag, cold_bare = work / f"cache-diag-{case}", work / f"cache-bare-{case}"
-        diag_s, _ = timed([sys.executable, "-m", "diag", "run", "--case", case, "--fullgraph", "--backend", backend,
-                           "--new-tokens", str(new_tokens), "--repeats", str(repeats), "--db", str(work / "o.db")],
-                          environ(TORCHINDUCTOR_CACHE_DIR=str(cold_diag)), work)
-        bare_s, _ = timed([sys.executable, str(BENCH / "bare.py"), case, backend, str(new_tokens), str(repeats)],
-                          environ(TORCHINDUCTOR_CACHE_DIR=str(cold_bare)))
+        diag_s, _ = timed(
+            [
+                sys.executable,
+                "-m",
+                "diag",
+                "run",
+                "--case",
+                case,
+                "--fullgraph",
+                "--backend",
+                backend,
+                "--new-tokens",
+                str(new_tokens),
+                "--repeats",
+                str(repeats),
+                "--db",
+                str(work / "o.db"),
+            ],
+            environ(TORCHINDUCTOR_CACHE_DIR=str(cold_diag)),
+            work,
+        )
+        bare_s, _ = timed(
+            [sys.executable, str(BENCH / "bare.py"), case, backend, str(new_tokens), str(repeats)],
+            environ(TORCHINDUCTOR_CACHE_DIR=str(cold_bare)),
+        )
         run_dir = sorted((work / "o.runs").glob("*/spec.json"), key=os.path.getmtime)[-1].parent
         spec = json.loads((run_dir / "spec.json").read_text())
         passes = {}
@@ -72,14 +93,29 @@ def overhead(work: Path, cases: list[str], backend: str, new_tokens: int, repeat
                 passes[record["name"]] = record["duration_s"]
         spec_path = work / f"spec-{case}.json"
         spec_path.write_text(json.dumps(spec))
-        diagnose_s, _ = timed([sys.executable, "-m", "diag.probe", "diagnose", "--spec", str(spec_path), "--out",
-                               str(work / f"d-{case}.jsonl"), "--artifacts", str(work / f"a-{case}")],
-                              environ(TORCHINDUCTOR_CACHE_DIR=str(cold_diag), TORCH_TRACE=str(work / f"t-{case}"),
-                                      PYTHONPATH=str(REPO)))
-        logged_s, _ = timed([sys.executable, str(BENCH / "bare.py"), case, backend, str(new_tokens), str(repeats)],
-                            environ(TORCHINDUCTOR_CACHE_DIR=str(work / f"cache-logs-{case}"),
-                                    TORCH_LOGS="+dynamo,+aot,+inductor",
-                                    TORCH_LOGS_OUT=str(work / f"logs-{case}.txt")))
+        diagnose_s, _ = timed(
+            [
+                sys.executable,
+                "-m",
+                "diag.probe",
+                "diagnose",
+                "--spec",
+                str(spec_path),
+                "--out",
+                str(work / f"d-{case}.jsonl"),
+                "--artifacts",
+                str(work / f"a-{case}"),
+            ],
+            environ(TORCHINDUCTOR_CACHE_DIR=str(cold_diag), TORCH_TRACE=str(work / f"t-{case}"), PYTHONPATH=str(REPO)),
+        )
+        logged_s, _ = timed(
+            [sys.executable, str(BENCH / "bare.py"), case, backend, str(new_tokens), str(repeats)],
+            environ(
+                TORCHINDUCTOR_CACHE_DIR=str(work / f"cache-logs-{case}"),
+                TORCH_LOGS="+dynamo,+aot,+inductor",
+                TORCH_LOGS_OUT=str(work / f"logs-{case}.txt"),
+            ),
+        )
         rows.append((case, diag_s, bare_s, diagnose_s, logged_s, passes.get("time"), passes.get("diagnose")))
     return rows
 
@@ -90,8 +126,25 @@ def _seconds(value: float | None) -> str:
 
 def matrix(work: Path, jobs: int, cases: list[str], backend: str, new_tokens: int) -> float:
     case_args = [arg for case in cases for arg in ("--case", case)]
-    seconds, _ = timed([sys.executable, "-m", "diag", "run", *case_args, "--backend", backend, "--new-tokens",
-                        str(new_tokens), "--jobs", str(jobs), "--db", str(work / f"m{jobs}.db")], environ(), work)
+    seconds, _ = timed(
+        [
+            sys.executable,
+            "-m",
+            "diag",
+            "run",
+            *case_args,
+            "--backend",
+            backend,
+            "--new-tokens",
+            str(new_tokens),
+            "--jobs",
+            str(jobs),
+            "--db",
+            str(work / f"m{jobs}.db"),
+        ],
+        environ(),
+        work,
+    )
     return seconds
 
 
@@ -103,9 +156,26 @@ def profile_cost(work: Path, cases: list[str], repeats: int) -> list[tuple]:
         plain, profiled = [], []
         for index in range(repeats):
             for flag, into in (("--no-profile", plain), ("--profile", profiled)):
-                seconds, _ = timed([sys.executable, "-m", "diag", "run", "--case", case, "--backend", "aot_eager",
-                                    "--fullgraph", "--timing-seconds", "0", flag, "--db",
-                                    str(work / f"profile-{case}-{index}{flag}.db")], environ(), work)
+                seconds, _ = timed(
+                    [
+                        sys.executable,
+                        "-m",
+                        "diag",
+                        "run",
+                        "--case",
+                        case,
+                        "--backend",
+                        "aot_eager",
+                        "--fullgraph",
+                        "--timing-seconds",
+                        "0",
+                        flag,
+                        "--db",
+                        str(work / f"profile-{case}-{index}{flag}.db"),
+                    ],
+                    environ(),
+                    work,
+                )
                 into.append(seconds)
         rows.append((case, statistics.median(plain), statistics.median(profiled)))
     return rows
@@ -122,16 +192,22 @@ def leg_option(name: str) -> str:
 def nightly_leg(work: Path, quick: bool) -> dict:
     """The nightly workflow's CPU leg, its `diag run` as written there (four cases x fullgraph on and off x
     `--repeat 5`, inductor, 2 s of timing per mode): wall time, runs, statuses."""
-    options = ["--case", "append_last", "--backend", "eager", "--repeat", "1", "--timing-seconds", "0"] if quick \
-        else LEG
-    seconds, out = timed([sys.executable, "-m", "diag", "run", *options, "--db", str(work / "leg.db"), "--json"],
-                         environ(), work)
+    options = (
+        ["--case", "append_last", "--backend", "eager", "--repeat", "1", "--timing-seconds", "0"] if quick else LEG
+    )
+    seconds, out = timed(
+        [sys.executable, "-m", "diag", "run", *options, "--db", str(work / "leg.db"), "--json"], environ(), work
+    )
     runs = json.loads(out)
     by_status: dict[str, int] = {}
     for run in runs:
         by_status[run["status"]] = by_status.get(run["status"], 0) + 1
-    return {"seconds": seconds, "runs": len(runs), "statuses": by_status,
-            "slowest": max((r.get("duration_s") or 0 for r in runs), default=0)}
+    return {
+        "seconds": seconds,
+        "runs": len(runs),
+        "statuses": by_status,
+        "slowest": max((r.get("duration_s") or 0 for r in runs), default=0),
+    }
 
 
 def _tree_rss_mb(root: int) -> float:
@@ -189,11 +265,21 @@ def scale(work: Path, total: int) -> dict:
     start = time.perf_counter()
     latest = len(db.execute("SELECT * FROM latest_status").fetchall())
     view_s = time.perf_counter() - start
-    return {"runs": total, "ingest_s": ingest_s, "db_mb": db_path.stat().st_size / 2**20, "report_s": report_s,
-            "peak_mb": peak, "files": len(files), "site_mb": sum(p.stat().st_size for p in files) / 2**20,
-            "largest": f"{largest.relative_to(out)} ({largest.stat().st_size / 1024:.0f} KB)",
-            "largest_page": f"{page.relative_to(out)} ({page.stat().st_size / 1024:.0f} KB)",
-            "again_s": again_s, "rewritten": rewritten, "view_s": view_s, "view_rows": latest}
+    return {
+        "runs": total,
+        "ingest_s": ingest_s,
+        "db_mb": db_path.stat().st_size / 2**20,
+        "report_s": report_s,
+        "peak_mb": peak,
+        "files": len(files),
+        "site_mb": sum(p.stat().st_size for p in files) / 2**20,
+        "largest": f"{largest.relative_to(out)} ({largest.stat().st_size / 1024:.0f} KB)",
+        "largest_page": f"{page.relative_to(out)} ({page.stat().st_size / 1024:.0f} KB)",
+        "again_s": again_s,
+        "rewritten": rewritten,
+        "view_s": view_s,
+        "view_rows": latest,
+    }
 
 
 STEADINESS = """
@@ -220,17 +306,37 @@ def steadiness(seconds: float) -> dict:
     """How much this machine's speed drifts on its own: a fixed workload, one thread, timed in windows."""
     _, out = timed([sys.executable, "-c", STEADINESS, str(seconds)])
     low, mid, high, count = (float(v) for v in out.split())
-    return {"seconds": seconds, "windows": int(count), "min_ms": low * 1e3, "median_ms": mid * 1e3,
-            "max_ms": high * 1e3}
+    return {
+        "seconds": seconds,
+        "windows": int(count),
+        "min_ms": low * 1e3,
+        "median_ms": mid * 1e3,
+        "max_ms": high * 1e3,
+    }
 
 
 def fidelity(work: Path, repetitions: int, runs: int, seconds: float, new_tokens: int, repeats: int) -> dict:
     """Per repetition, in a fresh DB: an invocation of ``runs`` runs (A), the same again (A'), then
     the same with every decode step 10% slower (B); `diag check` after A' (A/A) and after B (A/B)."""
     case = str(BENCH / "cases" / "extra_cost.py")
-    common = ["--case", case, "--backend", "eager", "--fullgraph", "--new-tokens", str(new_tokens), "--repeats",
-              str(repeats), "--timing-seconds", str(seconds), "--threads", leg_option("--threads"), "--repeat",
-              str(runs), "--json"]
+    common = [
+        "--case",
+        case,
+        "--backend",
+        "eager",
+        "--fullgraph",
+        "--new-tokens",
+        str(new_tokens),
+        "--repeats",
+        str(repeats),
+        "--timing-seconds",
+        str(seconds),
+        "--threads",
+        leg_option("--threads"),
+        "--repeat",
+        str(runs),
+        "--json",
+    ]
     medians, ratios, bases, false_alarms, detected = [], {"aa": [], "ab": []}, set(), 0, 0
     inconclusive = {"aa": 0, "ab": 0}
     alarms: list[str] = []
@@ -238,17 +344,26 @@ def fidelity(work: Path, repetitions: int, runs: int, seconds: float, new_tokens
     for index in range(repetitions):
         db = work / f"fidelity{index}.db"
         for label, slowdown in (("base", "0"), ("aa", "0"), ("ab", "0.10")):
-            _, out = timed([sys.executable, "-m", "diag", "run", *common, "--db", str(db)],
-                           environ(DIAG_BENCH_SLOWDOWN=slowdown), work)
+            _, out = timed(
+                [sys.executable, "-m", "diag", "run", *common, "--db", str(db)],
+                environ(DIAG_BENCH_SLOWDOWN=slowdown),
+                work,
+            )
             if label != "ab":
                 medians += [run["compiled_ms_per_token"] for run in json.loads(out)]
             if label == "base":
                 continue
-            done = subprocess.run([sys.executable, "-m", "diag", "check", "--db", str(db)], capture_output=True,
-                                  cwd=work)
-            compared = json.loads(subprocess.run([sys.executable, "-m", "diag", "compare", "build:1", "build:1",
-                                                  "--db", str(db), "--json"], capture_output=True, text=True,
-                                                 cwd=work).stdout)
+            done = subprocess.run(
+                [sys.executable, "-m", "diag", "check", "--db", str(db)], capture_output=True, cwd=work
+            )
+            compared = json.loads(
+                subprocess.run(
+                    [sys.executable, "-m", "diag", "compare", "build:1", "build:1", "--db", str(db), "--json"],
+                    capture_output=True,
+                    text=True,
+                    cwd=work,
+                ).stdout
+            )
             changes = {t["metric"]: t for t in compared["rows"][0]["timings"]}
             ratios[label].append(tuple(changes[f"{mode}_s_per_token"]["ratio"] for mode in ("eager", "compiled")))
             bases.add(changes["compiled_s_per_token"]["basis"])
@@ -257,85 +372,146 @@ def fidelity(work: Path, repetitions: int, runs: int, seconds: float, new_tokens
             if label == "aa":
                 false_alarms += done.returncode == 1
                 if done.returncode == 1:  # what it claimed: a latency, compile-time, status or key row
-                    alarms.append(next((line.strip() for line in done.stdout.decode(errors="replace").splitlines()
-                                        if line.startswith("REGRESSION")), "exit 1 without a REGRESSION line"))
+                    alarms.append(
+                        next(
+                            (
+                                line.strip()
+                                for line in done.stdout.decode(errors="replace").splitlines()
+                                if line.startswith("REGRESSION")
+                            ),
+                            "exit 1 without a REGRESSION line",
+                        )
+                    )
             else:
                 detected += done.returncode == 1
     spread = (max(medians) - min(medians)) / statistics.median(medians)
-    return {"repetitions": repetitions, "runs": runs, "median_ms": statistics.median(medians), "spread": spread,
-            "cv": statistics.pstdev(medians) / statistics.mean(medians), "false_alarms": false_alarms,
-            "detected": detected, "inconclusive": inconclusive, "ratios": ratios, "bases": sorted(bases),
-            "alarms": alarms,
-            "count": len(medians)}
+    return {
+        "repetitions": repetitions,
+        "runs": runs,
+        "median_ms": statistics.median(medians),
+        "spread": spread,
+        "cv": statistics.pstdev(medians) / statistics.mean(medians),
+        "false_alarms": false_alarms,
+        "detected": detected,
+        "inconclusive": inconclusive,
+        "ratios": ratios,
+        "bases": sorted(bases),
+        "alarms": alarms,
+        "count": len(medians),
+    }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="a smoke run of every part")
     parser.add_argument("--write", action="store_true", help="append the results to docs/BENCHMARKS.md")
-    parser.add_argument("--parts", default="overhead,matrix,scale,fidelity",
-                        help="comma-separated: overhead, matrix, scale, fidelity, profile, leg")
+    parser.add_argument(
+        "--parts",
+        default="overhead,matrix,scale,fidelity",
+        help="comma-separated: overhead, matrix, scale, fidelity, profile, leg",
+    )
     parser.add_argument("--pairs", type=int, default=20, help="fidelity: A/A and A/B pairs (full run)")
     args = parser.parse_args()
     parts = set(args.parts.split(","))
     quick = args.quick
     import torch
 
-    lines = [f"## {dt.date.today()} — {'quick' if quick else 'full'} run",
-             "", f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
-                 f"torch {torch.__version__}, CPU", ""]
+    lines = [
+        f"## {dt.date.today()} — {'quick' if quick else 'full'} run",
+        "",
+        f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+        f"torch {torch.__version__}, CPU",
+        "",
+    ]
     with tempfile.TemporaryDirectory(prefix="diag-bench-") as tmp:
         work = Path(tmp)
         if "overhead" in parts:
             backend = "eager" if quick else "inductor"
             rows = overhead(work, CASES[:1] if quick else CASES, backend, 8, 3 if quick else 5)
-            lines += [f"### 1. Overhead ({backend} backend, fullgraph=True, 8 new tokens, empty inductor caches)", "",
-                      "| case | diag run (both passes) | of which timing / diagnosis pass | bare script | ratio "
-                      "| diagnosis pass alone | bare + TORCH_LOGS | ratio |",
-                      "|---|---|---|---|---|---|---|---|"]
-            lines += [f"| {c} | {d:.1f} s | {_seconds(tp)} / {_seconds(dg)} | {b:.1f} s | {d / b:.2f} | {dp:.1f} s "
-                      f"| {lg:.1f} s | {dp / lg:.2f} |" for c, d, b, dp, lg, tp, dg in rows]
-            lines += ["", "The diagnosis pass alone starts from an empty inductor cache, as the bare script does; "
-                          "inside `diag run` it follows the timing pass and finds the compiled kernels there.", ""]
+            lines += [
+                f"### 1. Overhead ({backend} backend, fullgraph=True, 8 new tokens, empty inductor caches)",
+                "",
+                "| case | diag run (both passes) | of which timing / diagnosis pass | bare script | ratio "
+                "| diagnosis pass alone | bare + TORCH_LOGS | ratio |",
+                "|---|---|---|---|---|---|---|---|",
+            ]
+            lines += [
+                f"| {c} | {d:.1f} s | {_seconds(tp)} / {_seconds(dg)} | {b:.1f} s | {d / b:.2f} | {dp:.1f} s "
+                f"| {lg:.1f} s | {dp / lg:.2f} |"
+                for c, d, b, dp, lg, tp, dg in rows
+            ]
+            lines += [
+                "",
+                "The diagnosis pass alone starts from an empty inductor cache, as the bare script does; "
+                "inside `diag run` it follows the timing pass and finds the compiled kernels there.",
+                "",
+            ]
         if "leg" in parts:
             leg = nightly_leg(work, quick)
             command = "diag run " + " ".join(LEG)
-            lines += [f"### Nightly CPU leg (`{command}`, as .github/workflows/nightly.yml runs it)", "",
-                      "| wall time | runs | statuses | slowest run |", "|---|---|---|---|",
-                      f"| {leg['seconds'] / 60:.1f} min | {leg['runs']} | "
-                      + ", ".join(f"{k} {v}" for k, v in sorted(leg["statuses"].items()))
-                      + f" | {leg['slowest']:.1f} s |", ""]
+            lines += [
+                f"### Nightly CPU leg (`{command}`, as .github/workflows/nightly.yml runs it)",
+                "",
+                "| wall time | runs | statuses | slowest run |",
+                "|---|---|---|---|",
+                f"| {leg['seconds'] / 60:.1f} min | {leg['runs']} | "
+                + ", ".join(f"{k} {v}" for k, v in sorted(leg["statuses"].items()))
+                + f" | {leg['slowest']:.1f} s |",
+                "",
+            ]
         if "matrix" in parts:
             cases = CASES[:1] if quick else CASES
             one, two = matrix(work, 1, cases, "eager", 8), matrix(work, 2, cases, "eager", 8)
-            lines += [f"### 2. Matrix throughput ({len(cases)} cases x fullgraph on/off, eager backend, both passes)", "",
-                      "| --jobs 1 | --jobs 2 | speed-up |", "|---|---|---|",
-                      f"| {one:.0f} s | {two:.0f} s | {one / two:.2f} |", ""]
+            lines += [
+                f"### 2. Matrix throughput ({len(cases)} cases x fullgraph on/off, eager backend, both passes)",
+                "",
+                "| --jobs 1 | --jobs 2 | speed-up |",
+                "|---|---|---|",
+                f"| {one:.0f} s | {two:.0f} s | {one / two:.2f} |",
+                "",
+            ]
         if "profile" in parts:
             rows = profile_cost(work, CASES[:1] if quick else CASES, 1 if quick else 3)
-            lines += ["### Profiler cost (`diag run --profile`, aot_eager, fullgraph, median of runs alternating "
-                      "with and without)", "", "| case | without | with --profile | cost |", "|---|---|---|---|"]
+            lines += [
+                "### Profiler cost (`diag run --profile`, aot_eager, fullgraph, median of runs alternating "
+                "with and without)",
+                "",
+                "| case | without | with --profile | cost |",
+                "|---|---|---|---|",
+            ]
             lines += [f"| {case} | {a:.1f} s | {b:.1f} s | {100 * (b - a) / a:+.0f}% |" for case, a, b in rows]
             lines.append("")
         if "scale" in parts:
             result = scale(work, 1000 if quick else 50_000)
-            lines += ["### 3. Storage and report at scale (synthetic history)", "", "| measure | value |", "|---|---|",
-                      f"| runs | {result['runs']:,} |", f"| ingest (one transaction) | {result['ingest_s']:.1f} s |",
-                      f"| DB size | {result['db_mb']:.1f} MB |", f"| `diag report` | {result['report_s']:.1f} s |",
-                      f"| `diag report` peak RSS, with its chart workers | {result['peak_mb']:.0f} MB |",
-                      f"| files written | {result['files']:,} ({result['site_mb']:.0f} MB) |",
-                      f"| largest file | {result['largest']} |", f"| largest page | {result['largest_page']} |",
-                      f"| `diag report` again, no new data | {result['again_s']:.1f} s, "
-                      f"{result['rewritten']} files changed |",
-                      f"| Datasette `latest_status`, every row | {result['view_s']:.2f} s ({result['view_rows']:,} rows) |",
-                      ""]
+            lines += [
+                "### 3. Storage and report at scale (synthetic history)",
+                "",
+                "| measure | value |",
+                "|---|---|",
+                f"| runs | {result['runs']:,} |",
+                f"| ingest (one transaction) | {result['ingest_s']:.1f} s |",
+                f"| DB size | {result['db_mb']:.1f} MB |",
+                f"| `diag report` | {result['report_s']:.1f} s |",
+                f"| `diag report` peak RSS, with its chart workers | {result['peak_mb']:.0f} MB |",
+                f"| files written | {result['files']:,} ({result['site_mb']:.0f} MB) |",
+                f"| largest file | {result['largest']} |",
+                f"| largest page | {result['largest_page']} |",
+                f"| `diag report` again, no new data | {result['again_s']:.1f} s, "
+                f"{result['rewritten']} files changed |",
+                f"| Datasette `latest_status`, every row | {result['view_s']:.2f} s ({result['view_rows']:,} rows) |",
+                "",
+            ]
         if "fidelity" in parts:
             steady = steadiness(2 if quick else 20)
-            lines += ["### 4. Timing fidelity", "",
-                      f"The machine itself: a fixed one-thread workload timed in {steady['windows']} windows of "
-                      f"250 ms over {steady['seconds']:.0f} s ran at {steady['min_ms']:.2f} ms at best, "
-                      f"{steady['median_ms']:.2f} ms typically and {steady['max_ms']:.2f} ms at worst "
-                      f"(worst / best = {steady['max_ms'] / steady['min_ms']:.2f}).", ""]
+            lines += [
+                "### 4. Timing fidelity",
+                "",
+                f"The machine itself: a fixed one-thread workload timed in {steady['windows']} windows of "
+                f"250 ms over {steady['seconds']:.0f} s ran at {steady['min_ms']:.2f} ms at best, "
+                f"{steady['median_ms']:.2f} ms typically and {steady['max_ms']:.2f} ms at worst "
+                f"(worst / best = {steady['max_ms'] / steady['min_ms']:.2f}).",
+                "",
+            ]
             runs, seconds = (1, 0.5) if quick else (int(leg_option("--repeat")), float(leg_option("--timing-seconds")))
             result = fidelity(work, 1 if quick else args.pairs, runs, seconds, 8, 5)
             single = fidelity(work / "single", 1 if quick else args.pairs, 1, seconds, 8, 5)
@@ -344,28 +520,35 @@ def main() -> None:
             def listed(label: str) -> str:
                 return ", ".join(f"{eager:.3f} / {compiled:.3f}" for eager, compiled in result["ratios"][label])
 
-            lines += [f"Eager backend, --threads 1, 8 new tokens, 5 repeats, --timing-seconds {seconds:g}; "
-                      f"each side one `diag run --repeat {runs}` invocation; {n} repetitions:", "",
-                      "| measure | value |", "|---|---|",
-                      f"| raw compiled per-token medians of single runs | {result['median_ms']:.3f} ms, spread "
-                      f"{result['spread']:.1%}, CV {result['cv']:.1%} over {result['count']} runs |",
-                      f"| A/A latency ratios, eager / compiled ({', '.join(result['bases'])}) | {listed('aa')} |",
-                      f"| A/A false alarms of `diag check` | {result['false_alarms']} of {n} |",
-                      *([f"| what the false alarms claimed | {'; '.join(result['alarms'])} |"]
-                        if result["alarms"] else []),
-                      f"| A/B ratios, eager / compiled, 10% per-step slowdown injected | {listed('ab')} |",
-                      f"| A/B slowdowns detected by `diag check` | {result['detected']} of {n} |",
-                      f"| inconclusive verdicts, A/A / A/B | {result['inconclusive']['aa']} / "
-                      f"{result['inconclusive']['ab']} of {n} |",
-                      f"| single-run pairs (`--repeat 1` a side): regressions claimed, A/A / A/B | "
-                      f"{single['false_alarms']} / {single['detected']} of {single['repetitions']} "
-                      f"(inconclusive: {single['inconclusive']['aa']} / {single['inconclusive']['ab']}) |", ""]
+            lines += [
+                f"Eager backend, --threads 1, 8 new tokens, 5 repeats, --timing-seconds {seconds:g}; "
+                f"each side one `diag run --repeat {runs}` invocation; {n} repetitions:",
+                "",
+                "| measure | value |",
+                "|---|---|",
+                f"| raw compiled per-token medians of single runs | {result['median_ms']:.3f} ms, spread "
+                f"{result['spread']:.1%}, CV {result['cv']:.1%} over {result['count']} runs |",
+                f"| A/A latency ratios, eager / compiled ({', '.join(result['bases'])}) | {listed('aa')} |",
+                f"| A/A false alarms of `diag check` | {result['false_alarms']} of {n} |",
+                *([f"| what the false alarms claimed | {'; '.join(result['alarms'])} |"] if result["alarms"] else []),
+                f"| A/B ratios, eager / compiled, 10% per-step slowdown injected | {listed('ab')} |",
+                f"| A/B slowdowns detected by `diag check` | {result['detected']} of {n} |",
+                f"| inconclusive verdicts, A/A / A/B | {result['inconclusive']['aa']} / "
+                f"{result['inconclusive']['ab']} of {n} |",
+                f"| single-run pairs (`--repeat 1` a side): regressions claimed, A/A / A/B | "
+                f"{single['false_alarms']} / {single['detected']} of {single['repetitions']} "
+                f"(inconclusive: {single['inconclusive']['aa']} / {single['inconclusive']['ab']}) |",
+                "",
+            ]
     text = "\n".join(lines)
     print(text)
     if args.write:
         target = REPO / "docs" / "BENCHMARKS.md"
-        existing = target.read_text() if target.exists() else (
-            "# Benchmarks\n\nMeasured by `python bench/run.py --write`; newest first below the targets.\n")
+        existing = (
+            target.read_text()
+            if target.exists()
+            else ("# Benchmarks\n\nMeasured by `python bench/run.py --write`; newest first below the targets.\n")
+        )
         target.write_text(existing.rstrip("\n") + "\n\n" + text + "\n")
 
 

@@ -32,8 +32,9 @@ def configs() -> list[dict]:
             for fullgraph in (1, 0):
                 for dtype in DTYPES:
                     for mode in ("default", "reduce-overhead"):
-                        rows.append({"case": case, "backend": backend, "fullgraph": fullgraph, "dtype": dtype,
-                                     "mode": mode})
+                        rows.append(
+                            {"case": case, "backend": backend, "fullgraph": fullgraph, "dtype": dtype, "mode": mode}
+                        )
     return rows
 
 
@@ -42,34 +43,73 @@ def nightly(day: int, rng: random.Random, start: dt.date = dt.date(2025, 1, 1)) 
     return build_identity(f"2.{8 + day // 120}.0.dev{date:%Y%m%d}", f"{rng.getrandbits(160):040x}", None)
 
 
-def record(build: dict, uid: str, row: dict, status: str, rng: random.Random,
-           error: Optional[tuple[str, str]] = None, transformers: str = "4.57.0",
-           slower: float = 1.0, guard: str = "tensor 'L['input_ids']' size mismatch at index 1") -> RunRecord:
+def record(
+    build: dict,
+    uid: str,
+    row: dict,
+    status: str,
+    rng: random.Random,
+    error: Optional[tuple[str, str]] = None,
+    transformers: str = "4.57.0",
+    slower: float = 1.0,
+    guard: str = "tensor 'L['input_ids']' size mismatch at index 1",
+) -> RunRecord:
     """One stored run of ``row`` (case, backend, fullgraph, dtype, mode, optional batch_size)."""
     failed = status not in ("pass", "graph_break")
     eager = 2.0 + rng.random() * 0.2
     compiled = eager / (1.5 + rng.random() * 0.1) * slower
     samples = [compiled / 1e3 * (1 + rng.random() * 0.05) for _ in range(20)]
-    breaks = [] if row["fullgraph"] or failed else [
-        {"key": "GB0124", "reason": "Tensor.item() call; see https://meta-pytorch.github.io/compile-graph-break-site/gb/gb0124.html",
-         "gb_type": "Unsupported Tensor.item() call with capture_scalar_outputs=False", "count": 3}]
+    breaks = (
+        []
+        if row["fullgraph"] or failed
+        else [
+            {
+                "key": "GB0124",
+                "reason": "Tensor.item() call; see https://meta-pytorch.github.io/compile-graph-break-site/gb/gb0124.html",
+                "gb_type": "Unsupported Tensor.item() call with capture_scalar_outputs=False",
+                "count": 3,
+            }
+        ]
+    )
     return RunRecord(
         build=build,
-        run={"uid": uid, "case": row["case"], "case_source": "builtin", "config": json.dumps(row),
-             "backend": row["backend"], "fullgraph": row["fullgraph"], "dynamic": "auto",
-             "mode": row.get("mode", "default"), "device": "cpu", "dtype": row["dtype"],
-             "batch_size": row.get("batch_size", 1), "prompt_length": 16, "new_tokens": 16, "model": "tiny-random",
-             "status": status, "error_type": error[0] if error else None, "error_message": error[1] if error else None,
-             "graph_count": 0 if failed else 1, "graph_break_count": None if failed else len(breaks) * 3,
-             "recompile_count": 1, "hidden_error_count": 0, "compile_s": 4 + rng.random(),
-             "eager_ms_per_token": eager, "compiled_ms_per_token": None if failed else compiled,
-             "peak_mem_eager_mb": 500.0, "peak_mem_compiled_mb": 650.0, "tokens_equal": None if failed else 1,
-             "transformers_version": transformers, "python": "3.11.7"},
+        run={
+            "uid": uid,
+            "case": row["case"],
+            "case_source": "builtin",
+            "config": json.dumps(row),
+            "backend": row["backend"],
+            "fullgraph": row["fullgraph"],
+            "dynamic": "auto",
+            "mode": row.get("mode", "default"),
+            "device": "cpu",
+            "dtype": row["dtype"],
+            "batch_size": row.get("batch_size", 1),
+            "prompt_length": 16,
+            "new_tokens": 16,
+            "model": "tiny-random",
+            "status": status,
+            "error_type": error[0] if error else None,
+            "error_message": error[1] if error else None,
+            "graph_count": 0 if failed else 1,
+            "graph_break_count": None if failed else len(breaks) * 3,
+            "recompile_count": 1,
+            "hidden_error_count": 0,
+            "compile_s": 4 + rng.random(),
+            "eager_ms_per_token": eager,
+            "compiled_ms_per_token": None if failed else compiled,
+            "peak_mem_eager_mb": 500.0,
+            "peak_mem_compiled_mb": 650.0,
+            "tokens_equal": None if failed else 1,
+            "transformers_version": transformers,
+            "python": "3.11.7",
+        },
         graph_breaks=breaks,
         recompiles=[{"key": "Recompile:ef68e918e5dc", "reason": guard, "decode_step": 1}],
         hidden_errors=[],
-        timings=[] if failed else [{"mode": "compiled", "metric": "decode_step", "unit": "s",
-                                    "samples": json.dumps(samples)}],
+        timings=[]
+        if failed
+        else [{"mode": "compiled", "metric": "decode_step", "unit": "s", "samples": json.dumps(samples)}],
     )
 
 
@@ -111,8 +151,12 @@ def story(seed: int = 0, nightlies: int = STORY_NIGHTLIES) -> Iterator[RunRecord
       recompile's guard is a 20,000-character line with no space.
     """
     rng = random.Random(seed)
-    rows = [{"case": case, "backend": backend, "fullgraph": fullgraph, "dtype": "float32"}
-            for case in CASES for backend in ("inductor", "aot_eager") for fullgraph in (1, 0)]
+    rows = [
+        {"case": case, "backend": backend, "fullgraph": fullgraph, "dtype": "float32"}
+        for case in CASES
+        for backend in ("inductor", "aot_eager")
+        for fullgraph in (1, 0)
+    ]
     for day in range(nightlies):
         build = nightly(day, rng)
         transformers = "4.56.2" if day < UPGRADE else "4.57.0"
@@ -123,29 +167,65 @@ def story(seed: int = 0, nightlies: int = STORY_NIGHTLIES) -> Iterator[RunRecord
                 error = None
                 if row["case"] == "append_last" and row["fullgraph"] and REGRESSED <= day < FIXED:
                     status, error = "compile_error", GUARDS_ERROR
-                elif row["case"] == "hf_static_cache" and row["backend"] == "inductor" and row["fullgraph"] \
-                        and day == STORY_NIGHTLIES - 1:
+                elif (
+                    row["case"] == "hf_static_cache"
+                    and row["backend"] == "inductor"
+                    and row["fullgraph"]
+                    and day == STORY_NIGHTLIES - 1
+                ):
                     status, error = "fullgraph_error", ("Unsupported", "Dynamic slicing with Tensor arguments")
                 elif row["case"] == "dynamic_slice" and row["fullgraph"]:
                     status, error = "fullgraph_error", SLICE_ERROR
-                elif row["case"] == "hf_dynamic_cache" and row["backend"] == "aot_eager" and not row["fullgraph"] \
-                        and 2 <= day <= 8 and day % 2:
+                elif (
+                    row["case"] == "hf_dynamic_cache"
+                    and row["backend"] == "aot_eager"
+                    and not row["fullgraph"]
+                    and 2 <= day <= 8
+                    and day % 2
+                ):
                     status, error = "compile_error", ("RuntimeError", "flaky lowering")
-                elif row["case"] == "append_last" and row["backend"] == "aot_eager" and not row["fullgraph"] \
-                        and day == STORY_NIGHTLIES - 1 and repeat < 2:
-                    status, error = ("crash", ("Signal", "SIGSEGV")) if repeat == 0 else \
-                        ("compile_error", ("RuntimeError", "out of memory"))
+                elif (
+                    row["case"] == "append_last"
+                    and row["backend"] == "aot_eager"
+                    and not row["fullgraph"]
+                    and day == STORY_NIGHTLIES - 1
+                    and repeat < 2
+                ):
+                    status, error = (
+                        ("crash", ("Signal", "SIGSEGV"))
+                        if repeat == 0
+                        else ("compile_error", ("RuntimeError", "out of memory"))
+                    )
                 yield record(build, f"story-{day}-{index}-{repeat}", row, status, rng, error, transformers)
             if row["case"] == "append_last" and row["backend"] == "aot_eager" and row["fullgraph"]:
-                yield record(build, f"story-{day}-{index}-b8", {**row, "batch_size": 8}, "compile_error", rng,
-                             ("RuntimeError", "batch 8 does not fit the static cache"), transformers)
+                yield record(
+                    build,
+                    f"story-{day}-{index}-b8",
+                    {**row, "batch_size": 8},
+                    "compile_error",
+                    rng,
+                    ("RuntimeError", "batch 8 does not fit the static cache"),
+                    transformers,
+                )
         for arch, fullgraph_error in (("hf:llama", None), ("hf:gemma3", ("Unsupported", "Data-dependent branching"))):
             for fullgraph in (1, 0):
                 row = {"case": arch, "backend": "aot_eager", "fullgraph": fullgraph, "dtype": "float32"}
                 failed = fullgraph and fullgraph_error and day >= 5
-                yield record(build, f"story-{day}-{arch}-{fullgraph}", row,
-                             "fullgraph_error" if failed else ("pass" if fullgraph else "graph_break"), rng,
-                             fullgraph_error if failed else None, transformers)
+                yield record(
+                    build,
+                    f"story-{day}-{arch}-{fullgraph}",
+                    row,
+                    "fullgraph_error" if failed else ("pass" if fullgraph else "graph_break"),
+                    rng,
+                    fullgraph_error if failed else None,
+                    transformers,
+                )
         if day == nightlies - 1:
-            yield record(build, "story-hostile", {**rows[0], "case": HOSTILE}, "pass", rng,
-                         guard="___check_tensors(" + "L['past_key_values'][0],_" * 800 + ")")
+            yield record(
+                build,
+                "story-hostile",
+                {**rows[0], "case": HOSTILE},
+                "pass",
+                rng,
+                guard="___check_tensors(" + "L['past_key_values'][0],_" * 800 + ")",
+            )

@@ -26,20 +26,45 @@ import time
 from pathlib import Path
 
 # (torch spec, python): the newest patch of each minor; torch 2.0 has no torch.compile on Python 3.11.
-BUILDS = [("2.0.1", "3.10"), ("2.1.2", "3.11"), ("2.2.2", "3.11"), ("2.3.1", "3.11"), ("2.4.1", "3.11"),
-          ("2.5.1", "3.11"), ("2.6.0", "3.11"), ("2.7.1", "3.11"), ("2.8.0", "3.11"), ("2.9.1", "3.11"),
-          ("2.10.0", "3.11"), ("2.11.0", "3.11"), ("2.12.1", "3.11"), ("2.13.0", "3.11"), ("2.14.1", "3.11"),
-          ("2.15.0", "3.11")]
-RUN_OPTIONS = ["--backend", "eager", "--new-tokens", "4", "--prompt-length", "8", "--repeats", "1",
-               "--timing-seconds", "0"]
+BUILDS = [
+    ("2.0.1", "3.10"),
+    ("2.1.2", "3.11"),
+    ("2.2.2", "3.11"),
+    ("2.3.1", "3.11"),
+    ("2.4.1", "3.11"),
+    ("2.5.1", "3.11"),
+    ("2.6.0", "3.11"),
+    ("2.7.1", "3.11"),
+    ("2.8.0", "3.11"),
+    ("2.9.1", "3.11"),
+    ("2.10.0", "3.11"),
+    ("2.11.0", "3.11"),
+    ("2.12.1", "3.11"),
+    ("2.13.0", "3.11"),
+    ("2.14.1", "3.11"),
+    ("2.15.0", "3.11"),
+]
+RUN_OPTIONS = [
+    "--backend",
+    "eager",
+    "--new-tokens",
+    "4",
+    "--prompt-length",
+    "8",
+    "--repeats",
+    "1",
+    "--timing-seconds",
+    "0",
+]
 
 
 def diag(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "diag", *args], capture_output=True, text=True, env=env)
 
 
-def one_build(spec: str, python: str, work: Path, keep: bool, env: dict[str, str],
-              cases: tuple[str, ...] = ("all",)) -> dict:
+def one_build(
+    spec: str, python: str, work: Path, keep: bool, env: dict[str, str], cases: tuple[str, ...] = ("all",)
+) -> dict:
     entry: dict = {"spec": spec, "python": python}
     started = time.monotonic()
     added = diag("env", "add", spec, "--python", python, "--json", env=env)
@@ -54,8 +79,20 @@ def one_build(spec: str, python: str, work: Path, keep: bool, env: dict[str, str
     for fullgraph in ("--fullgraph", "--no-fullgraph"):
         started = time.monotonic()
         case_options = [option for case in cases for option in ("--case", case)]
-        done = diag("run", *case_options, *RUN_OPTIONS, fullgraph, "--torch", spec, "--python", python, "--db",
-                    str(db), "--json", env=env)
+        done = diag(
+            "run",
+            *case_options,
+            *RUN_OPTIONS,
+            fullgraph,
+            "--torch",
+            spec,
+            "--python",
+            python,
+            "--db",
+            str(db),
+            "--json",
+            env=env,
+        )
         entry.setdefault("run_s", []).append(round(time.monotonic() - started, 1))
         if done.returncode != 0:
             entry.setdefault("run_errors", []).append((done.stderr.strip().splitlines() or ["no output"])[-1])
@@ -75,8 +112,13 @@ def main() -> None:
     parser.add_argument("--only", default=None, help="Comma-separated specs from BUILDS.")
     parser.add_argument("--keep-envs", action="store_true")
     parser.add_argument("--newest-first", action="store_true")
-    parser.add_argument("--case", dest="cases", action="append", default=None,
-                        help="Case to run (diag run --case); repeatable. Default: all built-in cases.")
+    parser.add_argument(
+        "--case",
+        dest="cases",
+        action="append",
+        default=None,
+        help="Case to run (diag run --case); repeatable. Default: all built-in cases.",
+    )
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, PIP_CONSTRAINT="/dev/null", PIP_NO_CACHE_DIR="1")

@@ -20,15 +20,25 @@ from diag.store import RunRecord
 def probe_failure(outcome: PassOutcome) -> Optional[dict[str, Any]]:
     """Status fields when the probe died, hung or wrote no verdict; None when it finished."""
     if outcome.timed_out:
-        return {"status": statuses.TIMEOUT, "error_type": "Timeout",
-                "error_message": f"probe exceeded its time limit after {outcome.duration_s:.0f}s"}
+        return {
+            "status": statuses.TIMEOUT,
+            "error_type": "Timeout",
+            "error_message": f"probe exceeded its time limit after {outcome.duration_s:.0f}s",
+        }
     if outcome.signal:
-        return {"status": statuses.CRASH, "error_type": "Signal", "signal": outcome.signal,
-                "error_message": f"probe killed by signal {outcome.signal}"}
+        return {
+            "status": statuses.CRASH,
+            "error_type": "Signal",
+            "signal": outcome.signal,
+            "error_message": f"probe killed by signal {outcome.signal}",
+        }
     if outcome.first(records.RESULT) is None:
         detail = f"; {outcome.unreadable_lines} unreadable result lines" if outcome.unreadable_lines else ""
-        return {"status": statuses.CRASH, "error_type": "ProbeExit",
-                "error_message": f"probe exited with code {outcome.returncode} without a verdict{detail}"}
+        return {
+            "status": statuses.CRASH,
+            "error_type": "ProbeExit",
+            "error_message": f"probe exited with code {outcome.returncode} without a verdict{detail}",
+        }
     return None
 
 
@@ -66,21 +76,28 @@ def timing_pass_evidence(timing: Optional[PassOutcome]) -> list[dict[str, Any]]:
     pass's stderr, then the pass's own compile error."""
     if timing is None:
         return []
-    seen = [(t["exc_type"], t["message"], t["location"], t["traceback"])
-            for t in errors_in_stderr(timing.stderr_tail)]
+    seen = [(t["exc_type"], t["message"], t["location"], t["traceback"]) for t in errors_in_stderr(timing.stderr_tail)]
     error = timing.first(records.TIMING_ERROR)
     if error is not None:
-        seen.append((error["error_type"], error["error_message"], error.get("error_location"),
-                     error.get("traceback")))
+        seen.append((error["error_type"], error["error_message"], error.get("error_location"), error.get("traceback")))
     rows, index = [], {}
     for exc_type, message, location, tb in seen:
         ident = (exc_type, message, location)
         if ident in index:
             index[ident]["count"] += 1
             continue
-        index[ident] = {"key": stable_key(exc_type, message, location), "source": TIMING_PASS,
-                        "exc_type": exc_type, "message": message, "logger": "timing pass", "location": location,
-                        "traceback": tb, "decode_step": None, "count": 1, "extra": None}
+        index[ident] = {
+            "key": stable_key(exc_type, message, location),
+            "source": TIMING_PASS,
+            "exc_type": exc_type,
+            "message": message,
+            "logger": "timing pass",
+            "location": location,
+            "traceback": tb,
+            "decode_step": None,
+            "count": 1,
+            "extra": None,
+        }
         rows.append(index[ident])
     return rows
 
@@ -90,8 +107,10 @@ def counts(found: dict[str, list[dict[str, Any]]], status: str) -> dict[str, Opt
     that never compiled (a crash, a timeout, a broken case): '-' is not 0. A run whose diagnosis
     died still counts the hidden errors kept from its timing pass."""
     never = status in statuses.NEVER_COMPILED
-    return {kind.count_column: None if never and not found[kind.table] else statuses.finding_total(found[kind.table])
-            for kind in statuses.FINDING_KINDS}
+    return {
+        kind.count_column: None if never and not found[kind.table] else statuses.finding_total(found[kind.table])
+        for kind in statuses.FINDING_KINDS
+    }
 
 
 def capabilities(diagnosis: PassOutcome, notes: dict[str, dict[str, Any]]) -> Optional[str]:
@@ -101,23 +120,31 @@ def capabilities(diagnosis: PassOutcome, notes: dict[str, dict[str, Any]]) -> Op
     result = diagnosis.first(records.RESULT)
     if result is not None and result.get("collector_errors") is not None:
         errors = result["collector_errors"]
-        found["log_parsing"] = {"available": not errors,
-                                "detail": "; ".join(errors[:5]) if errors else "every log record parsed"}
+        found["log_parsing"] = {
+            "available": not errors,
+            "detail": "; ".join(errors[:5]) if errors else "every log record parsed",
+        }
     for note in diagnosis.all(records.COLLECTOR_NOTE):
         found[note["name"]] = {"available": note["available"], "detail": note["detail"]}
     oracle = diagnosis.first(records.ORACLE)
     if oracle is not None and oracle.get("detail"):
-        found["generate_oracle"] = {"available": oracle.get("oracle_equal") is not None,
-                                    "detail": ("required: " if oracle.get("required") else "") + oracle["detail"]}
+        found["generate_oracle"] = {
+            "available": oracle.get("oracle_equal") is not None,
+            "detail": ("required: " if oracle.get("required") else "") + oracle["detail"],
+        }
     return json.dumps(found) if found else None
 
 
 def correctness(diagnosis: PassOutcome) -> dict[str, Any]:
     found = diagnosis.first(records.CORRECTNESS) or {}
     oracle = diagnosis.first(records.ORACLE)
-    return {"tokens_equal": _bool(found.get("tokens_equal")), "max_abs_diff": found.get("max_abs_diff"),
-            "first_differing_step": found.get("first_differing_step"), "eager_margin": found.get("eager_margin"),
-            "oracle_equal": _bool(oracle.get("oracle_equal")) if oracle else None}
+    return {
+        "tokens_equal": _bool(found.get("tokens_equal")),
+        "max_abs_diff": found.get("max_abs_diff"),
+        "first_differing_step": found.get("first_differing_step"),
+        "eager_margin": found.get("eager_margin"),
+        "oracle_equal": _bool(oracle.get("oracle_equal")) if oracle else None,
+    }
 
 
 def _timing(outcome: Optional[PassOutcome], mode: str) -> Optional[dict[str, Any]]:
@@ -133,8 +160,11 @@ def timing_rows(outcome: Optional[PassOutcome]) -> list[dict[str, Any]]:
         timing = _timing(outcome, mode)
         if timing is None:
             continue
-        for metric, field in (("decode_step", "step_samples_s"), ("generation", "totals_s"),
-                              ("host_reference", "host_samples_s")):
+        for metric, field in (
+            ("decode_step", "step_samples_s"),
+            ("generation", "totals_s"),
+            ("host_reference", "host_samples_s"),
+        ):
             if timing.get(field):
                 found.append({"mode": mode, "metric": metric, "unit": "s", "samples": json.dumps(timing[field])})
     return found
@@ -142,11 +172,15 @@ def timing_rows(outcome: Optional[PassOutcome]) -> list[dict[str, Any]]:
 
 def timing_columns(outcome: Optional[PassOutcome]) -> dict[str, Any]:
     eager, compiled = _timing(outcome, "eager") or {}, _timing(outcome, "compiled") or {}
-    return {"compile_s": compiled.get("compile_s"), "compile_warm_s": compiled.get("compile_warm_s"),
-            "eager_ms_per_token": eager.get("median_ms_per_token"),
-            "compiled_ms_per_token": compiled.get("median_ms_per_token"),
-            "peak_mem_eager_mb": eager.get("peak_memory_mb"), "peak_mem_compiled_mb": compiled.get("peak_memory_mb"),
-            "memory_kind": eager.get("memory_kind")}
+    return {
+        "compile_s": compiled.get("compile_s"),
+        "compile_warm_s": compiled.get("compile_warm_s"),
+        "eager_ms_per_token": eager.get("median_ms_per_token"),
+        "compiled_ms_per_token": compiled.get("median_ms_per_token"),
+        "peak_mem_eager_mb": eager.get("peak_memory_mb"),
+        "peak_mem_compiled_mb": compiled.get("peak_memory_mb"),
+        "memory_kind": eager.get("memory_kind"),
+    }
 
 
 def timing_error(outcome: Optional[PassOutcome], compiled_expected: bool = True) -> Optional[str]:
@@ -182,12 +216,18 @@ def _error_text(error: dict[str, Any]) -> str:
 
 def build_columns(build: dict[str, Any]) -> dict[str, Any]:
     """The run's copy of what its build record says beside torch (Python, libraries, machine)."""
-    return {name: build.get(name) for name in ("torch_version", "transformers_version", "depyf_version", "python",
-                                               "platform", "device_name")}
+    return {
+        name: build.get(name)
+        for name in ("torch_version", "transformers_version", "depyf_version", "python", "platform", "device_name")
+    }
 
 
-def assemble(files: RunFiles, fallback_build: dict[str, Any], frames: Optional[list[dict[str, Any]]] = None,
-             notes: Optional[dict[str, dict[str, Any]]] = None) -> RunRecord:
+def assemble(
+    files: RunFiles,
+    fallback_build: dict[str, Any],
+    frames: Optional[list[dict[str, Any]]] = None,
+    notes: Optional[dict[str, dict[str, Any]]] = None,
+) -> RunRecord:
     """One RunRecord from a run directory's files (see diag/rundir.py).
 
     ``fallback_build`` names the build when the probe died before writing its build record.
@@ -212,24 +252,29 @@ def assemble(files: RunFiles, fallback_build: dict[str, Any], frames: Optional[l
         **correctness(diagnosis),
         "capabilities": capabilities(diagnosis, notes or {}),
         **timing_columns(timing),
-        "timing_error": timing_compile_error(files.timing) if died else
-        timing_error(timing, compiled_expected=status not in statuses.EAGER_ONLY),
+        "timing_error": timing_compile_error(files.timing)
+        if died
+        else timing_error(timing, compiled_expected=status not in statuses.EAGER_ONLY),
         **build_columns(build),
         "duration_s": files.probe_exit.get("duration_s"),
         "exit_code": diagnosis.returncode,
         "extra": _result_extra(diagnosis, timing, spec.get("ci")),
     }
-    identity = build_identity(build.get("torch_version") or "unknown", build.get("git_version"),
-                              build.get("cuda_version"), spec.get("wheel"))
+    identity = build_identity(
+        build.get("torch_version") or "unknown", build.get("git_version"), build.get("cuda_version"), spec.get("wheel")
+    )
     return RunRecord(build=identity, run=run, timings=timing_rows(timing), frames=list(frames or []), **found)
 
 
-def _result_extra(diagnosis: PassOutcome, timing: Optional[PassOutcome] = None,
-                  ci: Optional[dict[str, Any]] = None) -> Optional[str]:
+def _result_extra(
+    diagnosis: PassOutcome, timing: Optional[PassOutcome] = None, ci: Optional[dict[str, Any]] = None
+) -> Optional[str]:
     """Fields of the diagnosis records that no column holds, the profile (diag run --profile), and
     where a CI job keeps the run directory (runner.ci_provenance)."""
-    found = {kind: records.extra(diagnosis.first(kind) or {"kind": kind})
-             for kind in (records.RESULT, records.CORRECTNESS, records.BUILD)}
+    found = {
+        kind: records.extra(diagnosis.first(kind) or {"kind": kind})
+        for kind in (records.RESULT, records.CORRECTNESS, records.BUILD)
+    }
     unknown: dict[str, Any] = {kind: fields for kind, fields in found.items() if fields}
     if ci:
         unknown["ci"] = ci

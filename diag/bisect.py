@@ -22,6 +22,7 @@ from diag.contract import Config
 class BisectError(Exception):
     pass
 
+
 Verdict = Optional[bool]  # True: bad, False: good, None: could not be tested
 
 
@@ -56,8 +57,7 @@ def search(candidates: list[str], is_bad: Callable[[str], Verdict]) -> SearchRes
             high = probe
         else:
             low = probe
-    return SearchResult(candidates[low], candidates[high], tested,
-                        [candidates[i] for i in sorted(skipped)])
+    return SearchResult(candidates[low], candidates[high], tested, [candidates[i] for i in sorted(skipped)])
 
 
 def index_versions(index_url: str) -> list[str]:
@@ -72,14 +72,22 @@ def index_versions(index_url: str) -> list[str]:
 @dataclass
 class Candidates:
     """The builds to search (good first, bad last), where each came from, and the dates with no build."""
+
     specs: list[str]
     sources: dict[str, list[str]] = field(default_factory=dict)
     missing_dates: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
 
-def candidates(good: str, bad: str, candidates_file: Optional[str], listing_index: Optional[str],
-               variant: str, stored: Iterable[str] = (), request: Optional[envs.Request] = None) -> Candidates:
+def candidates(
+    good: str,
+    bad: str,
+    candidates_file: Optional[str],
+    listing_index: Optional[str],
+    variant: str,
+    stored: Iterable[str] = (),
+    request: Optional[envs.Request] = None,
+) -> Candidates:
     """The builds to search, good first and bad last.
 
     With a file of specs, those. Otherwise the union of what the index lists, the builds already
@@ -89,10 +97,13 @@ def candidates(good: str, bad: str, candidates_file: Optional[str], listing_inde
     """
     check_ends(good, bad)
     if candidates_file:
-        listed = [line.strip() for line in Path(candidates_file).read_text().splitlines()
-                  if line.strip() and not line.startswith("#")]
+        listed = [
+            line.strip()
+            for line in Path(candidates_file).read_text().splitlines()
+            if line.strip() and not line.startswith("#")
+        ]
         for spec in listed:
-            envs.parse_spec(spec).kind
+            envs.parse_spec(spec)  # refuses a malformed spec before anything runs
         return Candidates(between(listed, good, bad), {spec: ["file"] for spec in listed})
     found = Candidates([])
     index = listing_index or envs.NIGHTLY_INDEX.format(variant=variant)
@@ -113,8 +124,10 @@ def check_ends(good: str, bad: str) -> None:
     """EnvError unless both ends are releases or dated nightlies, good before bad."""
     for spec in (good, bad):
         if envs.parse_spec(spec).kind not in ("release", "nightly_date"):
-            raise envs.EnvError(f"bisect needs a release or a dated nightly at each end, not {spec!r} "
-                                "(a dated nightly: 2.1.0.dev20230621)")
+            raise envs.EnvError(
+                f"bisect needs a release or a dated nightly at each end, not {spec!r} "
+                "(a dated nightly: 2.1.0.dev20230621)"
+            )
     if version_key(good) >= version_key(bad):
         raise envs.EnvError(f"the good build {good} must come before the bad build {bad}")
 
@@ -161,6 +174,7 @@ def between(versions: list[str], good: str, bad: str) -> list[str]:
 @dataclass
 class BuildTester:
     """How one build is tested: provision it (or reuse runs already stored), run the case, read the status."""
+
     run_build: Callable[[str], Optional[dict]]  # spec -> the stored run, or None when it cannot be installed
     good_status: Optional[str] = None
     log: Callable[[str], None] = lambda message: None
@@ -191,13 +205,25 @@ def find_stored(db, spec: str, row: rows.Row) -> Optional[dict]:
 def _build_summary(run: Optional[dict]) -> dict:
     if run is None:
         return {"version": None, "nightly_date": None, "git_version": None, "run": None, "status": None}
-    return {"version": run["build_version"], "nightly_date": run["build_nightly_date"],
-            "git_version": run["build_git_version"], "run": run["id"], "status": run["status"]}
+    return {
+        "version": run["build_version"],
+        "nightly_date": run["build_nightly_date"],
+        "git_version": run["build_git_version"],
+        "run": run["id"],
+        "status": run["status"],
+    }
 
 
-def bisect(db, db_path: Path, case: CaseRef, config: Config, candidates: list[str],
-           provision: Callable[[str], envs.TorchEnv], timeout_s: float,
-           log: Callable[[str], None] = lambda message: None) -> dict:
+def bisect(
+    db,
+    db_path: Path,
+    case: CaseRef,
+    config: Config,
+    candidates: list[str],
+    provision: Callable[[str], envs.TorchEnv],
+    timeout_s: float,
+    log: Callable[[str], None] = lambda message: None,
+) -> dict:
     """Test both ends, then search ``candidates`` (good first, bad last); a summary of the result."""
     row = rows.of_config(asdict(config), case.name, case.source)
     probe = BuildTester(lambda spec: None, log=log)
@@ -228,14 +254,18 @@ def bisect(db, db_path: Path, case: CaseRef, config: Config, candidates: list[st
     probe.good_status = good_run["status"]
     result = search(candidates, probe.is_bad)
     summary = {
-        "case": case.name, "good_status": good_run["status"], "bad_status": bad_run["status"],
-        "candidates": len(candidates), "tested": result.tested,
+        "case": case.name,
+        "good_status": good_run["status"],
+        "bad_status": bad_run["status"],
+        "candidates": len(candidates),
+        "tested": result.tested,
         "skipped": {spec: probe.failures.get(spec) for spec in result.skipped},
         "last_good": _build_summary(find_stored(db, result.last_good, row)),
         "first_bad": _build_summary(find_stored(db, result.first_bad, row)),
     }
     good_git, bad_git = summary["last_good"]["git_version"], summary["first_bad"]["git_version"]
     summary["commit_range"] = f"{good_git}..{bad_git}" if good_git and bad_git else None
-    summary["compare_url"] = (f"https://github.com/pytorch/pytorch/compare/{good_git}...{bad_git}"
-                              if good_git and bad_git else None)
+    summary["compare_url"] = (
+        f"https://github.com/pytorch/pytorch/compare/{good_git}...{bad_git}" if good_git and bad_git else None
+    )
     return summary

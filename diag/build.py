@@ -19,18 +19,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
-_VERSION = re.compile(r"^(?P<release>\d+(?:\.\d+)*)(?P<pre>(?:a|b|rc)\d+)?(?P<post>\.post\d+)?(?P<dev>\.dev(?P<number>\d*))?"
-                      r"(?:\+(?P<local>[A-Za-z0-9.]+))?$")
+_VERSION = re.compile(
+    r"^(?P<release>\d+(?:\.\d+)*)(?P<pre>(?:a|b|rc)\d+)?(?P<post>\.post\d+)?(?P<dev>\.dev(?P<number>\d*))?"
+    r"(?:\+(?P<local>[A-Za-z0-9.]+))?$"
+)
 _VARIANT = re.compile(r"^(cpu|cu\d+|rocm[\d.]+|xpu)$")
 _PRE = re.compile(r"^(a|b|rc)(\d+)$")
 _PYTHON = re.compile(r"^(?:python)?(?P<major>3)\.(?P<minor>\d+)(?:\.\d+)?$")
-_WHEEL = re.compile(r"^(?P<name>[A-Za-z0-9_.]+)-(?P<version>[^-]+)(?:-(?P<build>\d[^-]*))?-(?P<python>[^-]+)-"
-                    r"(?P<abi>[^-]+)-(?P<platform>[^-]+)\.whl$")
+_WHEEL = re.compile(
+    r"^(?P<name>[A-Za-z0-9_.]+)-(?P<version>[^-]+)(?:-(?P<build>\d[^-]*))?-(?P<python>[^-]+)-"
+    r"(?P<abi>[^-]+)-(?P<platform>[^-]+)\.whl$"
+)
 
 SPEC_KINDS = ("current", "python", "release", "nightly_date", "nightly_prefix", "nightly", "wheel")
 DEV_KINDS = ("nightly_date", "nightly_prefix", "nightly")
-SPEC_FORMS = ("current, a release (2.13.0), a nightly (2.1.0.dev20230621 or 2.1.0.dev), nightly, "
-              "a wheel (URL or path, .whl) or a path to a python")
+SPEC_FORMS = (
+    "current, a release (2.13.0), a nightly (2.1.0.dev20230621 or 2.1.0.dev), nightly, "
+    "a wheel (URL or path, .whl) or a path to a python"
+)
 
 
 class BuildError(ValueError):
@@ -56,8 +62,14 @@ class Version:
             raise BuildError(f"{text!r} is not a version (such as 2.13.0+cpu or 2.1.0.dev20230621)")
         dev = match["number"] if match["dev"] else None
         post = int(match["post"][5:]) if match["post"] else None
-        return cls(text.strip(), tuple(int(part) for part in match["release"].split(".")), match["pre"] or "",
-                   post, dev, match["local"])
+        return cls(
+            text.strip(),
+            tuple(int(part) for part in match["release"].split(".")),
+            match["pre"] or "",
+            post,
+            dev,
+            match["local"],
+        )
 
     @classmethod
     def lenient(cls, text: Optional[str]) -> Optional[Version]:
@@ -80,7 +92,7 @@ class Version:
     @property
     def full_release(self) -> tuple[int, ...]:
         """The release padded to three numbers: ``2.13`` is ``2.13.0``."""
-        return (self.release + (0, 0, 0))[:max(3, len(self.release))]
+        return (self.release + (0, 0, 0))[: max(3, len(self.release))]
 
     @property
     def is_nightly(self) -> bool:
@@ -132,12 +144,17 @@ class WheelName:
         match = _WHEEL.match(filename)
         if match is None:
             raise BuildError(f"{filename!r} is not a wheel file name (name-version-python-abi-platform.whl)")
-        return cls(filename, match["name"], Version.parse(match["version"]), match["python"], match["abi"],
-                   match["platform"])
+        return cls(
+            filename, match["name"], Version.parse(match["version"]), match["python"], match["abi"], match["platform"]
+        )
 
     def tags(self) -> set[str]:
-        return {f"{python}-{abi}-{platform}" for python in self.python.split(".") for abi in self.abi.split(".")
-                for platform in self.platform.split(".")}
+        return {
+            f"{python}-{abi}-{platform}"
+            for python in self.python.split(".")
+            for abi in self.abi.split(".")
+            for platform in self.platform.split(".")
+        }
 
 
 @dataclass(frozen=True)
@@ -211,8 +228,9 @@ def python_request(value: str) -> Optional[tuple[int, int]]:
     return (int(match["major"]), int(match["minor"])) if match else None
 
 
-def identity(version: str, git_version: Optional[str], cuda_version: Optional[str],
-             wheel: Optional[dict[str, Any]] = None) -> dict[str, Any]:
+def identity(
+    version: str, git_version: Optional[str], cuda_version: Optional[str], wheel: Optional[dict[str, Any]] = None
+) -> dict[str, Any]:
     """A torch build as the store keeps it. Two dated nightlies of one git commit are the same build.
     ``wheel``: where its wheel came from (url, origin, sha256), when diag installed it from a wheel."""
     variant = "cpu" if not cuda_version else "cu" + cuda_version.replace(".", "")
@@ -220,9 +238,14 @@ def identity(version: str, git_version: Optional[str], cuda_version: Optional[st
     wheel = wheel or {}
     return {
         "build_key": f"{commit or version}|{variant}",
-        "version": version, "git_version": commit, "nightly_date": nightly_date(version),
-        "variant": variant, "cuda_version": cuda_version,
-        "wheel_url": wheel.get("url"), "wheel_origin": wheel.get("origin"), "wheel_sha256": wheel.get("sha256"),
+        "version": version,
+        "git_version": commit,
+        "nightly_date": nightly_date(version),
+        "variant": variant,
+        "cuda_version": cuda_version,
+        "wheel_url": wheel.get("url"),
+        "wheel_origin": wheel.get("origin"),
+        "wheel_sha256": wheel.get("sha256"),
     }
 
 

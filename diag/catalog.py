@@ -49,8 +49,12 @@ def hf_case(model_type: str) -> CaseRef:
     if not _MODEL_TYPE.match(model_type):
         raise CatalogError(f"hf:{model_type}: not a transformers model_type (e.g. hf:llama, hf:gpt2, or hf:all)")
     path = cases_dir() / "_hf_arch.py"
-    return CaseRef(f"{HF_PREFIX}{model_type}", str(path.resolve()),
-                   f"transformers {model_type}, tiny random config: generate, static cache, compiled forward", True)
+    return CaseRef(
+        f"{HF_PREFIX}{model_type}",
+        str(path.resolve()),
+        f"transformers {model_type}, tiny random config: generate, static cache, compiled forward",
+        True,
+    )
 
 
 def _looks_like_path(value: str) -> bool:
@@ -65,7 +69,7 @@ def resolve(values: list[str]) -> list[CaseRef]:
         if value.startswith(HF_PREFIX):
             if value == HF_ALL:
                 raise CatalogError("hf:all is expanded per torch environment (diag run does it)")
-            ref = hf_case(value[len(HF_PREFIX):])
+            ref = hf_case(value[len(HF_PREFIX) :])
             resolved.setdefault((ref.name, ref.source), ref)
         elif value == "all":
             for ref in known.values():
@@ -83,6 +87,8 @@ def resolve(values: list[str]) -> list[CaseRef]:
         elif value in known:
             resolved.setdefault((value, known[value].source), known[value])
         else:
-            raise CatalogError(f"unknown case {value!r}; known cases: {', '.join(sorted(known))} "
-                               "(or all, hf:<model_type>, hf:all, or a path to a case file)")
+            raise CatalogError(
+                f"unknown case {value!r}; known cases: {', '.join(sorted(known))} "
+                "(or all, hf:<model_type>, hf:all, or a path to a case file)"
+            )
     return list(resolved.values())

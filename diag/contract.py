@@ -14,17 +14,24 @@ from diag.probe.cases import CaseError, read_case_header
 from diag.probe.keys import stable_key
 from diag.probe.parsers import errors_in_stderr
 from diag.probe.spec import DTYPES, LIFELINE_VARIABLE, MODES, TINY_LLAMA, Config
-from diag.probe.statuses import (
-    BY_NAME,
-    ENVIRONMENT_ERRNOS,
-    FINDING_KINDS,
-    FINDING_TABLES,
-    STATUSES,
-    WORKS,
-)
+from diag.probe.statuses import BY_NAME, ENVIRONMENT_ERRNOS, FINDING_KINDS, FINDING_TABLES, STATUSES, WORKS
 
 __all__ = [
-    "BY_NAME", "DTYPES", "ENVIRONMENT_ERRNOS", "FINDING_KINDS", "FINDING_TABLES", "LIFELINE_VARIABLE", "MODES",
-    "STATUSES", "TINY_LLAMA", "WORKS", "CaseError", "Config", "errors_in_stderr", "read_case_header", "records",
-    "stable_key", "statuses",
+    "BY_NAME",
+    "DTYPES",
+    "ENVIRONMENT_ERRNOS",
+    "FINDING_KINDS",
+    "FINDING_TABLES",
+    "LIFELINE_VARIABLE",
+    "MODES",
+    "STATUSES",
+    "TINY_LLAMA",
+    "WORKS",
+    "CaseError",
+    "Config",
+    "errors_in_stderr",
+    "read_case_header",
+    "records",
+    "stable_key",
+    "statuses",
 ]

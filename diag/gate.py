@@ -36,7 +36,9 @@ def environment(run: dict[str, Any]) -> tuple[str, str]:
     return python, run.get("transformers_version") or "?"
 
 
-def compare_build_runs(before_runs: list[dict[str, Any]], after_runs: list[dict[str, Any]]) -> list[regress.RowComparison]:
+def compare_build_runs(
+    before_runs: list[dict[str, Any]], after_runs: list[dict[str, Any]]
+) -> list[regress.RowComparison]:
     """Findings of the newest run per row on each side; timings over every run of the row on each side.
 
     Like with like: a row's baseline runs are those with the newest run's Python and transformers;
@@ -51,14 +53,17 @@ def compare_build_runs(before_runs: list[dict[str, Any]], after_runs: list[dict[
             alike = [r for r in before if environment(r) == wanted]
             if not alike:
                 comparison = regress.compare_runs(None, after[-1])
-                comparison.note = (f"not compared: the baseline ran Python {environment(before[-1])[0]}, "
-                                   f"transformers {environment(before[-1])[1]}; now Python {wanted[0]}, "
-                                   f"transformers {wanted[1]}")
+                comparison.note = (
+                    f"not compared: the baseline ran Python {environment(before[-1])[0]}, "
+                    f"transformers {environment(before[-1])[1]}; now Python {wanted[0]}, "
+                    f"transformers {wanted[1]}"
+                )
                 comparisons.append(comparison)
                 continue
             before = alike
-        comparisons.append(regress.compare_runs(before[-1] if before else None, after[-1] if after else None,
-                                                before, after))
+        comparisons.append(
+            regress.compare_runs(before[-1] if before else None, after[-1] if after else None, before, after)
+        )
     return comparisons
 
 
@@ -96,9 +101,14 @@ def compare(db, a: str, b: str) -> Outcome:
         raise store.StoreError("compare two run ids or two builds, not one of each")
     build_a, build_b = store.find_build(db, a), store.find_build(db, b)
     if build_a["id"] == build_b["id"]:
-        return Outcome(f"reruns on {build_a['version']}", compare_within_build(store.runs_of_build(db, build_a["id"])), [])
-    return Outcome(f"{build_a['version']} -> {build_b['version']}",
-                   compare_build_runs(store.runs_of_build(db, build_a["id"]), store.runs_of_build(db, build_b["id"])), [])
+        return Outcome(
+            f"reruns on {build_a['version']}", compare_within_build(store.runs_of_build(db, build_a["id"])), []
+        )
+    return Outcome(
+        f"{build_a['version']} -> {build_b['version']}",
+        compare_build_runs(store.runs_of_build(db, build_a["id"]), store.runs_of_build(db, build_b["id"])),
+        [],
+    )
 
 
 def check(db, baseline: Optional[str], thresholds: regress.Thresholds, allowed: set[str]) -> Outcome:
@@ -155,9 +165,12 @@ def alerts(outcome: Outcome, site_url: Optional[str] = None) -> list[dict[str, A
         label = rows.label(comparison.row)
         marker = "diag-row:" + hashlib.sha1(label.encode()).hexdigest()[:16]
         good_git, bad_git = before.get("build_git_version"), after.get("build_git_version")
-        lines = [f"`{label}` regressed.", "",
-                 f"- last good build: {before.get('build_version')} (git {good_git or 'unknown'}), run #{before['id']}",
-                 f"- first bad build: {after.get('build_version')} (git {bad_git or 'unknown'}), run #{after['id']}"]
+        lines = [
+            f"`{label}` regressed.",
+            "",
+            f"- last good build: {before.get('build_version')} (git {good_git or 'unknown'}), run #{before['id']}",
+            f"- first bad build: {after.get('build_version')} (git {bad_git or 'unknown'}), run #{after['id']}",
+        ]
         if good_git and bad_git:
             lines.append(f"- commits: https://github.com/pytorch/pytorch/compare/{good_git}...{bad_git}")
         lines += ["", "What changed:", ""] + [f"- {r.message}" for r in listed]
@@ -170,6 +183,12 @@ def alerts(outcome: Outcome, site_url: Optional[str] = None) -> list[dict[str, A
         if site_url:
             lines.append(f"Run page: {site_url.rstrip('/')}/runs/{after['id']}.html")
         lines += ["", f"<!-- {marker} -->"]
-        found.append({"title": f"diag: {label} regressed on {after.get('build_version')}", "marker": marker,
-                      "row": label, "body": "\n".join(lines)})
+        found.append(
+            {
+                "title": f"diag: {label} regressed on {after.get('build_version')}",
+                "marker": marker,
+                "row": label,
+                "body": "\n".join(lines),
+            }
+        )
     return found

@@ -36,8 +36,9 @@ def model_positions(model: Optional[str]) -> int:
     try:
         settings = json.loads(config.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise PreflightError(f"--model {model} has no config.json: not a transformers checkpoint folder "
-                             "(save one with save_pretrained)") from None
+        raise PreflightError(
+            f"--model {model} has no config.json: not a transformers checkpoint folder (save one with save_pretrained)"
+        ) from None
     except (OSError, ValueError) as exc:
         raise PreflightError(f"--model {model}: cannot read config.json ({exc})") from exc
     if not any(Path(model).glob("*.safetensors")) and not any(Path(model).glob("*.bin")):
@@ -51,8 +52,10 @@ def check_configs(configs: list[Config]) -> None:
         positions = model_positions(config.model)
         length = config.prompt_length + config.new_tokens
         if length > positions:
-            raise PreflightError(f"--prompt-length {config.prompt_length} + --new-tokens {config.new_tokens} = "
-                                 f"{length} positions; the model holds {positions}")
+            raise PreflightError(
+                f"--prompt-length {config.prompt_length} + --new-tokens {config.new_tokens} = "
+                f"{length} positions; the model holds {positions}"
+            )
 
 
 def check_database(db_path: str) -> None:
@@ -69,12 +72,15 @@ def check_database(db_path: str) -> None:
             probe.write_bytes(b"")
             probe.unlink()
         except OSError as exc:
-            raise PreflightError(f"cannot create database {db_path}: {folder} is not writable "
-                                 f"({exc.strerror or exc})") from exc
+            raise PreflightError(
+                f"cannot create database {db_path}: {folder} is not writable ({exc.strerror or exc})"
+            ) from exc
     free = shutil.disk_usage(folder).free
     if free < MIN_FREE_BYTES:
-        raise PreflightError(f"the disk holding {db_path} is full ({free // 1024} KB free; a run needs about "
-                             f"{MIN_FREE_BYTES // 2**20} MB for its rows and run directory)")
+        raise PreflightError(
+            f"the disk holding {db_path} is full ({free // 1024} KB free; a run needs about "
+            f"{MIN_FREE_BYTES // 2**20} MB for its rows and run directory)"
+        )
 
 
 def check_environment(env: envs.TorchEnv, refs: list[CaseRef], configs: list[Config]) -> None:
@@ -87,8 +93,13 @@ def check_environment(env: envs.TorchEnv, refs: list[CaseRef], configs: list[Con
     with tempfile.TemporaryDirectory(prefix="diag-check-") as folder:
         out = Path(folder) / "checks.jsonl"
         try:
-            done = subprocess.run(env.probe_command("check", "--out", str(out), *args), capture_output=True,
-                                  text=True, env=env.probe_environ(), timeout=600)
+            done = subprocess.run(
+                env.probe_command("check", "--out", str(out), *args),
+                capture_output=True,
+                text=True,
+                env=env.probe_environ(),
+                timeout=600,
+            )
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise PreflightError(f"cannot check the run in {env.python}: {exc}") from exc
         found = records.read(out)[0]
@@ -99,4 +110,3 @@ def check_environment(env: envs.TorchEnv, refs: list[CaseRef], configs: list[Con
     for check in checks:
         if not check["ok"]:
             raise PreflightError(check["error"])
-

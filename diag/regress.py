@@ -120,8 +120,7 @@ class TimingChange:
         return min(self.runs_before, self.runs_after) >= runs_needed(alpha)
 
     def significant_slowdown(self, threshold: float, alpha: float) -> bool:
-        return (self.beyond(threshold) and self.judgeable(alpha) and self.p_value is not None
-                and self.p_value < alpha)
+        return self.beyond(threshold) and self.judgeable(alpha) and self.p_value is not None and self.p_value < alpha
 
     def inconclusive(self, threshold: float, alpha: float) -> bool:
         """A ratio beyond the threshold that too few runs cannot confirm or dismiss."""
@@ -133,8 +132,15 @@ def timing_change(metric: str, before: Sequence[float], after: Sequence[float]) 
     before_median = statistics.median(before) if before else None
     after_median = statistics.median(after) if after else None
     ratio = after_median / before_median if before_median and after_median is not None else None
-    return TimingChange(metric, before_median, after_median, ratio, mann_whitney_greater(after, before),
-                        runs_before=len(before), runs_after=len(after))
+    return TimingChange(
+        metric,
+        before_median,
+        after_median,
+        ratio,
+        mann_whitney_greater(after, before),
+        runs_before=len(before),
+        runs_after=len(after),
+    )
 
 
 HOST_SMOOTHING = 2  # a generation's yardstick: the median host reference of it and 2 neighbours each side
@@ -153,13 +159,16 @@ def host_adjusted(run: dict[str, Any], mode: str) -> Optional[list[float]]:
     if run.get("device") != "cpu" or not steps or not host or len(steps) % len(host):
         return None
     per = len(steps) // len(host)
-    return [statistics.median(steps[i * per:(i + 1) * per])
-            / statistics.median(host[max(0, i - HOST_SMOOTHING):i + HOST_SMOOTHING + 1])
-            for i in range(len(host))]
+    return [
+        statistics.median(steps[i * per : (i + 1) * per])
+        / statistics.median(host[max(0, i - HOST_SMOOTHING) : i + HOST_SMOOTHING + 1])
+        for i in range(len(host))
+    ]
 
 
-def latency_change(mode: str, before_runs: Sequence[dict[str, Any]],
-                   after_runs: Sequence[dict[str, Any]]) -> Optional[TimingChange]:
+def latency_change(
+    mode: str, before_runs: Sequence[dict[str, Any]], after_runs: Sequence[dict[str, Any]]
+) -> Optional[TimingChange]:
     """Per-token latency of ``mode`` over the runs of one row on each side; None where a side has no samples.
 
     Each run gives one summary: host-adjusted where every run on both sides can be and all ran
@@ -178,11 +187,18 @@ def latency_change(mode: str, before_runs: Sequence[dict[str, Any]],
         per_run, summary, basis = [samples_of(r, mode) for r in runs], statistics.median, "raw"
 
     summaries = [summary(values) for values in per_run]
-    before, after = summaries[:len(before_runs)], summaries[len(before_runs):]
+    before, after = summaries[: len(before_runs)], summaries[len(before_runs) :]
     before_median, after_median = statistics.median(before), statistics.median(after)
-    return TimingChange(f"{mode}_s_per_token", before_median, after_median,
-                        after_median / before_median if before_median else None,
-                        mann_whitney_greater(after, before), basis, len(before_runs), len(after_runs))
+    return TimingChange(
+        f"{mode}_s_per_token",
+        before_median,
+        after_median,
+        after_median / before_median if before_median else None,
+        mann_whitney_greater(after, before),
+        basis,
+        len(before_runs),
+        len(after_runs),
+    )
 
 
 @dataclass
@@ -204,11 +220,14 @@ class RowComparison:
     def as_dict(self) -> dict[str, Any]:
         return {
             "row": rows.label(self.row),
-            "before_run": self.before and self.before["id"], "after_run": self.after and self.after["id"],
+            "before_run": self.before and self.before["id"],
+            "after_run": self.after and self.after["id"],
             "status_before": self.before and self.before["status"],
             "status_after": self.after and self.after["status"],
-            "added": self.added, "removed": self.removed,
-            "timings": [t.__dict__ for t in self.timings], "note": self.note,
+            "added": self.added,
+            "removed": self.removed,
+            "timings": [t.__dict__ for t in self.timings],
+            "note": self.note,
         }
 
 
@@ -216,8 +235,12 @@ def samples_of(run: dict[str, Any], mode: str, metric: str = "decode_step") -> l
     return next((t["samples"] for t in run.get("timings", []) if t["mode"] == mode and t["metric"] == metric), [])
 
 
-def compare_runs(before: Optional[dict[str, Any]], after: Optional[dict[str, Any]],
-                 before_pool: Sequence[dict[str, Any]] = (), after_pool: Sequence[dict[str, Any]] = ()) -> RowComparison:
+def compare_runs(
+    before: Optional[dict[str, Any]],
+    after: Optional[dict[str, Any]],
+    before_pool: Sequence[dict[str, Any]] = (),
+    after_pool: Sequence[dict[str, Any]] = (),
+) -> RowComparison:
     """Full run records (with child rows) of one row on two sides: findings from the newest run of
     each, timings over each side's pool of runs (default: that one run)."""
     row = rows.of(after or before)
@@ -240,8 +263,9 @@ def compare_runs(before: Optional[dict[str, Any]], after: Optional[dict[str, Any
     return result
 
 
-def compile_change(before_runs: Sequence[dict[str, Any]],
-                   after_runs: Sequence[dict[str, Any]]) -> Optional[TimingChange]:
+def compile_change(
+    before_runs: Sequence[dict[str, Any]], after_runs: Sequence[dict[str, Any]]
+) -> Optional[TimingChange]:
     """Compile time, one value per run, on each side; None where a side has none.
 
     On CPU it is divided by the host reference the timing pass took right after the first compiled
@@ -254,12 +278,12 @@ def compile_change(before_runs: Sequence[dict[str, Any]],
     if not before_runs or not after_runs:
         return None
     runs = [*before_runs, *after_runs]
-    hosts = [samples_of(r, "compiled", "host_reference")[:HOST_SMOOTHING + 1] for r in runs]
+    hosts = [samples_of(r, "compiled", "host_reference")[: HOST_SMOOTHING + 1] for r in runs]
     if all(r.get("device") == "cpu" for r in runs) and all(hosts) and len({r.get("python") for r in runs}) == 1:
         values, basis = [r["compile_s"] / statistics.median(h) for r, h in zip(runs, hosts)], "host-adjusted"
     else:
         values, basis = [r["compile_s"] for r in runs], "raw"
-    change = timing_change("compile_s", values[:len(before_runs)], values[len(before_runs):])
+    change = timing_change("compile_s", values[: len(before_runs)], values[len(before_runs) :])
     change.basis = basis
     return change
 
@@ -282,8 +306,10 @@ class Regression:
 
 
 def _timing_text(change: TimingChange) -> str:
-    return (f"{change.metric} x{change.ratio:.3f} ({change.basis} {change.before_median:.6g} -> "
-            f"{change.after_median:.6g}, runs {change.runs_before} -> {change.runs_after}")
+    return (
+        f"{change.metric} x{change.ratio:.3f} ({change.basis} {change.before_median:.6g} -> "
+        f"{change.after_median:.6g}, runs {change.runs_before} -> {change.runs_after}"
+    )
 
 
 def inconclusive(comparison: RowComparison, thresholds: Thresholds) -> list[Regression]:
@@ -295,9 +321,14 @@ def inconclusive(comparison: RowComparison, thresholds: Thresholds) -> list[Regr
     for change in comparison.timings:
         limit = thresholds.compile_ratio if change.metric == "compile_s" else thresholds.latency_ratio
         if change.inconclusive(limit, thresholds.alpha):
-            found.append(Regression(comparison.row, "inconclusive",
-                                    f"inconclusive: {_timing_text(change)}): {change.runs_before} -> "
-                                    f"{change.runs_after} runs a side, need {needed} (diag run --repeat {needed})"))
+            found.append(
+                Regression(
+                    comparison.row,
+                    "inconclusive",
+                    f"inconclusive: {_timing_text(change)}): {change.runs_before} -> "
+                    f"{change.runs_after} runs a side, need {needed} (diag run --repeat {needed})",
+                )
+            )
     return found
 
 
@@ -316,18 +347,25 @@ def regressions(comparison: RowComparison, thresholds: Thresholds, allowed: set[
             if key not in allowed:
                 found.append(Regression(row, "new_key", f"new {kind.label} key {key}"))
     if before.get("tokens_equal") == 1 and after.get("tokens_equal") == 0:
-        found.append(Regression(row, "tokens", "compiled tokens no longer match eager "
-                                               f"(first differing step {after.get('first_differing_step')})"))
+        found.append(
+            Regression(
+                row,
+                "tokens",
+                f"compiled tokens no longer match eager (first differing step {after.get('first_differing_step')})",
+            )
+        )
     for change in comparison.timings:
         limit = thresholds.compile_ratio if change.metric == "compile_s" else thresholds.latency_ratio
         if change.significant_slowdown(limit, thresholds.alpha):
-            found.append(Regression(row, "slowdown", f"{_timing_text(change)}, p={change.p_value:.2g}, "
-                                                     f"threshold x{limit})"))
+            found.append(
+                Regression(row, "slowdown", f"{_timing_text(change)}, p={change.p_value:.2g}, threshold x{limit})")
+            )
     return found
 
 
-def junit_xml(comparisons: list[RowComparison], found: list[Regression], suite: str,
-              unjudged: Sequence[Regression] = ()) -> str:
+def junit_xml(
+    comparisons: list[RowComparison], found: list[Regression], suite: str, unjudged: Sequence[Regression] = ()
+) -> str:
     """JUnit XML: one test case per compared row, a failure element per regression; a row whose only
     verdict is inconclusive is skipped, with why."""
     from xml.sax.saxutils import escape, quoteattr
@@ -339,19 +377,23 @@ def junit_xml(comparisons: list[RowComparison], found: list[Regression], suite: 
     for item in unjudged:
         if item.row not in by_row:
             skipped.setdefault(item.row, []).append(item)
-    lines = ['<?xml version="1.0" encoding="UTF-8"?>',
-             f'<testsuite name={quoteattr(suite)} tests="{len(comparisons)}" failures="{len(by_row)}" '
-             f'skipped="{len(skipped)}">']
+    lines = [
+        '<?xml version="1.0" encoding="UTF-8"?>',
+        f'<testsuite name={quoteattr(suite)} tests="{len(comparisons)}" failures="{len(by_row)}" '
+        f'skipped="{len(skipped)}">',
+    ]
     for comparison in comparisons:
         name = quoteattr(rows.label(comparison.row))
         failures = by_row.get(comparison.row, [])
         if not failures and comparison.row not in skipped:
-            lines.append(f"  <testcase classname=\"diag.check\" name={name}/>")
+            lines.append(f'  <testcase classname="diag.check" name={name}/>')
             continue
-        lines.append(f"  <testcase classname=\"diag.check\" name={name}>")
+        lines.append(f'  <testcase classname="diag.check" name={name}>')
         for regression in failures:
-            lines.append(f"    <failure type={quoteattr(regression.kind)} message={quoteattr(regression.message)}>"
-                         f"{escape(regression.message)}</failure>")
+            lines.append(
+                f"    <failure type={quoteattr(regression.kind)} message={quoteattr(regression.message)}>"
+                f"{escape(regression.message)}</failure>"
+            )
         if not failures:
             message = "; ".join(item.message for item in skipped[comparison.row])
             lines.append(f"    <skipped message={quoteattr(message)}/>")

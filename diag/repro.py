@@ -36,8 +36,10 @@ def _standalone(source: str, origin: str) -> str:
         source = pattern.sub(replacement, source)
     leftover = _DIAG_IMPORT.search(source)
     if leftover:
-        raise ReproError(f"{origin} imports {leftover.group(0).strip()!r}; a repro can carry only cases that "
-                         "import torch, transformers, diag.probe.llama, diag.probe.hf and diag.probe.cases")
+        raise ReproError(
+            f"{origin} imports {leftover.group(0).strip()!r}; a repro can carry only cases that "
+            "import torch, transformers, diag.probe.llama, diag.probe.hf and diag.probe.cases"
+        )
     return source
 
 
@@ -69,8 +71,8 @@ for name, text in SOURCES.items():
     (folder / name).write_text(text, encoding="utf-8")
 sys.path.insert(0, str(folder))
 
-import llama  # noqa: E402
-from case_api import Generation, load_case_file  # noqa: E402
+import llama  # noqa: E402 (after sys.path names the carried modules)
+from case_api import Generation, load_case_file  # noqa: E402 (after sys.path names the carried modules)
 
 
 def generate(case, model, input_ids, attention_mask, compile_fn):
@@ -117,19 +119,31 @@ def script(run: dict[str, Any], case_path: str, filename: str = "repro.py") -> s
     }
     for sibling in siblings(case_file):  # modules next to the case file that it imports: carried too
         sources.setdefault(sibling.name, _standalone(sibling.read_text(encoding="utf-8"), str(sibling)))
-    options = {"backend": config.get("backend", run["backend"]), "fullgraph": bool(run["fullgraph"]),
-               "dynamic": config.get("dynamic")}
+    options = {
+        "backend": config.get("backend", run["backend"]),
+        "fullgraph": bool(run["fullgraph"]),
+        "dynamic": config.get("dynamic"),
+    }
     if config.get("mode"):
         options["mode"] = config["mode"]
-    workload = {key: config.get(key) for key in ("batch_size", "prompt_length", "new_tokens", "dtype", "device",
-                                                 "model", "seed", "threads")}
+    workload = {
+        key: config.get(key)
+        for key in ("batch_size", "prompt_length", "new_tokens", "dtype", "device", "model", "seed", "threads")
+    }
     error = f": {run['error_type']} at {run['error_location']}" if run.get("error_type") else ""
     return SCRIPT.format(
-        run_id=run["id"], case=run["case"], options=options, workload=workload, case_file=case_name,
-        options_text=", ".join(f"{k}={v!r}" for k, v in options.items()), filename=filename,
+        run_id=run["id"],
+        case=run["case"],
+        options=options,
+        workload=workload,
+        case_file=case_name,
+        options_text=", ".join(f"{k}={v!r}" for k, v in options.items()),
+        filename=filename,
         torch_version=run.get("build_version") or run.get("torch_version"),
         git_version=run.get("build_git_version") or "unknown",
-        transformers_version=run.get("transformers_version"), status=run["status"], error_line=error,
+        transformers_version=run.get("transformers_version"),
+        status=run["status"],
+        error_line=error,
         sources="{\n" + "".join(f"    {name!r}: {text!r},\n" for name, text in sources.items()) + "}",
     )
 
@@ -145,10 +159,14 @@ def siblings(case_file: Path) -> list[Path]:
             tree = ast.parse(source.read_text(encoding="utf-8"), filename=str(source))
         except (OSError, SyntaxError, UnicodeDecodeError):
             continue
-        names = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
-                 for alias in node.names}
-        names |= {node.module.split(".")[0] for node in ast.walk(tree)
-                  if isinstance(node, ast.ImportFrom) and node.module and not node.level}
+        names = {
+            alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names
+        }
+        names |= {
+            node.module.split(".")[0]
+            for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom) and node.module and not node.level
+        }
         for name in sorted(names):
             module = case_file.parent / f"{name}.py"
             if module.is_file() and module != case_file and module not in found:

@@ -35,12 +35,18 @@ FIELDS: tuple[str, ...] = Row._fields
 def columns(config: Mapping[str, Any], case: str, case_source: str) -> dict[str, Any]:
     """The row's columns of a run with probe ``config`` (as in the spec), as they are stored."""
     return {
-        "case": case, "case_source": case_source, "backend": config["backend"],
+        "case": case,
+        "case_source": case_source,
+        "backend": config["backend"],
         "fullgraph": int(config["fullgraph"]),
         "dynamic": {None: "auto", True: "true", False: "false"}[config.get("dynamic")],
-        "mode": config.get("mode") or "default", "device": config["device"], "dtype": config["dtype"],
-        "batch_size": config["batch_size"], "prompt_length": config["prompt_length"],
-        "new_tokens": config["new_tokens"], "model": config.get("model") or "tiny-random",
+        "mode": config.get("mode") or "default",
+        "device": config["device"],
+        "dtype": config["dtype"],
+        "batch_size": config["batch_size"],
+        "prompt_length": config["prompt_length"],
+        "new_tokens": config["new_tokens"],
+        "model": config.get("model") or "tiny-random",
     }
 
 

@@ -31,6 +31,7 @@ SPEC = "spec.json"
 @dataclass
 class PassOutcome:
     """How one pass ended and what it wrote."""
+
     returncode: Optional[int]
     signal: Optional[int]
     timed_out: bool
@@ -70,12 +71,25 @@ def pass_outcome(run_dir: Path, name: str, exits: list[dict[str, Any]], probe_ex
     found, bad = records.read(run_dir / f"{name}.jsonl")
     stderr = tail(run_dir / f"{name}.stderr.txt")
     if exit_record is not None:
-        return PassOutcome(exit_record["returncode"], exit_record["signal"], exit_record["timed_out"],
-                           exit_record["duration_s"], stderr, found, bad)
+        return PassOutcome(
+            exit_record["returncode"],
+            exit_record["signal"],
+            exit_record["timed_out"],
+            exit_record["duration_s"],
+            stderr,
+            found,
+            bad,
+        )
     probe_stderr = tail(run_dir / f"{PROBE_OUTPUT}.stderr.txt")
-    return PassOutcome(probe_exit.get("returncode"), probe_exit.get("signal"), bool(probe_exit.get("timed_out")),
-                       float(probe_exit.get("duration_s") or 0.0),
-                       "\n".join(t for t in (probe_stderr, stderr) if t), found, bad)
+    return PassOutcome(
+        probe_exit.get("returncode"),
+        probe_exit.get("signal"),
+        bool(probe_exit.get("timed_out")),
+        float(probe_exit.get("duration_s") or 0.0),
+        "\n".join(t for t in (probe_stderr, stderr) if t),
+        found,
+        bad,
+    )
 
 
 def load(run_dir: Path) -> RunFiles:

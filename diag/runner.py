@@ -52,17 +52,33 @@ def ci_provenance(env: dict[str, str], run_dir: Path) -> Optional[dict[str, Opti
     directory's path inside it. A published run page links there (see report.ci_link)."""
     if env.get("GITHUB_ACTIONS") != "true" or not env.get("GITHUB_RUN_ID"):
         return None
-    return {"server": env.get("GITHUB_SERVER_URL") or "https://github.com", "repository": env.get("GITHUB_REPOSITORY"),
-            "run_id": env["GITHUB_RUN_ID"], "run_attempt": env.get("GITHUB_RUN_ATTEMPT"),
-            "artifact": env.get("DIAG_ARTIFACT"), "path": f"{run_dir.parent.name}/{run_dir.name}"}
+    return {
+        "server": env.get("GITHUB_SERVER_URL") or "https://github.com",
+        "repository": env.get("GITHUB_REPOSITORY"),
+        "run_id": env["GITHUB_RUN_ID"],
+        "run_attempt": env.get("GITHUB_RUN_ATTEMPT"),
+        "artifact": env.get("DIAG_ARTIFACT"),
+        "path": f"{run_dir.parent.name}/{run_dir.name}",
+    }
 
 
 def write_spec(job: Job, run_dir: Path, timing: bool, invocation: Optional[str]) -> Path:
     """spec.json: what the probe runs, and the run's identity (so that the directory alone makes the run)."""
-    spec = {"case": job.case.name, "case_path": job.case.path, "case_source": job.case.source,
-            "config": asdict(job.config), "timing": timing, "wheel": (job.env.known_build or {}).get("wheel"),
-            "run": {"uid": run_dir.name, "started_at": now(), "host": socket.gethostname(),
-                    "tool_version": __version__, "invocation": invocation}}
+    spec = {
+        "case": job.case.name,
+        "case_path": job.case.path,
+        "case_source": job.case.source,
+        "config": asdict(job.config),
+        "timing": timing,
+        "wheel": (job.env.known_build or {}).get("wheel"),
+        "run": {
+            "uid": run_dir.name,
+            "started_at": now(),
+            "host": socket.gethostname(),
+            "tool_version": __version__,
+            "invocation": invocation,
+        },
+    }
     ci = ci_provenance(dict(os.environ), run_dir)
     if ci is not None:
         spec["ci"] = ci
@@ -71,8 +87,14 @@ def write_spec(job: Job, run_dir: Path, timing: bool, invocation: Optional[str])
     return path
 
 
-def execute(job: Job, db_path: Path, timeout_s: float, timing: bool,
-            tracker: Optional[ProcessTracker] = None, invocation: Optional[str] = None) -> RunRecord:
+def execute(
+    job: Job,
+    db_path: Path,
+    timeout_s: float,
+    timing: bool,
+    tracker: Optional[ProcessTracker] = None,
+    invocation: Optional[str] = None,
+) -> RunRecord:
     """One probe process for the run (supervise.py): the timing pass, then the diagnosis pass.
 
     EnvironmentFault, with the run directory removed, when the machine fails the run (a full disk).
@@ -87,12 +109,26 @@ def execute(job: Job, db_path: Path, timeout_s: float, timing: bool,
         raise EnvironmentFault(f"{job.label()}: {os.strerror(exc.errno)} ({exc.filename or run_dir})") from exc
 
 
-def _execute(job: Job, run_dir: Path, timeout_s: float, timing: bool, tracker: Optional[ProcessTracker],
-             invocation: Optional[str]) -> RunRecord:
+def _execute(
+    job: Job,
+    run_dir: Path,
+    timeout_s: float,
+    timing: bool,
+    tracker: Optional[ProcessTracker],
+    invocation: Optional[str],
+) -> RunRecord:
     run_dir.mkdir(parents=True, exist_ok=True)
     spec_path = write_spec(job, run_dir, timing, invocation)
-    command = job.env.probe_command("run", "--spec", str(spec_path), "--dir", str(run_dir),
-                                    "--timeout", str(timeout_s), *([] if timing else ["--no-timing"]))
+    command = job.env.probe_command(
+        "run",
+        "--spec",
+        str(spec_path),
+        "--dir",
+        str(run_dir),
+        "--timeout",
+        str(timeout_s),
+        *([] if timing else ["--no-timing"]),
+    )
     passes = 2 if timing else 1
     with tempfile.TemporaryDirectory(prefix="diag-inductor-cold-") as cold_cache:
         env = probe_environ(job.env.probe_environ(), run_dir, cold_cache if timing else None)
@@ -125,8 +161,13 @@ def record_of(run_dir: Path, fallback_build: Callable[[], dict]) -> RunRecord:
 
 # Debug output of any kind slows compilation; none may reach a stored timing. The diagnosis pass
 # sets up its own logging and gets TORCH_TRACE; the probe takes TORCH_TRACE away from the timing pass.
-DEBUG_VARIABLES = ("TORCH_LOGS", "TORCH_TRACE", "TORCH_COMPILE_DEBUG", "TORCHDYNAMO_VERBOSE",
-                   "TORCHINDUCTOR_FORCE_DISABLE_CACHES")
+DEBUG_VARIABLES = (
+    "TORCH_LOGS",
+    "TORCH_TRACE",
+    "TORCH_COMPILE_DEBUG",
+    "TORCHDYNAMO_VERBOSE",
+    "TORCHINDUCTOR_FORCE_DISABLE_CACHES",
+)
 
 
 def probe_environ(env: dict[str, str], run_dir: Path, inductor_cache: Optional[str]) -> dict[str, str]:
@@ -163,8 +204,9 @@ Started = Callable[[int, Job], None]
 Done = Callable[[int, Job, RunRecord], None]
 
 
-def run_matrix(jobs: list[Job], db_path: Path, timeout_s: float, timing: bool, workers: int,
-               on_start: Started, on_done: Done) -> None:
+def run_matrix(
+    jobs: list[Job], db_path: Path, timeout_s: float, timing: bool, workers: int, on_start: Started, on_done: Done
+) -> None:
     """Execute ``jobs`` with up to ``workers`` probes at once; ``on_done`` runs in the calling thread.
     Both callbacks get the job's 1-based index in ``jobs``.
 
@@ -223,8 +265,10 @@ class Heartbeat:
     def _beat(self) -> None:
         while not self._stop.wait(self._interval_s):
             with self._lock:
-                lines = [f"{label}: still running, {time.monotonic() - since:.0f} s"
-                         for label, since in self._running.values()]
+                lines = [
+                    f"{label}: still running, {time.monotonic() - since:.0f} s"
+                    for label, since in self._running.values()
+                ]
             for line in lines:
                 self._say(line)
 

@@ -54,8 +54,14 @@ def kill_group(process: subprocess.Popen, wait: bool = True) -> None:
         process.wait()
 
 
-def run_probe(command: list[str], log_dir: Path, env: dict[str, str], timeout_s: float, label: str,
-              tracker: Optional[ProcessTracker] = None) -> dict[str, Any]:
+def run_probe(
+    command: list[str],
+    log_dir: Path,
+    env: dict[str, str],
+    timeout_s: float,
+    label: str,
+    tracker: Optional[ProcessTracker] = None,
+) -> dict[str, Any]:
     """Run ``command`` (a probe invocation); never leaves the child or its workers behind.
 
     Returns the fields of an ``exit`` record (records.py) for it.
@@ -68,9 +74,15 @@ def run_probe(command: list[str], log_dir: Path, env: dict[str, str], timeout_s:
     lifeline, held = os.pipe()
     with open(log_dir / f"{label}.stdout.txt", "wb") as out, open(log_dir / f"{label}.stderr.txt", "wb") as err:
         try:
-            process = subprocess.Popen(command, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
-                                       env={**env, LIFELINE_VARIABLE: str(lifeline)}, pass_fds=(lifeline,),
-                                       start_new_session=True)
+            process = subprocess.Popen(
+                command,
+                stdout=out,
+                stderr=err,
+                stdin=subprocess.DEVNULL,
+                env={**env, LIFELINE_VARIABLE: str(lifeline)},
+                pass_fds=(lifeline,),
+                start_new_session=True,
+            )
         finally:
             os.close(lifeline)
         tracker.add(process)
@@ -90,6 +102,10 @@ def run_probe(command: list[str], log_dir: Path, env: dict[str, str], timeout_s:
             tracker.discard(process)
             os.close(held)
     code = process.returncode
-    return {"name": label, "returncode": None if timed_out else code,
-            "signal": -code if code is not None and code < 0 and not timed_out else None,
-            "timed_out": timed_out, "duration_s": time.monotonic() - start}
+    return {
+        "name": label,
+        "returncode": None if timed_out else code,
+        "signal": -code if code is not None and code < 0 and not timed_out else None,
+        "timed_out": timed_out,
+        "duration_s": time.monotonic() - start,
+    }

@@ -50,16 +50,33 @@ def _section(title: str) -> list[str]:
 def show(run: dict[str, Any]) -> str:
     """Everything recorded for one run, for ``diag show``."""
     status = BY_NAME.get(run["status"])
-    lines = [f"run #{run['id']}  {safe(run['case'])}  {config_text(run)}",
-             f"status: {safe(run['status'])}" + (f" ({status.meaning})" if status else "")]
+    lines = [
+        f"run #{run['id']}  {safe(run['case'])}  {config_text(run)}",
+        f"status: {safe(run['status'])}" + (f" ({status.meaning})" if status else ""),
+    ]
     if run.get("error_type"):
         lines.append(f"error: {safe(run['error_type'])}: {safe(_first_line(run.get('error_message')))}")
         if run.get("error_location"):
             lines.append(f"at: {safe(run['error_location'])}")
     lines += _section("build")
-    for field in ("torch_version", "build_git_version", "build_nightly_date", "build_variant", "build_wheel_url",
-                  "build_wheel_origin", "build_wheel_sha256", "transformers_version", "depyf_version", "python", "platform", "device_name", "host",
-                  "started_at", "duration_s", "tool_version"):
+    for field in (
+        "torch_version",
+        "build_git_version",
+        "build_nightly_date",
+        "build_variant",
+        "build_wheel_url",
+        "build_wheel_origin",
+        "build_wheel_sha256",
+        "transformers_version",
+        "depyf_version",
+        "python",
+        "platform",
+        "device_name",
+        "host",
+        "started_at",
+        "duration_s",
+        "tool_version",
+    ):
         if run.get(field) is not None:
             lines.append(f"  {field}: {safe(run[field])}")
     lines += _section("counts")
@@ -69,31 +86,43 @@ def show(run: dict[str, Any]) -> str:
     for field in ("oracle_equal", "tokens_equal", "max_abs_diff", "first_differing_step", "eager_margin"):
         lines.append(f"  {field}: {safe(run.get(field))}")
     lines += _section("timings")
-    lines.append(f"  compile: {_num(run.get('compile_s'), '.3f', ' s')} cold, "
-                 f"{_num(run.get('compile_warm_s'), '.3f', ' s')} warm")
-    lines.append(f"  eager: {_num(run.get('eager_ms_per_token'), '.3f', ' ms/token')}   "
-                 f"compiled: {_num(run.get('compiled_ms_per_token'), '.3f', ' ms/token')}")
-    lines.append(f"  peak memory ({safe(run.get('memory_kind'))}): eager {_num(run.get('peak_mem_eager_mb'), '.1f', ' MB')}"
-                 f", compiled {_num(run.get('peak_mem_compiled_mb'), '.1f', ' MB')}")
+    lines.append(
+        f"  compile: {_num(run.get('compile_s'), '.3f', ' s')} cold, "
+        f"{_num(run.get('compile_warm_s'), '.3f', ' s')} warm"
+    )
+    lines.append(
+        f"  eager: {_num(run.get('eager_ms_per_token'), '.3f', ' ms/token')}   "
+        f"compiled: {_num(run.get('compiled_ms_per_token'), '.3f', ' ms/token')}"
+    )
+    lines.append(
+        f"  peak memory ({safe(run.get('memory_kind'))}): eager {_num(run.get('peak_mem_eager_mb'), '.1f', ' MB')}"
+        f", compiled {_num(run.get('peak_mem_compiled_mb'), '.1f', ' MB')}"
+    )
     if run.get("timing_error"):
         lines.append(f"  timing error: {safe(_first_line(run['timing_error']))}")
     lines += _section(f"graph breaks ({_num(run.get('graph_break_count'), 'd', '')})")
     for gb in run["graph_breaks"]:
-        lines.append(f"  [{safe(gb['key'])}] x{gb['count']} at {safe(gb['location'] or '?')}  "
-                     f"{safe(_first_line(gb['gb_type'] or gb['reason']))}")
+        lines.append(
+            f"  [{safe(gb['key'])}] x{gb['count']} at {safe(gb['location'] or '?')}  "
+            f"{safe(_first_line(gb['gb_type'] or gb['reason']))}"
+        )
     lines += _section(f"recompiles ({_num(run.get('recompile_count'), 'd', '')})")
     for rc in run["recompiles"]:
         lines.append(f"  step {rc['decode_step']}: {safe(rc['function'])} — {safe(_first_line(rc['reason']))}")
     lines += _section(f"hidden errors ({_num(run.get('hidden_error_count'), 'd', '')})")
     for he in run["hidden_errors"]:
-        lines.append(f"  [{safe(he['source'])}] {safe(he['exc_type'])}: {safe(_first_line(he['message']))} "
-                     f"(logger {safe(he['logger'])}, x{he['count']})")
+        lines.append(
+            f"  [{safe(he['source'])}] {safe(he['exc_type'])}: {safe(_first_line(he['message']))} "
+            f"(logger {safe(he['logger'])}, x{he['count']})"
+        )
     lines += _section(f"compiled frames ({len(run.get('frames', []))})")
     for frame in run.get("frames", []):
         fail = f"  FAIL {safe(frame['fail_type'])}" if frame.get("fail_type") else ""
-        lines.append(f"  {safe(frame['compile_id'])} {safe(frame['co_name'])}: cache {frame['cache_size']}, "
-                     f"guards {frame['guard_count']}, ops {frame['graph_op_count']}, inputs {frame['graph_input_count']}, "
-                     f"{_num(frame.get('entire_frame_compile_time_s'), '.3f', ' s')}{fail}")
+        lines.append(
+            f"  {safe(frame['compile_id'])} {safe(frame['co_name'])}: cache {frame['cache_size']}, "
+            f"guards {frame['guard_count']}, ops {frame['graph_op_count']}, inputs {frame['graph_input_count']}, "
+            f"{_num(frame.get('entire_frame_compile_time_s'), '.3f', ' s')}{fail}"
+        )
     lines += _section("capabilities")
     for name, cap in (run.get("capabilities") or {}).items():
         lines.append(f"  {name}: {'yes' if cap['available'] else 'NO'} — {safe(cap['detail'])}")
@@ -108,8 +137,10 @@ def show(run: dict[str, Any]) -> str:
 def statuses_table() -> str:
     """The status vocabulary, one status a line, for ``diag statuses``."""
     width = max(len(name) for name in BY_NAME)
-    return "\n".join(f"{status.name:<{width}}  {'works' if status.works else 'fails'}  {status.meaning}"
-                     for status in BY_NAME.values())
+    return "\n".join(
+        f"{status.name:<{width}}  {'works' if status.works else 'fails'}  {status.meaning}"
+        for status in BY_NAME.values()
+    )
 
 
 def _first_line(text: Optional[str]) -> str:

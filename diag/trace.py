@@ -16,10 +16,25 @@ import sys
 from pathlib import Path
 from typing import Any, Optional
 
-FRAME_FIELDS = ("compile_id", "co_name", "co_filename", "co_firstlineno", "cache_size", "accumulated_cache_size",
-                "guard_count", "shape_env_guard_count", "graph_op_count", "graph_node_count", "graph_input_count",
-                "entire_frame_compile_time_s", "backend_compile_time_s", "inductor_compile_time_s",
-                "code_gen_time_s", "fail_type", "fail_reason")
+FRAME_FIELDS = (
+    "compile_id",
+    "co_name",
+    "co_filename",
+    "co_firstlineno",
+    "cache_size",
+    "accumulated_cache_size",
+    "guard_count",
+    "shape_env_guard_count",
+    "graph_op_count",
+    "graph_node_count",
+    "graph_input_count",
+    "entire_frame_compile_time_s",
+    "backend_compile_time_s",
+    "inductor_compile_time_s",
+    "code_gen_time_s",
+    "fail_type",
+    "fail_reason",
+)
 Note = tuple[bool, str]
 
 
@@ -39,7 +54,7 @@ def frames(directory: Path) -> tuple[list[dict[str, Any]], Note]:
                 if '"compilation_metrics"' not in line or "{" not in line:
                     continue
                 try:
-                    metrics = json.loads(line[line.index("{"):])["compilation_metrics"]
+                    metrics = json.loads(line[line.index("{") :])["compilation_metrics"]
                 except (ValueError, KeyError, TypeError):
                     unreadable += 1
                     continue
@@ -76,8 +91,12 @@ def render_tlparse(directory: Path, out_dir: Path, timeout_s: float = 300, pytho
     if binary is None:
         return False, "tlparse is not installed (pip install tlparse)"
     try:
-        done = subprocess.run([binary, str(logs[0]), "-o", str(out_dir), "--overwrite", "--no-browser"],
-                              capture_output=True, text=True, timeout=timeout_s)
+        done = subprocess.run(
+            [binary, str(logs[0]), "-o", str(out_dir), "--overwrite", "--no-browser"],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return False, f"tlparse failed: {exc}"
     if done.returncode != 0 or not (out_dir / "index.html").exists():
@@ -86,8 +105,9 @@ def render_tlparse(directory: Path, out_dir: Path, timeout_s: float = 300, pytho
     return True, f"tlparse report at {out_dir / 'index.html'}"
 
 
-def collect(run_dir: Path, compiled: bool = True,
-            python: Optional[str] = None) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
+def collect(
+    run_dir: Path, compiled: bool = True, python: Optional[str] = None
+) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
     """Frames and capability notes for a finished diagnosis probe.
 
     ``compiled``: whether the diagnosis got as far as compiling. A run that never compiled
@@ -101,5 +121,3 @@ def collect(run_dir: Path, compiled: bool = True,
     tlparse_note = render_tlparse(run_dir / "trace", run_dir / "tlparse", python=python)
     notes = {"compilation_metrics": frames_note, "tlparse": tlparse_note}
     return rows, {name: {"available": ok, "detail": detail} for name, (ok, detail) in notes.items()}
-
-

@@ -28,8 +28,16 @@ from diag.config import diag_home
 DEFAULT_CACHE_MB = 20_000
 TIMEOUT_S = 60
 # Platform tags the PyTorch indexes have used for Linux wheels, newest naming first.
-INDEX_PLATFORMS = ("manylinux_2_28_x86_64", "manylinux2014_x86_64", "linux_x86_64", "manylinux_2_28_aarch64",
-                   "manylinux2014_aarch64", "linux_aarch64", "macosx_11_0_arm64", "win_amd64")
+INDEX_PLATFORMS = (
+    "manylinux_2_28_x86_64",
+    "manylinux2014_x86_64",
+    "linux_x86_64",
+    "manylinux_2_28_aarch64",
+    "manylinux2014_aarch64",
+    "linux_aarch64",
+    "macosx_11_0_arm64",
+    "win_amd64",
+)
 
 
 class WheelError(Exception):
@@ -89,9 +97,11 @@ def cache_limit_mb() -> float:
         return DEFAULT_CACHE_MB
 
 
-_TAGS = ("import json\ntry:\n    from pip._vendor.packaging import tags\n"
-         "except ImportError:\n    from packaging import tags\n"
-         "print(json.dumps([str(t) for t in tags.sys_tags()]))")
+_TAGS = (
+    "import json\ntry:\n    from pip._vendor.packaging import tags\n"
+    "except ImportError:\n    from packaging import tags\n"
+    "print(json.dumps([str(t) for t in tags.sys_tags()]))"
+)
 
 
 def supported_tags(python: str) -> list[str]:
@@ -155,8 +165,9 @@ def direct_urls(index_url: str, version: str, variant: Optional[str], tags: list
         return []
     platforms = [p for p in INDEX_PLATFORMS if f"{python_tag}-{python_tag}-{p}" in tags]
     quoted = urllib.parse.quote(f"{version}{label}")
-    return [f"{index_url.rstrip('/')}/torch-{quoted}-{python_tag}-{python_tag}-{platform}.whl"
-            for platform in platforms]
+    return [
+        f"{index_url.rstrip('/')}/torch-{quoted}-{python_tag}-{python_tag}-{platform}.whl" for platform in platforms
+    ]
 
 
 def exists(url: str) -> bool:

@@ -50,11 +50,18 @@ def torch_envs_home(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("provisioned-home")
 
 
-def diag(*args: str, cwd: Path, check: bool = True, timeout: float = 1200,
-         env_extra: Optional[dict[str, str]] = None) -> subprocess.CompletedProcess:
+def diag(
+    *args: str, cwd: Path, check: bool = True, timeout: float = 1200, env_extra: Optional[dict[str, str]] = None
+) -> subprocess.CompletedProcess:
     """Run the real ``diag`` command line in a subprocess."""
-    done = subprocess.run([sys.executable, "-m", "diag", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=timeout, env={**os.environ, **(env_extra or {})})
+    done = subprocess.run(
+        [sys.executable, "-m", "diag", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env_extra or {})},
+    )
     if check and done.returncode != 0:
         raise AssertionError(f"diag {' '.join(args)} exited {done.returncode}\n{done.stdout}\n{done.stderr}")
     return done
@@ -78,10 +85,30 @@ def findings_db(tmp_path_factory) -> Path:
     """
     work = tmp_path_factory.mktemp("findings")
     db = work / "findings.db"
-    diag("run", "--case", "all", "--case", str(TEST_CASES / "swallowed_error.py"),
-         "--case", str(TEST_CASES / "mismatch.py"), "--backend", "aot_eager", "--depyf",
-         "--new-tokens", "6", "--prompt-length", "10", "--batch-size", "2", "--no-timing", "--jobs", "2",
-         "--db", str(db), cwd=work)
+    diag(
+        "run",
+        "--case",
+        "all",
+        "--case",
+        str(TEST_CASES / "swallowed_error.py"),
+        "--case",
+        str(TEST_CASES / "mismatch.py"),
+        "--backend",
+        "aot_eager",
+        "--depyf",
+        "--new-tokens",
+        "6",
+        "--prompt-length",
+        "10",
+        "--batch-size",
+        "2",
+        "--no-timing",
+        "--jobs",
+        "2",
+        "--db",
+        str(db),
+        cwd=work,
+    )
     return db
 
 
@@ -90,8 +117,9 @@ def findings(findings_db) -> dict[tuple[str, bool], dict]:
     return runs_by_case(findings_db, findings_db.parent)
 
 
-def recorded(name: str, into: Path, tag: str = "a", build: Optional[dict] = None,
-             diagnosis_from: Optional[str] = None) -> Path:
+def recorded(
+    name: str, into: Path, tag: str = "a", build: Optional[dict] = None, diagnosis_from: Optional[str] = None
+) -> Path:
     """A copy of the recorded run directory ``name`` under ``into``, paths pointing at this checkout.
 
     ``build`` replaces fields of its build record (another torch version or commit); ``diagnosis_from``
@@ -138,8 +166,10 @@ def recorded_db(tmp_path_factory) -> Path:
     runs = work / "recorded.runs"
     names = sorted(p.name for p in RECORDED.iterdir())
     first = [recorded(name, runs, "a") for name in names]
-    second = [recorded(name, runs, "b", NIGHTLY, "dynamic_slice-fullgraph" if name == "append_last-fullgraph" else None)
-              for name in names]
+    second = [
+        recorded(name, runs, "b", NIGHTLY, "dynamic_slice-fullgraph" if name == "append_last-fullgraph" else None)
+        for name in names
+    ]
     db = work / "recorded.db"
     replay(first + second, db)
     return db
@@ -161,4 +191,3 @@ def cli(*args: str, input: Optional[str] = None) -> Result:
     from diag.cli import cli as group
 
     return CliRunner().invoke(group, list(args), input=input, catch_exceptions=False)
-

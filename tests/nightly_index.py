@@ -23,7 +23,7 @@ import threading
 import zipfile
 from pathlib import Path
 
-GUARDS_PATCH = '''
+GUARDS_PATCH = """
 
 # Added by diag's tests: behave like the mid-2023 nightlies whose builder lost its guards argument.
 def _diag_broken_init(self, *args, **kwargs):
@@ -31,7 +31,7 @@ def _diag_broken_init(self, *args, **kwargs):
 
 
 VariableBuilder.__init__ = _diag_broken_init
-'''
+"""
 BUILDER = "torch/_dynamo/variables/builder.py"
 
 
@@ -39,8 +39,21 @@ def release_wheel(folder: Path, version: str = "2.13.0") -> Path:
     """The torch release wheel pip has on this machine, downloaded (without dependencies) into ``folder``."""
     found = sorted(folder.glob(f"torch-{version}*.whl"))
     if not found:
-        subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check",
-                        f"torch=={version}", "-d", str(folder)], check=True, capture_output=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--no-deps",
+                "--disable-pip-version-check",
+                f"torch=={version}",
+                "-d",
+                str(folder),
+            ],
+            check=True,
+            capture_output=True,
+        )
         found = sorted(folder.glob(f"torch-{version}*.whl"))
     return found[0]
 
@@ -54,7 +67,7 @@ def relabel(source: Path, version: str, out_dir: Path, patch_guards: bool = Fals
     with zipfile.ZipFile(source) as wheel:
         names = wheel.namelist()
         old_info = next(n.split("/", 1)[0] for n in names if n.endswith(".dist-info/METADATA"))
-        old_version = old_info[len("torch-"):-len(".dist-info")]
+        old_version = old_info[len("torch-") : -len(".dist-info")]
         new_info = f"torch-{version}.dist-info"
         commit = hashlib.sha1(version.encode()).hexdigest()
         target = out_dir / source.name.replace(old_version, version, 1)
@@ -99,8 +112,7 @@ def write_listing(root: Path, variant: str, listed: list[Path]) -> str:
     """``root/nightly/<variant>/torch/index.html`` listing ``listed`` (files in ``root/nightly/<variant>``)."""
     folder = root / "nightly" / variant / "torch"
     folder.mkdir(parents=True, exist_ok=True)
-    links = "".join(f'<a href="/nightly/{variant}/{p.name.replace("+", "%2B")}">{p.name}</a><br>\n'
-                    for p in listed)
+    links = "".join(f'<a href="/nightly/{variant}/{p.name.replace("+", "%2B")}">{p.name}</a><br>\n' for p in listed)
     (folder / "index.html").write_text(f"<!DOCTYPE html><html><body>\n{links}</body></html>\n")
     return f"nightly/{variant}"
 

@@ -43,19 +43,40 @@ STEP_SAMPLES, GENERATIONS = 800, 50  # per mode, as a --timing-seconds 2 run of 
 # 4 compile_error, 33 eager_error, 1 timeout)
 ARCHITECTURES = 182
 OUTCOMES = ["pass"] * 138 + ["fullgraph_error"] * 6 + ["compile_error"] * 4 + ["eager_error"] * 33 + ["timeout"]
-REASON = ("Encountered graph break when attempting to trace CALL: a call to a function\n\n"
-          "Unsupported Tensor.item() call with capture_scalar_outputs=False\n" + "  Explanation: ... " * 60)
+REASON = (
+    "Encountered graph break when attempting to trace CALL: a call to a function\n\n"
+    "Unsupported Tensor.item() call with capture_scalar_outputs=False\n" + "  Explanation: ... " * 60
+)
 # field sizes as real runs store them (tests/fixtures/runs, assembled): a probe's capabilities, the
 # spec's config, a run directory, a compile error's message and traceback, CI provenance
 CAPABILITIES = json.dumps({f"collector_{i}": {"available": True, "detail": "x" * 70} for i in range(9)})
-MESSAGE, TRACEBACK = "torch._dynamo.exc.Unsupported: " + "m" * 2100, "  File \"x.py\", line 1, in f\n" * 150
+MESSAGE, TRACEBACK = "torch._dynamo.exc.Unsupported: " + "m" * 2100, '  File "x.py", line 1, in f\n' * 150
 
 
 def _config(case: str, fullgraph: int) -> str:
-    return json.dumps({"backend": "inductor", "batch_size": 1, "depyf": False, "device": "cpu", "dtype": "float32",
-                       "dynamic": None, "fullgraph": bool(fullgraph), "mode": None, "model": None, "new_tokens": 16,
-                       "profile": False, "prompt_length": 16, "repeats": 5, "reuse_compiled": True, "seed": 0,
-                       "threads": 1, "timing_seconds": 2.0, "warmup": 1, "case": case})
+    return json.dumps(
+        {
+            "backend": "inductor",
+            "batch_size": 1,
+            "depyf": False,
+            "device": "cpu",
+            "dtype": "float32",
+            "dynamic": None,
+            "fullgraph": bool(fullgraph),
+            "mode": None,
+            "model": None,
+            "new_tokens": 16,
+            "profile": False,
+            "prompt_length": 16,
+            "repeats": 5,
+            "reuse_compiled": True,
+            "seed": 0,
+            "threads": 1,
+            "timing_seconds": 2.0,
+            "warmup": 1,
+            "case": case,
+        }
+    )
 
 
 def _outcome(night: int, version: str, architecture: int, fullgraph: int) -> str:
@@ -71,35 +92,77 @@ def _outcome(night: int, version: str, architecture: int, fullgraph: int) -> str
 
 def _run(night: int, leg: int, case: str, fullgraph: int, status: str, uid: str, **fields) -> dict:
     failed = status not in ("pass", "graph_break")
-    return {"uid": uid, "case": case, "case_source": "builtin", "backend": "inductor", "fullgraph": fullgraph,
-            "dynamic": "auto", "mode": "default", "device": "cpu", "dtype": "float32", "batch_size": 1,
-            "prompt_length": 16, "new_tokens": 16, "model": "tiny-random", "config": _config(case, fullgraph),
-            "status": status, "graph_break_count": 2 if status == "graph_break" else 0, "recompile_count": 0,
-            "hidden_error_count": 0, "capabilities": CAPABILITIES,
-            "counters": json.dumps({"stats": {"unique_graphs": 9, "calls_captured": 139}}),
-            "error_type": "Unsupported" if failed else None, "error_key": f"Unsupported:{case}" if failed else None,
-            "error_message": MESSAGE if failed else None, "traceback": TRACEBACK if failed else None,
-            "python": "3.11.7", "transformers_version": "5.24.0", "invocation": f"n{night}-l{leg}",
-            "artifacts_dir": f"/home/runner/work/diag/diag/shard.runs/{uid}-20270101T000000-abcdef",
-            "extra": json.dumps({"ci": {"server": "https://github.com", "repository": "example/diag",
-                                        "run_id": str(9_000_000_000 + night), "attempt": "1",
-                                        "artifact": f"shard-cpu-{leg}-{9_000_000_000 + night}-1",
-                                        "path": f"shard.runs/{uid}"}}),
-            "started_at": (dt.datetime(2027, 1, 1) + dt.timedelta(days=night, seconds=leg)).isoformat(), **fields}
+    return {
+        "uid": uid,
+        "case": case,
+        "case_source": "builtin",
+        "backend": "inductor",
+        "fullgraph": fullgraph,
+        "dynamic": "auto",
+        "mode": "default",
+        "device": "cpu",
+        "dtype": "float32",
+        "batch_size": 1,
+        "prompt_length": 16,
+        "new_tokens": 16,
+        "model": "tiny-random",
+        "config": _config(case, fullgraph),
+        "status": status,
+        "graph_break_count": 2 if status == "graph_break" else 0,
+        "recompile_count": 0,
+        "hidden_error_count": 0,
+        "capabilities": CAPABILITIES,
+        "counters": json.dumps({"stats": {"unique_graphs": 9, "calls_captured": 139}}),
+        "error_type": "Unsupported" if failed else None,
+        "error_key": f"Unsupported:{case}" if failed else None,
+        "error_message": MESSAGE if failed else None,
+        "traceback": TRACEBACK if failed else None,
+        "python": "3.11.7",
+        "transformers_version": "5.24.0",
+        "invocation": f"n{night}-l{leg}",
+        "artifacts_dir": f"/home/runner/work/diag/diag/shard.runs/{uid}-20270101T000000-abcdef",
+        "extra": json.dumps(
+            {
+                "ci": {
+                    "server": "https://github.com",
+                    "repository": "example/diag",
+                    "run_id": str(9_000_000_000 + night),
+                    "attempt": "1",
+                    "artifact": f"shard-cpu-{leg}-{9_000_000_000 + night}-1",
+                    "path": f"shard.runs/{uid}",
+                }
+            }
+        ),
+        "started_at": (dt.datetime(2027, 1, 1) + dt.timedelta(days=night, seconds=leg)).isoformat(),
+        **fields,
+    }
 
 
 def _git(*args: str, cwd: Optional[Path] = None) -> subprocess.CompletedProcess:
     # stored uncompressed night to night (fast); the measured repack compresses as a server does
-    return subprocess.run(["git", "-c", "core.compression=0", "-c", "core.bigFileThreshold=1m", *args], cwd=cwd,
-                          capture_output=True, text=True, check=True)
+    return subprocess.run(
+        ["git", "-c", "core.compression=0", "-c", "core.bigFileThreshold=1m", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
 
 
 def leg_runs(night: int, leg: int, version: str, rng: random.Random) -> list[RunRecord]:
     """One CPU leg's runs: the four cases (--repeat 5, timed), then hf:all (untimed)."""
     build = build_identity(version, f"{rng.getrandbits(160):040x}" if ".dev" in version else f"{leg:040x}", None)
     found = []
-    frames = [{"compile_id": f"{i}/0", "co_name": "decode_step", "guard_count": 70,
-               "graph_op_count": 13, "entire_frame_compile_time_s": 0.5} for i in range(9)]
+    frames = [
+        {
+            "compile_id": f"{i}/0",
+            "co_name": "decode_step",
+            "guard_count": 70,
+            "graph_op_count": 13,
+            "entire_frame_compile_time_s": 0.5,
+        }
+        for i in range(9)
+    ]
     for case in CASES:
         for fullgraph in (1, 0):
             for repeat in range(5):
@@ -107,29 +170,89 @@ def leg_runs(night: int, leg: int, version: str, rng: random.Random) -> list[Run
                 timings = []
                 for mode in ("eager", "compiled"):
                     base = 1e-3 * (1 + rng.random())
-                    for metric, count in (("decode_step", STEP_SAMPLES), ("generation", GENERATIONS),
-                                          ("host_reference", GENERATIONS)):
+                    for metric, count in (
+                        ("decode_step", STEP_SAMPLES),
+                        ("generation", GENERATIONS),
+                        ("host_reference", GENERATIONS),
+                    ):
                         samples = [round(base * (1 + rng.random() * 0.1), 9) for _ in range(count)]
                         timings.append({"mode": mode, "metric": metric, "unit": "s", "samples": json.dumps(samples)})
-                run = _run(night, leg, case, fullgraph, "graph_break" if breaks else "pass",
-                           f"n{night}-l{leg}-{case}-{fullgraph}-{repeat}",
-                           compiled_ms_per_token=base * 1e3, eager_ms_per_token=base * 1.5e3)
-                graph_breaks = [{"key": "GB0124", "reason": REASON, "gb_type": "Unsupported Tensor.item() call",
-                                 "location": "/w/cases/dynamic_slice.py:19", "resumable": 1, "decode_step": 0,
-                                 "count": 6}] if breaks else []
-                found.append(RunRecord(build=build, run=run, graph_breaks=graph_breaks, recompiles=[],
-                                       hidden_errors=[], timings=timings, frames=frames))
+                run = _run(
+                    night,
+                    leg,
+                    case,
+                    fullgraph,
+                    "graph_break" if breaks else "pass",
+                    f"n{night}-l{leg}-{case}-{fullgraph}-{repeat}",
+                    compiled_ms_per_token=base * 1e3,
+                    eager_ms_per_token=base * 1.5e3,
+                )
+                graph_breaks = (
+                    [
+                        {
+                            "key": "GB0124",
+                            "reason": REASON,
+                            "gb_type": "Unsupported Tensor.item() call",
+                            "location": "/w/cases/dynamic_slice.py:19",
+                            "resumable": 1,
+                            "decode_step": 0,
+                            "count": 6,
+                        }
+                    ]
+                    if breaks
+                    else []
+                )
+                found.append(
+                    RunRecord(
+                        build=build,
+                        run=run,
+                        graph_breaks=graph_breaks,
+                        recompiles=[],
+                        hidden_errors=[],
+                        timings=timings,
+                        frames=frames,
+                    )
+                )
     for architecture in range(ARCHITECTURES):
         case = f"hf:arch{architecture:03d}"
         for fullgraph in (1, 0):
             status = _outcome(night, version, architecture, fullgraph)
-            run = _run(night, leg, case, fullgraph, status, f"n{night}-l{leg}-{case}-{fullgraph}",
-                       backend="aot_eager", new_tokens=4)
-            graph_breaks = [{"key": "GB0124", "reason": REASON[:320], "gb_type": "Unsupported Tensor.item() call",
-                             "location": f"/t/models/arch{architecture}.py:88", "resumable": 1, "decode_step": 0,
-                             "count": 2}] if status == "graph_break" else []
-            found.append(RunRecord(build=build, run=run, graph_breaks=graph_breaks, recompiles=[],
-                                   hidden_errors=[], timings=[], frames=frames[:2] if status == "pass" else []))
+            run = _run(
+                night,
+                leg,
+                case,
+                fullgraph,
+                status,
+                f"n{night}-l{leg}-{case}-{fullgraph}",
+                backend="aot_eager",
+                new_tokens=4,
+            )
+            graph_breaks = (
+                [
+                    {
+                        "key": "GB0124",
+                        "reason": REASON[:320],
+                        "gb_type": "Unsupported Tensor.item() call",
+                        "location": f"/t/models/arch{architecture}.py:88",
+                        "resumable": 1,
+                        "decode_step": 0,
+                        "count": 2,
+                    }
+                ]
+                if status == "graph_break"
+                else []
+            )
+            found.append(
+                RunRecord(
+                    build=build,
+                    run=run,
+                    graph_breaks=graph_breaks,
+                    recompiles=[],
+                    hidden_errors=[],
+                    timings=[],
+                    frames=frames[:2] if status == "pass" else [],
+                )
+            )
     return found
 
 
@@ -212,7 +335,7 @@ class Year:
             words = [str(self.site) + word[4:] if word.startswith("site") else word for word in command[1:]]
             index = words.index("shards/*/shard.db") if "shards/*/shard.db" in words else None
             if index is not None:
-                words[index:index + 1] = map(str, shards)
+                words[index : index + 1] = map(str, shards)
             if self.invoke(*words) != 0:
                 return False
         _git("checkout", "-q", "--orphan", f"night{night}", cwd=self.site)
@@ -239,8 +362,9 @@ def publish_commands() -> list[list[str]]:
     """The publish job's diag steps before it pushes (merge, prune, report), as nightly.yml has them."""
     import yaml
 
-    workflow = yaml.safe_load((Path(__file__).resolve().parent.parent / ".github" / "workflows" / "nightly.yml")
-                              .read_text())
+    workflow = yaml.safe_load(
+        (Path(__file__).resolve().parent.parent / ".github" / "workflows" / "nightly.yml").read_text()
+    )
     found = [shlex.split(step["run"]) for step in workflow["jobs"]["publish"]["steps"] if "run" in step]
     found = [words for words in found if words[0] == "diag" and words[1] in ("merge", "prune", "report")]
     assert [words[1] for words in found] == ["merge", "prune", "report"], found
@@ -267,8 +391,11 @@ def main() -> None:
         year.night(night, measure=night == args.nights)
         if night % 10 == 0 or night == args.nights:
             _, history, branch = year.sizes[-1]
-            print(f"night {night}: history {history / 2**20:.1f} MB, branch {branch / 2**20:.1f} MB, "
-                  f"{time.monotonic() - started:.0f} s", flush=True)
+            print(
+                f"night {night}: history {history / 2**20:.1f} MB, branch {branch / 2**20:.1f} MB, "
+                f"{time.monotonic() - started:.0f} s",
+                flush=True,
+            )
     year.close()
 
 

@@ -56,7 +56,7 @@ def _function_at(hidden: dict) -> str:
     """The function a frame_fallback hidden error names ("WON'T CONVERT <fn> <file> line <n>")."""
     text = hidden["traceback"] or ""
     marker = "WON'T CONVERT "
-    return text[text.index(marker) + len(marker):].split()[0] if marker in text else ""
+    return text[text.index(marker) + len(marker) :].split()[0] if marker in text else ""
 
 
 def test_graph_count_equals_successful_frame_compiles(findings):

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from conftest import RECORDED, recorded
+
 from diag import assemble, rundir
 from diag.probe import records, statuses
 
@@ -47,15 +47,22 @@ def test_recorded_run_assembles_to_its_status_counts_and_timings(name, tmp_path)
     record = _assembled(name, tmp_path)
     run = record.run
     assert (run["status"], run["graph_break_count"], run["recompile_count"], run["hidden_error_count"]) == (
-        status, breaks, recompiles, hidden)
+        status,
+        breaks,
+        recompiles,
+        hidden,
+    )
     assert {t["mode"] for t in record.timings} == modes
     # The one count: what is stored is the total of the rows, for every kind of finding.
     if breaks is not None:
         for kind in statuses.FINDING_KINDS:
             assert run[kind.count_column] == statuses.finding_total(getattr(record, kind.table))
     assert run["uid"] and run["artifacts_dir"].endswith(f"{name}-a")
-    assert run["case_source"] == ("builtin" if name.split("-")[0] in (
-        "append_last", "dynamic_slice", "hf_static_cache", "hf_dynamic_cache") else run["case_path"])
+    assert run["case_source"] == (
+        "builtin"
+        if name.split("-")[0] in ("append_last", "dynamic_slice", "hf_static_cache", "hf_dynamic_cache")
+        else run["case_path"]
+    )
 
 
 def test_a_compile_failure_keeps_eager_timings_and_is_not_repeated_as_a_timing_error(tmp_path):
@@ -76,8 +83,10 @@ def test_a_probe_that_died_before_any_pass_ended_is_a_crash_with_its_own_exit(tm
     run_dir = recorded("append_last-fullgraph", tmp_path / "runs")
     for name in ("passes.jsonl", "diagnose.jsonl"):
         (run_dir / name).unlink()
-    (run_dir / "probe.jsonl").write_text(json.dumps(records.make(
-        records.EXIT, name="run", returncode=None, signal=9, timed_out=False, duration_s=3.0)) + "\n")
+    (run_dir / "probe.jsonl").write_text(
+        json.dumps(records.make(records.EXIT, name="run", returncode=None, signal=9, timed_out=False, duration_s=3.0))
+        + "\n"
+    )
     record = assemble.assemble(rundir.load(run_dir), UNKNOWN_BUILD)
     assert (record.run["status"], record.run["signal"], record.run["graph_break_count"]) == ("crash", 9, None)
     assert record.build["version"] == "unknown" and record.timings == []
@@ -94,8 +103,11 @@ def test_verdict_steps_one_at_a_time(tmp_path):
     capabilities = json.loads(assemble.capabilities(files.diagnosis, {"tlparse": {"available": False, "detail": "x"}}))
     assert capabilities["debug_logs"]["available"] is True and capabilities["tlparse"]["detail"] == "x"
     assert assemble.correctness(files.diagnosis)["oracle_equal"] == 1
-    assert {row["metric"] for row in assemble.timing_rows(files.timing)} == {"decode_step", "generation",
-                                                                             "host_reference"}
+    assert {row["metric"] for row in assemble.timing_rows(files.timing)} == {
+        "decode_step",
+        "generation",
+        "host_reference",
+    }
 
 
 def test_a_declared_result_field_reaches_its_column_by_name(tmp_path):

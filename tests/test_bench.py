@@ -6,17 +6,25 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import REPO
 
 
 @pytest.mark.slow
 def test_bench_quick_runs_every_part(tmp_path):
-    done = subprocess.run([sys.executable, str(REPO / "bench" / "run.py"), "--quick", "--parts",
-                           "overhead,matrix,scale,fidelity,leg"], capture_output=True, text=True, timeout=1800,
-                          cwd=tmp_path)
+    done = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "run.py"), "--quick", "--parts", "overhead,matrix,scale,fidelity,leg"],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
-    for heading in ("### 1. Overhead", "### 2. Matrix throughput", "### 3. Storage and report at scale",
-                    "### 4. Timing fidelity", "### Nightly CPU leg"):
+    for heading in (
+        "### 1. Overhead",
+        "### 2. Matrix throughput",
+        "### 3. Storage and report at scale",
+        "### 4. Timing fidelity",
+        "### Nightly CPU leg",
+    ):
         assert heading in done.stdout
     assert "| runs | 1,000 |" in done.stdout

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from conftest import TEST_CASES, diag
+
 from diag import bisect
 
 
@@ -18,6 +18,7 @@ def _history(length: int, first_bad: int, broken: frozenset = frozenset()):
         calls.append(spec)
         index = builds.index(spec)
         return None if index in broken else index >= first_bad
+
     return builds, is_bad, calls
 
 
@@ -45,6 +46,7 @@ def test_probe_reuses_runs_it_already_has():
     def run_build(spec):
         asked.append(spec)
         return runs.get(spec)
+
     probe = bisect.BuildTester(run_build, good_status="pass")
     assert probe.is_bad("b") is True and probe.is_bad("a") is False and probe.is_bad("missing") is None
     assert asked == ["b", "a", "missing"]
@@ -53,7 +55,11 @@ def test_probe_reuses_runs_it_already_has():
 def test_candidates_between_good_and_bad_in_version_order():
     listed = ["2.2.0.dev20231201", "2.1.0", "2.1.0.dev20230701", "2.1.0.dev20230601", "2.2.0"]
     assert bisect.between(listed, "2.1.0.dev20230601", "2.2.0.dev20231201") == [
-        "2.1.0.dev20230601", "2.1.0.dev20230701", "2.1.0", "2.2.0.dev20231201"]
+        "2.1.0.dev20230601",
+        "2.1.0.dev20230701",
+        "2.1.0",
+        "2.2.0.dev20231201",
+    ]
 
 
 def test_versions_from_a_local_simple_index(tmp_path):
@@ -62,7 +68,8 @@ def test_versions_from_a_local_simple_index(tmp_path):
     (torch_dir / "index.html").write_text(
         '<a href="../../f/torch-2.1.0.dev20230601%2Bcpu-cp311-cp311-linux_x86_64.whl#sha256=1">x</a>'
         '<a href="torch-2.1.0.dev20230602+cpu-cp311-cp311-linux_x86_64.whl">y</a>'
-        '<a href="torchvision-0.16.0.dev20230601-cp311-linux_x86_64.whl">z</a>')
+        '<a href="torchvision-0.16.0.dev20230601-cp311-linux_x86_64.whl">z</a>'
+    )
     assert bisect.index_versions((tmp_path / "simple").as_uri()) == ["2.1.0.dev20230601", "2.1.0.dev20230602"]
 
 
@@ -71,9 +78,24 @@ def test_bisect_over_two_real_builds(tmp_path, torch_envs_home, monkeypatch):
     monkeypatch.setenv("DIAG_HOME", str(torch_envs_home))
     candidates = tmp_path / "builds.txt"
     candidates.write_text("# oldest first\n2.13.0\n2.14.1\n")
-    args = ["bisect", "--case", str(TEST_CASES / "version_gate.py"), "--good", "2.13.0", "--bad", "2.14.1",
-            "--candidates", str(candidates), "--backend", "eager", "--new-tokens", "3", "--db", str(tmp_path / "b.db"),
-            "--json"]
+    args = [
+        "bisect",
+        "--case",
+        str(TEST_CASES / "version_gate.py"),
+        "--good",
+        "2.13.0",
+        "--bad",
+        "2.14.1",
+        "--candidates",
+        str(candidates),
+        "--backend",
+        "eager",
+        "--new-tokens",
+        "3",
+        "--db",
+        str(tmp_path / "b.db"),
+        "--json",
+    ]
     done = diag(*args, cwd=tmp_path, timeout=3000)
     result = json.loads(done.stdout)
     assert result["first_bad"]["version"].startswith("2.14.1")

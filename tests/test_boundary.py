@@ -21,9 +21,23 @@ CONTRACT = PACKAGE / "contract.py"
 # What crosses from the probe into the orchestrator. A name added here is a change to the boundary:
 # say in docs/ARCHITECTURE.md why the orchestrator needs it.
 CROSSING = {
-    "records", "statuses", "BY_NAME", "DTYPES", "ENVIRONMENT_ERRNOS", "FINDING_KINDS", "FINDING_TABLES",
-    "LIFELINE_VARIABLE", "MODES", "STATUSES", "TINY_LLAMA", "WORKS", "CaseError", "Config", "errors_in_stderr",
-    "read_case_header", "stable_key",
+    "records",
+    "statuses",
+    "BY_NAME",
+    "DTYPES",
+    "ENVIRONMENT_ERRNOS",
+    "FINDING_KINDS",
+    "FINDING_TABLES",
+    "LIFELINE_VARIABLE",
+    "MODES",
+    "STATUSES",
+    "TINY_LLAMA",
+    "WORKS",
+    "CaseError",
+    "Config",
+    "errors_in_stderr",
+    "read_case_header",
+    "stable_key",
 }
 
 
@@ -46,7 +60,9 @@ def _imports(path: Path) -> list[tuple[str, list[str]]]:
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
-                base = ".".join(package.split(".")[:len(package.split(".")) - node.level + 1] + ([base] if base else []))
+                base = ".".join(
+                    package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else [])
+                )
             found.append((base, [alias.name for alias in node.names]))
     return found
 
@@ -107,7 +123,7 @@ def test_no_module_imports_itself_back():
         state[node] = 1
         for target in sorted(graph[node]):
             if state.get(target) == 1:
-                cycles.append(trail[trail.index(target):] + [target])
+                cycles.append(trail[trail.index(target) :] + [target])
             elif target not in state:
                 visit(target, [*trail, target])
         state[node] = 2

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from conftest import TEST_CASES, diag
 
 
@@ -16,27 +15,32 @@ def assert_one_line_error(done, *fragments: str) -> None:
         assert fragment in lines[0], lines[0]
 
 
-@pytest.mark.parametrize("args, fragments", [
-    (["--case", "no_such_case"], ["unknown case 'no_such_case'", "append_last", "dynamic_slice"]),
-    (["--case", "missing/variant.py"], ["case file not found"]),
-    (["--case", str(TEST_CASES / "broken_import.py")], ["failed to import", "a_module_that_does_not_exist"]),
-    (["--case", "append_last", "--batch-size", "-2"], ["--batch-size"]),
-    (["--case", "append_last", "--new-tokens", "0"], ["--new-tokens"]),
-    (["--case", "append_last", "--backend", "nonsense"], ["--backend"]),
-    (["--case", "append_last", "--device", "tpu"], ["--device"]),
-    (["--case", "append_last", "--torch", "2.x.y"], ["malformed torch spec '2.x.y'"]),
-    (["--case", "append_last", "--torch", "/no/such/python"], ["no executable python"]),
-    (["--case", "append_last", "--new-tokens", str(10**30)], ["--new-tokens", "1048576"]),
-    (["--case", "append_last", "--prompt-length", "2000", "--new-tokens", "100"],
-     ["2100 positions; the model holds 2048"]),
-    (["--case", "append_last", "--batch-size", "99999"], ["--batch-size"]),
-    (["--case", "append_last", "--seed", str(2**64)], ["--seed"]),
-    (["--case", "append_last", "--sweep", "batch", "--sweep-values", "1,100000"], ["--sweep-values", "4096"]),
-    (["--case", "append_last", "--mode", "bogus-mode"], ["--mode", "bogus-mode"]),
-    (["--case", "append_last", "--device", "cuda:abc"], ["--device", "cuda:abc"]),
-    # An index no machine has: "sees no CUDA device" here, "only N CUDA device(s) visible" on a GPU host.
-    (["--case", "append_last", "--device", "cuda:4095"], ["--device cuda:4095", "CUDA device"]),
-])
+@pytest.mark.parametrize(
+    "args, fragments",
+    [
+        (["--case", "no_such_case"], ["unknown case 'no_such_case'", "append_last", "dynamic_slice"]),
+        (["--case", "missing/variant.py"], ["case file not found"]),
+        (["--case", str(TEST_CASES / "broken_import.py")], ["failed to import", "a_module_that_does_not_exist"]),
+        (["--case", "append_last", "--batch-size", "-2"], ["--batch-size"]),
+        (["--case", "append_last", "--new-tokens", "0"], ["--new-tokens"]),
+        (["--case", "append_last", "--backend", "nonsense"], ["--backend"]),
+        (["--case", "append_last", "--device", "tpu"], ["--device"]),
+        (["--case", "append_last", "--torch", "2.x.y"], ["malformed torch spec '2.x.y'"]),
+        (["--case", "append_last", "--torch", "/no/such/python"], ["no executable python"]),
+        (["--case", "append_last", "--new-tokens", str(10**30)], ["--new-tokens", "1048576"]),
+        (
+            ["--case", "append_last", "--prompt-length", "2000", "--new-tokens", "100"],
+            ["2100 positions; the model holds 2048"],
+        ),
+        (["--case", "append_last", "--batch-size", "99999"], ["--batch-size"]),
+        (["--case", "append_last", "--seed", str(2**64)], ["--seed"]),
+        (["--case", "append_last", "--sweep", "batch", "--sweep-values", "1,100000"], ["--sweep-values", "4096"]),
+        (["--case", "append_last", "--mode", "bogus-mode"], ["--mode", "bogus-mode"]),
+        (["--case", "append_last", "--device", "cuda:abc"], ["--device", "cuda:abc"]),
+        # An index no machine has: "sees no CUDA device" here, "only N CUDA device(s) visible" on a GPU host.
+        (["--case", "append_last", "--device", "cuda:4095"], ["--device cuda:4095", "CUDA device"]),
+    ],
+)
 def test_run_rejects_bad_input_before_writing(tmp_path, args, fragments):
     db = tmp_path / "x.db"
     done = diag("run", *args, "--db", str(db), cwd=tmp_path, check=False)
@@ -50,8 +54,9 @@ def test_unwritable_db_path(tmp_path):
     assert_one_line_error(done, "cannot write database")
 
 
-@pytest.mark.parametrize("command", [["runs"], ["show", "1"], ["report"], ["check"], ["compare", "1", "2"],
-                                     ["repro", "1"]])
+@pytest.mark.parametrize(
+    "command", [["runs"], ["show", "1"], ["report"], ["check"], ["compare", "1", "2"], ["repro", "1"]]
+)
 def test_missing_db(tmp_path, command):
     done = diag(*command, "--db", str(tmp_path / "absent.db"), cwd=tmp_path, check=False)
     assert_one_line_error(done, "no database at")
@@ -61,6 +66,7 @@ def test_missing_db(tmp_path, command):
 def test_unknown_run_id(tmp_path):
     diag("runs", "--db", str(tmp_path / "x.db"), cwd=tmp_path, check=False)
     from diag import store
+
     store.open_db(tmp_path / "x.db")
     done = diag("show", "42", "--db", str(tmp_path / "x.db"), cwd=tmp_path, check=False)
     assert_one_line_error(done, "no run #42")
@@ -74,19 +80,27 @@ def test_not_a_database(tmp_path):
     assert junk.read_text() == "hello"
 
 
-@pytest.mark.parametrize("args, fragment", [
-    (["env", "add", "not-a-spec"], "malformed torch spec"),
-    (["env", "add", "current"], "nothing to provision"),
-    (["bisect", "--case", "append_last", "--good", "current", "--bad", "2.14.1", "--candidates", "/dev/null"],
-     "a release or a dated nightly at each end"),
-    (["bisect", "--case", "nope", "--good", "2.13.0", "--bad", "2.14.1"], "unknown case"),
-    (["check", "--alpha", "2"], "--alpha"),
-    (["run", "--case", "append_last", "--jobs", "0"], "--jobs"),
-    (["run", "--case", "append_last", "--timeout", "-5"], "--timeout"),
-])
+@pytest.mark.parametrize(
+    "args, fragment",
+    [
+        (["env", "add", "not-a-spec"], "malformed torch spec"),
+        (["env", "add", "current"], "nothing to provision"),
+        (
+            ["bisect", "--case", "append_last", "--good", "current", "--bad", "2.14.1", "--candidates", "/dev/null"],
+            "a release or a dated nightly at each end",
+        ),
+        (["bisect", "--case", "nope", "--good", "2.13.0", "--bad", "2.14.1"], "unknown case"),
+        (["check", "--alpha", "2"], "--alpha"),
+        (["run", "--case", "append_last", "--jobs", "0"], "--jobs"),
+        (["run", "--case", "append_last", "--timeout", "-5"], "--timeout"),
+    ],
+)
 def test_more_bad_input_is_one_line(tmp_path, args, fragment):
-    done = diag(*args, "--db", str(tmp_path / "x.db"), cwd=tmp_path, check=False) if args[0] not in ("env",) \
+    done = (
+        diag(*args, "--db", str(tmp_path / "x.db"), cwd=tmp_path, check=False)
+        if args[0] not in ("env",)
         else diag(*args, cwd=tmp_path, check=False)
+    )
     assert_one_line_error(done, fragment)
     assert not (tmp_path / "x.db").exists()
 
@@ -94,12 +108,14 @@ def test_more_bad_input_is_one_line(tmp_path, args, fragment):
 def test_model_folder_that_is_not_a_checkpoint(tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()
-    done = diag("run", "--case", "append_last", "--model", str(empty), "--db", str(tmp_path / "x.db"), cwd=tmp_path,
-                check=False)
+    done = diag(
+        "run", "--case", "append_last", "--model", str(empty), "--db", str(tmp_path / "x.db"), cwd=tmp_path, check=False
+    )
     assert_one_line_error(done, "has no config.json")
     (empty / "config.json").write_text("{}")
-    done = diag("run", "--case", "append_last", "--model", str(empty), "--db", str(tmp_path / "x.db"), cwd=tmp_path,
-                check=False)
+    done = diag(
+        "run", "--case", "append_last", "--model", str(empty), "--db", str(tmp_path / "x.db"), cwd=tmp_path, check=False
+    )
     assert_one_line_error(done, "no weights")
     assert not (tmp_path / "x.db").exists()
 
@@ -159,11 +175,14 @@ def test_report_refuses_to_overwrite_files_it_did_not_write(recorded_db, tmp_pat
     assert sorted(p.name for p in out.rglob("*")) == sorted([report_manifest(), "index.html", "runs"])
 
 
-@pytest.mark.parametrize("args, hint", [
-    (["nosuch"], "(see 'diag --help')"),
-    (["run", "--bogus"], "(see 'diag run --help')"),
-    (["env", "add", "--bogus"], "(see 'diag env add --help')"),
-])
+@pytest.mark.parametrize(
+    "args, hint",
+    [
+        (["nosuch"], "(see 'diag --help')"),
+        (["run", "--bogus"], "(see 'diag run --help')"),
+        (["env", "add", "--bogus"], "(see 'diag env add --help')"),
+    ],
+)
 def test_a_usage_error_points_at_the_help_of_the_command_that_was_typed(tmp_path, args, hint):
     done = diag(*args, cwd=tmp_path, check=False)
     assert done.returncode == 2 and done.stderr.strip().endswith(hint), done.stderr

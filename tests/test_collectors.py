@@ -14,23 +14,36 @@ def _trace_dir(tmp_path, lines):
     return directory
 
 
-METRICS = {"compilation_metrics": {"compile_id": "0/1", "co_name": "decode_step", "cache_size": 1,
-                                   "guard_count": 12, "graph_op_count": 30, "graph_input_count": 6,
-                                   "entire_frame_compile_time_s": 0.5, "fail_type": None,
-                                   "restart_reasons": ["x"]}}
+METRICS = {
+    "compilation_metrics": {
+        "compile_id": "0/1",
+        "co_name": "decode_step",
+        "cache_size": 1,
+        "guard_count": 12,
+        "graph_op_count": 30,
+        "graph_input_count": 6,
+        "entire_frame_compile_time_s": 0.5,
+        "fail_type": None,
+        "restart_reasons": ["x"],
+    }
+}
 
 
 def test_frames_are_read_and_corrupt_lines_skipped(tmp_path):
-    directory = _trace_dir(tmp_path, [
-        "V1130 08:50:47.248000 1 torch/_dynamo/utils.py:1 " + json.dumps(METRICS),
-        'V1130 08:50:47.3 1 x.py:1 {"compilation_metrics": {"compile_id": "0/2", "co_name": ',  # torn write
-        "\x00\xff garbage",
-        'V1130 08:50:47.4 1 x.py:1 {"dynamo_start": {}}',
-    ])
+    directory = _trace_dir(
+        tmp_path,
+        [
+            "V1130 08:50:47.248000 1 torch/_dynamo/utils.py:1 " + json.dumps(METRICS),
+            'V1130 08:50:47.3 1 x.py:1 {"compilation_metrics": {"compile_id": "0/2", "co_name": ',  # torn write
+            "\x00\xff garbage",
+            'V1130 08:50:47.4 1 x.py:1 {"dynamo_start": {}}',
+        ],
+    )
     rows, (ok, detail) = trace.frames(directory)
     assert ok and "1 unreadable" in detail
-    assert rows == [{**{f: METRICS["compilation_metrics"].get(f) for f in trace.FRAME_FIELDS},
-                     "restart_reasons": '["x"]'}]
+    assert rows == [
+        {**{f: METRICS["compilation_metrics"].get(f) for f in trace.FRAME_FIELDS}, "restart_reasons": '["x"]'}
+    ]
 
 
 def test_missing_trace_and_old_torch_are_notes(tmp_path):

@@ -12,19 +12,33 @@ import sqlite3
 import xml.etree.ElementTree as ET
 
 from conftest import NIGHTLY, REPO, cli
+
 from diag import store
 from diag.probe.statuses import STATUSES
 
 BASE = "2.13.0+cpu"
 NEW = NIGHTLY["torch_version"]
-RECORDED_CONFIG = ["--backend", "aot_eager", "--fullgraph", "--batch-size", "2", "--prompt-length", "8",
-                   "--new-tokens", "4"]
+RECORDED_CONFIG = [
+    "--backend",
+    "aot_eager",
+    "--fullgraph",
+    "--batch-size",
+    "2",
+    "--prompt-length",
+    "8",
+    "--new-tokens",
+    "4",
+]
 
 
 def _run_id(db, case: str, fullgraph: int, version: str) -> int:
-    return next(store.open_db(db).query(
-        'SELECT runs.id FROM runs JOIN torch_builds b ON b.id = runs.torch_build_id '
-        'WHERE "case" = ? AND fullgraph = ? AND b.version = ?', [case, fullgraph, version]))["id"]
+    return next(
+        store.open_db(db).query(
+            "SELECT runs.id FROM runs JOIN torch_builds b ON b.id = runs.torch_build_id "
+            'WHERE "case" = ? AND fullgraph = ? AND b.version = ?',
+            [case, fullgraph, version],
+        )
+    )["id"]
 
 
 def test_cases_and_statuses_list_the_vocabulary():
@@ -61,7 +75,8 @@ def test_compare_two_builds_names_the_status_change(recorded_db):
     assert out["compared"] == f"{BASE} -> {NEW}"
     changed = [r for r in out["rows"] if r["status_before"] != r["status_after"]]
     assert [(r["row"].split()[0], r["status_before"], r["status_after"]) for r in changed] == [
-        ("append_last", "pass", "fullgraph_error")]
+        ("append_last", "pass", "fullgraph_error")
+    ]
     text = cli("compare", BASE, NEW, "--db", str(recorded_db)).output
     assert "append_last aot_eager fullgraph cpu float32 b2 p8 n4: pass -> fullgraph_error" in text
 
@@ -71,8 +86,9 @@ def test_check_fails_on_the_regression_and_writes_junit(recorded_db, tmp_path):
     done = cli("check", "--db", str(recorded_db), "--junit", str(junit))
     assert done.exit_code == 1
     assert f"checked: {NEW} against baseline {BASE}; 15 rows" in done.output
-    assert "REGRESSION append_last aot_eager fullgraph cpu float32 b2 p8 n4: status pass -> fullgraph_error" \
-        in done.output
+    assert (
+        "REGRESSION append_last aot_eager fullgraph cpu float32 b2 p8 n4: status pass -> fullgraph_error" in done.output
+    )
     root = ET.parse(junit).getroot()
     assert (root.get("tests"), root.get("failures")) == ("15", "1")
     same = cli("check", "--db", str(recorded_db), "--baseline", NEW, "--json")
@@ -99,7 +115,7 @@ def test_report_shows_the_regression_and_generates_its_legend_from_the_status_ta
         assert f'title="{status.meaning}"' in index
     assert "started failing" in index and NEW in index
     # the front page names the first bad build's error and links the commit range
-    transitions = index[index.index("<h2>Newest transitions</h2>"):]
+    transitions = index[index.index("<h2>Newest transitions</h2>") :]
     assert "UserError: " in transitions and "..." + "b" * 40 + '"' in transitions
     assert "https://github.com/pytorch/pytorch/compare/" in transitions
 
@@ -120,8 +136,21 @@ def test_repro_carries_the_case_source(recorded_db, tmp_path):
 def test_bisect_over_stored_builds_needs_no_install(recorded_db, copied_db, tmp_path):
     candidates = tmp_path / "candidates.txt"
     candidates.write_text("2.13.0\n2.14.0.dev20260101\n")
-    done = cli("bisect", "--case", "append_last", *RECORDED_CONFIG, "--good", "2.13.0", "--bad", "2.14.0.dev20260101",
-               "--candidates", str(candidates), "--db", str(copied_db), "--json")
+    done = cli(
+        "bisect",
+        "--case",
+        "append_last",
+        *RECORDED_CONFIG,
+        "--good",
+        "2.13.0",
+        "--bad",
+        "2.14.0.dev20260101",
+        "--candidates",
+        str(candidates),
+        "--db",
+        str(copied_db),
+        "--json",
+    )
     summary = json.loads(done.stdout)
     assert (summary["good_status"], summary["bad_status"]) == ("pass", "fullgraph_error")
     assert summary["first_bad"]["git_version"] == NIGHTLY["git_version"]
@@ -142,9 +171,23 @@ def test_run_rejects_an_unknown_case_before_writing(tmp_path):
 def test_run_records_one_real_eager_run(tmp_path):
     """The one real probe in the fast tier: eager backend, no timing pass, two tokens."""
     db = tmp_path / "one.db"
-    done = cli("run", "--case", "append_last", "--backend", "eager", "--fullgraph", "--no-timing", "--new-tokens",
-               "2", "--prompt-length", "4", "--db", str(db), "--json")
-    run, = json.loads(done.stdout)
+    done = cli(
+        "run",
+        "--case",
+        "append_last",
+        "--backend",
+        "eager",
+        "--fullgraph",
+        "--no-timing",
+        "--new-tokens",
+        "2",
+        "--prompt-length",
+        "4",
+        "--db",
+        str(db),
+        "--json",
+    )
+    (run,) = json.loads(done.stdout)
     assert (run["status"], run["case_source"], run["graph_break_count"]) == ("pass", "builtin", 0)
     assert f"recorded 1 run in {db}" in done.stderr and f"next: diag show {run['id']} --db {db}" in done.stderr
     assert run["artifacts_dir"].startswith(str(tmp_path / "one.runs"))
@@ -174,7 +217,7 @@ def test_heartbeat_names_each_running_job_until_it_ends():
         count = len(said)
         time.sleep(0.3)
     assert any(line.startswith("[1/2] append_last: still running, ") for line in said[:count])
-    assert not any("append_last" in line for line in said[count + 1:])
+    assert not any("append_last" in line for line in said[count + 1 :])
     assert any(line.startswith("[2/2] dynamic_slice: still running") for line in said[count:])
 
 
@@ -189,10 +232,15 @@ def _copy_build(db_path, version, variant, **changes):
     source = conn.execute("SELECT * FROM torch_builds WHERE version = ?", [NEW]).fetchone()
     build = dict(source)
     build.pop("id")
-    build.update(build_key=f"{version}|{variant}", version=version, variant=variant,
-                 cuda_version=None if variant == "cpu" else "12.6")
-    cursor = conn.execute(f"INSERT INTO torch_builds ({_names(build)}) VALUES ({', '.join('?' * len(build))})",
-                          list(build.values()))
+    build.update(
+        build_key=f"{version}|{variant}",
+        version=version,
+        variant=variant,
+        cuda_version=None if variant == "cpu" else "12.6",
+    )
+    cursor = conn.execute(
+        f"INSERT INTO torch_builds ({_names(build)}) VALUES ({', '.join('?' * len(build))})", list(build.values())
+    )
     for run in conn.execute("SELECT * FROM runs WHERE torch_build_id = ?", [source["id"]]).fetchall():
         row = dict(run)
         row.pop("id")
@@ -208,8 +256,9 @@ def test_check_compares_each_variant_with_its_own_previous_build(copied_db):
     done = cli("check", "--db", str(copied_db))
     assert done.exit_code == 1, done.output
     assert f"{NEW} against baseline {BASE}" in done.output
-    assert "REGRESSION append_last aot_eager fullgraph cpu float32 b2 p8 n4: status pass -> fullgraph_error" \
-        in done.output
+    assert (
+        "REGRESSION append_last aot_eager fullgraph cpu float32 b2 p8 n4: status pass -> fullgraph_error" in done.output
+    )
 
 
 def test_check_does_not_compare_across_a_transformers_change(copied_db):
@@ -234,13 +283,20 @@ def test_prune_keeps_verdicts_and_summaries_and_drops_old_samples(copied_db, tmp
     db = store.open_db(copied_db)
     after = store.table_counts(db)
     assert {t: n for t, n in after.items() if t != "timings"} == {t: n for t, n in before.items() if t != "timings"}
-    old = db.execute("SELECT t.metric, t.samples, t.summary FROM timings t JOIN runs r ON r.id = t.run_id "
-                     "JOIN torch_builds b ON b.id = r.torch_build_id WHERE b.version = ?", [BASE]).fetchall()
-    assert old and all(metric == "decode_step" and samples is None and json.loads(summary)["n"] > 0
-                       for metric, samples, summary in old)
-    new = db.execute("SELECT t.samples FROM timings t JOIN runs r ON r.id = t.run_id "
-                     "JOIN torch_builds b ON b.id = r.torch_build_id WHERE b.version = ?", [NEW]).fetchall()
-    assert new and all(samples is not None for samples, in new)
+    old = db.execute(
+        "SELECT t.metric, t.samples, t.summary FROM timings t JOIN runs r ON r.id = t.run_id "
+        "JOIN torch_builds b ON b.id = r.torch_build_id WHERE b.version = ?",
+        [BASE],
+    ).fetchall()
+    assert old and all(
+        metric == "decode_step" and samples is None and json.loads(summary)["n"] > 0 for metric, samples, summary in old
+    )
+    new = db.execute(
+        "SELECT t.samples FROM timings t JOIN runs r ON r.id = t.run_id "
+        "JOIN torch_builds b ON b.id = r.torch_build_id WHERE b.version = ?",
+        [NEW],
+    ).fetchall()
+    assert new and all(samples is not None for (samples,) in new)
     # the gate and the report still read the pruned history
     check = cli("check", "--db", str(copied_db))
     assert check.exit_code == 1 and "status pass -> fullgraph_error" in check.output
@@ -252,13 +308,21 @@ def test_prune_keeps_verdicts_and_summaries_and_drops_old_samples(copied_db, tmp
 def test_bytes_that_are_not_utf8_and_mathtext_in_stored_values_break_no_command(copied_db, tmp_path):
     conn = sqlite3.connect(copied_db)
     first = conn.execute("SELECT min(id) FROM runs").fetchone()[0]
-    conn.execute("UPDATE runs SET error_message = CAST(X'fffe411b5b33316d42' AS TEXT), "
-                 "error_type = CAST(X'c328' AS TEXT) WHERE id = ?", [first])
+    conn.execute(
+        "UPDATE runs SET error_message = CAST(X'fffe411b5b33316d42' AS TEXT), "
+        "error_type = CAST(X'c328' AS TEXT) WHERE id = ?",
+        [first],
+    )
     conn.execute("UPDATE runs SET model = '$\\alpha_{x$ model'")  # mathtext, unbalanced, in every chart label
     conn.commit()
     conn.close()
-    for args in (["runs"], ["show", str(first)], ["check"], ["compare", BASE, NEW],
-                 ["report", "--out", str(tmp_path / "site")]):
+    for args in (
+        ["runs"],
+        ["show", str(first)],
+        ["check"],
+        ["compare", BASE, NEW],
+        ["report", "--out", str(tmp_path / "site")],
+    ):
         done = cli(*args, "--db", str(copied_db))
         assert done.exit_code in (0, 1), (args, done.output)
         assert done.exception is None or isinstance(done.exception, SystemExit), (args, done.exception)
@@ -271,7 +335,7 @@ def test_check_writes_one_alert_per_regressed_row(recorded_db, tmp_path):
     alerts_file = tmp_path / "alerts.json"
     done = cli("check", "--db", str(recorded_db), "--alerts", str(alerts_file), "--site-url", "https://x.github.io/d")
     assert done.exit_code == 1
-    alert, = json.loads(alerts_file.read_text())
+    (alert,) = json.loads(alerts_file.read_text())
     assert alert["title"] == f"diag: append_last aot_eager fullgraph cpu float32 b2 p8 n4 regressed on {NEW}"
     body = alert["body"]
     assert f"first bad build: {NEW}" in body and f"last good build: {BASE}" in body
@@ -284,15 +348,23 @@ def test_check_writes_one_alert_per_regressed_row(recorded_db, tmp_path):
 
 def test_a_key_that_appeared_says_what_it_stands_for(copied_db, tmp_path):
     conn = sqlite3.connect(copied_db)
-    run_id = conn.execute("SELECT r.id FROM runs r JOIN torch_builds b ON b.id = r.torch_build_id "
-                          "WHERE b.version = ? AND r.\"case\" = 'append_last' AND r.fullgraph = 0", [NEW]).fetchone()[0]
-    conn.execute("INSERT INTO recompiles (run_id, key, reason, function, location, decode_step, guard_failures) "
-                 "VALUES (?, 'Recompile:ef68e918e5dc', ?, 'forward', '/w/m.py:3', 2, 1)",
-                 [run_id, "tensor 'x' size mismatch at index 1. expected 9, actual 10\nmore"])
+    run_id = conn.execute(
+        "SELECT r.id FROM runs r JOIN torch_builds b ON b.id = r.torch_build_id "
+        "WHERE b.version = ? AND r.\"case\" = 'append_last' AND r.fullgraph = 0",
+        [NEW],
+    ).fetchone()[0]
+    conn.execute(
+        "INSERT INTO recompiles (run_id, key, reason, function, location, decode_step, guard_failures) "
+        "VALUES (?, 'Recompile:ef68e918e5dc', ?, 'forward', '/w/m.py:3', 2, 1)",
+        [run_id, "tensor 'x' size mismatch at index 1. expected 9, actual 10\nmore"],
+    )
     conn.commit()
     conn.close()
     cli("report", "--db", str(copied_db), "--out", str(tmp_path / "site"))
     index = (tmp_path / "site" / "index.html").read_text()
-    changes = index[index.index("<h2>Newest key changes</h2>"):]
-    assert re.search(r"<code>Recompile:ef68e918e5dc</code> <span class=\"muted\">tensor &#39;x&#39; size mismatch at "
-                     r"index 1. expected 9, actual 10</span>", changes), changes[:600]
+    changes = index[index.index("<h2>Newest key changes</h2>") :]
+    assert re.search(
+        r"<code>Recompile:ef68e918e5dc</code> <span class=\"muted\">tensor &#39;x&#39; size mismatch at "
+        r"index 1. expected 9, actual 10</span>",
+        changes,
+    ), changes[:600]

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from conftest import diag, show
+
 from diag import store
 
 
@@ -15,12 +15,37 @@ from diag import store
 def test_two_provisioned_builds_land_in_one_db(tmp_path, torch_envs_home, monkeypatch):
     monkeypatch.setenv("DIAG_HOME", str(torch_envs_home))
     db = tmp_path / "cross.db"
-    done = diag("run", "--case", "append_last", "--case", "dynamic_slice", "--torch", "2.13.0", "--torch", "2.14.1",
-                "--backend", "eager", "--fullgraph", "--no-timing", "--new-tokens", "4", "--jobs", "2",
-                "--db", str(db), "--json", cwd=tmp_path, timeout=3000)
+    done = diag(
+        "run",
+        "--case",
+        "append_last",
+        "--case",
+        "dynamic_slice",
+        "--torch",
+        "2.13.0",
+        "--torch",
+        "2.14.1",
+        "--backend",
+        "eager",
+        "--fullgraph",
+        "--no-timing",
+        "--new-tokens",
+        "4",
+        "--jobs",
+        "2",
+        "--db",
+        str(db),
+        "--json",
+        cwd=tmp_path,
+        timeout=3000,
+    )
     runs = json.loads(done.stdout)
     assert sorted((r["case"], r["torch_version"].split("+")[0]) for r in runs) == [
-        ("append_last", "2.13.0"), ("append_last", "2.14.1"), ("dynamic_slice", "2.13.0"), ("dynamic_slice", "2.14.1")]
+        ("append_last", "2.13.0"),
+        ("append_last", "2.14.1"),
+        ("dynamic_slice", "2.13.0"),
+        ("dynamic_slice", "2.14.1"),
+    ]
     builds = {b["version"].split("+")[0]: b for b in store.builds(store.open_db(db))}
     assert set(builds) == {"2.13.0", "2.14.1"}
     assert builds["2.13.0"]["git_version"] != builds["2.14.1"]["git_version"]

@@ -7,15 +7,29 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 from conftest import diag, show
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine")
 def test_append_last_on_cuda_in_bf16(tmp_path):
     db = tmp_path / "cuda.db"
-    diag("run", "--case", "append_last", "--device", "cuda", "--dtype", "bfloat16", "--fullgraph",
-         "--new-tokens", "6", "--repeats", "2", "--db", str(db), cwd=tmp_path)
+    diag(
+        "run",
+        "--case",
+        "append_last",
+        "--device",
+        "cuda",
+        "--dtype",
+        "bfloat16",
+        "--fullgraph",
+        "--new-tokens",
+        "6",
+        "--repeats",
+        "2",
+        "--db",
+        str(db),
+        cwd=tmp_path,
+    )
     run = show(db, 1, tmp_path)
     assert run["status"] == "pass"
     assert run["memory_kind"] == "cuda_max_allocated"

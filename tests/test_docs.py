@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import re
+import tokenize
 
 import click
 from click.testing import CliRunner
-
 from conftest import REPO
+
 from diag.cli import cli
 from diag.probe.cases import read_case_header
 
@@ -47,7 +48,7 @@ def test_readme_status_table_is_the_status_table():
     from diag.probe.statuses import STATUSES
 
     readme = (REPO / "README.md").read_text()
-    section = readme[readme.index("## Statuses"):]
+    section = readme[readme.index("## Statuses") :]
     rows = re.findall(r"^\| (\w+) \| (yes|no) \| (.+?) \|$", section, re.M)
     assert rows == [(s.name, "yes" if s.works else "no", s.meaning) for s in STATUSES]
 
@@ -72,3 +73,17 @@ def test_readme_coverage_table_is_the_recorded_coverage():
     table = readme[start:end].split("\n", 1)[1]
     assert table == versions.summary_table()
     assert table.count("\n") >= 2 + 16
+
+
+def test_every_noqa_says_why():
+    """A lint rule switched off in one place carries its reason in the same comment."""
+    bare = []
+    for path in sorted(REPO.glob("**/*.py")):
+        if ".venv" in path.parts or ".ci" in path.parts:
+            continue
+        with path.open("rb") as source:
+            comments = [t for t in tokenize.tokenize(source.readline) if t.type == tokenize.COMMENT]
+        for token in comments:
+            if "noqa" in token.string and not re.search(r"# noqa: [A-Z0-9, ]+ \(.+\)$", token.string):
+                bare.append(f"{path.relative_to(REPO)}:{token.start[0]}")
+    assert bare == []

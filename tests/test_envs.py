@@ -10,8 +10,8 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import diag
+
 from diag import envs
 
 NIGHTLY_CPU = "https://download.pytorch.org/whl/nightly/cpu"
@@ -21,10 +21,7 @@ def _pip(python="py"):
     return [python, "-m", "pip", "install", "--disable-pip-version-check", "--no-input"]
 
 
-@pytest.mark.parametrize("spec, expected", [
-    ("2.13.0", _pip() + ["torch==2.13.0"]),
-    ("2.4", _pip() + ["torch==2.4"]),
-])
+@pytest.mark.parametrize("spec, expected", [("2.13.0", _pip() + ["torch==2.13.0"]), ("2.4", _pip() + ["torch==2.4"])])
 def test_release_install_command(spec, expected):
     assert envs.torch_install_command(envs.Request(spec), "py") == expected
     with_links = envs.torch_install_command(envs.Request(spec, find_links=("/w",), index_url="https://x/simple"), "py")
@@ -34,8 +31,13 @@ def test_release_install_command(spec, expected):
 def test_a_found_nightly_wheel_is_installed_as_a_file_with_the_nightly_index_for_its_dependencies(tmp_path):
     request = envs.Request("2.1.0.dev20230621", variant="cu124", extra_index_urls=("https://mirror.example/simple",))
     command = envs.wheel_install_command(request, "py", tmp_path / "torch.whl")
-    assert command == _pip() + ["--extra-index-url", "https://download.pytorch.org/whl/nightly/cu124",
-                                "--extra-index-url", "https://mirror.example/simple", str(tmp_path / "torch.whl")]
+    assert command == _pip() + [
+        "--extra-index-url",
+        "https://download.pytorch.org/whl/nightly/cu124",
+        "--extra-index-url",
+        "https://mirror.example/simple",
+        str(tmp_path / "torch.whl"),
+    ]
     custom = envs.Request("2.1.0.dev20230621", index_url="https://my.index/nightly")
     assert custom.index == "https://my.index/nightly"
     assert NIGHTLY_CPU not in envs.wheel_install_command(custom, "py", tmp_path / "torch.whl")
@@ -44,7 +46,9 @@ def test_a_found_nightly_wheel_is_installed_as_a_file_with_the_nightly_index_for
 def test_extras_step_pins_torch_and_adds_transformers_only_when_missing():
     plain = envs.extras_install_command(envs.Request("2.13.0"), "py", "pin.txt")
     assert plain == _pip() + ["-c", "pin.txt", "transformers"]
-    pinned = envs.extras_install_command(envs.Request("2.4.1", extras=("transformers==4.44.2", "depyf")), "py", "pin.txt")
+    pinned = envs.extras_install_command(
+        envs.Request("2.4.1", extras=("transformers==4.44.2", "depyf")), "py", "pin.txt"
+    )
     assert pinned[-2:] == ["transformers==4.44.2", "depyf"]
     assert pinned.count("transformers") == 0
 
@@ -52,14 +56,27 @@ def test_extras_step_pins_torch_and_adds_transformers_only_when_missing():
 def test_uv_installer_arguments():
     request = envs.Request("2.13.0", installer="uv")
     assert envs.torch_install_command(request, "/e/bin/python") == [
-        "uv", "pip", "install", "--python", "/e/bin/python", "torch==2.13.0"]
+        "uv",
+        "pip",
+        "install",
+        "--python",
+        "/e/bin/python",
+        "torch==2.13.0",
+    ]
 
 
 def test_env_key_depends_on_everything_that_changes_the_environment():
     base = envs.Request("2.13.0")
-    keys = {envs.env_key(r) for r in (base, envs.Request("2.13.0", extras=("transformers==4.44.2",)),
-                                      envs.Request("2.13.0", index_url="https://x"),
-                                      envs.Request("2.13.0", installer="uv"), envs.Request("2.14.1"))}
+    keys = {
+        envs.env_key(r)
+        for r in (
+            base,
+            envs.Request("2.13.0", extras=("transformers==4.44.2",)),
+            envs.Request("2.13.0", index_url="https://x"),
+            envs.Request("2.13.0", installer="uv"),
+            envs.Request("2.14.1"),
+        )
+    }
     assert len(keys) == 5
     assert envs.env_key(base) == envs.env_key(envs.Request("2.13.0"))
 
@@ -67,8 +84,17 @@ def test_env_key_depends_on_everything_that_changes_the_environment():
 def test_interpreter_without_torch_is_one_line_error(tmp_path):
     venv = tmp_path / "bare"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    done = diag("run", "--case", "append_last", "--torch", str(venv / "bin" / "python"),
-                "--db", str(tmp_path / "x.db"), cwd=tmp_path, check=False)
+    done = diag(
+        "run",
+        "--case",
+        "append_last",
+        "--torch",
+        str(venv / "bin" / "python"),
+        "--db",
+        str(tmp_path / "x.db"),
+        cwd=tmp_path,
+        check=False,
+    )
     assert done.returncode != 0
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "cannot import torch" in lines[0] and str(venv) in lines[0]
@@ -86,13 +112,33 @@ def test_a_version_that_does_not_exist_leaves_no_half_built_environment(tmp_path
 @pytest.mark.slow
 def test_unreachable_index_is_one_line_error_and_other_envs_still_run(tmp_path):
     db = tmp_path / "m.db"
-    done = diag("run", "--case", "append_last", "--fullgraph", "--backend", "eager", "--no-timing",
-                "--new-tokens", "3", "--torch", "2.1.0.dev20230621", "--index-url", "http://127.0.0.1:9/simple",
-                "--torch", "current", "--db", str(db), "--json", cwd=tmp_path, check=False)
+    done = diag(
+        "run",
+        "--case",
+        "append_last",
+        "--fullgraph",
+        "--backend",
+        "eager",
+        "--no-timing",
+        "--new-tokens",
+        "3",
+        "--torch",
+        "2.1.0.dev20230621",
+        "--index-url",
+        "http://127.0.0.1:9/simple",
+        "--torch",
+        "current",
+        "--db",
+        str(db),
+        "--json",
+        cwd=tmp_path,
+        check=False,
+    )
     assert done.returncode == 1
     errors = [line for line in done.stderr.splitlines() if line.startswith("Error:")]
     assert len(errors) == 1 and "2.1.0.dev20230621" in errors[0]
     import json
+
     assert [r["case"] for r in json.loads(done.stdout)] == ["append_last"]
     home = tmp_path / "diag-home" / "envs"
     assert not home.exists() or [p for p in home.iterdir()] == []
@@ -137,11 +183,20 @@ def test_python_path_and_bad_values(tmp_path):
         envs.find_python(str(tmp_path / "nope"))
 
 
-@pytest.mark.parametrize("spec, python, ok", [
-    ("2.0.1", (3, 10, 13), True), ("2.0.1", (3, 11, 7), False), ("2.1.2", (3, 11, 7), True),
-    ("2.3.1", (3, 12, 1), False), ("2.4.1", (3, 12, 1), True), ("2.5.1", (3, 13, 0), False),
-    ("2.1.0.dev20230621", (3, 11, 7), True), ("2.0.0.dev20230301", (3, 11, 7), False), ("nightly", (3, 13, 0), True),
-])
+@pytest.mark.parametrize(
+    "spec, python, ok",
+    [
+        ("2.0.1", (3, 10, 13), True),
+        ("2.0.1", (3, 11, 7), False),
+        ("2.1.2", (3, 11, 7), True),
+        ("2.3.1", (3, 12, 1), False),
+        ("2.4.1", (3, 12, 1), True),
+        ("2.5.1", (3, 13, 0), False),
+        ("2.1.0.dev20230621", (3, 11, 7), True),
+        ("2.0.0.dev20230301", (3, 11, 7), False),
+        ("nightly", (3, 13, 0), True),
+    ],
+)
 def test_torch_without_compile_on_that_python_is_refused(spec, python, ok):
     if ok:
         envs.check_compile_support(spec, python)
@@ -158,21 +213,30 @@ def test_env_key_includes_the_interpreter(tmp_path):
 
 def test_torch_20_on_python_311_is_refused_before_anything_is_installed(tmp_path):
     home = tmp_path / "home"
-    for args in (("env", "add", "2.0.1", "--python", sys.executable),
-                 ("run", "--case", "append_last", "--torch", "2.0.1", "--python", sys.executable)):
+    for args in (
+        ("env", "add", "2.0.1", "--python", sys.executable),
+        ("run", "--case", "append_last", "--torch", "2.0.1", "--python", sys.executable),
+    ):
         done = diag(*args, cwd=tmp_path, check=False, env_extra={"DIAG_HOME": str(home)})
         assert done.returncode != 0
         last = done.stderr.strip().splitlines()[-1]
         assert "no torch.compile on Python 3.11" in last and "--python 3.10" in last
     assert not (home / "envs").exists() or not any((home / "envs").iterdir())
-    done = diag("env", "add", "2.13.0", "--python", "3.99", cwd=tmp_path, check=False,
-                env_extra={"DIAG_HOME": str(home)})
+    done = diag(
+        "env", "add", "2.13.0", "--python", "3.99", cwd=tmp_path, check=False, env_extra={"DIAG_HOME": str(home)}
+    )
     assert done.returncode != 0 and "no Python 3.99 found" in done.stderr
 
 
-@pytest.mark.parametrize("ceiling, version, below", [
-    ("transformers<5", "5.24.0", False), ("transformers<5", "4.57.1", True), ("transformers<4.50", "4.57.1", False),
-    ("transformers<4.50", "4.49.0", True), ("transformers<4.45", "4.45.0", False),
-])
+@pytest.mark.parametrize(
+    "ceiling, version, below",
+    [
+        ("transformers<5", "5.24.0", False),
+        ("transformers<5", "4.57.1", True),
+        ("transformers<4.50", "4.57.1", False),
+        ("transformers<4.50", "4.49.0", True),
+        ("transformers<4.45", "4.45.0", False),
+    ],
+)
 def test_a_transformers_ceiling_is_tried_only_when_the_installed_release_is_above_it(ceiling, version, below):
     assert envs.installing._allows(ceiling, version) is below

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import pytest
-
 import json
 
+import pytest
 from conftest import TEST_CASES, diag, show
+
 from diag import store
 
 pytestmark = pytest.mark.slow  # real probes that crash and hang
@@ -18,13 +18,33 @@ def test_segfault_and_hang_are_recorded_and_the_matrix_carries_on(tmp_path):
     diag("run", "--case", "append_last", "--no-timing", *common, cwd=tmp_path)
     before = store.get_run(store.open_db(db), 1)
 
-    done = diag("run", "--case", str(TEST_CASES / "segfault.py"), "--case", str(TEST_CASES / "hang.py"),
-                "--case", str(TEST_CASES / "oom_kill.py"), "--case", str(TEST_CASES / "garbage_exit.py"),
-                "--case", "append_last", "--timeout", "40", "--no-timing", "--json", *common, cwd=tmp_path)
+    done = diag(
+        "run",
+        "--case",
+        str(TEST_CASES / "segfault.py"),
+        "--case",
+        str(TEST_CASES / "hang.py"),
+        "--case",
+        str(TEST_CASES / "oom_kill.py"),
+        "--case",
+        str(TEST_CASES / "garbage_exit.py"),
+        "--case",
+        "append_last",
+        "--timeout",
+        "40",
+        "--no-timing",
+        "--json",
+        *common,
+        cwd=tmp_path,
+    )
     recorded = json.loads(done.stdout)
     assert [(r["case"], r["status"]) for r in recorded] == [
-        ("segfault", "crash"), ("hang", "timeout"), ("oom_kill", "crash"), ("garbage_exit", "crash"),
-        ("append_last", "pass")]
+        ("segfault", "crash"),
+        ("hang", "timeout"),
+        ("oom_kill", "crash"),
+        ("garbage_exit", "crash"),
+        ("append_last", "pass"),
+    ]
     runs = {r["case"]: r for r in recorded}
     killed = show(db, runs["oom_kill"]["id"], tmp_path)
     assert killed["signal"] == 9 and killed["error_type"] == "Signal"

@@ -19,8 +19,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO, TEST_CASES, cli, recorded, replay
+
 from diag import store
 
 ROOT = os.geteuid() == 0 and shutil.which("mount") and shutil.which("chattr")
@@ -69,8 +69,14 @@ def one_db(tmp_path: Path, name: str = "one.db") -> Path:
 
 
 def diag_main(*args: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "diag", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=600, env={**os.environ, **(env or {})})
+    return subprocess.run(
+        [sys.executable, "-m", "diag", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def assert_one_line(done: subprocess.CompletedProcess, *fragments: str) -> None:
@@ -113,7 +119,7 @@ def test_a_damaged_shard_is_refused_and_the_history_is_untouched(tmp_path):
     data = bytearray(shard.read_bytes())
     page = 4096
     assert len(data) > 4 * page
-    data[2 * page:len(data) - page] = os.urandom(len(data) - 3 * page)
+    data[2 * page : len(data) - page] = os.urandom(len(data) - 3 * page)
     shard.write_bytes(bytes(data))
     before = store.table_counts(store.open_db(history))
     done = diag_main("merge", str(history), str(shard), cwd=tmp_path)
@@ -147,8 +153,16 @@ def test_a_disk_that_fills_during_the_run_is_one_line_and_leaves_no_orphan(tmp_p
     with tmpfs(tmp_path / "disk", "64m") as disk:
         db = disk / "x.db"
         store.open_db(db)
-        done = diag_main("run", "--case", str(TEST_CASES / "fill_disk.py"), *FAST, "--db", str(db), cwd=tmp_path,
-                         env={"DIAG_FILL_PATH": str(disk / "filler")})
+        done = diag_main(
+            "run",
+            "--case",
+            str(TEST_CASES / "fill_disk.py"),
+            *FAST,
+            "--db",
+            str(db),
+            cwd=tmp_path,
+            env={"DIAG_FILL_PATH": str(disk / "filler")},
+        )
         # Caught writing the run directory, or at the final save: either way one line naming the fault.
         assert_one_line(done)
         assert "No space left on device" in done.stderr or "is full" in done.stderr
@@ -166,9 +180,24 @@ def _probes_of(marker: str) -> list[str]:
 @pytest.mark.slow
 def test_probes_die_with_a_killed_orchestrator(tmp_path):
     db = tmp_path / "orphans.db"
-    process = subprocess.Popen([sys.executable, "-m", "diag", "run", "--case", str(TEST_CASES / "hang.py"), *FAST,
-                                "--timeout", "600", "--db", str(db)], cwd=tmp_path, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "diag",
+            "run",
+            "--case",
+            str(TEST_CASES / "hang.py"),
+            *FAST,
+            "--timeout",
+            "600",
+            "--db",
+            str(db),
+        ],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 120
     while not _probes_of(str(tmp_path)) and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -188,9 +217,26 @@ def test_a_full_temp_folder_is_a_tool_error_not_a_compile_error(tmp_path):
     with tmpfs(tmp_path / "tmp", "1m") as temp:
         fill(temp)
         db = tmp_path / "t.db"
-        done = diag_main("run", "--case", "append_last", "--fullgraph", "--backend", "inductor", "--new-tokens", "3",
-                         "--prompt-length", "6", "--repeats", "1", "--timing-seconds", "0", "--db", str(db),
-                         cwd=tmp_path, env={"TMPDIR": str(temp)})
+        done = diag_main(
+            "run",
+            "--case",
+            "append_last",
+            "--fullgraph",
+            "--backend",
+            "inductor",
+            "--new-tokens",
+            "3",
+            "--prompt-length",
+            "6",
+            "--repeats",
+            "1",
+            "--timing-seconds",
+            "0",
+            "--db",
+            str(db),
+            cwd=tmp_path,
+            env={"TMPDIR": str(temp)},
+        )
         assert_one_line(done, "No space left on device", "nothing stored for it")
     assert store.open_db(db)["runs"].count == 0
     assert list((tmp_path / "t.runs").iterdir()) == []

@@ -5,7 +5,6 @@ from __future__ import annotations
 import linecache
 
 import pytest
-
 from conftest import REPO, diag, show
 
 
@@ -93,8 +92,22 @@ def test_local_checkpoint_via_model_option(tmp_path):
     checkpoint = tmp_path / "tiny-llama"
     llama.build_model(None, torch.float32, "cpu", seed=3).save_pretrained(checkpoint)
     db = tmp_path / "m.db"
-    diag("run", "--case", "append_last", "--fullgraph", "--backend", "eager", "--no-timing", "--new-tokens", "4",
-         "--model", str(checkpoint), "--db", str(db), cwd=tmp_path)
+    diag(
+        "run",
+        "--case",
+        "append_last",
+        "--fullgraph",
+        "--backend",
+        "eager",
+        "--no-timing",
+        "--new-tokens",
+        "4",
+        "--model",
+        str(checkpoint),
+        "--db",
+        str(db),
+        cwd=tmp_path,
+    )
     run = show(db, 1, tmp_path)
     assert run["model"] == str(checkpoint)
     assert run["status"] == "pass"

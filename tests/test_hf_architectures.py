@@ -8,13 +8,13 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import REPO, diag, show
 
 
 def test_hf_all_lists_the_decoder_only_causal_lm_architectures_of_the_installed_transformers():
-    done = subprocess.run([sys.executable, "-m", "diag.probe", "architectures"], capture_output=True, text=True,
-                          cwd=REPO, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "diag.probe", "architectures"], capture_output=True, text=True, cwd=REPO, timeout=300
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     listed = json.loads(done.stdout)
     assert {"llama", "gpt2", "mistral"} <= set(listed)
@@ -30,8 +30,21 @@ def test_a_model_type_that_is_no_name_is_refused_in_one_line(tmp_path):
 
 def test_an_architecture_the_installed_transformers_lacks_is_a_broken_case_not_a_compiler_finding(tmp_path):
     db = tmp_path / "h.db"
-    done = diag("run", "--case", "hf:no_such_architecture", "--backend", "eager", "--fullgraph", "--no-timing",
-                "--new-tokens", "3", "--db", str(db), "--json", cwd=tmp_path)
+    done = diag(
+        "run",
+        "--case",
+        "hf:no_such_architecture",
+        "--backend",
+        "eager",
+        "--fullgraph",
+        "--no-timing",
+        "--new-tokens",
+        "3",
+        "--db",
+        str(db),
+        "--json",
+        cwd=tmp_path,
+    )
     run = show(db, json.loads(done.stdout)[0]["id"], tmp_path)
     assert run["status"] == "eager_error" and "no_such_architecture" in run["error_message"]
 
@@ -39,8 +52,22 @@ def test_an_architecture_the_installed_transformers_lacks_is_a_broken_case_not_a
 @pytest.mark.slow
 def test_llama_through_generate_with_a_static_cache_and_the_architecture_page(tmp_path):
     db = tmp_path / "h.db"
-    done = diag("run", "--case", "hf:llama", "--backend", "eager", "--no-timing", "--new-tokens", "4",
-                "--db", str(db), "--json", "--jobs", "2", cwd=tmp_path)
+    done = diag(
+        "run",
+        "--case",
+        "hf:llama",
+        "--backend",
+        "eager",
+        "--no-timing",
+        "--new-tokens",
+        "4",
+        "--db",
+        str(db),
+        "--json",
+        "--jobs",
+        "2",
+        cwd=tmp_path,
+    )
     runs = {r["fullgraph"]: show(db, r["id"], tmp_path) for r in json.loads(done.stdout)}
     for run in runs.values():
         assert run["status"] in ("pass", "graph_break"), (run["status"], run.get("error_message"))

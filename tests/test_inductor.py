@@ -5,15 +5,25 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from conftest import TEST_CASES, diag, show
 
 
 @pytest.mark.slow
 def test_append_last_with_inductor_passes_and_is_timed(tmp_path):
     db = tmp_path / "i.db"
-    diag("run", "--case", "append_last", "--fullgraph", "--new-tokens", "6", "--repeats", "2",
-         "--db", str(db), cwd=tmp_path)
+    diag(
+        "run",
+        "--case",
+        "append_last",
+        "--fullgraph",
+        "--new-tokens",
+        "6",
+        "--repeats",
+        "2",
+        "--db",
+        str(db),
+        cwd=tmp_path,
+    )
     run = show(db, 1, tmp_path)
     assert run["backend"] == "inductor"
     assert run["status"] == "pass"
@@ -24,7 +34,7 @@ def test_append_last_with_inductor_passes_and_is_timed(tmp_path):
     # it did, so the diagnosis pass took the compiled graph from the cache: dynamo traced again with
     # every log on, inductor did not lower again (its output code is not in the log).
     assert run["compile_s"] > 0 and run["compile_warm_s"] is not None
-    frame, = run["frames"]
+    (frame,) = run["frames"]
     # AOTAutograd's cache served the compiled graph: inductor never ran in the diagnosis pass
     assert frame["entire_frame_compile_time_s"] > 0 and frame["inductor_compile_time_s"] is None
     lowering = run["capabilities"]["lowering_logs"]
@@ -57,7 +67,7 @@ def test_a_warning_while_the_timing_pass_lowered_makes_the_diagnosis_lower_again
     lowering = run["capabilities"]["lowering_logs"]
     assert lowering["available"] is True
     assert "WARNING torch._inductor.fx_passes.post_grad (RuntimeError)" in lowering["detail"]
-    swallowed, = _swallowed(run)
+    (swallowed,) = _swallowed(run)
     assert swallowed["source"] == "swallowed_exception"
 
 

@@ -27,22 +27,29 @@ def _collect(*recs: Record) -> capture.LogCapture:
 def _emitted(tmp_path, collector, counters=None, fullgraph=False, failed=False):
     path = tmp_path / "out.jsonl"
     with records.Writer(path) as writer:
-        breaks = diagnose.emit_findings(writer, collector, [], (counters or {}).get("graph_break", {}),
-                                        failed_whole=fullgraph and failed)
+        breaks = diagnose.emit_findings(
+            writer, collector, [], (counters or {}).get("graph_break", {}), failed_whole=fullgraph and failed
+        )
     found, _ = records.read(path)
     return breaks, found
 
 
 # torch 2.1: "Graph break: <reason> from user code at ..." once per unique location
-BREAK_21 = ('Graph break: dynamic slicing on data-dependent value from user code at:\n'
-            '  File "/w/cases/dynamic_slice.py", line 19, in decode_step\n    k = cache[:, :n]\n')
+BREAK_21 = (
+    "Graph break: dynamic slicing on data-dependent value from user code at:\n"
+    '  File "/w/cases/dynamic_slice.py", line 19, in decode_step\n    k = cache[:, :n]\n'
+)
 
 
 def test_counts_agree_with_dynamo_counters_when_the_log_deduplicates(tmp_path):
     """2.1 logged the slicing break once where the counters said 6, and not the ModelOutput one at all."""
     collector = _collect(Record(GB_LOG, "DEBUG", BREAK_21, None, 0))
-    counters = {"graph_break": {"dynamic slicing on data-dependent value": 6,
-                                "call_method UserDefinedObjectVariable(ModelOutput) __setitem__": 2}}
+    counters = {
+        "graph_break": {
+            "dynamic slicing on data-dependent value": 6,
+            "call_method UserDefinedObjectVariable(ModelOutput) __setitem__": 2,
+        }
+    }
     breaks, _ = _emitted(tmp_path, collector, counters)
     assert statuses.finding_total(breaks) == 8
     by_reason = {b["reason"].splitlines()[0]: b["count"] for b in breaks}
@@ -69,12 +76,19 @@ def _raised(exc):
 
 
 def test_the_debug_traceback_behind_a_break_is_not_also_a_hidden_error():
-    record = Record("torch._dynamo.symbolic_convert", "DEBUG", "break_graph_if_unsupported triggered compile",
-                    _raised(Unsupported("dynamic slicing on data-dependent value")), 0)
+    record = Record(
+        "torch._dynamo.symbolic_convert",
+        "DEBUG",
+        "break_graph_if_unsupported triggered compile",
+        _raised(Unsupported("dynamic slicing on data-dependent value")),
+        0,
+    )
     assert parsers.parse_hidden_error(record) is None
-    text = ("Restarting analysis due to ...\nTraceback (most recent call last):\n"
-            '  File "/x/torch/_dynamo/symbolic_convert.py", line 1, in f\n'
-            "torch._dynamo.exc.Unsupported: dynamic slicing on data-dependent value\n")
+    text = (
+        "Restarting analysis due to ...\nTraceback (most recent call last):\n"
+        '  File "/x/torch/_dynamo/symbolic_convert.py", line 1, in f\n'
+        "torch._dynamo.exc.Unsupported: dynamic slicing on data-dependent value\n"
+    )
     assert parsers.parse_hidden_error(Record("torch._dynamo.symbolic_convert", "DEBUG", text, None, 0)) is None
     # a swallowed error of another type stays one
     swallowed = Record("torch._dynamo.convert_frame", "DEBUG", "x", _raised(TypeError("guards")), 0)
@@ -83,9 +97,18 @@ def test_the_debug_traceback_behind_a_break_is_not_also_a_hidden_error():
 
 def test_a_21_tuple_recompile_record_reads_as_its_lines():
     """torch 2.1 logs ("Recompiling function f in file:line", "triggered by ... failure: <guard>")."""
-    log_record = logging.LogRecord("torch._dynamo.guards.__recompiles", logging.DEBUG, __file__, 1,
-                                   ("Recompiling function forward in /w/model.py:40",
-                                    "triggered by the following guard failure: L['x'].size()[1] == 9"), None, None)
+    log_record = logging.LogRecord(
+        "torch._dynamo.guards.__recompiles",
+        logging.DEBUG,
+        __file__,
+        1,
+        (
+            "Recompiling function forward in /w/model.py:40",
+            "triggered by the following guard failure: L['x'].size()[1] == 9",
+        ),
+        None,
+        None,
+    )
     collector = capture.LogCapture(__import__("pathlib").Path("/dev/null"), lambda: 3)
     collector.emit(log_record)
     found = collector.of_kind("recompile")[0]
@@ -98,47 +121,66 @@ def test_verbose_recompile_counts_cache_entries_not_stack_lines():
     """2.13's recompiles_verbose puts a user stack under each guard; the count is of guards."""
     entries = []
     for index in range(3, -1, -1):
-        entries.append(f"    - {index}/{index}: tensor 'x' size mismatch at index 1. expected {index + 8}, actual 13\n"
-                       "      User stack trace:\n"
-                       '      - File "/w/model.py", line 40, in forward\n'
-                       '      - File "/w/model.py", line 52, in attention\n')
+        entries.append(
+            f"    - {index}/{index}: tensor 'x' size mismatch at index 1. expected {index + 8}, actual 13\n"
+            "      User stack trace:\n"
+            '      - File "/w/model.py", line 40, in forward\n'
+            '      - File "/w/model.py", line 52, in attention\n'
+        )
     text = "Recompiling function forward in /w/model.py:40\n    triggered by the following guard failure(s):\n"
-    finding = parsers.parse_recompile(Record("torch._dynamo.guards.__recompiles_verbose", "DEBUG",
-                                             text + "".join(entries), None, 4))
+    finding = parsers.parse_recompile(
+        Record("torch._dynamo.guards.__recompiles_verbose", "DEBUG", text + "".join(entries), None, 4)
+    )
     assert finding.data["guard_failures"] == 4
     assert finding.data["reason"].startswith("tensor 'x' size mismatch") and "expected 11" in finding.data["reason"]
 
 
 def test_failed_to_handle_graph_break_gracefully_is_not_resumable():
-    text = ("Graph break in user code at /w/cases/x.py:12\nGraph Break Reason: Failed to handle graph break "
-            "gracefully. Skipping the function and falling back to eager. Graph break encountered:\n\n"
-            "Data-dependent branching\n  Explanation: ...\n")
+    text = (
+        "Graph break in user code at /w/cases/x.py:12\nGraph Break Reason: Failed to handle graph break "
+        "gracefully. Skipping the function and falling back to eager. Graph break encountered:\n\n"
+        "Data-dependent branching\n  Explanation: ...\n"
+    )
     finding = parsers.parse_graph_break(Record(GB_LOG, "DEBUG", text, None, 1))
     assert finding.data["resumable"] is False
     assert parsers.parse_hidden_error(Record(GB_LOG, "DEBUG", text, None, 1)).data["source"] == "frame_fallback"
 
 
-WONT = ("WON'T CONVERT forward /w/model.py line 40\ndue to:\nTraceback (most recent call last):\n"
-        '  File "/x/torch/_dynamo/convert_frame.py", line 1, in f\n'
-        "TypeError: VariableBuilder.__init__() got an unexpected keyword argument 'guards'\n")
+WONT = (
+    "WON'T CONVERT forward /w/model.py line 40\ndue to:\nTraceback (most recent call last):\n"
+    '  File "/x/torch/_dynamo/convert_frame.py", line 1, in f\n'
+    "TypeError: VariableBuilder.__init__() got an unexpected keyword argument 'guards'\n"
+)
 
 
 def test_one_wont_convert_on_two_loggers_is_one_hidden_error(tmp_path):
-    collector = _collect(Record("torch._dynamo.convert_frame", "WARNING", WONT, None, 0),
-                         Record("torch._dynamo.convert_frame.__graph_breaks", "DEBUG", WONT, None, 0))
+    collector = _collect(
+        Record("torch._dynamo.convert_frame", "WARNING", WONT, None, 0),
+        Record("torch._dynamo.convert_frame.__graph_breaks", "DEBUG", WONT, None, 0),
+    )
     _, found = _emitted(tmp_path, collector)
     hidden = records.every(found, records.HIDDEN_ERROR)
     assert len(hidden) == 1 and hidden[0]["count"] == 1
 
 
-LIMIT = ("torch._dynamo hit config.recompile_limit (8)\n   function: 'forward' (/w/model.py:40)\n"
-         "   last reason: 0/7: tensor 'x' size mismatch at index 1. expected 15, actual 16\n")
+LIMIT = (
+    "torch._dynamo hit config.recompile_limit (8)\n   function: 'forward' (/w/model.py:40)\n"
+    "   last reason: 0/7: tensor 'x' size mismatch at index 1. expected 15, actual 16\n"
+)
 
 
 def test_the_refused_compile_is_not_a_recompile_and_the_fallback_is_its_own_finding():
-    recompiles = [Record("torch._dynamo.guards.__recompiles", "DEBUG",
-                         f"Recompiling function forward in /w/model.py:40\n    triggered by the following guard "
-                         f"failure(s):\n    - 0/{n}: tensor 'x' size mismatch\n", None, n) for n in range(8)]
+    recompiles = [
+        Record(
+            "torch._dynamo.guards.__recompiles",
+            "DEBUG",
+            f"Recompiling function forward in /w/model.py:40\n    triggered by the following guard "
+            f"failure(s):\n    - 0/{n}: tensor 'x' size mismatch\n",
+            None,
+            n,
+        )
+        for n in range(8)
+    ]
     collector = _collect(*recompiles, Record("torch._dynamo.convert_frame", "WARNING", LIMIT, None, 8))
     assert len(collector.of_kind("recompile")) == 7
     hidden = collector.of_kind("hidden_error")
@@ -156,17 +198,25 @@ def test_fullgraph_failures_have_no_breaks_whatever_the_error_type(tmp_path):
     for error in (Unsupported("x"), UserError("y")):
         breaks, _ = _emitted(tmp_path, collector, counters, fullgraph=True, failed=True)
         assert breaks == []
-        assert diagnose.classify(fullgraph=True, error=error, graph_count=0, graph_breaks=0,
-                                 correctness=None) == statuses.FULLGRAPH_ERROR
-    assert diagnose.classify(fullgraph=True, error=FailOnRecompileLimitHit("limit"), graph_count=1, graph_breaks=0,
-                             correctness=None) == statuses.FULLGRAPH_ERROR
+        assert (
+            diagnose.classify(fullgraph=True, error=error, graph_count=0, graph_breaks=0, correctness=None)
+            == statuses.FULLGRAPH_ERROR
+        )
+    assert (
+        diagnose.classify(
+            fullgraph=True, error=FailOnRecompileLimitHit("limit"), graph_count=1, graph_breaks=0, correctness=None
+        )
+        == statuses.FULLGRAPH_ERROR
+    )
 
 
-BREAK_213 = ("Graph break in user code at /w/cases/dynamic_slice.py:19\n"
-             "Graph Break Reason: Encountered graph break when attempting to trace CALL: a call to a function "
-             "`decode_step`\n\nUnsupported Tensor.item() call with capture_scalar_outputs=False\n"
-             "  Explanation: Dynamo does not support tracing `Tensor.item()` with capture_scalar_outputs=False.\n"
-             "  Hint: Set `torch._dynamo.config.capture_scalar_outputs = True`\n")
+BREAK_213 = (
+    "Graph break in user code at /w/cases/dynamic_slice.py:19\n"
+    "Graph Break Reason: Encountered graph break when attempting to trace CALL: a call to a function "
+    "`decode_step`\n\nUnsupported Tensor.item() call with capture_scalar_outputs=False\n"
+    "  Explanation: Dynamo does not support tracing `Tensor.item()` with capture_scalar_outputs=False.\n"
+    "  Hint: Set `torch._dynamo.config.capture_scalar_outputs = True`\n"
+)
 
 
 def test_gb_type_of_213s_call_wording_is_the_real_reason():
@@ -176,25 +226,33 @@ def test_gb_type_of_213s_call_wording_is_the_real_reason():
 
 
 def test_locations_prefer_user_frames_over_torch_files():
-    text = ("Graph break in user code at /venv/lib/python3.11/site-packages/torch/_library/custom_ops.py:863\n"
-            "Graph Break Reason: unsupported\nUser code traceback:\n"
-            '  File "/w/cases/append_last.py", line 30, in decode_step\n'
-            '  File "/venv/lib/python3.11/site-packages/torch/_library/custom_ops.py", line 863, in __call__\n')
+    text = (
+        "Graph break in user code at /venv/lib/python3.11/site-packages/torch/_library/custom_ops.py:863\n"
+        "Graph Break Reason: unsupported\nUser code traceback:\n"
+        '  File "/w/cases/append_last.py", line 30, in decode_step\n'
+        '  File "/venv/lib/python3.11/site-packages/torch/_library/custom_ops.py", line 863, in __call__\n'
+    )
     finding = parsers.parse_graph_break(Record(GB_LOG, "DEBUG", text, None, 0))
     assert finding.data["location"] == "/w/cases/append_last.py:30"
     # a logged exception's traceback gives its frame
-    hidden = parsers.parse_hidden_error(Record("torch._inductor.x", "DEBUG", "lowering failed",
-                                               _raised(RuntimeError("boom")), 0))
-    assert hidden.data["location"] is not None and hidden.data["location"].endswith("test_labels.py:" +
-                                                                                   hidden.data["location"].rsplit(":", 1)[1])
+    hidden = parsers.parse_hidden_error(
+        Record("torch._inductor.x", "DEBUG", "lowering failed", _raised(RuntimeError("boom")), 0)
+    )
+    assert hidden.data["location"] is not None and hidden.data["location"].endswith(
+        "test_labels.py:" + hidden.data["location"].rsplit(":", 1)[1]
+    )
 
 
 def test_tracebacks_in_a_pass_stderr():
-    text = ("W1201 warning line\n[2023-06-21] torch._dynamo.convert_frame: [ERROR] WON'T CONVERT forward\n"
-            + WONT.split("due to:\n", 1)[1] + "more output\n")
+    text = (
+        "W1201 warning line\n[2023-06-21] torch._dynamo.convert_frame: [ERROR] WON'T CONVERT forward\n"
+        + WONT.split("due to:\n", 1)[1]
+        + "more output\n"
+    )
     found = parsers.errors_in_stderr(text)
     assert [(f["exc_type"], f["message"]) for f in found] == [
-        ("TypeError", "VariableBuilder.__init__() got an unexpected keyword argument 'guards'")]
+        ("TypeError", "VariableBuilder.__init__() got an unexpected keyword argument 'guards'")
+    ]
 
 
 @pytest.mark.parametrize("message", [BREAK_21, BREAK_213, WONT, LIMIT])
@@ -227,8 +285,11 @@ def _nested():
         raise BackendCompilerFailed(inner) from inner
 
 
-@pytest.mark.parametrize("raise_it", [lambda: (_ for _ in ()).throw(UncapturedHigherOrderOpError("cond branch")),
-                                      _nested], ids=["unsupported-subclass", "wrapped-backend-error"])
+@pytest.mark.parametrize(
+    "raise_it",
+    [lambda: (_ for _ in ()).throw(UncapturedHigherOrderOpError("cond branch")), _nested],
+    ids=["unsupported-subclass", "wrapped-backend-error"],
+)
 def test_a_logged_exception_object_replays_as_it_parsed_live(raise_it, tmp_path):
     """A record logged with an exception object (exc_info): the live parsers read the object
     (its class's ancestry, the error inside a backend wrapper); the log keeps what they read, so a
@@ -242,8 +303,9 @@ def test_a_logged_exception_object_replays_as_it_parsed_live(raise_it, tmp_path)
         logging.getLogger("torch._dynamo.convert_frame").debug("Restarting analysis", exc_info=True)
     live.uninstall()
     replayed = capture.replay(log.read_text())
-    assert [(f.kind, f.data["key"], f.data["exc_type"], f.data["location"]) for f in replayed.findings] == \
-        [(f.kind, f.data["key"], f.data["exc_type"], f.data["location"]) for f in live.findings]
+    assert [(f.kind, f.data["key"], f.data["exc_type"], f.data["location"]) for f in replayed.findings] == [
+        (f.kind, f.data["key"], f.data["exc_type"], f.data["location"]) for f in live.findings
+    ]
     # the human-readable traceback stays in the log
     assert "Traceback (most recent call last)" in log.read_text()
 
@@ -256,9 +318,27 @@ def test_a_torch_without_set_logs_still_completes_and_names_what_is_missing(tmp_
 
     cases = REPO / "tests" / "cases"
     db = tmp_path / "labels.db"
-    diag("run", "--case", str(cases / "old_torch.py"), "--case", str(cases / "wrong_eager.py"), "--no-fullgraph",
-         "--backend", "eager", "--new-tokens", "4", "--prompt-length", "8", "--repeats", "1",
-         "--timing-seconds", "0", "--db", str(db), cwd=tmp_path)
+    diag(
+        "run",
+        "--case",
+        str(cases / "old_torch.py"),
+        "--case",
+        str(cases / "wrong_eager.py"),
+        "--no-fullgraph",
+        "--backend",
+        "eager",
+        "--new-tokens",
+        "4",
+        "--prompt-length",
+        "8",
+        "--repeats",
+        "1",
+        "--timing-seconds",
+        "0",
+        "--db",
+        str(db),
+        cwd=tmp_path,
+    )
     runs = runs_by_case(db, tmp_path)
     old = runs[("old_torch", False)]
     assert old["status"] == statuses.GRAPH_BREAK, old.get("error_message")
@@ -276,9 +356,25 @@ def test_a_run_whose_diagnosis_died_keeps_what_the_timing_pass_learned(tmp_path)
     from conftest import REPO, diag, runs_by_case
 
     db = tmp_path / "evidence.db"
-    diag("run", "--case", str(REPO / "tests" / "cases" / "dies_in_diagnosis.py"), "--fullgraph", "--backend",
-         "eager", "--new-tokens", "3", "--prompt-length", "8", "--repeats", "1", "--timing-seconds", "0",
-         "--db", str(db), cwd=tmp_path)
+    diag(
+        "run",
+        "--case",
+        str(REPO / "tests" / "cases" / "dies_in_diagnosis.py"),
+        "--fullgraph",
+        "--backend",
+        "eager",
+        "--new-tokens",
+        "3",
+        "--prompt-length",
+        "8",
+        "--repeats",
+        "1",
+        "--timing-seconds",
+        "0",
+        "--db",
+        str(db),
+        cwd=tmp_path,
+    )
     run = runs_by_case(db, tmp_path)[("dies_in_diagnosis", True)]
     assert run["status"] == statuses.CRASH
     assert run["timing_error"].startswith("timing pass: RuntimeError: arg mismatch inlining (at ")
@@ -286,7 +382,8 @@ def test_a_run_whose_diagnosis_died_keeps_what_the_timing_pass_learned(tmp_path)
     kept = [h for h in run["hidden_errors"] if h["source"] == "timing_pass"]
     assert [(h["exc_type"], h["message"]) for h in kept] == [
         ("TypeError", "VariableBuilder.__init__() got an unexpected keyword argument 'guards'"),
-        ("RuntimeError", "arg mismatch inlining")]
+        ("RuntimeError", "arg mismatch inlining"),
+    ]
     assert run["hidden_error_count"] == 2 and run["graph_break_count"] is None
     shown = diag("show", str(run["id"]), "--db", str(db), cwd=tmp_path).stdout
     assert "timing pass: RuntimeError: arg mismatch inlining" in shown
@@ -298,9 +395,11 @@ def test_a_run_whose_diagnosis_died_keeps_what_the_timing_pass_learned(tmp_path)
 
 # torch 2.0.1, verbatim but for the path and address: dynamo's own warning when binding a call it
 # inlines fails; it then reports only "arg mismatch inlining".
-INLINE_20 = ("/w/cases/default_tensor_arg.py <function scaled_step at 0x7f9c6ff52e60> [NNModuleVariable(), "
-             "TensorVariable(), TensorVariable(), ListVariable(), ListVariable(), TensorVariable()] {} "
-             "VariableBuilder.__init__() got an unexpected keyword argument 'guards'")
+INLINE_20 = (
+    "/w/cases/default_tensor_arg.py <function scaled_step at 0x7f9c6ff52e60> [NNModuleVariable(), "
+    "TensorVariable(), TensorVariable(), ListVariable(), ListVariable(), TensorVariable()] {} "
+    "VariableBuilder.__init__() got an unexpected keyword argument 'guards'"
+)
 
 
 def test_the_20_inline_binding_error_is_a_hidden_typeerror_in_the_log_and_in_stderr():
@@ -309,5 +408,5 @@ def test_the_20_inline_binding_error_is_a_hidden_typeerror_in_the_log_and_in_std
     assert "unexpected keyword argument 'guards'" in found.data["message"]
     assert "scaled_step" in found.data["message"] and "arg mismatch inlining" in found.data["message"]
     stderr = f"[2026-12-01 06:29:20,562] torch._dynamo.symbolic_convert: [WARNING] {INLINE_20}\nother output\n"
-    seen, = parsers.errors_in_stderr(stderr)
+    (seen,) = parsers.errors_in_stderr(stderr)
     assert seen["exc_type"] == "TypeError" and seen["message"] == found.data["message"]

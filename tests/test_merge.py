@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from conftest import diag
+
 from diag import store
 
 

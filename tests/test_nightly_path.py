@@ -13,10 +13,10 @@ import shutil
 import sqlite3
 import sys
 
-import pytest
-
 import nightly_index
+import pytest
 from conftest import diag
+
 from diag import bisect, envs, wheels
 
 CP = f"cp{sys.version_info[0]}{sys.version_info[1]}"
@@ -56,13 +56,18 @@ def test_a_prefix_takes_the_newest_listed_and_one_with_none_listed_says_why(inde
     url, _ = index
     assert envs.find_wheel(_request("2.14.0.dev", url)).base_version == "2.14.0.dev20260105"
     assert envs.find_wheel(_request("nightly", url)).base_version == "2.14.0.dev20260105"
-    done = diag("run", "--case", "append_last", "--torch", "2.12.0.dev", "--index-url", url, cwd=tmp_path,
-                check=False)
+    done = diag("run", "--case", "append_last", "--torch", "2.12.0.dev", "--index-url", url, cwd=tmp_path, check=False)
     assert done.returncode == 1
     last = done.stderr.strip().splitlines()[-1]
     assert len(done.stderr.strip().splitlines()) == 1
-    for needed in ("lists no 2.12.0 nightly", "about two months", "2.12.0.devYYYYMMDD", "wheel URL",
-                   "--find-links", "release 2.12.0"):
+    for needed in (
+        "lists no 2.12.0 nightly",
+        "about two months",
+        "2.12.0.devYYYYMMDD",
+        "wheel URL",
+        "--find-links",
+        "release 2.12.0",
+    ):
         assert needed in last, last
 
 
@@ -107,8 +112,15 @@ def test_a_wheel_url_or_file_is_a_spec(index, tmp_path):
 
 def test_bisect_candidates_reach_past_the_listing_and_name_missing_dates(index):
     url, _ = index
-    found = bisect.candidates("2.14.0.dev20260101", "2.14.0.dev20260105", None, url, "cpu",
-                              stored=["2.14.0.dev20251230+cpu"], request=_request("2.14.0.dev20260101", url))
+    found = bisect.candidates(
+        "2.14.0.dev20260101",
+        "2.14.0.dev20260105",
+        None,
+        url,
+        "cpu",
+        stored=["2.14.0.dev20251230+cpu"],
+        request=_request("2.14.0.dev20260101", url),
+    )
     assert found.specs == [f"2.14.0.dev202601{d:02d}" for d in (1, 3, 4, 5)]
     assert found.missing_dates == ["20260102"]
     assert found.sources["2.14.0.dev20260103"] == ["direct URL"]
@@ -118,14 +130,17 @@ def test_bisect_candidates_reach_past_the_listing_and_name_missing_dates(index):
 # ---------------------------------------------------------------------------------------------
 # End to end with real torch: relabelled 2.13.0 CPU wheels, broken from 2.14.0.dev20260103 on.
 
+
 @pytest.fixture(scope="module")
 def real_index(tmp_path_factory):
     root = tmp_path_factory.mktemp("nightlies")
     files = root / "nightly" / "cpu"
     files.mkdir(parents=True)
     source = nightly_index.release_wheel(tmp_path_factory.mktemp("release"))
-    made = {day: nightly_index.relabel(source, f"2.14.0.dev202601{day:02d}+cpu", files, patch_guards=day >= 3)
-            for day in range(1, 6)}
+    made = {
+        day: nightly_index.relabel(source, f"2.14.0.dev202601{day:02d}+cpu", files, patch_guards=day >= 3)
+        for day in range(1, 6)
+    }
     source.unlink()
     nightly_index.write_listing(root, "cpu", [made[4], made[5]])
     with nightly_index.Server(root) as server:
@@ -140,34 +155,67 @@ def test_the_nightly_path_end_to_end(real_index, tmp_path, monkeypatch):
     db = tmp_path / "n.db"
     common = ["--backend", "eager", "--fullgraph", "--new-tokens", "3", "--prompt-length", "8", "--db", str(db)]
     # bisect across the listing's edge: 01 and 02 are served only at their direct URLs
-    done = diag("bisect", "--case", "append_last", "--good", "2.14.0.dev20260101", "--bad", "2.14.0.dev20260105",
-                "--index-url", url, "--index", url, *common, "--json", cwd=tmp_path, env_extra=extra, timeout=3000)
+    done = diag(
+        "bisect",
+        "--case",
+        "append_last",
+        "--good",
+        "2.14.0.dev20260101",
+        "--bad",
+        "2.14.0.dev20260105",
+        "--index-url",
+        url,
+        "--index",
+        url,
+        *common,
+        "--json",
+        cwd=tmp_path,
+        env_extra=extra,
+        timeout=3000,
+    )
     result = json.loads(done.stdout)
     assert result["first_bad"]["version"] == "2.14.0.dev20260103+cpu"
     assert result["last_good"]["version"] == "2.14.0.dev20260102+cpu"
     assert (result["good_status"], result["bad_status"]) == ("pass", "compile_error")
     assert result["sources"]["2.14.0.dev20260102"] == ["direct URL"] and result["missing_dates"] == []
     assert result["commit_range"].count("..") == 1
-    builds = {row[0]: row[1:] for row in sqlite3.connect(db).execute(
-        "SELECT version, wheel_url, wheel_origin, wheel_sha256 FROM torch_builds")}
+    builds = {
+        row[0]: row[1:]
+        for row in sqlite3.connect(db).execute(
+            "SELECT version, wheel_url, wheel_origin, wheel_sha256 FROM torch_builds"
+        )
+    }
     first_bad = builds["2.14.0.dev20260103+cpu"]
     assert first_bad[1] == "direct URL" and first_bad[0].endswith(made[3].name.replace("+", "%2B"))
     assert first_bad[2] == wheels.sha256_of(made[3])
     # the gate fails on the first bad build against the last good one, and says so in JUnit
     junit = tmp_path / "junit.xml"
-    done = diag("check", "--db", str(db), "--baseline", "2.14.0.dev20260102", "--junit", str(junit), cwd=tmp_path,
-                check=False)
+    done = diag(
+        "check", "--db", str(db), "--baseline", "2.14.0.dev20260102", "--junit", str(junit), cwd=tmp_path, check=False
+    )
     assert done.returncode == 1 and "status pass -> compile_error" in done.stdout
-    assert "failures=\"1\"" in junit.read_text()
+    assert 'failures="1"' in junit.read_text()
     # the report's front page shows the transition, its error and its commit range
     diag("report", "--db", str(db), "--out", str(tmp_path / "site"), cwd=tmp_path)
     index = (tmp_path / "site" / "index.html").read_text()
-    transitions = index[index.index("<h2>Newest transitions</h2>"):]
+    transitions = index[index.index("<h2>Newest transitions</h2>") :]
     assert "2.14.0.dev20260103+cpu" in transitions and "unexpected keyword argument" in transitions
     assert "pytorch/pytorch/compare/" in transitions
     # the newest of a series, and the error the broken nightlies raise, named
-    done = diag("run", "--case", "append_last", "--torch", "2.14.0.dev", "--index-url", url, *common, "--json",
-                cwd=tmp_path, env_extra=extra, timeout=1200)
+    done = diag(
+        "run",
+        "--case",
+        "append_last",
+        "--torch",
+        "2.14.0.dev",
+        "--index-url",
+        url,
+        *common,
+        "--json",
+        cwd=tmp_path,
+        env_extra=extra,
+        timeout=1200,
+    )
     run = json.loads(done.stdout)[0]
     assert run["build_version"] == "2.14.0.dev20260105+cpu" and run["status"] == "compile_error"
     assert "unexpected keyword argument 'guards'" in run["error_message"]
@@ -178,25 +226,48 @@ def test_the_nightly_path_end_to_end(real_index, tmp_path, monkeypatch):
     assert done.returncode == 1 and "none at its direct URL" in done.stderr
     # a stored build installs again from its recorded wheel, checked by sha256
     (home / "wheels" / made[3].name).unlink()
-    done = diag("env", "add", "--like", "2.14.0.dev20260103", "--db", str(db), "--json", cwd=tmp_path,
-                env_extra=extra, timeout=1200)
+    done = diag(
+        "env",
+        "add",
+        "--like",
+        "2.14.0.dev20260103",
+        "--db",
+        str(db),
+        "--json",
+        cwd=tmp_path,
+        env_extra=extra,
+        timeout=1200,
+    )
     assert json.loads(done.stdout)["torch_version"] == "2.14.0.dev20260103+cpu"
-    reinstalled = [env for env in home.joinpath("envs").iterdir() if env.name.startswith("torch-torch-2.14.0.dev20260103")]
+    reinstalled = [
+        env for env in home.joinpath("envs").iterdir() if env.name.startswith("torch-torch-2.14.0.dev20260103")
+    ]
     assert len(reinstalled) == 1  # an environment of its own: the wheel, its Python and transformers
     shutil.rmtree(reinstalled[0])
     (home / "wheels" / made[3].name).unlink()
     good = made[1].read_bytes()
     made[3].write_bytes(good)  # the URL now serves another build's bytes
-    done = diag("env", "add", "--like", "2.14.0.dev20260103", "--db", str(db), cwd=tmp_path, env_extra=extra,
-                check=False, timeout=1200)
+    done = diag(
+        "env",
+        "add",
+        "--like",
+        "2.14.0.dev20260103",
+        "--db",
+        str(db),
+        cwd=tmp_path,
+        env_extra=extra,
+        check=False,
+        timeout=1200,
+    )
     assert done.returncode == 1 and "sha256" in done.stderr and "not the build that was run" in done.stderr
 
 
 def test_nightly_is_keyed_on_the_newest_build_so_a_kept_env_is_never_yesterdays(index, monkeypatch, tmp_path):
     url, made = index
     provisioned = []
-    monkeypatch.setattr(envs, "provision", lambda request, log, wheel=None, label=None:
-                        provisioned.append((request, wheel, label)))
+    monkeypatch.setattr(
+        envs, "provision", lambda request, log, wheel=None, label=None: provisioned.append((request, wheel, label))
+    )
     envs.resolve("nightly", envs.Options(index_url=url))
     nightly_index.stand_in("2.14.0.dev20260106+cpu", made[1].parent)
     nightly_index.write_listing(made[1].parents[2], "cpu", [made[5], made[1].parent / made[5].name.replace("05", "06")])

@@ -13,10 +13,9 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import NIGHTLY, REPO
 
-BLOCKER = '''
+BLOCKER = """
 import importlib.abc, sys
 
 class _Absent(importlib.abc.MetaPathFinder):
@@ -26,7 +25,7 @@ class _Absent(importlib.abc.MetaPathFinder):
         return None
 
 sys.meta_path.insert(0, _Absent())
-'''
+"""
 # Probe modules that import torch at their top, by design: they run only inside target environments.
 PROBE_ONLY = {"diag.probe.diagnose", "diag.probe.hf", "diag.probe.llama"}
 
@@ -39,8 +38,9 @@ def no_torch(tmp_path):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(REPO)])}
 
     def run(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, *args], capture_output=True, text=True, cwd=tmp_path, env=env,
-                              timeout=300)
+        return subprocess.run(
+            [sys.executable, *args], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300
+        )
 
     assert "No module named 'torch'" in run("-c", "import torch").stderr
     return run
@@ -56,8 +56,11 @@ def _orchestrator_modules() -> list[str]:
 def test_every_orchestrator_module_imports_without_torch(no_torch):
     modules = _orchestrator_modules()
     assert "diag.cli" in modules and "diag.probe.records" in modules and "diag.report" in modules
-    done = no_torch("-c", f"import importlib, sys\nfor m in {modules!r}: importlib.import_module(m)\n"
-                          "print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))")
+    done = no_torch(
+        "-c",
+        f"import importlib, sys\nfor m in {modules!r}: importlib.import_module(m)\n"
+        "print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))",
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "[]"
 

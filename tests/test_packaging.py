@@ -11,7 +11,6 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import REPO
 
 pytestmark = pytest.mark.slow  # builds a wheel and installs it with its dependencies
@@ -19,23 +18,54 @@ pytestmark = pytest.mark.slow  # builds a wheel and installs it with its depende
 
 def test_the_wheel_lists_and_runs_the_built_in_cases(tmp_path):
     dist, venv = tmp_path / "dist", tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dist),
-                    str(REPO)], check=True, capture_output=True, timeout=600)
-    wheel, = dist.glob("diag-*.whl")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dist), str(REPO)],
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
+    (wheel,) = dist.glob("diag-*.whl")
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
-    done = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", str(wheel)],
-                          capture_output=True, text=True, timeout=1200)
+    done = subprocess.run(
+        [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", str(wheel)],
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     work = tmp_path / "work"  # not the checkout: nothing of it may be found by accident
     work.mkdir()
     diag = str(venv / "bin" / "diag")
-    cases = json.loads(subprocess.run([diag, "cases", "--json"], cwd=work, capture_output=True, text=True,
-                                      check=True).stdout)
+    cases = json.loads(
+        subprocess.run([diag, "cases", "--json"], cwd=work, capture_output=True, text=True, check=True).stdout
+    )
     assert {c["name"] for c in cases} == {"append_last", "dynamic_slice", "hf_static_cache", "hf_dynamic_cache"}
     assert all(str(venv) in c["path"] for c in cases)
-    done = subprocess.run([diag, "run", "--case", "append_last", "--torch", sys.executable, "--backend", "eager",
-                           "--fullgraph", "--no-timing", "--new-tokens", "2", "--prompt-length", "4", "--db", "x.db",
-                           "--json"], cwd=work, capture_output=True, text=True, timeout=900)
+    done = subprocess.run(
+        [
+            diag,
+            "run",
+            "--case",
+            "append_last",
+            "--torch",
+            sys.executable,
+            "--backend",
+            "eager",
+            "--fullgraph",
+            "--no-timing",
+            "--new-tokens",
+            "2",
+            "--prompt-length",
+            "4",
+            "--db",
+            "x.db",
+            "--json",
+        ],
+        cwd=work,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
-    run, = json.loads(done.stdout)
+    (run,) = json.loads(done.stdout)
     assert run["status"] == "pass" and str(venv) in run["case_path"]

@@ -15,11 +15,11 @@ import subprocess
 
 import pytest
 from click.testing import CliRunner
+from pipeline_year import ARCHITECTURES, RELEASES, Year, _outcome
 
 from diag import store
 from diag.cli import cli
 from diag.report.model import build_matrix
-from pipeline_year import ARCHITECTURES, RELEASES, Year, _outcome
 
 YEAR = 365
 FAILS = 5  # the night whose gh-pages checkout fails
@@ -53,8 +53,9 @@ def test_a_year_of_nights_stays_bounded_loses_no_run_and_survives_a_failed_check
     published = []
 
     def head() -> str:
-        return subprocess.run(["git", "rev-parse", "gh-pages"], cwd=year.pages, capture_output=True,
-                              text=True).stdout.strip()
+        return subprocess.run(
+            ["git", "rev-parse", "gh-pages"], cwd=year.pages, capture_output=True, text=True
+        ).stdout.strip()
 
     try:
         for night in range(1, YEAR + 1):
@@ -80,8 +81,9 @@ def test_a_year_of_nights_stays_bounded_loses_no_run_and_survives_a_failed_check
     kept, folded = db.execute("SELECT (SELECT count(*) FROM runs), (SELECT sum(runs) FROM folded_runs)").fetchone()
     assert kept + folded == year.stored
     # one commit on the branch: no night's copy of the history stays in it
-    count = subprocess.run(["git", "rev-list", "--count", "gh-pages"], cwd=year.pages, capture_output=True,
-                           text=True).stdout.strip()
+    count = subprocess.run(
+        ["git", "rev-list", "--count", "gh-pages"], cwd=year.pages, capture_output=True, text=True
+    ).stdout.strip()
     assert count == "1" and len(set(published)) == YEAR
     assert (year.site / "index.html").exists()
     # every night of a year stays under GitHub's limits (a file over 100 MB is refused)
@@ -91,6 +93,9 @@ def test_a_year_of_nights_stays_bounded_loses_no_run_and_survives_a_failed_check
     opened = store.open_db(history)
     matrix = build_matrix(store.builds(opened), store.report_runs(opened), {})
     first = dt.date(2027, 1, 1)
-    seen = {(t.row.case, t.row.fullgraph, (dt.date.fromisoformat(t.first_after["nightly_date"]) - first).days)
-            for t in matrix.transitions if t.row.case.startswith("hf:") and t.first_after["nightly_date"]}
+    seen = {
+        (t.row.case, t.row.fullgraph, (dt.date.fromisoformat(t.first_after["nightly_date"]) - first).days)
+        for t in matrix.transitions
+        if t.row.case.startswith("hf:") and t.first_after["nightly_date"]
+    }
     assert seen == _changes(YEAR)

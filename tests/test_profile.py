@@ -12,8 +12,25 @@ from conftest import diag, show
 
 def test_profile_is_a_chrome_trace_linked_from_the_run_page(tmp_path):
     db = tmp_path / "p.db"
-    done = diag("run", "--case", "append_last", "--backend", "eager", "--fullgraph", "--new-tokens", "4",
-                "--repeats", "1", "--timing-seconds", "0", "--profile", "--db", str(db), "--json", cwd=tmp_path)
+    done = diag(
+        "run",
+        "--case",
+        "append_last",
+        "--backend",
+        "eager",
+        "--fullgraph",
+        "--new-tokens",
+        "4",
+        "--repeats",
+        "1",
+        "--timing-seconds",
+        "0",
+        "--profile",
+        "--db",
+        str(db),
+        "--json",
+        cwd=tmp_path,
+    )
     run = show(db, json.loads(done.stdout)[0]["id"], tmp_path)
     profile = run["extra"]["profile"]
     trace = Path(run["artifacts_dir"]) / profile["trace"]
@@ -27,12 +44,21 @@ def test_profile_is_a_chrome_trace_linked_from_the_run_page(tmp_path):
     out = tmp_path / "site"
     diag("report", "--db", str(db), "--out", str(out), cwd=tmp_path)
     page = (out / "runs" / f"{run['id']}.html").read_text()
-    link = page[page.index("Profile (one"):].split('<a href="', 1)[1].split('"', 1)[0]
+    link = page[page.index("Profile (one") :].split('<a href="', 1)[1].split('"', 1)[0]
     assert (out / "runs" / link).resolve() == trace.resolve()
     assert f"<code>{profile['top'][0]['op']}</code>" in page
 
 
 def test_profile_without_the_timing_pass_is_refused(tmp_path):
-    done = diag("run", "--case", "append_last", "--profile", "--no-timing", "--db", str(tmp_path / "x.db"),
-                check=False, cwd=tmp_path)
+    done = diag(
+        "run",
+        "--case",
+        "append_last",
+        "--profile",
+        "--no-timing",
+        "--db",
+        str(tmp_path / "x.db"),
+        check=False,
+        cwd=tmp_path,
+    )
     assert done.returncode == 1 and "--profile" in done.stderr and len(done.stderr.strip().splitlines()) == 1

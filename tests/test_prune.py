@@ -10,13 +10,13 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from diag.build import identity
 from diag import store
+from diag.build import identity
 from diag.cli import cli
 from diag.report.model import build_matrix
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-import synthetic  # noqa: E402
+import synthetic  # noqa: E402 (after sys.path names bench/)
 
 ROW = {"case": "append_last", "backend": "aot_eager", "fullgraph": 1, "dtype": "float32"}
 OTHER = {**ROW, "case": "dynamic_slice"}
@@ -40,8 +40,9 @@ def _history() -> list[store.RunRecord]:
             if name == "o" and day >= GONE:
                 continue
             status = "fullgraph_error" if broken and name == "a" else "pass"
-            record = synthetic.record(build, f"{name}{day}", row, status, rng,
-                                      synthetic.SLICE_ERROR if status != "pass" else None)
+            record = synthetic.record(
+                build, f"{name}{day}", row, status, rng, synthetic.SLICE_ERROR if status != "pass" else None
+            )
             record.run.update(started_at=started, capabilities=CAPABILITIES)
             found.append(record)
         record = synthetic.record(release, f"r{day}", ROW, "pass", rng)
@@ -56,8 +57,10 @@ def _transitions(db) -> set[tuple]:
 
 
 def _count(db) -> int:
-    return db.execute("SELECT count(*) FROM runs").fetchone()[0] + \
-        db.execute("SELECT coalesce(sum(runs), 0) FROM folded_runs").fetchone()[0]
+    return (
+        db.execute("SELECT count(*) FROM runs").fetchone()[0]
+        + db.execute("SELECT coalesce(sum(runs), 0) FROM folded_runs").fetchone()[0]
+    )
 
 
 def test_prune_folds_old_nightlies_and_repeats_without_losing_a_run_or_a_transition(tmp_path):
@@ -75,20 +78,26 @@ def test_prune_folds_old_nightlies_and_repeats_without_losing_a_run_or_a_transit
     release = store.find_build(db, "2.7.0")
     kept = [row[0] for row in db.execute("SELECT uid FROM runs WHERE torch_build_id = ?", [release["id"]])]
     assert sorted(kept) == ["r78", "r79"]
-    folded = db.execute("SELECT status, runs, first_started_at, last_started_at FROM folded_runs "
-                        "WHERE torch_build_id = ?", [release["id"]]).fetchall()
+    folded = db.execute(
+        "SELECT status, runs, first_started_at, last_started_at FROM folded_runs WHERE torch_build_id = ?",
+        [release["id"]],
+    ).fetchall()
     assert folded == [("pass", NIGHTS - 2, "2027-01-01T00:00:00", "2027-03-19T00:00:00")]
     # of the 20 nightlies past the newest 60, those that are no week's first and no transition's build
     nightlies = sorted((b for b in store.builds(db) if b["nightly_date"]), key=lambda b: b["nightly_date"])
     with_runs = {row[0] for row in db.execute("SELECT DISTINCT torch_build_id FROM runs")}
-    kept_old = [int(b["nightly_date"][-2:]) - 1 for b in nightlies[:NIGHTS - 60] if b["id"] in with_runs]
-    firsts = {day for day in range(NIGHTS - 60)
-              if (dt.date(2027, 1, 1) + dt.timedelta(days=day)).isocalendar()[1]
-              != (dt.date(2027, 1, 1) + dt.timedelta(days=day - 1)).isocalendar()[1] or day == 0}
+    kept_old = [int(b["nightly_date"][-2:]) - 1 for b in nightlies[: NIGHTS - 60] if b["id"] in with_runs]
+    firsts = {
+        day
+        for day in range(NIGHTS - 60)
+        if (dt.date(2027, 1, 1) + dt.timedelta(days=day)).isocalendar()[1]
+        != (dt.date(2027, 1, 1) + dt.timedelta(days=day - 1)).isocalendar()[1]
+        or day == 0
+    }
     assert set(kept_old) == firsts | {0}, kept_old
     assert result["thinned"] == 2 * ((NIGHTS - 60) - len(set(kept_old)))  # both rows of each
     assert result["folded"] == (NIGHTS - 2) + result["thinned"]
-    assert all(b["id"] in with_runs for b in nightlies[NIGHTS - 60:])  # the newest 60 all stay
+    assert all(b["id"] in with_runs for b in nightlies[NIGHTS - 60 :])  # the newest 60 all stay
     # the transitions (and their builds) are exactly those before
     assert _transitions(db) == before
 
@@ -112,8 +121,9 @@ def test_a_transition_and_a_rows_last_build_keep_their_runs_past_the_window(tmp_
     assert not has_runs(34) and not has_runs(46)
     # and of a transition's build, only the row that changed there stays
     date = dt.date(2027, 1, 1) + dt.timedelta(days=30)
-    cases = db.execute('SELECT DISTINCT "case" FROM runs WHERE torch_build_id = ?',
-                       [nightly[int(f"{date:%Y%m%d}")]]).fetchall()
+    cases = db.execute(
+        'SELECT DISTINCT "case" FROM runs WHERE torch_build_id = ?', [nightly[int(f"{date:%Y%m%d}")]]
+    ).fetchall()
     assert cases == [("append_last",)]
     assert _transitions(db) == before and _count(db) == len(history)
     # a second prune changes nothing: folded runs still count as their build's outcomes
@@ -150,8 +160,7 @@ def test_prune_says_what_it_folded(tmp_path):
     db = store.open_db(tmp_path / "h.db")
     store.save_runs(db, _history())
     db.conn.close()
-    done = CliRunner().invoke(cli, ["prune", "--db", str(tmp_path / "h.db"), "--thin-after", "5", "--keep-builds",
-                                    "5"])
+    done = CliRunner().invoke(cli, ["prune", "--db", str(tmp_path / "h.db"), "--thin-after", "5", "--keep-builds", "5"])
     assert done.exit_code == 0, done.output
     assert "folded" in done.output and "rows of old nightlies thinned" in done.output
     result = json.loads(CliRunner().invoke(cli, ["prune", "--db", str(tmp_path / "h.db"), "--json"]).stdout)
@@ -176,13 +185,16 @@ def test_a_build_re_run_every_night_keeps_full_detail_for_its_newest_two_invocat
     for night in range(6):
         for repeat in range(2):
             record = synthetic.record(release, f"r{night}-{repeat}", ROW, "pass", rng)
-            record.run.update(started_at=f"2027-01-0{night + 1}T00:00:0{repeat}", capabilities=CAPABILITIES,
-                              invocation=f"night{night}")
+            record.run.update(
+                started_at=f"2027-01-0{night + 1}T00:00:0{repeat}",
+                capabilities=CAPABILITIES,
+                invocation=f"night{night}",
+            )
             history.append(record)
     db = store.open_db(tmp_path / "h.db")
     store.save_runs(db, history)
     store.prune(db, keep_builds=14, keep_runs=10)
-    whole = {uid for uid, in db.execute("SELECT uid FROM runs WHERE capabilities IS NOT NULL")}
+    whole = {uid for (uid,) in db.execute("SELECT uid FROM runs WHERE capabilities IS NOT NULL")}
     assert whole == {"r5-0", "r5-1", "r4-0", "r4-1"}  # what check pools: the newest against the one before
     # of the 12 runs, the newest 10 stay (the older six compacted), the two before are counted
     assert db.execute("SELECT count(*) FROM runs").fetchone()[0] == 10
@@ -195,9 +207,15 @@ def test_the_retention_policy_on_plain_values():
     from diag.store import policy
 
     row = ("append_last",)
-    runs = [(10, 2, "c", row), (9, 2, "b", row), (8, 2, "a", row),  # recent build: invocations c, b, a
-            (7, 1, "y", row), (6, 1, "x", row), (5, 1, "w", row),  # old build
-            (4, 3, "q", row)]  # an old nightly's cell that thin_cells chose
+    runs = [
+        (10, 2, "c", row),
+        (9, 2, "b", row),
+        (8, 2, "a", row),  # recent build: invocations c, b, a
+        (7, 1, "y", row),
+        (6, 1, "x", row),
+        (5, 1, "w", row),  # old build
+        (4, 3, "q", row),
+    ]  # an old nightly's cell that thin_cells chose
     choice = policy.choose(runs, recent={2}, thin={(3, *row)}, keep_runs=10)
     assert choice.kept == {10, 9}
     assert choice.surplus == [5, 4]

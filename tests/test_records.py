@@ -6,8 +6,8 @@ import ast
 import json
 
 import pytest
-
 from conftest import REPO, recorded, replay
+
 from diag import store
 from diag.probe import records, statuses
 
@@ -25,11 +25,13 @@ def test_a_writer_refuses_an_undeclared_field_or_kind(tmp_path):
 
 def test_torn_lines_and_foreign_records_are_counted_not_fatal(tmp_path):
     path = tmp_path / "r.jsonl"
-    path.write_bytes(b'{"kind": "oracle", "v": 1, "oracle_equal": false}\n'
-                     b'{"kind": "oracle", "v": 1, "orac\n'  # a write torn by a crash
-                     b'\xff\xfe garbage\n'
-                     b'{"kind": "no_such_kind"}\n'
-                     b'[1, 2]\n')
+    path.write_bytes(
+        b'{"kind": "oracle", "v": 1, "oracle_equal": false}\n'
+        b'{"kind": "oracle", "v": 1, "orac\n'  # a write torn by a crash
+        b"\xff\xfe garbage\n"
+        b'{"kind": "no_such_kind"}\n'
+        b"[1, 2]\n"
+    )
     found, bad = records.read(path)
     assert [r["oracle_equal"] for r in found] == [False] and bad == 4
     assert records.read(tmp_path / "absent.jsonl") == ([], 0)
@@ -56,8 +58,11 @@ def _string_kind_calls(tree: ast.AST) -> list[int]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args:
             head = node.args[0]
-            if node.func.attr in ("write", "first", "all", "every") and isinstance(head, ast.Constant) \
-                    and head.value in records.KINDS:
+            if (
+                node.func.attr in ("write", "first", "all", "every")
+                and isinstance(head, ast.Constant)
+                and head.value in records.KINDS
+            ):
                 found.append(node.lineno)
     return found
 

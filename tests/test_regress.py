@@ -7,8 +7,8 @@ import random
 import xml.etree.ElementTree as ET
 
 import pytest
-
 from conftest import REPO, TEST_CASES, diag
+
 from diag import gate, regress
 
 
@@ -39,17 +39,39 @@ def test_mann_whitney_with_all_ties_is_not_significant():
 
 
 def _run(id_, status="pass", keys=(), tokens_equal=1, samples=(), **extra):
-    return {"id": id_, "case": "c", "backend": "eager", "fullgraph": 1, "dynamic": "auto", "mode": "default",
-            "device": "cpu", "dtype": "float32", "batch_size": 1, "prompt_length": 16, "new_tokens": 16,
-            "model": "tiny-random", "status": status, "tokens_equal": tokens_equal,
-            "graph_breaks": [{"key": k} for k in keys], "recompiles": [], "hidden_errors": [],
-            "timings": [{"mode": "compiled", "metric": "decode_step", "samples": list(samples)}], **extra}
+    return {
+        "id": id_,
+        "case": "c",
+        "backend": "eager",
+        "fullgraph": 1,
+        "dynamic": "auto",
+        "mode": "default",
+        "device": "cpu",
+        "dtype": "float32",
+        "batch_size": 1,
+        "prompt_length": 16,
+        "new_tokens": 16,
+        "model": "tiny-random",
+        "status": status,
+        "tokens_equal": tokens_equal,
+        "graph_breaks": [{"key": k} for k in keys],
+        "recompiles": [],
+        "hidden_errors": [],
+        "timings": [{"mode": "compiled", "metric": "decode_step", "samples": list(samples)}],
+        **extra,
+    }
 
 
 def test_regressions_status_keys_tokens_and_allow_list():
     before = _run(1)
-    after = _run(2, status="fullgraph_error", keys=("GB0001", "GB0002"), tokens_equal=0,
-                 error_type="UserError", error_key="UserError:abc")
+    after = _run(
+        2,
+        status="fullgraph_error",
+        keys=("GB0001", "GB0002"),
+        tokens_equal=0,
+        error_type="UserError",
+        error_key="UserError:abc",
+    )
     found = regress.regressions(regress.compare_runs(before, after), regress.Thresholds(), allowed={"GB0002"})
     kinds = sorted(r.kind for r in found)
     assert kinds == ["new_key", "status", "tokens"]
@@ -72,7 +94,7 @@ def test_a_latency_verdict_is_over_runs_and_inconclusive_with_too_few():
     # one run a side: however many steps each run timed, the steps are not independent draws
     single = regress.compare_runs(base[0], slower[0])
     assert regress.regressions(single, thresholds, set()) == []
-    unjudged, = regress.inconclusive(single, thresholds)
+    (unjudged,) = regress.inconclusive(single, thresholds)
     assert unjudged.kind == "inconclusive" and "1 -> 1 runs a side, need 4" in unjudged.message
     # a small ratio is nothing to judge, with any number of runs
     assert regress.inconclusive(regress.compare_runs(base[0], barely[0]), thresholds) == []
@@ -96,7 +118,7 @@ def test_host_adjusted_latency_sees_through_a_slower_host_but_not_a_slower_step(
     base = _timed_run(1, 1e-3, 5e-4, jitter=0.02)
     host_slower = _timed_run(2, 2e-3, 1e-3, jitter=0.02)  # everything 2x: the host, not torch
     step_slower = _timed_run(3, 1.2e-3, 5e-4, jitter=0.02)  # the step alone 20% slower
-    change, = regress.compare_runs(base, host_slower).timings
+    (change,) = regress.compare_runs(base, host_slower).timings
     assert change.basis == "host-adjusted" and 0.95 < change.ratio < 1.05
     assert regress.regressions(regress.compare_runs(base, host_slower), thresholds, set()) == []
     bases = [_timed_run(i, 1e-3, 5e-4, jitter=0.02) for i in range(10, 15)]
@@ -106,7 +128,7 @@ def test_host_adjusted_latency_sees_through_a_slower_host_but_not_a_slower_step(
     assert regress.inconclusive(regress.compare_runs(base, step_slower), thresholds)[0].kind == "inconclusive"
     # Without host references on both sides, or on a GPU, the raw medians are compared.
     raw = _run(4, samples=[2e-3] * 210)
-    change, = regress.compare_runs(base, raw).timings
+    (change,) = regress.compare_runs(base, raw).timings
     assert change.basis == "raw" and change.ratio == pytest.approx(2.0, rel=0.05)
     cuda = [_timed_run(5, 1e-3, 5e-4, device="cuda"), _timed_run(6, 2e-3, 1e-3, device="cuda")]
     assert regress.compare_runs(*cuda).timings[0].basis == "raw"
@@ -128,34 +150,43 @@ def test_compile_time_is_host_adjusted_like_latency():
         return runs
 
     base, slower_host, slower_compile = side(10, 0.66, 5e-4), side(20, 0.99, 7.5e-4), side(30, 0.99, 5e-4)
-    change = next(t for t in regress.compare_runs(base[-1], slower_host[-1], base, slower_host).timings
-                  if t.metric == "compile_s")
+    change = next(
+        t for t in regress.compare_runs(base[-1], slower_host[-1], base, slower_host).timings if t.metric == "compile_s"
+    )
     assert change.basis == "host-adjusted" and 0.95 < change.ratio < 1.05
-    assert regress.regressions(regress.compare_runs(base[-1], slower_host[-1], base, slower_host), thresholds,
-                               set()) == []
-    found = regress.regressions(regress.compare_runs(base[-1], slower_compile[-1], base, slower_compile),
-                                thresholds, set())
+    assert (
+        regress.regressions(regress.compare_runs(base[-1], slower_host[-1], base, slower_host), thresholds, set()) == []
+    )
+    found = regress.regressions(
+        regress.compare_runs(base[-1], slower_compile[-1], base, slower_compile), thresholds, set()
+    )
     assert [r.message.split(" ")[0] for r in found] == ["compile_s"] and "host-adjusted" in found[0].message
     # without host references (a run stored before they existed) compile time stays raw seconds
     for run in base:
         run["timings"] = [t for t in run["timings"] if t["metric"] != "host_reference"]
-    change = next(t for t in regress.compare_runs(base[-1], slower_host[-1], base, slower_host).timings
-                  if t.metric == "compile_s")
+    change = next(
+        t for t in regress.compare_runs(base[-1], slower_host[-1], base, slower_host).timings if t.metric == "compile_s"
+    )
     assert change.basis == "raw" and change.ratio == pytest.approx(1.5, rel=0.05)
 
 
 def test_check_on_one_build_pools_the_newest_invocation_against_the_one_before():
-    runs = [_timed_run(1, 1e-3, 5e-4, invocation="a", jitter=0.05), _timed_run(2, 1e-3, 5e-4, invocation="a", jitter=0.05),
-            _timed_run(3, 1e-3, 5e-4, invocation="b", jitter=0.05), _timed_run(4, 1.3e-3, 5e-4, invocation="c", jitter=0.05),
-            _timed_run(5, 1.3e-3, 5e-4, invocation="c", jitter=0.05), _timed_run(6, 1.3e-3, 5e-4, invocation="c", jitter=0.05)]
-    comparison, = gate.compare_within_build(runs)
+    runs = [
+        _timed_run(1, 1e-3, 5e-4, invocation="a", jitter=0.05),
+        _timed_run(2, 1e-3, 5e-4, invocation="a", jitter=0.05),
+        _timed_run(3, 1e-3, 5e-4, invocation="b", jitter=0.05),
+        _timed_run(4, 1.3e-3, 5e-4, invocation="c", jitter=0.05),
+        _timed_run(5, 1.3e-3, 5e-4, invocation="c", jitter=0.05),
+        _timed_run(6, 1.3e-3, 5e-4, invocation="c", jitter=0.05),
+    ]
+    (comparison,) = gate.compare_within_build(runs)
     assert (comparison.before["id"], comparison.after["id"]) == (3, 6)
-    change, = comparison.timings
+    (change,) = comparison.timings
     assert (change.runs_before, change.runs_after) == (1, 3) and change.ratio == pytest.approx(1.3, rel=0.08)
-    comparison, = gate.compare_within_build(runs[:3])
+    (comparison,) = gate.compare_within_build(runs[:3])
     assert (comparison.timings[0].runs_before, comparison.timings[0].runs_after) == (2, 1)
     # Runs stored before invocations were recorded stand alone.
-    comparison, = gate.compare_within_build([_timed_run(1, 1e-3, 5e-4), _timed_run(2, 1e-3, 5e-4)])
+    (comparison,) = gate.compare_within_build([_timed_run(1, 1e-3, 5e-4), _timed_run(2, 1e-3, 5e-4)])
     assert (comparison.before["id"], comparison.after["id"], comparison.timings[0].runs_before) == (1, 2, 1)
 
 
@@ -168,8 +199,19 @@ def test_junit_has_one_case_per_row_and_a_failure_per_regression():
 
 
 AB = TEST_CASES / "ab"
-TIMED = ["--backend", "eager", "--fullgraph", "--new-tokens", "8", "--repeats", "3", "--prompt-length", "8",
-         "--threads", "1"]
+TIMED = [
+    "--backend",
+    "eager",
+    "--fullgraph",
+    "--new-tokens",
+    "8",
+    "--repeats",
+    "3",
+    "--prompt-length",
+    "8",
+    "--threads",
+    "1",
+]
 
 
 @pytest.mark.slow
@@ -183,15 +225,34 @@ def test_a_a_passes_then_a_b_slowdown_and_fullgraph_regression_fail(tmp_path):
 
     def run(variant, repeat=5, target=db):
         (mine / "ab_variant.py").write_text((AB / f"{variant}.py").read_text())
-        diag("run", "--case", str(mine / "ab_variant.py"), *TIMED, "--repeat", str(repeat), "--db", str(target),
-             cwd=tmp_path)
+        diag(
+            "run",
+            "--case",
+            str(mine / "ab_variant.py"),
+            *TIMED,
+            "--repeat",
+            str(repeat),
+            "--db",
+            str(target),
+            cwd=tmp_path,
+        )
 
     def check(target=db):
         # This 2-core host drifts on its own by up to ~1.6x for seconds at a time (bench/run.py measures
         # it). The test checks the mechanism: A/A stays quiet and a ~2.7x injected slowdown is caught, at a
         # threshold between the two. How the default threshold fares is measured in bench/, not here.
-        done = diag("check", "--db", str(target), "--json", "--junit", str(tmp_path / "junit.xml"),
-                    "--latency-threshold", "1.5", cwd=tmp_path, check=False)
+        done = diag(
+            "check",
+            "--db",
+            str(target),
+            "--json",
+            "--junit",
+            str(tmp_path / "junit.xml"),
+            "--latency-threshold",
+            "1.5",
+            cwd=tmp_path,
+            check=False,
+        )
         return done.returncode, json.loads(done.stdout)
 
     run("base")

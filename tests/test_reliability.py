@@ -12,10 +12,10 @@ import sys
 import time
 
 import pytest
-
 from conftest import REPO, TEST_CASES, diag
-from diag.build import identity
+
 from diag import store, text
+from diag.build import identity
 
 FAST = ["--backend", "eager", "--fullgraph", "--no-timing", "--new-tokens", "3", "--prompt-length", "6"]
 
@@ -31,9 +31,25 @@ def test_ctrl_c_kills_probes_keeps_finished_runs_and_leaves_a_consistent_db(tmp_
     # A job a non-interactive shell starts in the background inherits SIGINT ignored, and Python then
     # installs no handler for it: the test gives diag the terminal's default, as a user's shell does.
     process = subprocess.Popen(
-        [sys.executable, "-m", "diag", "run", "--case", "append_last", "--case", str(TEST_CASES / "hang.py"),
-         *FAST, "--db", str(db)], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        [
+            sys.executable,
+            "-m",
+            "diag",
+            "run",
+            "--case",
+            "append_last",
+            "--case",
+            str(TEST_CASES / "hang.py"),
+            *FAST,
+            "--db",
+            str(db),
+        ],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
         if db.exists() and store.open_db(db)["runs"].count == 1 and _probe_processes(str(tmp_path)):
@@ -49,7 +65,7 @@ def test_ctrl_c_kills_probes_keeps_finished_runs_and_leaves_a_consistent_db(tmp_
     assert "interrupted: 1 of 2 runs recorded" in err
     assert _probe_processes(str(tmp_path)) == []
     handle = store.open_db(db)
-    assert [r["case"] for r in handle.query("SELECT \"case\" FROM runs")] == ["append_last"]
+    assert [r["case"] for r in handle.query('SELECT "case" FROM runs')] == ["append_last"]
     assert store.integrity(handle) == "ok"
     # The killed run left no directory behind: one directory, the stored run's.
     stored = [r["uid"] for r in handle.query("SELECT uid FROM runs")]
@@ -59,8 +75,20 @@ def test_ctrl_c_kills_probes_keeps_finished_runs_and_leaves_a_consistent_db(tmp_
 @pytest.mark.slow
 def test_two_concurrent_writers_keep_every_run_once(tmp_path):
     db = tmp_path / "shared.db"
-    command = [sys.executable, "-m", "diag", "run", "--case", "append_last", "--case", "dynamic_slice", *FAST,
-               "--db", str(db), "--json"]
+    command = [
+        sys.executable,
+        "-m",
+        "diag",
+        "run",
+        "--case",
+        "append_last",
+        "--case",
+        "dynamic_slice",
+        *FAST,
+        "--db",
+        str(db),
+        "--json",
+    ]
     first = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     second = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     outputs = [p.communicate(timeout=900) for p in (first, second)]
@@ -79,12 +107,12 @@ def test_old_schema_fixture_is_migrated_in_place(tmp_path):
     shutil.copy(REPO / "tests" / "fixtures" / "schema_v1.db", path)
     raw = sqlite3.connect(path)
     assert [r[0] for r in raw.execute("SELECT name FROM migrations")] == ["m001_initial"]
-    runs_before = raw.execute("SELECT id, \"case\", status FROM runs").fetchall()
+    runs_before = raw.execute('SELECT id, "case", status FROM runs').fetchall()
     raw.close()
     db = store.open_db(path)
     assert [r["name"] for r in db.query("SELECT name FROM migrations")] == [n for n, _ in store.MIGRATIONS]
     assert "latest_status" in db.view_names()
-    assert [tuple(r.values()) for r in db.query("SELECT id, \"case\", status FROM runs")] == runs_before
+    assert [tuple(r.values()) for r in db.query('SELECT id, "case", status FROM runs')] == runs_before
 
 
 HOSTILE = "<script>alert(1)</script> \x1b[2J\x1b[31mred\x00nul " + "x" * 20000 + " \udcff\udcfe"
@@ -92,13 +120,31 @@ HOSTILE = "<script>alert(1)</script> \x1b[2J\x1b[31mred\x00nul " + "x" * 20000 +
 
 def test_hostile_strings_are_stored_and_readable_in_the_terminal(tmp_path):
     db = store.open_db(tmp_path / "h.db")
-    run_id = store.save_run(db, store.RunRecord(
-        build=identity("2.13.0", "abc", None),
-        run={"uid": "h", "case": "\x1b]0;title\x07case", "config": "{}", "backend": "eager", "fullgraph": 1,
-             "dynamic": "auto", "mode": "default", "device": "cpu", "dtype": "float32", "batch_size": 1,
-             "status": "compile_error", "error_type": "RuntimeError", "error_message": HOSTILE},
-        graph_breaks=[], recompiles=[], hidden_errors=[{"key": "k", "exc_type": "E", "message": HOSTILE,
-                                                        "count": 1}], timings=[]))
+    run_id = store.save_run(
+        db,
+        store.RunRecord(
+            build=identity("2.13.0", "abc", None),
+            run={
+                "uid": "h",
+                "case": "\x1b]0;title\x07case",
+                "config": "{}",
+                "backend": "eager",
+                "fullgraph": 1,
+                "dynamic": "auto",
+                "mode": "default",
+                "device": "cpu",
+                "dtype": "float32",
+                "batch_size": 1,
+                "status": "compile_error",
+                "error_type": "RuntimeError",
+                "error_message": HOSTILE,
+            },
+            graph_breaks=[],
+            recompiles=[],
+            hidden_errors=[{"key": "k", "exc_type": "E", "message": HOSTILE, "count": 1}],
+            timings=[],
+        ),
+    )
     run = store.get_run(db, run_id)
     assert run["error_message"].startswith("<script>alert(1)</script> \x1b[2J")
     assert "\x00nul" in run["error_message"] and "x" * 20000 in run["error_message"]

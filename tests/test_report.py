@@ -7,13 +7,13 @@ import re
 import shutil
 from pathlib import Path
 
-import pytest
-
 import browser
+import pytest
 from conftest import cli, diag, recorded, replay
+
+from diag import report, store
 from diag.build import identity
 from diag.build import order as build_order
-from diag import report, store
 from diag.report.model import build_matrix
 
 CHROMIUM = browser.CHROMIUM
@@ -57,13 +57,26 @@ def _hostile_db(path: Path) -> int:
     db = store.open_db(path)
     record = store.RunRecord(
         build=identity("2.13.0", "deadbeef", None),
-        run={"uid": "hostile", "case": "<b>case</b>", "config": "{}", "backend": "eager", "fullgraph": 1,
-             "dynamic": "auto", "mode": "default", "device": "cpu", "dtype": "float32", "batch_size": 1,
-             "status": "compile_error", "error_type": "RuntimeError",
-             "error_message": "<script>alert('x')</script> \x1b[31mred\x1b[0m"},
+        run={
+            "uid": "hostile",
+            "case": "<b>case</b>",
+            "config": "{}",
+            "backend": "eager",
+            "fullgraph": 1,
+            "dynamic": "auto",
+            "mode": "default",
+            "device": "cpu",
+            "dtype": "float32",
+            "batch_size": 1,
+            "status": "compile_error",
+            "error_type": "RuntimeError",
+            "error_message": "<script>alert('x')</script> \x1b[31mred\x1b[0m",
+        },
         graph_breaks=[{"key": "<img src=x onerror=alert(1)>", "reason": "<script>1</script>", "count": 1}],
-        recompiles=[], hidden_errors=[{"key": "k", "exc_type": "E", "message": "</pre><script>2</script>",
-                                       "count": 1}], timings=[])
+        recompiles=[],
+        hidden_errors=[{"key": "k", "exc_type": "E", "message": "</pre><script>2</script>", "count": 1}],
+        timings=[],
+    )
     return store.save_run(db, record)
 
 
@@ -101,34 +114,56 @@ def _build(id_, version, date=None):
 
 
 def _run(id_, build_id, status):
-    return {"id": id_, "torch_build_id": build_id, "case": "append_last", "backend": "inductor", "fullgraph": 1,
-            "dynamic": "auto", "mode": "default", "device": "cpu", "dtype": "float32", "status": status}
+    return {
+        "id": id_,
+        "torch_build_id": build_id,
+        "case": "append_last",
+        "backend": "inductor",
+        "fullgraph": 1,
+        "dynamic": "auto",
+        "mode": "default",
+        "device": "cpu",
+        "dtype": "float32",
+        "status": status,
+    }
 
 
 def test_builds_order_by_version_then_nightly_date():
-    builds = [_build(1, "2.2.0"), _build(2, "2.1.0.dev20230621", "2023-06-21"), _build(3, "2.10.0"),
-              _build(4, "2.1.0"), _build(5, "2.1.0.dev20230601", "2023-06-01")]
+    builds = [
+        _build(1, "2.2.0"),
+        _build(2, "2.1.0.dev20230621", "2023-06-21"),
+        _build(3, "2.10.0"),
+        _build(4, "2.1.0"),
+        _build(5, "2.1.0.dev20230601", "2023-06-01"),
+    ]
     assert [b["id"] for b in sorted(builds, key=build_order)] == [5, 2, 4, 1, 3]
 
 
 def test_transitions_and_key_changes_between_consecutive_builds():
-    builds = [_build(1, "2.1.0.dev20230601", "2023-06-01"), _build(2, "2.1.0.dev20230602", "2023-06-02"),
-              _build(3, "2.1.0.dev20230603", "2023-06-03")]
+    builds = [
+        _build(1, "2.1.0.dev20230601", "2023-06-01"),
+        _build(2, "2.1.0.dev20230602", "2023-06-02"),
+        _build(3, "2.1.0.dev20230603", "2023-06-03"),
+    ]
     runs = [_run(10, 1, "pass"), _run(11, 2, "fullgraph_error"), _run(12, 3, "pass")]
     keys = {11: {("graph_breaks", "GB0124")}}
     matrix = build_matrix(builds, runs, keys)
     assert [(t.kind, t.last_before["id"], t.first_after["id"]) for t in matrix.transitions] == [
-        ("fix", 2, 3), ("regression", 1, 2)]  # newest first
+        ("fix", 2, 3),
+        ("regression", 1, 2),
+    ]  # newest first
     row = matrix.rows[0]
     assert [matrix.cell(row, b).changed for b in (1, 2, 3)] == [False, True, True]
     assert [(c.build["id"], c.appeared, c.disappeared) for c in matrix.key_changes] == [
-        (3, [], [("graph_breaks", "GB0124")]), (2, [("graph_breaks", "GB0124")], [])]
+        (3, [], [("graph_breaks", "GB0124")]),
+        (2, [("graph_breaks", "GB0124")], []),
+    ]
 
 
 def test_datasette_views(findings_db):
     db = store.open_db(findings_db)
     assert {"run_summary", "latest_status"} <= set(db.view_names())
-    latest = list(db.query("SELECT \"case\", status FROM latest_status"))
+    latest = list(db.query('SELECT "case", status FROM latest_status'))
     assert len(latest) == db["runs"].count
 
 
@@ -136,8 +171,11 @@ def test_datasette_views(findings_db):
 def test_index_loads_in_headless_chromium_without_console_errors(findings_db, findings, tmp_path):
     out = tmp_path / "site"
     diag("report", "--db", str(findings_db), "--out", str(out), cwd=tmp_path)
-    pages = [out / "index.html", out / "runs" / f"{findings[('dynamic_slice', False)]['id']}.html",
-             out / "cases" / "append_last.html"]
+    pages = [
+        out / "index.html",
+        out / "runs" / f"{findings[('dynamic_slice', False)]['id']}.html",
+        out / "cases" / "append_last.html",
+    ]
     for number, page in enumerate(pages):
         shot = tmp_path / f"page{number}.png"
         assert browser.console_errors(page, shot, tmp_path / f"profile{number}") == []
@@ -151,9 +189,28 @@ def test_index_loads_in_headless_chromium_without_console_errors(findings_db, fi
 @pytest.mark.slow
 def test_sweep_runs_are_plotted_against_batch_size(tmp_path):
     db = tmp_path / "sweep.db"
-    done = diag("run", "--case", "append_last", "--backend", "eager", "--fullgraph", "--new-tokens", "4",
-                "--repeats", "2", "--threads", "1", "--sweep", "batch", "--sweep-values", "1,2", "--db", str(db),
-                "--json", cwd=tmp_path)
+    done = diag(
+        "run",
+        "--case",
+        "append_last",
+        "--backend",
+        "eager",
+        "--fullgraph",
+        "--new-tokens",
+        "4",
+        "--repeats",
+        "2",
+        "--threads",
+        "1",
+        "--sweep",
+        "batch",
+        "--sweep-values",
+        "1,2",
+        "--db",
+        str(db),
+        "--json",
+        cwd=tmp_path,
+    )
     assert [r["batch_size"] for r in json.loads(done.stdout)] == [1, 2]
     out = tmp_path / "site"
     diag("report", "--db", str(db), "--out", str(out), cwd=tmp_path)
@@ -164,8 +221,19 @@ def test_sweep_runs_are_plotted_against_batch_size(tmp_path):
 
 
 def test_bad_sweep_values(tmp_path):
-    done = diag("run", "--case", "append_last", "--sweep", "batch", "--sweep-values", "1,x", "--db",
-                str(tmp_path / "x.db"), cwd=tmp_path, check=False)
+    done = diag(
+        "run",
+        "--case",
+        "append_last",
+        "--sweep",
+        "batch",
+        "--sweep-values",
+        "1,x",
+        "--db",
+        str(tmp_path / "x.db"),
+        cwd=tmp_path,
+        check=False,
+    )
     assert done.returncode == 2 and "--sweep-values" in done.stderr
 
 
@@ -177,8 +245,14 @@ def test_a_run_made_in_ci_links_its_uploaded_run_directory(tmp_path):
 
     runs = tmp_path / "shard.runs"
     made = recorded("append_last-fullgraph", runs, "ci")
-    env = {"GITHUB_ACTIONS": "true", "GITHUB_SERVER_URL": "https://github.com", "GITHUB_REPOSITORY": "org/diag",
-           "GITHUB_RUN_ID": "123456", "GITHUB_RUN_ATTEMPT": "2", "DIAG_ARTIFACT": "shard-cpu-0-123456-2"}
+    env = {
+        "GITHUB_ACTIONS": "true",
+        "GITHUB_SERVER_URL": "https://github.com",
+        "GITHUB_REPOSITORY": "org/diag",
+        "GITHUB_RUN_ID": "123456",
+        "GITHUB_RUN_ATTEMPT": "2",
+        "DIAG_ARTIFACT": "shard-cpu-0-123456-2",
+    }
     assert runner.ci_provenance({"GITHUB_RUN_ID": "1"}, made) is None  # not in GitHub Actions
     hostile = recorded("append_last-no-fullgraph", runs, "ci")
     for run_dir, values in ((made, env), (hostile, {**env, "GITHUB_SERVER_URL": "javascript:alert(1)//"})):

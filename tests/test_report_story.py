@@ -9,18 +9,18 @@ import json
 import sys
 from pathlib import Path
 
-import pytest
-
 import browser
+import pytest
 from conftest import diag
-from diag.build import identity
+
 from diag import gate, report, store
 from diag import row as rows
+from diag.build import identity
 from diag.report import charts
 from diag.report.model import build_matrix
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-import synthetic  # noqa: E402
+import synthetic  # noqa: E402 (after sys.path names bench/)
 
 NEWEST = synthetic.STORY_NIGHTLIES - 1
 
@@ -60,7 +60,7 @@ def test_the_answer_per_case_names_first_bad_build_fix_and_error(story):
     never = _verdict(story, "dynamic_slice", 1)
     assert never["state"] == "fails" and never["since"] == _nightly(db, 0)["version"]
     front = (story["out"] / "index.html").read_text()
-    verdicts = front[front.index('id="verdicts"'):front.index("</table>", front.index('id="verdicts"'))]
+    verdicts = front[front.index('id="verdicts"') : front.index("</table>", front.index('id="verdicts"'))]
     # the error, the first bad build and the GitHub range of commits between it and the last good one
     assert "VariableBuilder.__init__() got an unexpected keyword argument &#39;guards&#39;" in verdicts
     last_good, first_bad = _nightly(db, synthetic.REGRESSED - 1), _nightly(db, synthetic.REGRESSED)
@@ -72,14 +72,19 @@ def test_newest_regression_leads_the_transitions_and_none_is_dropped(story):
     db = story["db"]
     matrix = build_matrix(store.builds(db), store.report_runs(db), store.finding_keys(db))
     first = matrix.transitions[0]
-    assert (first.kind, first.row.case, first.first_after["id"]) == ("regression", "hf_static_cache",
-                                                                      _nightly(db, NEWEST)["id"])
+    assert (first.kind, first.row.case, first.first_after["id"]) == (
+        "regression",
+        "hf_static_cache",
+        _nightly(db, NEWEST)["id"],
+    )
     page = (story["out"] / "transitions.html").read_text()
     assert page.count("<tr data-case=") == len(matrix.transitions) + len(matrix.key_changes)
     assert "started failing" in page and "flaky lowering" in page
     # the transformers upgrade is named beside the transition it coincides with, and only there
     upgraded = [t for t in matrix.transitions if t.environment]
-    assert [(t.row.case, t.first_after["id"]) for t in upgraded] == [("hf_dynamic_cache", _nightly(db, synthetic.UPGRADE)["id"])]
+    assert [(t.row.case, t.first_after["id"]) for t in upgraded] == [
+        ("hf_dynamic_cache", _nightly(db, synthetic.UPGRADE)["id"])
+    ]
     assert upgraded[0].environment == "transformers 4.56.2 -> 4.57.0" and "also changed: transformers 4.56.2" in page
     assert matrix.transformers[_nightly(db, synthetic.UPGRADE - 1)["id"]] == ["4.56.2"]
     assert matrix.transformers[_nightly(db, synthetic.UPGRADE)["id"]] == ["4.57.0"]
@@ -95,8 +100,11 @@ def test_each_row_is_the_row_check_compares_and_every_run_of_a_cell_counts(story
     newest = _nightly(db, NEWEST)
     checked = gate.check(db, None, gate.regress.Thresholds(), set())
     assert {c.row for c in checked.comparisons} <= set(matrix.rows)
-    batch1 = next(r for r in matrix.rows if r.case == "append_last" and r.backend == "aot_eager" and r.fullgraph
-                  and r.batch_size == 1)
+    batch1 = next(
+        r
+        for r in matrix.rows
+        if r.case == "append_last" and r.backend == "aot_eager" and r.fullgraph and r.batch_size == 1
+    )
     assert matrix.cell(batch1, newest["id"]).run["status"] == "pass"  # the batch-8 sweep point is its own row
     assert matrix.cell(batch1._replace(batch_size=8), newest["id"]).run["status"] == "compile_error"
     flaky = next(r for r in matrix.rows if r.case == "append_last" and r.backend == "aot_eager" and not r.fullgraph)
@@ -145,15 +153,18 @@ def test_bidi_controls_and_markup_in_names_are_shown_not_obeyed(story):
         text = page.read_text()
         assert "\u202e" not in text, page
     assert "&lt;U+202E&gt;gnirts&lt;U+202C&gt; &lt;b&gt;$x^2$&lt;/b&gt;" in (story["out"] / "index.html").read_text()
-    hostile = next(p for p in (story["out"] / "cases").iterdir() if "gnirts" in p.name or "U_202E" in p.name
-                   or p.name.startswith("_"))
+    hostile = next(
+        p
+        for p in (story["out"] / "cases").iterdir()
+        if "gnirts" in p.name or "U_202E" in p.name or p.name.startswith("_")
+    )
     assert "<svg" in hostile.read_text()  # "$x^2$" is plotted as text, not parsed as mathtext
 
 
 def test_architectures_have_their_own_page_with_what_blocks_each(story):
     page = (story["out"] / "architectures.html").read_text()
     assert "1 of 2 architectures compile fullgraph" in page
-    gemma = page[page.index("<strong>gemma3</strong>"):].split("</tr>")[0]
+    gemma = page[page.index("<strong>gemma3</strong>") :].split("</tr>")[0]
     assert "Unsupported: Data-dependent branching" in gemma and "Unsupported Tensor.item() call" in gemma
     assert "<strong>llama</strong>" in page
     front = (story["out"] / "index.html").read_text()
@@ -239,19 +250,27 @@ def test_screenshot_shows_the_failing_builds_in_colour(story, tmp_path):
     image = Image.open(shot).convert("RGB")
     colours = {colour for _, colour in image.getcolors(maxcolors=1 << 20)}
     for hex_colour in ("#cf222e", "#d4a72c", "#1f883d"):  # fails, partly, works squares of the strips
-        assert tuple(int(hex_colour[i:i + 2], 16) for i in (1, 3, 5)) in colours, hex_colour
+        assert tuple(int(hex_colour[i : i + 2], 16) for i in (1, 3, 5)) in colours, hex_colour
 
 
 @pytest.mark.skipif(browser.CHROMIUM is None, reason="Debian's chromium package is not installed")
 @pytest.mark.parametrize("width", [1400, 420])
 def test_no_page_is_wider_than_the_window(story, width, tmp_path):
     out = story["out"]
-    hostile = store.get_run(story["db"], next(r["id"] for r in store.report_runs(story["db"]) if r["uid"] == "story-hostile"))
-    pages = [out / "transitions.html", out / "cases" / "append_last.html", out / "runs" / f"{hostile['id']}.html",
-             out / "matrix-2.html", out / "architectures.html"]
+    hostile = store.get_run(
+        story["db"], next(r["id"] for r in store.report_runs(story["db"]) if r["uid"] == "story-hostile")
+    )
+    pages = [
+        out / "transitions.html",
+        out / "cases" / "append_last.html",
+        out / "runs" / f"{hostile['id']}.html",
+        out / "matrix-2.html",
+        out / "architectures.html",
+    ]
     for number, page in enumerate(pages):
-        got = browser.measure(page, width, 900, "return [w.innerWidth, d.documentElement.scrollWidth];",
-                              tmp_path / str(number))
+        got = browser.measure(
+            page, width, 900, "return [w.innerWidth, d.documentElement.scrollWidth];", tmp_path / str(number)
+        )
         assert got[1] <= got[0], (page.name, got)
 
 
@@ -260,7 +279,8 @@ def test_transition_filters_work_in_the_browser(story, tmp_path):
     script = """
     var set = function (id, v) { var el = d.getElementById(id); el.value = v; el.dispatchEvent(new w.Event("input")); };
     var shown = function () { return Array.prototype.filter.call(d.querySelectorAll("#transitions tbody tr"),
-        function (r) { return r.style.display !== "none"; }).map(function (r) { return r.dataset.case + " " + r.dataset.kind; }); };
+        function (r) { return r.style.display !== "none"; })
+        .map(function (r) { return r.dataset.case + " " + r.dataset.kind; }); };
     var all = shown().length; set("f-case", "hf_static_cache"); set("f-kind", "regression");
     return {all: all, filtered: shown(), count: d.getElementById("f-count").textContent};
     """

@@ -24,15 +24,23 @@ def _repro(findings_db, findings, key, tmp_path):
     diag("repro", str(run["id"]), "--db", str(findings_db), "-o", str(tmp_path / "repro.py"), cwd=tmp_path)
     temp = tmp_path / "tmp"
     temp.mkdir()
-    done = subprocess.run([sys.executable, "-c", RUNNER], cwd=tmp_path, capture_output=True, text=True,
-                          timeout=600, env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "TMPDIR": str(temp)})
+    done = subprocess.run(
+        [sys.executable, "-c", RUNNER],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "TMPDIR": str(temp)},
+    )
     assert [p.name for p in temp.iterdir() if p.name.startswith("repro-")] == []  # it cleans up after itself
     return done
 
 
 def test_repro_of_the_dynamic_slice_fullgraph_failure_raises_the_same_type(findings_db, findings, tmp_path):
     done = _repro(findings_db, findings, ("dynamic_slice", True), tmp_path)
-    assert f"RAISED torch._dynamo.exc.{findings[('dynamic_slice', True)]['error_type']}" in done.stdout, done.stderr[-3000:]
+    assert f"RAISED torch._dynamo.exc.{findings[('dynamic_slice', True)]['error_type']}" in done.stdout, done.stderr[
+        -3000:
+    ]
     assert "DIAG IMPORTED False" in done.stdout
     assert "dynamic_slice" in (tmp_path / "repro.py").read_text().split("\n")[1]
 

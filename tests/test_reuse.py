@@ -16,11 +16,26 @@ CACHES = ["fx_graph_cache", "enable_autograd_cache"]
 def _timing(tmp_path, **compiled) -> object:
     path = tmp_path / "time.jsonl"
     with records.Writer(path) as writer:
-        writer.write(records.TIMING, mode="eager", memory_kind="rss_high_water", peak_memory_mb=1.0, totals_s=[],
-                     step_samples_s=[], host_samples_s=[])
+        writer.write(
+            records.TIMING,
+            mode="eager",
+            memory_kind="rss_high_water",
+            peak_memory_mb=1.0,
+            totals_s=[],
+            step_samples_s=[],
+            host_samples_s=[],
+        )
         if compiled:
-            writer.write(records.TIMING, mode="compiled", memory_kind="rss_high_water", peak_memory_mb=1.0,
-                         totals_s=[], step_samples_s=[], host_samples_s=[], **compiled)
+            writer.write(
+                records.TIMING,
+                mode="compiled",
+                memory_kind="rss_high_water",
+                peak_memory_mb=1.0,
+                totals_s=[],
+                step_samples_s=[],
+                host_samples_s=[],
+                **compiled,
+            )
         else:
             writer.write(records.TIMING_ERROR, mode="compiled", error_type="Unsupported", error_message="x")
     return path
@@ -32,18 +47,44 @@ def test_reused_only_where_the_timing_pass_lowered_everything_and_torch_said_not
     assert reuse and "inductor's FX graph cache and AOTAutograd's cache" in why and "--no-reuse-compiled" in why
 
 
-@pytest.mark.parametrize("compiled, allowed, backend, caches, expected", [
-    ({"compile_notices": [], "graph_cache_hits": 0}, True, "aot_eager", CACHES, "no inductor lowering"),
-    ({"compile_notices": [], "graph_cache_hits": 0}, False, "inductor", CACHES, "--no-reuse-compiled"),
-    ({"compile_notices": [], "graph_cache_hits": 0}, True, "inductor", ["enable_autograd_cache"],
-     "keeps inductor's FX graph cache off"),
-    ({}, True, "inductor", CACHES, "did not finish a compiled generation"),
-    ({"compile_notices": [], "graph_cache_hits": 3}, True, "inductor", CACHES, "served 3 graph(s) from a cache"),
-    ({"compile_notices": [{"logger": "torch._inductor.lowering", "level": "WARNING", "exception": "KeyError"}],
-      "graph_cache_hits": 0}, True, "inductor", CACHES, "WARNING torch._inductor.lowering (KeyError)"),
-    ({"compile_s": 1.0}, True, "inductor", CACHES, "could not tell"),  # a probe from before the notices
-], ids=["other-backend", "asked-not-to", "fx-cache-off", "compile-failed", "cache-served-timing", "torch-warned",
-        "old-probe"])
+@pytest.mark.parametrize(
+    "compiled, allowed, backend, caches, expected",
+    [
+        ({"compile_notices": [], "graph_cache_hits": 0}, True, "aot_eager", CACHES, "no inductor lowering"),
+        ({"compile_notices": [], "graph_cache_hits": 0}, False, "inductor", CACHES, "--no-reuse-compiled"),
+        (
+            {"compile_notices": [], "graph_cache_hits": 0},
+            True,
+            "inductor",
+            ["enable_autograd_cache"],
+            "keeps inductor's FX graph cache off",
+        ),
+        ({}, True, "inductor", CACHES, "did not finish a compiled generation"),
+        ({"compile_notices": [], "graph_cache_hits": 3}, True, "inductor", CACHES, "served 3 graph(s) from a cache"),
+        (
+            {
+                "compile_notices": [
+                    {"logger": "torch._inductor.lowering", "level": "WARNING", "exception": "KeyError"}
+                ],
+                "graph_cache_hits": 0,
+            },
+            True,
+            "inductor",
+            CACHES,
+            "WARNING torch._inductor.lowering (KeyError)",
+        ),
+        ({"compile_s": 1.0}, True, "inductor", CACHES, "could not tell"),  # a probe from before the notices
+    ],
+    ids=[
+        "other-backend",
+        "asked-not-to",
+        "fx-cache-off",
+        "compile-failed",
+        "cache-served-timing",
+        "torch-warned",
+        "old-probe",
+    ],
+)
 def test_every_graph_is_lowered_again_otherwise(tmp_path, compiled, allowed, backend, caches, expected):
     reuse, why = diagnose.reuse_decision(_timing(tmp_path, **compiled), allowed, backend, caches)
     assert not reuse and expected in why

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from conftest import NIGHTLY, cli, recorded, replay
+
 from diag import gate, store
 from diag import row as rows
 from diag.report.model import build_matrix

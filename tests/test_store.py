@@ -9,28 +9,51 @@ import time
 
 import pytest
 
-from diag.build import identity
 from diag import store
+from diag.build import identity
 
 
 def record(**run) -> store.RunRecord:
     nightly = identity("2.1.0.dev20230621+cu118", "abc123", "11.8")
-    base = {"uid": run.pop("uid", "u1"), "case": "append_last", "config": "{}", "backend": "eager", "fullgraph": 1,
-            "status": "pass", "device": "cpu", "dtype": "float32", "batch_size": 1}
-    return store.RunRecord(build=nightly, run={**base, **run},
-                           graph_breaks=[{"key": "GB0124", "reason": "r", "count": 2}],
-                           recompiles=[{"key": "Recompile:x", "reason": "size", "decode_step": 1}],
-                           hidden_errors=[], timings=[{"mode": "eager", "metric": "decode_step", "unit": "s",
-                                                       "samples": "[0.1, 0.2]"}])
+    base = {
+        "uid": run.pop("uid", "u1"),
+        "case": "append_last",
+        "config": "{}",
+        "backend": "eager",
+        "fullgraph": 1,
+        "status": "pass",
+        "device": "cpu",
+        "dtype": "float32",
+        "batch_size": 1,
+    }
+    return store.RunRecord(
+        build=nightly,
+        run={**base, **run},
+        graph_breaks=[{"key": "GB0124", "reason": "r", "count": 2}],
+        recompiles=[{"key": "Recompile:x", "reason": "size", "decode_step": 1}],
+        hidden_errors=[],
+        timings=[{"mode": "eager", "metric": "decode_step", "unit": "s", "samples": "[0.1, 0.2]"}],
+    )
 
 
 def test_blank_db_is_migrated_with_every_table_and_column(tmp_path):
     db = store.open_db(tmp_path / "a.db")
-    assert {"torch_builds", "runs", "graph_breaks", "recompiles", "hidden_errors", "timings",
-            "migrations"} <= set(db.table_names())
-    assert {"status", "error_location", "graph_break_count", "recompile_count", "hidden_error_count",
-            "compile_s", "eager_ms_per_token", "compiled_ms_per_token", "tokens_equal", "max_abs_diff",
-            "capabilities"} <= set(db["runs"].columns_dict)
+    assert {"torch_builds", "runs", "graph_breaks", "recompiles", "hidden_errors", "timings", "migrations"} <= set(
+        db.table_names()
+    )
+    assert {
+        "status",
+        "error_location",
+        "graph_break_count",
+        "recompile_count",
+        "hidden_error_count",
+        "compile_s",
+        "eager_ms_per_token",
+        "compiled_ms_per_token",
+        "tokens_equal",
+        "max_abs_diff",
+        "capabilities",
+    } <= set(db["runs"].columns_dict)
     assert [row["name"] for row in db.query("SELECT name FROM migrations")] == [n for n, _ in store.MIGRATIONS]
     assert db["runs"].foreign_keys[0].other_table == "torch_builds"
     assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
@@ -67,8 +90,14 @@ def test_a_failing_child_row_leaves_no_run(tmp_path):
     broken.hidden_errors = [{"no_such_column": 1}]
     with pytest.raises(store.StoreError, match="no_such_column"):
         store.save_run(db, broken)
-    assert store.table_counts(db) == {"runs": 0, "graph_breaks": 0, "recompiles": 0, "hidden_errors": 0,
-                                      "timings": 0, "frames": 0}
+    assert store.table_counts(db) == {
+        "runs": 0,
+        "graph_breaks": 0,
+        "recompiles": 0,
+        "hidden_errors": 0,
+        "timings": 0,
+        "frames": 0,
+    }
 
 
 def test_newer_schema_is_refused_and_left_untouched(tmp_path):
@@ -128,8 +157,12 @@ def test_reading_commands_leave_no_wal_files_beside_the_db(tmp_path):
     store.save_runs(db, [record(uid=f"u{i}") for i in range(3)])
     db.conn.close()
     assert not (tmp_path / "history.db-wal").exists()
-    for command in (["report", "--db", "history.db", "--out", "."], ["check", "--db", "history.db"],
-                    ["runs", "--db", "history.db"], ["show", "1", "--db", "history.db"]):
+    for command in (
+        ["report", "--db", "history.db", "--out", "."],
+        ["check", "--db", "history.db"],
+        ["runs", "--db", "history.db"],
+        ["show", "1", "--db", "history.db"],
+    ):
         diag(*command, cwd=tmp_path, check=False)
         left = sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("history.db"))
         assert left == ["history.db"], (command, left)

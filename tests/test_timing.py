@@ -8,7 +8,6 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import TEST_CASES, diag, show
 
 pytestmark = pytest.mark.slow  # real probes with timing passes
@@ -24,9 +23,32 @@ def _run_dirs(db):
 def test_timing_pass_stores_latency_samples_and_compile_time(tmp_path, fork):
     db = tmp_path / "t.db"
     env = None if fork else {**os.environ, "DIAG_PROBE_NO_FORK": "1"}
-    subprocess.run([sys.executable, "-m", "diag", "run", "--case", "append_last", "--backend", "aot_eager",
-                    "--fullgraph", "--new-tokens", "5", "--repeats", "3", "--timing-seconds", "0", "--db", str(db)],
-                   cwd=tmp_path, env=env, check=True, capture_output=True, timeout=900)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "diag",
+            "run",
+            "--case",
+            "append_last",
+            "--backend",
+            "aot_eager",
+            "--fullgraph",
+            "--new-tokens",
+            "5",
+            "--repeats",
+            "3",
+            "--timing-seconds",
+            "0",
+            "--db",
+            str(db),
+        ],
+        cwd=tmp_path,
+        env=env,
+        check=True,
+        capture_output=True,
+        timeout=900,
+    )
     run = show(db, 1, tmp_path)
     assert run["status"] == "pass"
     assert run["eager_ms_per_token"] > 0 and run["compiled_ms_per_token"] > 0
@@ -41,7 +63,7 @@ def test_timing_pass_stores_latency_samples_and_compile_time(tmp_path, fork):
         assert all(s > 0 for s in samples[(mode, "host_reference")])
     assert "time.stderr.txt" in run["artifacts"]
     assert "torch_debug.log" in run["artifacts"]
-    run_dir, = _run_dirs(db)
+    (run_dir,) = _run_dirs(db)
     passes = [json.loads(line) for line in (run_dir / "passes.jsonl").read_text().splitlines()]
     assert [(p["name"], p["returncode"]) for p in passes] == [("time", 0), ("diagnose", 0)]
     # Only the diagnosis pass writes a structured trace: the timing pass runs with it turned off.
@@ -62,8 +84,21 @@ def test_a_case_that_does_not_compile_is_timed_eagerly_only(tmp_path):
 
 def test_crash_and_hang_with_timing_store_no_timings_and_leave_no_process(tmp_path):
     db = tmp_path / "c.db"
-    done = diag("run", "--case", str(TEST_CASES / "segfault.py"), "--case", str(TEST_CASES / "hang.py"),
-                "--fullgraph", *FAST, "--timeout", "25", "--db", str(db), "--json", cwd=tmp_path)
+    done = diag(
+        "run",
+        "--case",
+        str(TEST_CASES / "segfault.py"),
+        "--case",
+        str(TEST_CASES / "hang.py"),
+        "--fullgraph",
+        *FAST,
+        "--timeout",
+        "25",
+        "--db",
+        str(db),
+        "--json",
+        cwd=tmp_path,
+    )
     runs = {r["case"]: r for r in json.loads(done.stdout)}
     assert runs["segfault"]["status"] == "crash" and runs["hang"]["status"] == "timeout"
     for case in ("segfault", "hang"):
@@ -80,8 +115,18 @@ def test_crash_and_hang_with_timing_store_no_timings_and_leave_no_process(tmp_pa
 
 def test_timing_seconds_and_repeat_spread_the_samples_and_check_pools_an_invocation(tmp_path):
     db = tmp_path / "t.db"
-    common = [*FAST, "--case", "append_last", "--fullgraph", "--threads", "1", "--timing-seconds", "0.5",
-              "--db", str(db)]
+    common = [
+        *FAST,
+        "--case",
+        "append_last",
+        "--fullgraph",
+        "--threads",
+        "1",
+        "--timing-seconds",
+        "0.5",
+        "--db",
+        str(db),
+    ]
     diag("run", *common, "--repeat", "2", cwd=tmp_path)
     first, second = show(db, 1, tmp_path), show(db, 2, tmp_path)
     assert first["invocation"] and first["invocation"] == second["invocation"]
@@ -98,7 +143,7 @@ def test_timing_seconds_and_repeat_spread_the_samples_and_check_pools_an_invocat
     assert verdict["regressions"] == []
     diag("run", *common, cwd=tmp_path)
     compared = json.loads(diag("compare", "build:1", "build:1", "--db", str(db), "--json", cwd=tmp_path).stdout)
-    row, = compared["rows"]
+    (row,) = compared["rows"]
     assert (row["before_run"], row["after_run"]) == (2, 3)
     latency = {t["metric"]: t for t in row["timings"]}
     assert latency["compiled_s_per_token"]["basis"] == "host-adjusted"

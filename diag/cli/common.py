@@ -20,79 +20,185 @@ MAX_BATCH = 4096
 
 MAX_POSITIONS = 1 << 20  # any model's; each config is checked against its own model before running
 
+
 def fail(message: str) -> click.ClickException:
     return click.ClickException(message.splitlines()[0] if message else "failed")
 
+
 def db_option(fn: Callable) -> Callable:
-    return click.option("--db", "db_path", default=DEFAULT_DB, show_default=True,
-                        type=click.Path(dir_okay=False), help="SQLite database file.")(fn)
+    return click.option(
+        "--db",
+        "db_path",
+        default=DEFAULT_DB,
+        show_default=True,
+        type=click.Path(dir_okay=False),
+        help="SQLite database file.",
+    )(fn)
+
 
 def json_option(fn: Callable) -> Callable:
     return click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")(fn)
 
+
 def config_options(fn: Callable) -> Callable:
     """The compile and workload options every command that runs a case shares."""
     options = [
-        click.option("--fullgraph/--no-fullgraph", default=None,
-                     help="Compile with fullgraph=True or False. Default: both, as two runs."),
-        click.option("--backend", type=click.Choice(BACKENDS), default="inductor", show_default=True,
-                     help="torch.compile backend."),
+        click.option(
+            "--fullgraph/--no-fullgraph",
+            default=None,
+            help="Compile with fullgraph=True or False. Default: both, as two runs.",
+        ),
+        click.option(
+            "--backend",
+            type=click.Choice(BACKENDS),
+            default="inductor",
+            show_default=True,
+            help="torch.compile backend.",
+        ),
         click.option("--mode", type=click.Choice(MODES), default=None, help="torch.compile mode."),
-        click.option("--dynamic", type=click.Choice(["auto", "true", "false"]), default="auto", show_default=True,
-                     help="torch.compile dynamic= (auto passes None)."),
+        click.option(
+            "--dynamic",
+            type=click.Choice(["auto", "true", "false"]),
+            default="auto",
+            show_default=True,
+            help="torch.compile dynamic= (auto passes None).",
+        ),
         click.option("--batch-size", type=click.IntRange(1, MAX_BATCH), default=1, show_default=True),
-        click.option("--prompt-length", type=click.IntRange(1, MAX_POSITIONS), default=16, show_default=True,
-                     help="Prompt tokens; with --new-tokens, within the model's positions."),
-        click.option("--new-tokens", type=click.IntRange(2, MAX_POSITIONS), default=16, show_default=True,
-                     help="Tokens to generate (the prefill emits the first)."),
+        click.option(
+            "--prompt-length",
+            type=click.IntRange(1, MAX_POSITIONS),
+            default=16,
+            show_default=True,
+            help="Prompt tokens; with --new-tokens, within the model's positions.",
+        ),
+        click.option(
+            "--new-tokens",
+            type=click.IntRange(2, MAX_POSITIONS),
+            default=16,
+            show_default=True,
+            help="Tokens to generate (the prefill emits the first).",
+        ),
         click.option("--dtype", type=click.Choice(sorted(DTYPES)), default="float32", show_default=True),
-        click.option("--device", default="cpu", show_default=True,
-                     help="cpu, cuda or cuda:N (checked in each torch environment before any run)."),
-        click.option("--model", "model_path", type=click.Path(exists=True, file_okay=False), default=None,
-                     help="Local transformers Llama checkpoint; default: a small random Llama."),
-        click.option("--seed", type=click.IntRange(0, 2**63 - 1), default=0, show_default=True,
-                     help="Seed for weights and prompt."),
-        click.option("--repeats", type=click.IntRange(1, 100_000), default=5, show_default=True,
-                     help="Timed generations per mode in the timing pass."),
-        click.option("--timing-seconds", type=click.FloatRange(0, 86_400), default=1.0, show_default=True,
-                     help="Timed generations per mode go on at least this long (after --repeats), so that "
-                          "the samples span the host's own changes of speed."),
-        click.option("--threads", type=click.IntRange(1, 4096), default=None,
-                     help="torch intra-op threads in the probes (default: torch's own choice). On a shared "
-                          "machine, 1 keeps other load from skewing timings."),
-        click.option("--profile/--no-profile", default=False, show_default=True,
-                     help="After the timing pass, one eager and one compiled generation under torch.profiler: "
-                          "a gzipped Chrome trace in the run directory (open it in Perfetto) and the top ops "
-                          "by self time on the run page. Needs the timing pass."),
-        click.option("--reuse-compiled/--no-reuse-compiled", default=True, show_default=True,
-                     help="Let the diagnosis pass take the timing pass's compiled graphs from inductor's cache "
-                          "where the timing pass lowered every graph and torch logged no warning or exception "
-                          "meanwhile (dynamo still traces again with every log on). --no-reuse-compiled lowers "
-                          "every graph again, so that DEBUG records of a lowering that succeeded are in the log."),
-        click.option("--depyf/--no-depyf", default=False, show_default=True,
-                     help="Where depyf is installed, dump dynamo's transformed bytecode, decompiled, into the run "
-                          "directory. Its hooks keep AOTAutograd from reusing the timing pass's graphs."),
+        click.option(
+            "--device",
+            default="cpu",
+            show_default=True,
+            help="cpu, cuda or cuda:N (checked in each torch environment before any run).",
+        ),
+        click.option(
+            "--model",
+            "model_path",
+            type=click.Path(exists=True, file_okay=False),
+            default=None,
+            help="Local transformers Llama checkpoint; default: a small random Llama.",
+        ),
+        click.option(
+            "--seed",
+            type=click.IntRange(0, 2**63 - 1),
+            default=0,
+            show_default=True,
+            help="Seed for weights and prompt.",
+        ),
+        click.option(
+            "--repeats",
+            type=click.IntRange(1, 100_000),
+            default=5,
+            show_default=True,
+            help="Timed generations per mode in the timing pass.",
+        ),
+        click.option(
+            "--timing-seconds",
+            type=click.FloatRange(0, 86_400),
+            default=1.0,
+            show_default=True,
+            help="Timed generations per mode go on at least this long (after --repeats), so that "
+            "the samples span the host's own changes of speed.",
+        ),
+        click.option(
+            "--threads",
+            type=click.IntRange(1, 4096),
+            default=None,
+            help="torch intra-op threads in the probes (default: torch's own choice). On a shared "
+            "machine, 1 keeps other load from skewing timings.",
+        ),
+        click.option(
+            "--profile/--no-profile",
+            default=False,
+            show_default=True,
+            help="After the timing pass, one eager and one compiled generation under torch.profiler: "
+            "a gzipped Chrome trace in the run directory (open it in Perfetto) and the top ops "
+            "by self time on the run page. Needs the timing pass.",
+        ),
+        click.option(
+            "--reuse-compiled/--no-reuse-compiled",
+            default=True,
+            show_default=True,
+            help="Let the diagnosis pass take the timing pass's compiled graphs from inductor's cache "
+            "where the timing pass lowered every graph and torch logged no warning or exception "
+            "meanwhile (dynamo still traces again with every log on). --no-reuse-compiled lowers "
+            "every graph again, so that DEBUG records of a lowering that succeeded are in the log.",
+        ),
+        click.option(
+            "--depyf/--no-depyf",
+            default=False,
+            show_default=True,
+            help="Where depyf is installed, dump dynamo's transformed bytecode, decompiled, into the run "
+            "directory. Its hooks keep AOTAutograd from reusing the timing pass's graphs.",
+        ),
     ]
     for option in reversed(options):
         fn = option(fn)
     return fn
 
-def build_configs(fullgraph: Optional[bool], backend: str, mode: Optional[str], dynamic: str, batch_size: int,
-                  prompt_length: int, new_tokens: int, dtype: str, device: str, model_path: Optional[str],
-                  seed: int, repeats: int, timing_seconds: float, threads: Optional[int],
-                  profile: bool = False, reuse_compiled: bool = True, depyf: bool = False) -> list[Config]:
+
+def build_configs(
+    fullgraph: Optional[bool],
+    backend: str,
+    mode: Optional[str],
+    dynamic: str,
+    batch_size: int,
+    prompt_length: int,
+    new_tokens: int,
+    dtype: str,
+    device: str,
+    model_path: Optional[str],
+    seed: int,
+    repeats: int,
+    timing_seconds: float,
+    threads: Optional[int],
+    profile: bool = False,
+    reuse_compiled: bool = True,
+    depyf: bool = False,
+) -> list[Config]:
     if not re.fullmatch(r"cpu|cuda(:\d{1,4})?", device):
         raise click.BadParameter(f"{device!r} is not cpu, cuda or cuda:N", param_hint="--device")
     fullgraphs = [True, False] if fullgraph is None else [fullgraph]
-    return [Config(backend=backend, fullgraph=fg, dynamic={"auto": None, "true": True, "false": False}[dynamic],
-                   mode=mode, device=device, dtype=DTYPES[dtype], batch_size=batch_size,
-                   prompt_length=prompt_length, new_tokens=new_tokens,
-                   model=str(Path(model_path).resolve()) if model_path else None, seed=seed, repeats=repeats,
-                   timing_seconds=timing_seconds, threads=threads, profile=profile,
-                   reuse_compiled=reuse_compiled, depyf=depyf)
-            for fg in fullgraphs]
+    return [
+        Config(
+            backend=backend,
+            fullgraph=fg,
+            dynamic={"auto": None, "true": True, "false": False}[dynamic],
+            mode=mode,
+            device=device,
+            dtype=DTYPES[dtype],
+            batch_size=batch_size,
+            prompt_length=prompt_length,
+            new_tokens=new_tokens,
+            model=str(Path(model_path).resolve()) if model_path else None,
+            seed=seed,
+            repeats=repeats,
+            timing_seconds=timing_seconds,
+            threads=threads,
+            profile=profile,
+            reuse_compiled=reuse_compiled,
+            depyf=depyf,
+        )
+        for fg in fullgraphs
+    ]
+
 
 SWEEP_DEFAULTS = {"batch": "1,2,4,8", "length": "16,64,256"}
+
 
 def sweep_configs(configs: list[Config], sweep: Optional[str], values: Optional[str]) -> list[Config]:
     """Each config repeated over the swept batch sizes or prompt lengths."""
@@ -103,13 +209,15 @@ def sweep_configs(configs: list[Config], sweep: Optional[str], values: Optional[
     try:
         numbers = [int(v) for v in (values or SWEEP_DEFAULTS[sweep]).split(",")]
     except ValueError:
-        raise click.BadParameter(f"{values!r} is not a comma-separated list of integers",
-                                 param_hint="--sweep-values") from None
+        raise click.BadParameter(
+            f"{values!r} is not a comma-separated list of integers", param_hint="--sweep-values"
+        ) from None
     limit = MAX_BATCH if sweep == "batch" else MAX_POSITIONS
     if not numbers or min(numbers) < 1 or max(numbers) > limit:
         raise click.BadParameter(f"values must be integers from 1 to {limit}", param_hint="--sweep-values")
     field = "batch_size" if sweep == "batch" else "prompt_length"
     return [replace(config, **{field: number}) for config in configs for number in numbers]
+
 
 def open_store(db_path: str, create: bool = False, readonly: bool = False) -> Any:
     try:
@@ -117,15 +225,18 @@ def open_store(db_path: str, create: bool = False, readonly: bool = False) -> An
     except store.StoreError as exc:
         raise fail(str(exc)) from exc
 
+
 def read_store(db_path: str) -> Any:
     """An existing DB, opened for reading only: a read-only file or a shard is never written."""
     return open_store(db_path, readonly=True)
+
 
 def run_preflight(check: Callable[..., None], *args: Any) -> None:
     try:
         check(*args)
     except (preflight.PreflightError, store.StoreError) as exc:
         raise fail(str(exc)) from exc
+
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="diag")
@@ -136,23 +247,42 @@ def cli() -> None:
     recompiles, swallowed errors and timings per torch build in SQLite.
     """
 
+
 def env_options(fn: Callable) -> Callable:
     """How provisioned torch environments are built (shared by run and env add)."""
     options = [
-        click.option("--with", "extras", multiple=True, metavar="REQUIREMENT",
-                     help="Extra requirement for provisioned environments, e.g. transformers==4.38.2. Repeatable."),
-        click.option("--index-url", default=None,
-                     help="Index for torch itself (default for nightly specs: the PyTorch nightly index)."),
-        click.option("--variant", default="cpu", show_default=True,
-                     help="Nightly index variant: cpu, cu121, cu124, ..."),
+        click.option(
+            "--with",
+            "extras",
+            multiple=True,
+            metavar="REQUIREMENT",
+            help="Extra requirement for provisioned environments, e.g. transformers==4.38.2. Repeatable.",
+        ),
+        click.option(
+            "--index-url",
+            default=None,
+            help="Index for torch itself (default for nightly specs: the PyTorch nightly index).",
+        ),
+        click.option(
+            "--variant", default="cpu", show_default=True, help="Nightly index variant: cpu, cu121, cu124, ..."
+        ),
         click.option("--installer", type=click.Choice(["pip", "uv"]), default="pip", show_default=True),
-        click.option("--python", "python", default=None, metavar="VERSION|PATH",
-                     help="Interpreter for provisioned environments: a version (3.10), found on PATH, through "
-                          "pyenv or uv, or a path. Default: diag's own. torch 2.0 needs 3.10 or older."),
-        click.option("--find-links", "find_links", multiple=True, metavar="DIR",
-                     type=click.Path(exists=True, file_okay=False),
-                     help="A folder of torch wheels to look in before the index (also $DIAG_HOME/wheels). "
-                          "Repeatable."),
+        click.option(
+            "--python",
+            "python",
+            default=None,
+            metavar="VERSION|PATH",
+            help="Interpreter for provisioned environments: a version (3.10), found on PATH, through "
+            "pyenv or uv, or a path. Default: diag's own. torch 2.0 needs 3.10 or older.",
+        ),
+        click.option(
+            "--find-links",
+            "find_links",
+            multiple=True,
+            metavar="DIR",
+            type=click.Path(exists=True, file_okay=False),
+            help="A folder of torch wheels to look in before the index (also $DIAG_HOME/wheels). Repeatable.",
+        ),
     ]
     for option in reversed(options):
         fn = option(fn)
@@ -160,12 +290,17 @@ def env_options(fn: Callable) -> Callable:
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         kwargs["env_options"] = envs.Options(
-            extras=tuple(kwargs.pop("extras")), index_url=kwargs.pop("index_url"), variant=kwargs.pop("variant"),
-            installer=kwargs.pop("installer"), python=kwargs.pop("python"),
-            find_links=tuple(kwargs.pop("find_links")))
+            extras=tuple(kwargs.pop("extras")),
+            index_url=kwargs.pop("index_url"),
+            variant=kwargs.pop("variant"),
+            installer=kwargs.pop("installer"),
+            python=kwargs.pop("python"),
+            find_links=tuple(kwargs.pop("find_links")),
+        )
         return fn(*args, **kwargs)
 
     return wrapper
+
 
 def progress(message: str) -> None:
     click.echo(message, err=True)

@@ -31,6 +31,7 @@ from diag.contract import FINDING_KINDS
 def env_group() -> None:
     """Provisioned torch environments (virtualenvs under $DIAG_HOME/envs)."""
 
+
 @env_group.command("list")
 @json_option
 def env_list(as_json: bool) -> None:
@@ -40,19 +41,26 @@ def env_list(as_json: bool) -> None:
         click.echo(json.dumps(listed, indent=2))
         return
     for row in listed:
-        click.echo(f"{row['name']:<36} torch {row['torch_version']:<26} git {(row['git_version'] or '-')[:12]:<12} "
-                   f"nightly {row['nightly_date'] or '-':<10} {row['size_mb']:>9.1f} MB  {row['path']}")
+        click.echo(
+            f"{row['name']:<36} torch {row['torch_version']:<26} git {(row['git_version'] or '-')[:12]:<12} "
+            f"nightly {row['nightly_date'] or '-':<10} {row['size_mb']:>9.1f} MB  {row['path']}"
+        )
+
 
 @env_group.command("add")
 @click.argument("spec", required=False)
 @env_options
-@click.option("--like", "like", default=None, metavar="BUILD",
-              help="Install a build diag ran again, from its recorded wheel, checked by its sha256: a build id "
-                   "or torch version from --db. Its Python and transformers are used unless given.")
+@click.option(
+    "--like",
+    "like",
+    default=None,
+    metavar="BUILD",
+    help="Install a build diag ran again, from its recorded wheel, checked by its sha256: a build id "
+    "or torch version from --db. Its Python and transformers are used unless given.",
+)
 @db_option
 @json_option
-def env_add(spec: Optional[str], env_options: envs.Options, like: Optional[str], db_path: str,
-            as_json: bool) -> None:
+def env_add(spec: Optional[str], env_options: envs.Options, like: Optional[str], db_path: str, as_json: bool) -> None:
     """Provision (or reuse) the environment for a torch SPEC: a release, a dated nightly, 2.1.0.dev, nightly,
     a wheel URL or file; or, with --like BUILD, the build a stored run used."""
     if (spec is None) == (like is None):
@@ -69,17 +77,23 @@ def env_add(spec: Optional[str], env_options: envs.Options, like: Optional[str],
     info = {"spec": spec, "python": env.python, "path": env.path, **env.build()}
     click.echo(json.dumps(info, indent=2) if as_json else f"{spec}: torch {info['torch_version']} at {env.path}")
 
+
 def _like(build_ref: str, db_path: str, options: envs.Options) -> tuple[str, envs.Options, Optional[str]]:
     """The wheel, Python and transformers of a stored build (by id or torch version)."""
     db = read_store(db_path)
-    found = [b for b in store.builds(db) if str(b["id"]) == build_ref or b["version"] == build_ref
-             or b["version"].split("+", 1)[0] == build_ref]
+    found = [
+        b
+        for b in store.builds(db)
+        if str(b["id"]) == build_ref or b["version"] == build_ref or b["version"].split("+", 1)[0] == build_ref
+    ]
     if not found:
         raise fail(f"no build {build_ref!r} in {db_path} (see diag runs)")
     build = found[-1]
     if not build.get("wheel_url"):
-        raise fail(f"build {build['version']} has no recorded wheel (its runs used an interpreter as it was, "
-                    "or were stored before wheels were recorded); give its torch spec instead")
+        raise fail(
+            f"build {build['version']} has no recorded wheel (its runs used an interpreter as it was, "
+            "or were stored before wheels were recorded); give its torch spec instead"
+        )
     runs = store.runs_of_build(db, build["id"])
     python = next((r["python"] for r in reversed(runs) if r.get("python")), None)
     transformers = next((r["transformers_version"] for r in reversed(runs) if r.get("transformers_version")), None)
@@ -89,6 +103,7 @@ def _like(build_ref: str, db_path: str, options: envs.Options) -> tuple[str, env
     chosen = options.python or (".".join(python.split(".")[:2]) if python else None)
     return build["wheel_url"], dataclasses.replace(options, extras=extras, python=chosen), build["wheel_sha256"]
 
+
 @env_group.command("rm")
 @click.argument("name")
 def env_rm(name: str) -> None:
@@ -97,6 +112,7 @@ def env_rm(name: str) -> None:
         click.echo(f"removed {envs.remove(name)}")
     except envs.EnvError as exc:
         raise fail(str(exc)) from exc
+
 
 @cli.command("merge")
 @click.argument("out_db", type=click.Path(dir_okay=False))
@@ -123,6 +139,7 @@ def merge_command(out_db: str, shards: tuple[str, ...], as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(summary, indent=2))
 
+
 def _timing_text(change: regress.TimingChange) -> str:
     if change.ratio is None:
         return f"{change.metric} -"
@@ -132,9 +149,10 @@ def _timing_text(change: regress.TimingChange) -> str:
     runs = f"runs {change.runs_before} -> {change.runs_after}, " if pooled else ""
     return f"{change.metric} x{change.ratio:.3f} ({basis}{runs}p={p})"
 
+
 def _comparison_lines(comparison: regress.RowComparison) -> list[str]:
     before, after = comparison.before, comparison.after
-    status = (f"{before['status'] if before else 'absent'} -> {after['status'] if after else 'absent'}")
+    status = f"{before['status'] if before else 'absent'} -> {after['status'] if after else 'absent'}"
     lines = [f"{text.safe(rows.label(comparison.row))}: {status}"]
     for kind in FINDING_KINDS:
         for key in comparison.added.get(kind.table, []):
@@ -144,6 +162,7 @@ def _comparison_lines(comparison: regress.RowComparison) -> list[str]:
     if comparison.timings:
         lines.append("    " + "; ".join(_timing_text(t) for t in comparison.timings))
     return lines
+
 
 @cli.command("compare")
 @click.argument("a")
@@ -165,21 +184,42 @@ def compare_command(a: str, b: str, db_path: str, as_json: bool) -> None:
     except store.StoreError as exc:
         raise fail(str(exc)) from exc
     if as_json:
-        click.echo(json.dumps({"compared": outcome.description,
-                               "rows": [c.as_dict() for c in outcome.comparisons]}, indent=2, default=str))
+        click.echo(
+            json.dumps(
+                {"compared": outcome.description, "rows": [c.as_dict() for c in outcome.comparisons]},
+                indent=2,
+                default=str,
+            )
+        )
         return
     click.echo(f"compared: {outcome.description}")
     for comparison in outcome.comparisons:
         click.echo("\n".join(_comparison_lines(comparison)))
 
+
 @cli.command("prune")
-@click.option("--keep-builds", type=click.IntRange(min=1), default=14, show_default=True,
-              help="Builds of each variant (the newest) whose runs keep full detail.")
-@click.option("--keep-runs", type=click.IntRange(min=1), default=10, show_default=True,
-              help="Runs of each row of one build that stay (the newest; whole on the newest builds); "
-                   "older ones are folded into counts.")
-@click.option("--thin-after", type=click.IntRange(min=1), default=30, show_default=True,
-              help="Builds of each variant (the newest) past which a nightly's rows that change nothing are folded.")
+@click.option(
+    "--keep-builds",
+    type=click.IntRange(min=1),
+    default=14,
+    show_default=True,
+    help="Builds of each variant (the newest) whose runs keep full detail.",
+)
+@click.option(
+    "--keep-runs",
+    type=click.IntRange(min=1),
+    default=10,
+    show_default=True,
+    help="Runs of each row of one build that stay (the newest; whole on the newest builds); "
+    "older ones are folded into counts.",
+)
+@click.option(
+    "--thin-after",
+    type=click.IntRange(min=1),
+    default=30,
+    show_default=True,
+    help="Builds of each variant (the newest) past which a nightly's rows that change nothing are folded.",
+)
 @db_option
 @json_option
 def prune_command(keep_builds: int, keep_runs: int, thin_after: int, db_path: str, as_json: bool) -> None:
@@ -205,35 +245,86 @@ def prune_command(keep_builds: int, keep_runs: int, thin_after: int, db_path: st
     if as_json:
         click.echo(json.dumps(result, indent=2))
     else:
-        click.echo(f"compacted {changed['runs']} runs ({changed['series']} timing series), folded "
-                   f"{changed['folded']} into counts ({changed['thinned']} rows of old nightlies thinned); "
-                   f"{before / 2**20:.1f} MB -> {after / 2**20:.1f} MB")
+        click.echo(
+            f"compacted {changed['runs']} runs ({changed['series']} timing series), folded "
+            f"{changed['folded']} into counts ({changed['thinned']} rows of old nightlies thinned); "
+            f"{before / 2**20:.1f} MB -> {after / 2**20:.1f} MB"
+        )
+
 
 @cli.command("check")
-@click.option("--baseline", default=None, help="Build to compare the newest build against (default: the previous "
-                                                "build; with one build in the DB, each row's newest diag run "
-                                                "invocation against the one before it).")
-@click.option("--compile-threshold", type=click.FloatRange(min=1.0), default=1.15, show_default=True,
-              help="Compile-time ratio that counts as a slowdown (when significant).")
-@click.option("--latency-threshold", type=click.FloatRange(min=1.0), default=1.05, show_default=True,
-              help="Per-token latency ratio that counts as a slowdown (when significant).")
-@click.option("--alpha", type=click.FloatRange(min=0.0, max=1.0), default=regress.Thresholds.alpha,
-              show_default=True,
-              help="Significance level of the one-sided Mann-Whitney U test.")
-@click.option("--allow", "allow_file", type=click.Path(exists=True, dir_okay=False), default=None,
-              help="File of keys known to be flaky (one per line), ignored when new.")
-@click.option("--junit", "junit_file", type=click.Path(dir_okay=False), default=None,
-              help="Write JUnit XML: a test case per row, a failure per regression.")
-@click.option("--inconclusive-exit", type=click.IntRange(min=0, max=255), default=3, show_default=True,
-              help="Exit status when nothing regressed but a slowdown had too few runs to judge.")
-@click.option("--alerts", "alerts_file", type=click.Path(dir_okay=False), default=None,
-              help="Write one alert per regressed row (JSON: title, marker, Markdown body) for an issue tracker.")
+@click.option(
+    "--baseline",
+    default=None,
+    help="Build to compare the newest build against (default: the previous "
+    "build; with one build in the DB, each row's newest diag run "
+    "invocation against the one before it).",
+)
+@click.option(
+    "--compile-threshold",
+    type=click.FloatRange(min=1.0),
+    default=1.15,
+    show_default=True,
+    help="Compile-time ratio that counts as a slowdown (when significant).",
+)
+@click.option(
+    "--latency-threshold",
+    type=click.FloatRange(min=1.0),
+    default=1.05,
+    show_default=True,
+    help="Per-token latency ratio that counts as a slowdown (when significant).",
+)
+@click.option(
+    "--alpha",
+    type=click.FloatRange(min=0.0, max=1.0),
+    default=regress.Thresholds.alpha,
+    show_default=True,
+    help="Significance level of the one-sided Mann-Whitney U test.",
+)
+@click.option(
+    "--allow",
+    "allow_file",
+    type=click.Path(exists=True, dir_okay=False),
+    default=None,
+    help="File of keys known to be flaky (one per line), ignored when new.",
+)
+@click.option(
+    "--junit",
+    "junit_file",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Write JUnit XML: a test case per row, a failure per regression.",
+)
+@click.option(
+    "--inconclusive-exit",
+    type=click.IntRange(min=0, max=255),
+    default=3,
+    show_default=True,
+    help="Exit status when nothing regressed but a slowdown had too few runs to judge.",
+)
+@click.option(
+    "--alerts",
+    "alerts_file",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Write one alert per regressed row (JSON: title, marker, Markdown body) for an issue tracker.",
+)
 @click.option("--site-url", default=None, help="Where the report is published, for the alerts' run links.")
 @db_option
 @json_option
-def check_command(baseline: Optional[str], compile_threshold: float, latency_threshold: float, alpha: float,
-                  allow_file: Optional[str], junit_file: Optional[str], inconclusive_exit: int,
-                  alerts_file: Optional[str], site_url: Optional[str], db_path: str, as_json: bool) -> None:
+def check_command(
+    baseline: Optional[str],
+    compile_threshold: float,
+    latency_threshold: float,
+    alpha: float,
+    allow_file: Optional[str],
+    junit_file: Optional[str],
+    inconclusive_exit: int,
+    alerts_file: Optional[str],
+    site_url: Optional[str],
+    db_path: str,
+    as_json: bool,
+) -> None:
     """CI gate: exit 1 if the newest build regressed against the baseline.
 
     A regression is: a pass or graph_break row that now fails; a new graph-break,
@@ -253,8 +344,10 @@ def check_command(baseline: Optional[str], compile_threshold: float, latency_thr
         raise fail(str(exc)) from exc
     if junit_file:
         try:
-            Path(junit_file).write_text(regress.junit_xml(outcome.comparisons, outcome.regressions, "diag check",
-                                                          outcome.inconclusive), encoding="utf-8")
+            Path(junit_file).write_text(
+                regress.junit_xml(outcome.comparisons, outcome.regressions, "diag check", outcome.inconclusive),
+                encoding="utf-8",
+            )
         except OSError as exc:
             raise fail(f"--junit {junit_file}: {exc.strerror or exc}") from exc
     if alerts_file:
@@ -264,17 +357,25 @@ def check_command(baseline: Optional[str], compile_threshold: float, latency_thr
             raise fail(f"--alerts {alerts_file}: {exc.strerror or exc}") from exc
     compared = [c for c in outcome.comparisons if c.before is not None and c.after is not None]
     if as_json:
-        click.echo(json.dumps({"checked": outcome.description, "rows": len(outcome.comparisons),
-                               "compared": len(compared),
-                               "regressions": [{"row": rows.label(r.row), "kind": r.kind,
-                                                "message": r.message} for r in outcome.regressions],
-                               "inconclusive": [{"row": rows.label(r.row), "message": r.message}
-                                                for r in outcome.inconclusive],
-                               "not_compared": [{"row": rows.label(c.row), "note": c.note}
-                                                for c in outcome.comparisons if c.note]}, indent=2))
+        click.echo(
+            json.dumps(
+                {
+                    "checked": outcome.description,
+                    "rows": len(outcome.comparisons),
+                    "compared": len(compared),
+                    "regressions": [
+                        {"row": rows.label(r.row), "kind": r.kind, "message": r.message} for r in outcome.regressions
+                    ],
+                    "inconclusive": [{"row": rows.label(r.row), "message": r.message} for r in outcome.inconclusive],
+                    "not_compared": [{"row": rows.label(c.row), "note": c.note} for c in outcome.comparisons if c.note],
+                },
+                indent=2,
+            )
+        )
     else:
-        click.echo(f"checked: {outcome.description}; {len(outcome.comparisons)} rows, {len(compared)} with runs "
-                   "on both sides")
+        click.echo(
+            f"checked: {outcome.description}; {len(outcome.comparisons)} rows, {len(compared)} with runs on both sides"
+        )
         for regression in outcome.regressions:
             click.echo(f"REGRESSION {text.safe(rows.label(regression.row))}: {text.safe(regression.message)}")
         for item in outcome.inconclusive:
@@ -283,8 +384,10 @@ def check_command(baseline: Optional[str], compile_threshold: float, latency_thr
             if comparison.note:
                 click.echo(f"NOT COMPARED {text.safe(rows.label(comparison.row))}: {text.safe(comparison.note)}")
         if not compared:
-            click.echo("nothing to compare: no row has runs on both sides (run the matrix again, or on another "
-                       "build, then check)")
+            click.echo(
+                "nothing to compare: no row has runs on both sides (run the matrix again, or on another "
+                "build, then check)"
+            )
         elif not outcome.regressions:
             click.echo("no regressions" + (" (some slowdowns could not be judged)" if outcome.inconclusive else ""))
     if outcome.regressions:

@@ -18,10 +18,15 @@ from diag.contract import STATUSES
 def statuses_command(as_json: bool) -> None:
     """List the statuses a run can have (exactly one each), whether the row works, and what each means."""
     if as_json:
-        click.echo(json.dumps([{"name": s.name, "works": s.works, "severity": s.severity, "meaning": s.meaning}
-                               for s in STATUSES], indent=2))
+        click.echo(
+            json.dumps(
+                [{"name": s.name, "works": s.works, "severity": s.severity, "meaning": s.meaning} for s in STATUSES],
+                indent=2,
+            )
+        )
         return
     click.echo(text.statuses_table())
+
 
 @cli.command("cases")
 @json_option
@@ -34,14 +39,15 @@ def cases_command(as_json: bool) -> None:
     """
     refs = catalog.builtin_cases()
     if as_json:
-        click.echo(json.dumps([{"name": r.name, "description": r.description, "path": r.path} for r in refs],
-                              indent=2))
+        click.echo(json.dumps([{"name": r.name, "description": r.description, "path": r.path} for r in refs], indent=2))
         return
     width = max((len(r.name) for r in refs), default=0)
     for ref in refs:
         click.echo(f"{ref.name:<{width}}  {ref.description}")
-    click.echo(f"{'hf:TYPE':<{width}}  a tiny random transformers model of model_type TYPE (hf:llama, hf:gpt2, ...): "
-               "generate, static cache, compiled forward; hf:all = every decoder-only causal-LM architecture")
+    click.echo(
+        f"{'hf:TYPE':<{width}}  a tiny random transformers model of model_type TYPE (hf:llama, hf:gpt2, ...): "
+        "generate, static cache, compiled forward; hf:all = every decoder-only causal-LM architecture"
+    )
 
 
 @cli.command("runs")
@@ -61,6 +67,7 @@ def runs_command(db_path: str, limit: int, case_name: Optional[str], as_json: bo
     for row in listed:
         click.echo(f"{text.summary_line(row)}  torch {text.safe(row['torch_version'])}")
 
+
 @cli.command("show")
 @click.argument("run_id", type=int)
 @db_option
@@ -79,10 +86,12 @@ def show_command(run_id: int, db_path: str, as_json: bool) -> None:
     for name, path in run["artifacts"].items():
         click.echo(f"  {text.safe(name)}: {text.safe(path)}")
 
+
 @cli.command("repro")
 @click.argument("run_id", type=int)
-@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
-              help="Write the script here (default: print it).")
+@click.option(
+    "-o", "--output", type=click.Path(dir_okay=False), default=None, help="Write the script here (default: print it)."
+)
 @db_option
 def repro_command(run_id: int, output: Optional[str], db_path: str) -> None:
     """Write a standalone script (torch and transformers only, no diag import) that reproduces a run.
@@ -107,10 +116,17 @@ def repro_command(run_id: int, output: Optional[str], db_path: str) -> None:
     else:
         click.echo(source)
 
+
 @cli.command("report")
 @db_option
-@click.option("--out", "out_dir", default="reports", show_default=True, type=click.Path(file_okay=False),
-              help="Output directory; updated in place, never overwriting files of yours.")
+@click.option(
+    "--out",
+    "out_dir",
+    default="reports",
+    show_default=True,
+    type=click.Path(file_okay=False),
+    help="Output directory; updated in place, never overwriting files of yours.",
+)
 @json_option
 def report_command(db_path: str, out_dir: str, as_json: bool) -> None:
     """Render the static HTML report: the status matrix across torch builds, transitions, trends, run pages.
@@ -137,5 +153,7 @@ def report_command(db_path: str, out_dir: str, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps({**counts, "index": str(index)}))
     else:
-        click.echo(f"{counts['files']} files: {counts['written']} written, {counts['unchanged']} unchanged, "
-                   f"{counts['removed']} stale removed: {index}")
+        click.echo(
+            f"{counts['files']} files: {counts['written']} written, {counts['unchanged']} unchanged, "
+            f"{counts['removed']} stale removed: {index}"
+        )

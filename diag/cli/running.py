@@ -35,8 +35,9 @@ def hf_architectures(environments: list[envs.TorchEnv]) -> list[str]:
     found: set[str] = set()
     for env in environments:
         try:
-            done = subprocess.run(env.probe_command("architectures"), capture_output=True, text=True,
-                                  env=env.probe_environ(), timeout=600)
+            done = subprocess.run(
+                env.probe_command("architectures"), capture_output=True, text=True, env=env.probe_environ(), timeout=600
+            )
             listed = json.loads(done.stdout) if done.returncode == 0 else None
         except (OSError, subprocess.TimeoutExpired, json.JSONDecodeError):
             listed = None
@@ -46,11 +47,12 @@ def hf_architectures(environments: list[envs.TorchEnv]) -> list[str]:
     progress(f"hf:all: {len(found)} decoder-only causal-LM architectures")
     return sorted(found)
 
+
 def resolve_envs(specs: tuple[str, ...], options: envs.Options) -> tuple[list[envs.TorchEnv], list[str]]:
     """Environments for ``specs``; a spec that fails is reported and skipped, the others still run."""
     try:
         for spec in specs:
-            envs.parse_spec(spec).kind
+            envs.parse_spec(spec)  # refuses a malformed spec before anything runs
         if options.python is not None:
             # Every spec is checked against the interpreter before anything is installed.
             version = envs.python_version(envs.find_python(options.python))
@@ -69,31 +71,77 @@ def resolve_envs(specs: tuple[str, ...], options: envs.Options) -> tuple[list[en
             click.echo(f"Error: {text.safe(str(exc))}", err=True)
     return resolved, failures
 
+
 @cli.command("run")
-@click.option("--case", "case_values", multiple=True, required=True,
-              help="Case name, 'all', or a path to a case file. Repeatable.")
-@click.option("--torch", "torch_specs", multiple=True, default=("current",), show_default=True,
-              help="Torch environment: current, a release (2.13.0), a nightly (2.1.0.dev20230621, 2.1.0.dev, "
-                   "nightly) or a path to a python. Repeatable: runs the matrix.")
+@click.option(
+    "--case",
+    "case_values",
+    multiple=True,
+    required=True,
+    help="Case name, 'all', or a path to a case file. Repeatable.",
+)
+@click.option(
+    "--torch",
+    "torch_specs",
+    multiple=True,
+    default=("current",),
+    show_default=True,
+    help="Torch environment: current, a release (2.13.0), a nightly (2.1.0.dev20230621, 2.1.0.dev, "
+    "nightly) or a path to a python. Repeatable: runs the matrix.",
+)
 @env_options
 @config_options
 @db_option
-@click.option("--timeout", "timeout_s", type=click.FloatRange(min=1), default=DEFAULT_TIMEOUT_S, show_default=True,
-              help="Seconds each pass (timing, diagnosis) may run.")
+@click.option(
+    "--timeout",
+    "timeout_s",
+    type=click.FloatRange(min=1),
+    default=DEFAULT_TIMEOUT_S,
+    show_default=True,
+    help="Seconds each pass (timing, diagnosis) may run.",
+)
 @click.option("--jobs", type=click.IntRange(min=1), default=1, show_default=True, help="Probes run in parallel.")
-@click.option("--timing/--no-timing", default=True, show_default=True,
-              help="Run the timing pass (logging off, a cold compile) before the diagnosis.")
-@click.option("--repeat", type=click.IntRange(min=1), default=1, show_default=True,
-              help="Run the whole matrix this many times over. diag check pools a row's runs of one "
-                   "invocation, so that latency is judged over runs spread in time, not one run.")
-@click.option("--sweep", type=click.Choice(["batch", "length"]), default=None,
-              help="Run every config over a range of batch sizes or prompt lengths (see --sweep-values).")
-@click.option("--sweep-values", default=None, metavar="N,N,...",
-              help="Values for --sweep (default: batch 1,2,4,8; length 16,64,256).")
+@click.option(
+    "--timing/--no-timing",
+    default=True,
+    show_default=True,
+    help="Run the timing pass (logging off, a cold compile) before the diagnosis.",
+)
+@click.option(
+    "--repeat",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Run the whole matrix this many times over. diag check pools a row's runs of one "
+    "invocation, so that latency is judged over runs spread in time, not one run.",
+)
+@click.option(
+    "--sweep",
+    type=click.Choice(["batch", "length"]),
+    default=None,
+    help="Run every config over a range of batch sizes or prompt lengths (see --sweep-values).",
+)
+@click.option(
+    "--sweep-values",
+    default=None,
+    metavar="N,N,...",
+    help="Values for --sweep (default: batch 1,2,4,8; length 16,64,256).",
+)
 @json_option
-def run_command(case_values: tuple[str, ...], torch_specs: tuple[str, ...], env_options: envs.Options,
-                db_path: str, timeout_s: float, jobs: int, timing: bool, repeat: int, sweep: Optional[str], sweep_values: Optional[str],
-                as_json: bool, **config: Any) -> None:
+def run_command(
+    case_values: tuple[str, ...],
+    torch_specs: tuple[str, ...],
+    env_options: envs.Options,
+    db_path: str,
+    timeout_s: float,
+    jobs: int,
+    timing: bool,
+    repeat: int,
+    sweep: Optional[str],
+    sweep_values: Optional[str],
+    as_json: bool,
+    **config: Any,
+) -> None:
     """Diagnose cases under torch.compile and record the runs.
 
     Each case x torch x config is one probe process, which imports torch once and
@@ -117,8 +165,11 @@ def run_command(case_values: tuple[str, ...], torch_specs: tuple[str, ...], env_
     run_preflight(preflight.check_database, db_path)
     environments, env_failures = resolve_envs(torch_specs, env_options)
     if every_architecture:
-        refs += [catalog.hf_case(model_type) for model_type in hf_architectures(environments)
-                 if catalog.hf_case(model_type).name not in {ref.name for ref in refs}]
+        refs += [
+            catalog.hf_case(model_type)
+            for model_type in hf_architectures(environments)
+            if catalog.hf_case(model_type).name not in {ref.name for ref in refs}
+        ]
     for env in environments:
         run_preflight(preflight.check_environment, env, refs, configs)
     db = open_store(db_path, create=True)
@@ -153,29 +204,50 @@ def run_command(case_values: tuple[str, ...], torch_specs: tuple[str, ...], env_
     if as_json:
         click.echo(json.dumps([public_run(row) for row in recorded], indent=2, default=str))
     if recorded:
-        progress(f"recorded {len(recorded)} run{'' if len(recorded) == 1 else 's'} in {db_path}, run directories in "
-                  f"{artifacts_root(Path(db_path).resolve())}/; next: diag show {recorded[-1]['id']} --db {db_path}, "
-                  f"diag report --db {db_path}")
+        progress(
+            f"recorded {len(recorded)} run{'' if len(recorded) == 1 else 's'} in {db_path}, run directories in "
+            f"{artifacts_root(Path(db_path).resolve())}/; next: diag show {recorded[-1]['id']} --db {db_path}, "
+            f"diag report --db {db_path}"
+        )
     if env_failures:
         sys.exit(1)
+
 
 @cli.command("bisect")
 @click.option("--case", "case_value", required=True, help="Case name or path to a case file.")
 @click.option("--good", required=True, help="A torch spec that behaves (e.g. 2.1.0.dev20230601).")
 @click.option("--bad", required=True, help="A later torch spec that does not.")
-@click.option("--candidates", "candidates_file", type=click.Path(exists=True, dir_okay=False), default=None,
-              help="File of torch specs to search, one per line (default: the versions on --index).")
-@click.option("--index", "listing_index", default=None,
-              help="Simple index whose torch builds are the candidates (default: the PyTorch nightly index "
-                   "for --variant). Installs still use --index-url, else the installer's defaults.")
+@click.option(
+    "--candidates",
+    "candidates_file",
+    type=click.Path(exists=True, dir_okay=False),
+    default=None,
+    help="File of torch specs to search, one per line (default: the versions on --index).",
+)
+@click.option(
+    "--index",
+    "listing_index",
+    default=None,
+    help="Simple index whose torch builds are the candidates (default: the PyTorch nightly index "
+    "for --variant). Installs still use --index-url, else the installer's defaults.",
+)
 @env_options
 @config_options
 @db_option
 @click.option("--timeout", "timeout_s", type=click.FloatRange(min=1), default=DEFAULT_TIMEOUT_S, show_default=True)
 @json_option
-def bisect_command(case_value: str, good: str, bad: str, candidates_file: Optional[str],
-                   listing_index: Optional[str], env_options: envs.Options, db_path: str, timeout_s: float,
-                   as_json: bool, **config: Any) -> None:
+def bisect_command(
+    case_value: str,
+    good: str,
+    bad: str,
+    candidates_file: Optional[str],
+    listing_index: Optional[str],
+    env_options: envs.Options,
+    db_path: str,
+    timeout_s: float,
+    as_json: bool,
+    **config: Any,
+) -> None:
     """Binary-search the builds between --good and --bad for the first one whose status differs from --good's.
 
     Builds are provisioned as needed and runs already in the DB are reused. A build
@@ -196,16 +268,24 @@ def bisect_command(case_value: str, good: str, bad: str, candidates_file: Option
     db = open_store(db_path, create=True)
     recorded = {b["version"].split("+", 1)[0]: b for b in store.builds(db) if b.get("wheel_url")}
     try:
-        found = bisect.candidates(good, bad, candidates_file, listing_index, env_options.variant,
-                                  stored=[b["version"] for b in store.builds(db)],
-                                  request=env_options.request(good))
+        found = bisect.candidates(
+            good,
+            bad,
+            candidates_file,
+            listing_index,
+            env_options.variant,
+            stored=[b["version"] for b in store.builds(db)],
+            request=env_options.request(good),
+        )
     except (catalog.CatalogError, envs.EnvError, wheels.WheelError) as exc:
         raise fail(str(exc)) from exc
     for note in found.notes:
         progress(text.safe(note))
     if found.missing_dates:
-        progress(f"no nightly at its direct URL for {len(found.missing_dates)} dates in range: "
-                  f"{', '.join(found.missing_dates[:10])}{' ...' if len(found.missing_dates) > 10 else ''}")
+        progress(
+            f"no nightly at its direct URL for {len(found.missing_dates)} dates in range: "
+            f"{', '.join(found.missing_dates[:10])}{' ...' if len(found.missing_dates) > 10 else ''}"
+        )
 
     def provision(spec: str) -> envs.TorchEnv:
         build = recorded.get(spec)
@@ -215,8 +295,16 @@ def bisect_command(case_value: str, good: str, bad: str, candidates_file: Option
         return envs.resolve(spec, env_options, log=progress)
 
     try:
-        summary = bisect.bisect(db, Path(db_path), refs[0], run_config, found.specs, provision, timeout_s,
-                                log=lambda message: progress(text.safe(message)))
+        summary = bisect.bisect(
+            db,
+            Path(db_path),
+            refs[0],
+            run_config,
+            found.specs,
+            provision,
+            timeout_s,
+            log=lambda message: progress(text.safe(message)),
+        )
     except (bisect.BisectError, runner.EnvironmentFault, store.StoreError) as exc:
         raise fail(str(exc)) from exc
     summary["missing_dates"] = found.missing_dates
@@ -231,8 +319,11 @@ def bisect_command(case_value: str, good: str, bad: str, candidates_file: Option
     for spec, reason in summary["skipped"].items():
         click.echo(f"skipped:   {spec}: {text.safe(reason)}")
     if summary["missing_dates"]:
-        click.echo(f"no build:  {len(summary['missing_dates'])} dates in range had no nightly "
-                   f"({', '.join(summary['missing_dates'][:10])}{' ...' if len(summary['missing_dates']) > 10 else ''})")
+        click.echo(
+            f"no build:  {len(summary['missing_dates'])} dates in range had no nightly "
+            f"({', '.join(summary['missing_dates'][:10])}{' ...' if len(summary['missing_dates']) > 10 else ''})"
+        )
+
 
 def _build_line(build: dict[str, Any]) -> str:
     date = f", nightly {build['nightly_date']}" if build["nightly_date"] else ""

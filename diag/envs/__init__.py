@@ -44,10 +44,31 @@ from diag.envs.interpreters import (
 )
 
 __all__ = [
-    "COMPILE_SINCE", "NIGHTLY_INDEX", "STAMP", "TRANSFORMERS_FALLBACKS", "EnvError", "Options", "Request", "TorchEnv",
-    "check_compile_support", "describe", "env_key", "extras_install_command", "find_python", "find_wheel",
-    "listing", "names_transformers", "parse_spec", "probe_path", "provision", "python_version", "read_stamp",
-    "remove", "resolve", "torch_install_command", "wheel_install_command",
+    "COMPILE_SINCE",
+    "NIGHTLY_INDEX",
+    "STAMP",
+    "TRANSFORMERS_FALLBACKS",
+    "EnvError",
+    "Options",
+    "Request",
+    "TorchEnv",
+    "check_compile_support",
+    "describe",
+    "env_key",
+    "extras_install_command",
+    "find_python",
+    "find_wheel",
+    "listing",
+    "names_transformers",
+    "parse_spec",
+    "probe_path",
+    "provision",
+    "python_version",
+    "read_stamp",
+    "remove",
+    "resolve",
+    "torch_install_command",
+    "wheel_install_command",
 ]
 
 
@@ -55,6 +76,7 @@ __all__ = [
 class Options:
     """How environments are provisioned: the CLI's --with, --index-url, --variant, --installer,
     --python and --find-links."""
+
     extras: tuple[str, ...] = ()
     index_url: Optional[str] = None
     variant: str = "cpu"
@@ -63,12 +85,21 @@ class Options:
     find_links: tuple[str, ...] = ()
 
     def request(self, spec: str, sha256: Optional[str] = None) -> Request:
-        return Request(spec=spec, extras=tuple(self.extras), python=find_python(self.python),
-                       index_url=self.index_url, variant=self.variant, installer=self.installer,
-                       find_links=tuple(self.find_links), sha256=sha256)
+        return Request(
+            spec=spec,
+            extras=tuple(self.extras),
+            python=find_python(self.python),
+            index_url=self.index_url,
+            variant=self.variant,
+            installer=self.installer,
+            find_links=tuple(self.find_links),
+            sha256=sha256,
+        )
 
-def resolve(spec: str, options: Options = Options(), log=lambda message: None,
-            sha256: Optional[str] = None) -> TorchEnv:
+
+def resolve(
+    spec: str, options: Options = Options(), log=lambda message: None, sha256: Optional[str] = None
+) -> TorchEnv:
     """The environment for a spec: an interpreter as it is, else a provisioned one.
 
     A nightly prefix or ``nightly`` is first resolved to the newest dated nightly there is, and

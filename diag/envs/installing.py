@@ -22,14 +22,7 @@ from typing import Any, Optional
 from diag import wheels
 from diag.build import DEV_KINDS, Version, nightly_date
 from diag.config import diag_home
-from diag.envs.interpreters import (
-    EnvError,
-    TorchEnv,
-    check_compile_support,
-    describe,
-    parse_spec,
-    python_version,
-)
+from diag.envs.interpreters import EnvError, TorchEnv, check_compile_support, describe, parse_spec, python_version
 
 # Tried in turn when the newest transformers disables itself on an old torch ("PyTorch >= 2.1 is required").
 TRANSFORMERS_FALLBACKS = ("transformers<5", "transformers<4.50", "transformers<4.45", "transformers<4.40")
@@ -38,9 +31,11 @@ NIGHTLY_INDEX = "https://download.pytorch.org/whl/nightly/{variant}"
 
 STAMP = ".diag-env.json"
 
+
 @dataclass(frozen=True)
 class Request:
     """Everything that decides what a provisioned environment contains."""
+
     spec: str
     extras: tuple[str, ...] = ()
     python: str = sys.executable
@@ -62,10 +57,12 @@ class Request:
         """The index torch nightlies are looked up on (and their dependencies installed from)."""
         return self.index_url or NIGHTLY_INDEX.format(variant=self.variant)
 
+
 def _installer(request: Request, python: str) -> list[str]:
     if request.installer == "uv":
         return ["uv", "pip", "install", "--python", python]
     return [python, "-m", "pip", "install", "--disable-pip-version-check", "--no-input"]
+
 
 def torch_install_command(request: Request, python: str) -> list[str]:
     """Step 1 for a release: torch alone, by pip's (or uv's) own resolution; nightlies and wheels are
@@ -81,8 +78,10 @@ def torch_install_command(request: Request, python: str) -> list[str]:
         raise EnvError(f"torch spec {request.spec!r} is not a release; nightlies are installed from their wheel")
     return command + [f"torch=={request.spec}"]
 
+
 def _python_tag(tags: list[str]) -> str:
     return next((t.split("-")[0] for t in tags if t.startswith("cp")), "?")
+
 
 def find_wheel(request: Request) -> wheels.Wheel:
     """The torch wheel a nightly or wheel spec installs, found before anything is installed.
@@ -107,8 +106,11 @@ def find_wheel(request: Request) -> wheels.Wheel:
         rank = {tag: index for index, tag in enumerate(tags)}
 
         def fits(wheel: wheels.Wheel) -> bool:
-            return (bool(wheel.tags() & rank.keys()) and wheel.label in (None, request.variant)
-                    and wanted.admits(wheel.version))
+            return (
+                bool(wheel.tags() & rank.keys())
+                and wheel.label in (None, request.variant)
+                and wanted.admits(wheel.version)
+            )
 
         def preference(wheel: wheels.Wheel) -> int:
             return min(rank.get(tag, len(rank)) for tag in wheel.tags())
@@ -123,21 +125,28 @@ def find_wheel(request: Request) -> wheels.Wheel:
             for url in urls:
                 if wheels.exists(url):
                     return wheels.Wheel(urllib.parse.unquote(url.rsplit("/", 1)[-1]), url, "direct URL")
-            raise EnvError(f"torch spec {spec!r}: no {request.variant} wheel for {python_tag}: none in {places}, "
-                           f"none listed on {request.index}{unlisted_why}, and none at its direct URL "
-                           f"({urls[0] if urls else 'no platform tag fits'}); is there a nightly of that date?")
+            raise EnvError(
+                f"torch spec {spec!r}: no {request.variant} wheel for {python_tag}: none in {places}, "
+                f"none listed on {request.index}{unlisted_why}, and none at its direct URL "
+                f"({urls[0] if urls else 'no platform tag fits'}); is there a nightly of that date?"
+            )
         if not found:
             if kind == "nightly_prefix":
                 series = ".".join(map(str, wanted.version.release))
-                raise EnvError(f"torch spec {spec!r}: {request.index} lists no {series} nightly for {python_tag} "
-                               f"({request.variant}){unlisted_why}, and none is in {places}; the nightly index keeps "
-                               f"about two months of nightlies. Use a dated nightly ({series}.devYYYYMMDD, installed "
-                               f"by its direct wheel URL), a wheel URL or --find-links DIR, or the release {series}")
-            raise EnvError(f"torch spec 'nightly': {request.index} lists no nightly for {python_tag} "
-                           f"({request.variant}){unlisted_why}")
+                raise EnvError(
+                    f"torch spec {spec!r}: {request.index} lists no {series} nightly for {python_tag} "
+                    f"({request.variant}){unlisted_why}, and none is in {places}; the nightly index keeps "
+                    f"about two months of nightlies. Use a dated nightly ({series}.devYYYYMMDD, installed "
+                    f"by its direct wheel URL), a wheel URL or --find-links DIR, or the release {series}"
+                )
+            raise EnvError(
+                f"torch spec 'nightly': {request.index} lists no nightly for {python_tag} "
+                f"({request.variant}){unlisted_why}"
+            )
         return max(found, key=lambda w: (Version.parse(w.version).key(), -preference(w)))
     except wheels.WheelError as exc:
         raise EnvError(f"torch spec {spec!r}: {exc}") from exc
+
 
 def _given_wheel(spec: str) -> wheels.Wheel:
     name = urllib.parse.unquote(spec.rsplit("/", 1)[-1])
@@ -152,6 +161,7 @@ def _given_wheel(spec: str) -> wheels.Wheel:
         raise EnvError(f"torch spec {spec!r}: no such wheel file")
     return wheels.Wheel(name, str(path.absolute()), "given")
 
+
 def wheel_install_command(request: Request, python: str, wheel_file: Path) -> list[str]:
     """Step 1 for a found wheel: that file; its dependencies from the user's index and the nightly index."""
     command = _installer(request, python)
@@ -160,6 +170,7 @@ def wheel_install_command(request: Request, python: str, wheel_file: Path) -> li
     for url in request.extra_index_urls:
         command += ["--extra-index-url", url]
     return command + [str(wheel_file)]
+
 
 def extras_install_command(request: Request, python: str, constraint_file: str) -> list[str]:
     """Step 2: transformers and the user's extras from the user's own index, torch pinned by a constraint."""
@@ -171,29 +182,43 @@ def extras_install_command(request: Request, python: str, constraint_file: str) 
         command += ["--extra-index-url", url]
     return command + extras
 
+
 def env_key(request: Request) -> str:
-    python_version = subprocess.run([request.python, "-c", "import sys; print(sys.version)"],
-                                    capture_output=True, text=True).stdout.strip()
+    python_version = subprocess.run(
+        [request.python, "-c", "import sys; print(sys.version)"], capture_output=True, text=True
+    ).stdout.strip()
     # python, python3 and python3.11 may name one interpreter: key on the file they resolve to.
     python = os.path.realpath(request.python)
     spec = request.spec if request.kind != "wheel" else request.spec.rsplit("/", 1)[-1]  # the build, not its place
-    parts = [spec, *sorted(request.extras), python, python_version, request.index_url or "",
-             *request.extra_index_urls, request.variant, request.installer]
+    parts = [
+        spec,
+        *sorted(request.extras),
+        python,
+        python_version,
+        request.index_url or "",
+        *request.extra_index_urls,
+        request.variant,
+        request.installer,
+    ]
     digest = hashlib.sha1("\x1f".join(parts).encode()).hexdigest()[:10]
     label = re.sub(r"[^A-Za-z0-9.]+", "-", urllib.parse.unquote(spec)).strip("-")
     return f"torch-{label}-{digest}"
 
+
 def envs_dir() -> Path:
     return diag_home() / "envs"
 
+
 def _env_python(directory: Path) -> Path:
     return directory / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+
 
 def read_stamp(directory: Path) -> Optional[dict[str, Any]]:
     try:
         return json.loads((directory / STAMP).read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError):
         return None
+
 
 def _run(command: list[str], spec: str, what: str, timeout: float = 3600) -> subprocess.CompletedProcess:
     try:
@@ -206,8 +231,10 @@ def _run(command: list[str], spec: str, what: str, timeout: float = 3600) -> sub
         raise EnvError(f"torch spec {spec!r}: {what} failed: {reason.strip()}")
     return done
 
-def provision(request: Request, log=lambda message: None, wheel: Optional[wheels.Wheel] = None,
-              label: Optional[str] = None) -> TorchEnv:
+
+def provision(
+    request: Request, log=lambda message: None, wheel: Optional[wheels.Wheel] = None, label: Optional[str] = None
+) -> TorchEnv:
     """The environment for ``request``: reused when its stamp says it is complete, else built.
 
     A nightly or wheel spec's wheel is found before anything is created (``wheel``, when the
@@ -241,8 +268,10 @@ def provision(request: Request, log=lambda message: None, wheel: Optional[wheels
         info = describe(request.spec, env_python)
         wanted = request.spec if wheel is None or request.kind != "wheel" else wheel.base_version
         if not parse_spec(wanted).admits(info["torch_version"]):
-            raise EnvError(f"torch spec {request.spec!r}: the installer gave torch {info['torch_version']}, "
-                           "not the requested build (is that nightly on the index?)")
+            raise EnvError(
+                f"torch spec {request.spec!r}: the installer gave torch {info['torch_version']}, "
+                "not the requested build (is that nightly on the index?)"
+            )
         if wheel is not None:
             info["wheel"] = source
         pin = partial / "torch-pin.txt"
@@ -257,6 +286,7 @@ def provision(request: Request, log=lambda message: None, wheel: Optional[wheels
         raise
     return TorchEnv(label, str(_env_python(directory)), stamp["torch"], str(directory))
 
+
 def _install_wheel(request: Request, python: str, wheel: wheels.Wheel, log) -> dict[str, str]:
     """Fetch, check and install a found wheel; where it came from and its sha256, for the build's record."""
     log(f"torch wheel {wheel.filename} from {wheel.origin}: {wheel.location}")
@@ -265,14 +295,20 @@ def _install_wheel(request: Request, python: str, wheel: wheels.Wheel, log) -> d
     except wheels.WheelError as exc:
         raise EnvError(f"torch spec {request.spec!r}: {exc}") from exc
     if request.sha256 and sha256 != request.sha256:
-        raise EnvError(f"torch spec {request.spec!r}: the wheel's sha256 is {sha256}, not the recorded "
-                       f"{request.sha256}: it is not the build that was run")
+        raise EnvError(
+            f"torch spec {request.spec!r}: the wheel's sha256 is {sha256}, not the recorded "
+            f"{request.sha256}: it is not the build that was run"
+        )
     _run(wheel_install_command(request, python, path), request.spec, "installing torch")
     return {"url": wheel.location, "origin": wheel.origin, "sha256": sha256, "filename": wheel.filename}
 
-_TRANSFORMERS_SEES_TORCH = ("import json\ntry:\n    import transformers\n    from transformers.utils import "
-                            "is_torch_available\n    print(json.dumps([transformers.__version__, "
-                            "bool(is_torch_available())]))\nexcept ImportError:\n    print(json.dumps([None, False]))")
+
+_TRANSFORMERS_SEES_TORCH = (
+    "import json\ntry:\n    import transformers\n    from transformers.utils import "
+    "is_torch_available\n    print(json.dumps([transformers.__version__, "
+    "bool(is_torch_available())]))\nexcept ImportError:\n    print(json.dumps([None, False]))"
+)
+
 
 def _transformers_state(python: str) -> tuple[Optional[str], bool]:
     done = subprocess.run([python, "-c", _TRANSFORMERS_SEES_TORCH], capture_output=True, text=True, timeout=300)
@@ -281,6 +317,7 @@ def _transformers_state(python: str) -> tuple[Optional[str], bool]:
     except (IndexError, ValueError):
         return None, False
     return version, sees_torch
+
 
 def _working_transformers(request: Request, python: str, pin: str, log) -> Optional[str]:
     """The installed transformers version, after stepping back to an older one while it disables torch.
@@ -299,8 +336,11 @@ def _working_transformers(request: Request, python: str, pin: str, log) -> Optio
         version, sees_torch = _transformers_state(python)
         if sees_torch:
             return version
-    raise EnvError(f"torch spec {request.spec!r}: no transformers release tried "
-                   f"({', '.join(TRANSFORMERS_FALLBACKS)}) accepts this torch; pin one with --with transformers==X")
+    raise EnvError(
+        f"torch spec {request.spec!r}: no transformers release tried "
+        f"({', '.join(TRANSFORMERS_FALLBACKS)}) accepts this torch; pin one with --with transformers==X"
+    )
+
 
 def _allows(ceiling: str, version: str) -> bool:
     """Does ``transformers<X`` admit ``version``? (If it already does, that ceiling changes nothing.)"""
@@ -308,8 +348,10 @@ def _allows(ceiling: str, version: str) -> bool:
     current = Version.lenient(version)
     return current is not None and current.key() < bound
 
+
 def names_transformers(extras: tuple[str, ...]) -> bool:
     return any(re.split(r"[<>=!~\[ ;]", e, maxsplit=1)[0].lower() == "transformers" for e in extras)
+
 
 def listing() -> list[dict[str, Any]]:
     """Provisioned environments with their torch build, size on disk and path."""
@@ -321,11 +363,19 @@ def listing() -> list[dict[str, Any]]:
         if stamp is None:
             continue
         size = sum(p.stat().st_size for p in directory.rglob("*") if p.is_file() and not p.is_symlink())
-        rows.append({"name": directory.name, "spec": stamp["spec"], "torch_version": stamp["torch"]["torch_version"],
-                     "git_version": stamp["torch"].get("git_version"),
-                     "nightly_date": nightly_date(stamp["torch"]["torch_version"]),
-                     "size_mb": round(size / 2**20, 1), "path": str(directory)})
+        rows.append(
+            {
+                "name": directory.name,
+                "spec": stamp["spec"],
+                "torch_version": stamp["torch"]["torch_version"],
+                "git_version": stamp["torch"].get("git_version"),
+                "nightly_date": nightly_date(stamp["torch"]["torch_version"]),
+                "size_mb": round(size / 2**20, 1),
+                "path": str(directory),
+            }
+        )
     return rows
+
 
 def remove(name: str) -> Path:
     directory = envs_dir() / name

@@ -24,8 +24,10 @@ from diag.config import PACKAGE_ROOT, diag_home
 # ("Python 3.11+ not yet supported for torch.compile" on torch 2.0).
 COMPILE_SINCE = {(3, 11): (2, 1), (3, 12): (2, 4), (3, 13): (2, 6)}
 
+
 class EnvError(Exception):
     pass
+
 
 @dataclass(frozen=True)
 class TorchEnv:
@@ -54,6 +56,7 @@ class TorchEnv:
         env.setdefault("PYTHONUNBUFFERED", "1")
         return env
 
+
 def probe_path() -> Path:
     """A folder that holds the diag package alone, for the probe's PYTHONPATH.
 
@@ -75,6 +78,7 @@ def probe_path() -> Path:
         return PACKAGE_ROOT.parent
     return folder
 
+
 def parse_spec(spec: str) -> Spec:
     """What a ``--torch`` value asks for (``build.Spec``); EnvError, in one line, when it names nothing."""
     try:
@@ -82,11 +86,13 @@ def parse_spec(spec: str) -> Spec:
     except BuildError as exc:
         raise EnvError(str(exc)) from exc
 
+
 def python_version(python: str) -> tuple[int, int, int]:
     """``sys.version_info[:3]`` of ``python``; EnvError when it does not run."""
     try:
-        done = subprocess.run([python, "-c", "import sys; print(*sys.version_info[:3])"], capture_output=True,
-                              text=True, timeout=60)
+        done = subprocess.run(
+            [python, "-c", "import sys; print(*sys.version_info[:3])"], capture_output=True, text=True, timeout=60
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise EnvError(f"python {python}: cannot run it: {exc}") from exc
     if done.returncode != 0 or len(done.stdout.split()) != 3:
@@ -94,6 +100,7 @@ def python_version(python: str) -> tuple[int, int, int]:
         raise EnvError(f"python {python}: cannot run it ({last})")
     major, minor, micro = (int(part) for part in done.stdout.split())
     return major, minor, micro
+
 
 def _pyenv_pythons(version: str) -> list[str]:
     """Interpreters pyenv installed for ``version`` (3.10 matches 3.10.13), newest first."""
@@ -112,12 +119,14 @@ def _pyenv_pythons(version: str) -> list[str]:
                     found.append(str(directory / "bin" / "python"))
     return found
 
+
 def _uv_python(version: str) -> list[str]:
     uv = shutil.which("uv")
     if uv is None:
         return []
     done = subprocess.run([uv, "python", "find", version], capture_output=True, text=True)
     return [done.stdout.strip()] if done.returncode == 0 and done.stdout.strip() else []
+
 
 def find_python(value: Optional[str]) -> str:
     """The interpreter ``--python`` names: a path, or a version found on PATH, through pyenv or uv.
@@ -136,8 +145,11 @@ def find_python(value: Optional[str]) -> str:
         raise EnvError(f"--python {value!r}: not an executable file, and not a version like 3.10")
     version = f"{wanted[0]}.{wanted[1]}"
     tried: list[str] = []
-    sources = [("PATH", [shutil.which(f"python{version}") or ""]), ("pyenv", _pyenv_pythons(version)),
-               ("uv python find", _uv_python(version))]
+    sources = [
+        ("PATH", [shutil.which(f"python{version}") or ""]),
+        ("pyenv", _pyenv_pythons(version)),
+        ("uv python find", _uv_python(version)),
+    ]
     for source, candidates in sources:
         candidates = [c for c in candidates if c]
         tried.append(f"{source} ({', '.join(candidates) or 'none'})")
@@ -149,6 +161,7 @@ def find_python(value: Optional[str]) -> str:
                 continue
     raise EnvError(f"--python {value}: no Python {version} found; tried {'; '.join(tried)}")
 
+
 def check_compile_support(spec: str, version: tuple[int, ...]) -> None:
     """EnvError, before anything is installed, when the spec's torch has no torch.compile on this Python."""
     series = parse_spec(spec).series
@@ -157,13 +170,19 @@ def check_compile_support(spec: str, version: tuple[int, ...]) -> None:
         return
     supported = [p for p, t in COMPILE_SINCE.items() if t <= series]
     fits = max(supported) if supported else (3, min(COMPILE_SINCE)[1] - 1)
-    raise EnvError(f"torch spec {spec!r}: torch {series[0]}.{series[1]} has no torch.compile on Python "
-                   f"{version[0]}.{version[1]} (it needs torch >= {needed[0]}.{needed[1]}); "
-                   f"choose an older Python, e.g. --python {fits[0]}.{fits[1]}")
+    raise EnvError(
+        f"torch spec {spec!r}: torch {series[0]}.{series[1]} has no torch.compile on Python "
+        f"{version[0]}.{version[1]} (it needs torch >= {needed[0]}.{needed[1]}); "
+        f"choose an older Python, e.g. --python {fits[0]}.{fits[1]}"
+    )
 
-_DESCRIBE = ("import json, torch; print(json.dumps({'torch_version': torch.__version__, "
-             "'git_version': getattr(torch.version, 'git_version', None), "
-             "'cuda_version': getattr(torch.version, 'cuda', None)}))")
+
+_DESCRIBE = (
+    "import json, torch; print(json.dumps({'torch_version': torch.__version__, "
+    "'git_version': getattr(torch.version, 'git_version', None), "
+    "'cuda_version': getattr(torch.version, 'cuda', None)}))"
+)
+
 
 def describe(spec: str, python: str) -> dict:
     """torch version, git commit and CUDA version of ``python``; EnvError naming the spec when it has no torch."""

@@ -32,8 +32,11 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     run.add_argument("--dir", required=True)
     run.add_argument("--timeout", type=float, required=True, help="seconds each pass may take")
     run.add_argument("--no-timing", action="store_true")
-    sub.add_parser("architectures", help="print, as JSON, the decoder-only causal-LM model types of the installed "
-                                         "transformers (the cases hf:all expands to)")
+    sub.add_parser(
+        "architectures",
+        help="print, as JSON, the decoder-only causal-LM model types of the installed "
+        "transformers (the cases hf:all expands to)",
+    )
     check = sub.add_parser("check", help="before a run: a case_check record per case file, a device_check per device")
     check.add_argument("--out", required=True)
     check.add_argument("--device", action="append", default=[])

@@ -18,13 +18,7 @@ from pathlib import Path
 from typing import Callable, Optional, TextIO
 
 from diag.probe import compat
-from diag.probe.parsers import (
-    PARSERS,
-    RECOMPILE_LIMIT,
-    Finding,
-    LoggedException,
-    Record,
-)
+from diag.probe.parsers import PARSERS, RECOMPILE_LIMIT, Finding, LoggedException, Record
 
 
 class LogCapture(logging.Handler):
@@ -82,10 +76,18 @@ class LogCapture(logging.Handler):
         if compat.debug_logs()[0]:
             import torch._logging
 
-            torch._logging.set_logs(**compat.log_keywords({
-                "dynamo": logging.DEBUG, "aot": logging.DEBUG, "inductor": logging.DEBUG,
-                "graph_breaks": True, "recompiles": True, "recompiles_verbose": True,
-            }))
+            torch._logging.set_logs(
+                **compat.log_keywords(
+                    {
+                        "dynamo": logging.DEBUG,
+                        "aot": logging.DEBUG,
+                        "inductor": logging.DEBUG,
+                        "graph_breaks": True,
+                        "recompiles": True,
+                        "recompiles_verbose": True,
+                    }
+                )
+            )
             return
         self._legacy = True
         self._legacy_levels = {name: logging.getLogger(name).level for name in LEGACY_LOGGERS}
@@ -99,6 +101,7 @@ class LogCapture(logging.Handler):
             dynamo_logging = None
         original = getattr(dynamo_logging, "init_logging", None)
         if original is not None:
+
             def init_logging(*args, **kwargs):
                 original(*args, **kwargs)
                 self._attach()
@@ -183,8 +186,12 @@ class LogCapture(logging.Handler):
         data = finding.data
         if finding.kind == "hidden_error":
             same = (data["key"], data["location"], data["decode_step"])
-            if any(f.kind == "hidden_error" and (f.data["key"], f.data["location"], f.data["decode_step"]) == same
-                   and f.data["logger"] != data["logger"] for f in self.findings):
+            if any(
+                f.kind == "hidden_error"
+                and (f.data["key"], f.data["location"], f.data["decode_step"]) == same
+                and f.data["logger"] != data["logger"]
+                for f in self.findings
+            ):
                 return  # one event that torch logged on two loggers
             if data["source"] == RECOMPILE_LIMIT:
                 self._drop_refused_recompile(data["location"])
@@ -242,8 +249,13 @@ class CompileNotices(logging.Handler):
         self.count += 1
         if len(self.seen) < self.LIMIT:
             exc = log_record.exc_info[1] if log_record.exc_info else None
-            self.seen.append({"logger": log_record.name, "level": log_record.levelname,
-                              "exception": type(exc).__name__ if exc is not None else None})
+            self.seen.append(
+                {
+                    "logger": log_record.name,
+                    "level": log_record.levelname,
+                    "exception": type(exc).__name__ if exc is not None else None,
+                }
+            )
 
     def noted(self) -> list[dict]:
         """What was seen, as the timing record keeps it: the first LIMIT, then how many more."""
@@ -268,8 +280,9 @@ def graph_cache_hits() -> int:
     """How many compiled graphs inductor's FX graph cache and AOTAutograd's cache served so far."""
     from torch._dynamo.utils import counters
 
-    return int(counters["inductor"].get("fxgraph_cache_hit", 0)) + \
-        int(counters["aot_autograd"].get("autograd_cache_hit", 0))
+    return int(counters["inductor"].get("fxgraph_cache_hit", 0)) + int(
+        counters["aot_autograd"].get("autograd_cache_hit", 0)
+    )
 
 
 def _capture_points(legacy: bool) -> list[logging.Logger]:
@@ -283,8 +296,11 @@ def _capture_points(legacy: bool) -> list[logging.Logger]:
     for name, logger in list(logging.root.manager.loggerDict.items()):
         if not isinstance(logger, logging.Logger):
             continue
-        if (name == "torch" or name.startswith("torch.")) and not logger.propagate \
-                and not _switched_off_artifact(logger):
+        if (
+            (name == "torch" or name.startswith("torch."))
+            and not logger.propagate
+            and not _switched_off_artifact(logger)
+        ):
             loggers.append(logger)
     top = logging.getLogger("torch")
     if legacy and top not in loggers:
@@ -331,7 +347,7 @@ def replay(log_text: str) -> LogCapture:
     for index, start in enumerate(starts):
         end = starts[index + 1].start() if index + 1 < len(starts) else len(log_text)
         step = None if start["step"] == "None" else int(start["step"])
-        message, exc = LoggedException.split(log_text[start.end():end].rstrip("\n"))
+        message, exc = LoggedException.split(log_text[start.end() : end].rstrip("\n"))
         collector.record_count += 1
         collector.feed(Record(start["logger"], start["level"], message, exc, step))
     return collector

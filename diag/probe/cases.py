@@ -110,7 +110,7 @@ def read_case_header(path: str) -> tuple[str, str]:
                 description = kwargs.get("description", args[1] if len(args) > 1 else "")
                 if isinstance(name, str):
                     return name, str(description)
-    raise CaseError(f"{path} has no @case(\"name\", \"description\") function")
+    raise CaseError(f'{path} has no @case("name", "description") function')
 
 
 class Generation:
@@ -191,8 +191,9 @@ class Generation:
         Returns ``sequences``."""
         count = len(self.tokens)
         if count and sequences.shape[1] >= count:
-            self.tokens = [sequences[:, i:i + 1].detach().cpu()
-                           for i in range(sequences.shape[1] - count, sequences.shape[1])]
+            self.tokens = [
+                sequences[:, i : i + 1].detach().cpu() for i in range(sequences.shape[1] - count, sequences.shape[1])
+            ]
         return sequences
 
     @contextlib.contextmanager

@@ -48,7 +48,7 @@ def recompiles_log() -> Capability:
 
 def dynamo_counters() -> Capability:
     try:
-        from torch._dynamo.utils import counters  # noqa: F401
+        from torch._dynamo.utils import counters  # noqa: F401 (importable is the capability)
     except ImportError as exc:
         return False, f"torch._dynamo.utils.counters is not importable: {exc}"
     return True, "torch._dynamo.utils.counters"
@@ -78,7 +78,7 @@ def depyf_hook() -> Capability:
     if not hasattr(convert_frame, "register_bytecode_hook"):
         return False, "depyf: dynamo has no register_bytecode_hook on this torch (needs >= 2.2)"
     try:
-        import depyf  # noqa: F401  (importable is the capability)
+        import depyf  # noqa: F401 (importable is the capability)
     except ImportError:
         return False, "depyf: the depyf package is not installed in this environment"
     return True, "depyf dump of transformed bytecode and compiled graphs"
@@ -119,8 +119,17 @@ def is_dynamo_tracing_error(exc: BaseException) -> bool:
     names = {cls.__name__ for cls in type(exc).__mro__}
     if "BackendCompilerFailed" in names:
         return False
-    return bool(names & {"Unsupported", "UserError", "UncapturedHigherOrderOpError", "TorchRuntimeError",
-                         "GuardOnDataDependentSymNode", "DataDependentOutputException"})
+    return bool(
+        names
+        & {
+            "Unsupported",
+            "UserError",
+            "UncapturedHigherOrderOpError",
+            "TorchRuntimeError",
+            "GuardOnDataDependentSymNode",
+            "DataDependentOutputException",
+        }
+    )
 
 
 def is_recompile_limit_error(exc: BaseException) -> bool:

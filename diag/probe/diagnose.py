@@ -40,17 +40,24 @@ def compare(eager, compiled, relative_tolerance: float) -> dict[str, Any]:
     }
     if not result["tokens_equal"]:
         top2 = eager_logits[:, first].topk(2, dim=-1).values
-        rows = (eager_tokens[:, first] != compiled_tokens[:, first])
+        rows = eager_tokens[:, first] != compiled_tokens[:, first]
         margin = float((top2[:, 0] - top2[:, 1])[rows].min())
         result.update(first_differing_step=first, eager_margin=margin)
     # A flip where eager's top two nearly tie is reduction-order noise, not a compiler bug.
     result["within_tolerance"] = max_abs_diff <= tolerance and (
-        result["tokens_equal"] or result["eager_margin"] <= tolerance)
+        result["tokens_equal"] or result["eager_margin"] <= tolerance
+    )
     return result
 
 
-def classify(*, fullgraph: bool, error: Optional[BaseException], graph_count: Optional[int],
-             graph_breaks: int, correctness: Optional[dict]) -> str:
+def classify(
+    *,
+    fullgraph: bool,
+    error: Optional[BaseException],
+    graph_count: Optional[int],
+    graph_breaks: int,
+    correctness: Optional[dict],
+) -> str:
     """The one status of a compiled run that did not crash or time out (see DESIGN's vocabulary)."""
     if error is not None:
         if fullgraph and (compat.is_dynamo_tracing_error(error) or compat.is_recompile_limit_error(error)):
@@ -77,8 +84,9 @@ def group(items: list[dict], by: tuple[str, ...], count_field: str = "count") ->
     return list(grouped.values())
 
 
-def reuse_decision(timing_results: Optional[Path], allowed: bool, backend: str,
-                   caches_on: Optional[list[str]] = None) -> tuple[bool, str]:
+def reuse_decision(
+    timing_results: Optional[Path], allowed: bool, backend: str, caches_on: Optional[list[str]] = None
+) -> tuple[bool, str]:
     """Whether this pass may take the timing pass's compiled graphs from inductor's and AOTAutograd's
     caches instead of lowering them again, and why.
 
@@ -105,18 +113,28 @@ def reuse_decision(timing_results: Optional[Path], allowed: bool, backend: str,
     if notices is None or hits is None:
         return False, "the timing pass could not tell what torch logged or what its caches served"
     if hits:
-        return False, f"the timing pass's compile was served {hits} graph(s) from a cache, so it did not lower " \
-                      f"them itself: every graph lowered again with its logs"
+        return (
+            False,
+            f"the timing pass's compile was served {hits} graph(s) from a cache, so it did not lower "
+            f"them itself: every graph lowered again with its logs",
+        )
     if notices:
-        said = ", ".join(f"{n['level']} {n['logger']}" + (f" ({n['exception']})" if n.get("exception") else "")
-                         for n in notices if "logger" in n)
+        said = ", ".join(
+            f"{n['level']} {n['logger']}" + (f" ({n['exception']})" if n.get("exception") else "")
+            for n in notices
+            if "logger" in n
+        )
         return False, f"torch logged while the timing pass compiled ({said}): every graph lowered again with its logs"
-    caches = " and ".join({"fx_graph_cache": "inductor's FX graph cache",
-                           "enable_autograd_cache": "AOTAutograd's cache"}[name] for name in (caches_on or []))
-    return True, (f"the timing pass's compiled graphs were reused from {caches or 'the graph caches'} (it "
-                  "lowered every graph itself and torch logged no warning or exception meanwhile): dynamo traced "
-                  "again with every log on, but the lowering's DEBUG records are not in this log; "
-                  "--no-reuse-compiled lowers again")
+    caches = " and ".join(
+        {"fx_graph_cache": "inductor's FX graph cache", "enable_autograd_cache": "AOTAutograd's cache"}[name]
+        for name in (caches_on or [])
+    )
+    return True, (
+        f"the timing pass's compiled graphs were reused from {caches or 'the graph caches'} (it "
+        "lowered every graph itself and torch logged no warning or exception meanwhile): dynamo traced "
+        "again with every log on, but the lowering's DEBUG records are not in this log; "
+        "--no-reuse-compiled lowers again"
+    )
 
 
 def run(workload: Workload, results: Writer, artifacts: Path, timing_results: Optional[Path] = None) -> None:
@@ -124,12 +142,18 @@ def run(workload: Workload, results: Writer, artifacts: Path, timing_results: Op
     case_path = workload.case.path
     try:
         eager = workload.eager()
-        reference = None if eager.own else llama.reference_tokens(
-            workload.model, workload.input_ids, workload.attention_mask, spec.config.new_tokens)
+        reference = (
+            None
+            if eager.own
+            else llama.reference_tokens(
+                workload.model, workload.input_ids, workload.attention_mask, spec.config.new_tokens
+            )
+        )
     except Exception as exc:
         info = exception_info(exc)
-        results.write(records.RESULT, status=statuses.EAGER_ERROR, error_location=error_location(exc, case_path),
-                      **info)
+        results.write(
+            records.RESULT, status=statuses.EAGER_ERROR, error_location=error_location(exc, case_path), **info
+        )
         return
     import torch
 
@@ -143,40 +167,63 @@ def run(workload: Workload, results: Writer, artifacts: Path, timing_results: Op
         oracle_equal = bool(torch.equal(torch.cat(eager.tokens, 1), reference.cpu()))
         results.write(records.ORACLE, oracle_equal=oracle_equal, required=True, detail="transformers generate")
         if not oracle_equal:
-            results.write(records.RESULT, status=statuses.EAGER_ERROR, error_type="OracleMismatch",
-                          error_message=f"eager tokens of case {spec.case} differ from transformers generate: "
-                                        f"case {torch.cat(eager.tokens, 1).tolist()}, "
-                                        f"transformers {reference.cpu().tolist()}")
+            results.write(
+                records.RESULT,
+                status=statuses.EAGER_ERROR,
+                error_type="OracleMismatch",
+                error_message=f"eager tokens of case {spec.case} differ from transformers generate: "
+                f"case {torch.cat(eager.tokens, 1).tolist()}, "
+                f"transformers {reference.cpu().tolist()}",
+            )
             return
 
-    reuse, why = reuse_decision(timing_results, spec.config.reuse_compiled, spec.config.backend,
-                                compat.graph_caches_on())
+    reuse, why = reuse_decision(
+        timing_results, spec.config.reuse_compiled, spec.config.backend, compat.graph_caches_on()
+    )
     if not reuse:
         compat.recompute_compiled_graphs()
     capabilities = compat.detect()
-    results.write(records.CAPABILITIES, capabilities={name: {"available": ok, "detail": detail}
-                                                      for name, (ok, detail) in capabilities.items()})
+    results.write(
+        records.CAPABILITIES,
+        capabilities={name: {"available": ok, "detail": detail} for name, (ok, detail) in capabilities.items()},
+    )
     results.write(records.COLLECTOR_NOTE, name="lowering_logs", available=not reuse, detail=why)
     use_depyf = capabilities["depyf"][0] and spec.config.depyf
     if capabilities["depyf"][0] and not spec.config.depyf:
-        results.write(records.COLLECTOR_NOTE, name="depyf", available=False,
-                      detail="installed, not asked for (diag run --depyf dumps dynamo's transformed bytecode, "
-                             "decompiled)")
+        results.write(
+            records.COLLECTOR_NOTE,
+            name="depyf",
+            available=False,
+            detail="installed, not asked for (diag run --depyf dumps dynamo's transformed bytecode, decompiled)",
+        )
     collector, compiled, error = compile_once(workload, artifacts, use_depyf)
     if use_depyf and error is not None and _raised_in_depyf(error):
         # depyf's hook broke the compile: that says nothing about torch. Compile again without it.
-        results.write(records.COLLECTOR_NOTE, name="depyf", available=False,
-                      detail=f"depyf raised during the compile and was turned off: {type(error).__name__}: {error}")
+        results.write(
+            records.COLLECTOR_NOTE,
+            name="depyf",
+            available=False,
+            detail=f"depyf raised during the compile and was turned off: {type(error).__name__}: {error}",
+        )
         collector, compiled, error = compile_once(workload, artifacts, False)
     counters = capture.counter_snapshot()
     fullgraph = bool(spec.config.fullgraph)
     breaks_from_counters = [] if fullgraph else graph_breaks_from_counters(collector, counters)
     if breaks_from_counters:
-        results.write(records.COLLECTOR_NOTE, name="graph_breaks_log", available=False,
-                      detail="the graph_breaks log held no graph breaks while dynamo's counters did; "
-                             "graph breaks counted from the counters (no decode step, location from the message)")
-    breaks = emit_findings(results, collector, breaks_from_counters, counters.get("graph_break", {}),
-                           failed_whole=fullgraph and error is not None)
+        results.write(
+            records.COLLECTOR_NOTE,
+            name="graph_breaks_log",
+            available=False,
+            detail="the graph_breaks log held no graph breaks while dynamo's counters did; "
+            "graph breaks counted from the counters (no decode step, location from the message)",
+        )
+    breaks = emit_findings(
+        results,
+        collector,
+        breaks_from_counters,
+        counters.get("graph_break", {}),
+        failed_whole=fullgraph and error is not None,
+    )
 
     stats = counters.get("stats", {})
     graph_count = stats.get("unique_graphs", 0) if capabilities["dynamo_counters"][0] else None
@@ -186,8 +233,13 @@ def run(workload: Workload, results: Writer, artifacts: Path, timing_results: Op
         correctness = compare(eager, compiled, TOLERANCE.get(spec.config.dtype, 1e-4))
         results.write(records.CORRECTNESS, **correctness)
     graph_breaks = statuses.finding_total(breaks)
-    status = classify(fullgraph=spec.config.fullgraph, error=error, graph_count=graph_count,
-                      graph_breaks=graph_breaks, correctness=correctness)
+    status = classify(
+        fullgraph=spec.config.fullgraph,
+        error=error,
+        graph_count=graph_count,
+        graph_breaks=graph_breaks,
+        correctness=correctness,
+    )
     summary: dict[str, Any] = {
         "status": status,
         "graph_count": graph_count,
@@ -213,8 +265,9 @@ def own_reference(eager, new_tokens: int):
     if not callable(getattr(model, "generate", None)) or not hasattr(model, "generation_config"):
         return None, "own model without transformers' generate: the case's eager pass is the reference"
     try:
-        return llama.reference_tokens(model, eager.input_ids, eager.attention_mask, new_tokens), \
-            "transformers generate on the case's own model and prompt (recorded, not required)"
+        return llama.reference_tokens(
+            model, eager.input_ids, eager.attention_mask, new_tokens
+        ), "transformers generate on the case's own model and prompt (recorded, not required)"
     except Exception as exc:  # the case's model is the user's: its generate may not take these arguments
         return None, f"transformers generate failed on the case's model ({type(exc).__name__}: {str(exc)[:200]})"
 
@@ -260,8 +313,9 @@ def graph_breaks_from_counters(collector: capture.LogCapture, counters: dict) ->
     """
     if collector.of_kind("graph_break"):
         return []
-    return (graph_breaks_from_messages(counters.get("graph_break", {}), resumable=True)
-            + graph_breaks_from_messages(counters.get("unimplemented", {}), resumable=False))
+    return graph_breaks_from_messages(counters.get("graph_break", {}), resumable=True) + graph_breaks_from_messages(
+        counters.get("unimplemented", {}), resumable=False
+    )
 
 
 def graph_breaks_from_messages(counted: dict[str, int], resumable: bool) -> list[dict]:
@@ -269,9 +323,17 @@ def graph_breaks_from_messages(counted: dict[str, int], resumable: bool) -> list
     for message, count in counted.items():
         location = parsers.innermost_user_frame(message)
         gb_type = parsers.gb_type(message)
-        found.append({"key": keys.stable_key("Unsupported", message, location, gb_type), "reason": message,
-                      "gb_type": gb_type, "location": location, "resumable": resumable,
-                      "decode_step": None, "count": count})
+        found.append(
+            {
+                "key": keys.stable_key("Unsupported", message, location, gb_type),
+                "reason": message,
+                "gb_type": gb_type,
+                "location": location,
+                "resumable": resumable,
+                "decode_step": None,
+                "count": count,
+            }
+        )
     return found
 
 
@@ -287,10 +349,17 @@ def fallback_breaks(hidden: list[dict], breaks: list[dict]) -> list[dict]:
     for item in hidden:
         if item["source"] != "frame_fallback" or item.get("location") in logged:
             continue
-        found.append({"key": item["key"], "reason": f"the frame fell back to eager: {item['exc_type']}: "
-                                                   f"{item['message']}",
-                      "gb_type": "frame fallback", "location": item.get("location"), "resumable": False,
-                      "decode_step": item.get("decode_step"), "count": item.get("count") or 1})
+        found.append(
+            {
+                "key": item["key"],
+                "reason": f"the frame fell back to eager: {item['exc_type']}: {item['message']}",
+                "gb_type": "frame fallback",
+                "location": item.get("location"),
+                "resumable": False,
+                "decode_step": item.get("decode_step"),
+                "count": item.get("count") or 1,
+            }
+        )
     return found
 
 
@@ -307,8 +376,11 @@ def agree_with_counters(breaks: list[dict], counted: dict[str, int]) -> list[dic
     result = [dict(item) for item in breaks]
     for message, count in counted.items():
         text = message.strip()
-        matched = [item for item in result if text and (text in item["reason"] or
-                                                        item["reason"].splitlines()[0].strip() in text)]
+        matched = [
+            item
+            for item in result
+            if text and (text in item["reason"] or item["reason"].splitlines()[0].strip() in text)
+        ]
         have = sum(item["count"] for item in matched)
         if matched and have < count:
             matched[0]["count"] += count - have
@@ -317,8 +389,13 @@ def agree_with_counters(breaks: list[dict], counted: dict[str, int]) -> list[dic
     return result
 
 
-def emit_findings(results: Writer, collector: capture.LogCapture, extra_breaks: list[dict],
-                  counted: Optional[dict[str, int]] = None, failed_whole: bool = False) -> list[dict]:
+def emit_findings(
+    results: Writer,
+    collector: capture.LogCapture,
+    extra_breaks: list[dict],
+    counted: Optional[dict[str, int]] = None,
+    failed_whole: bool = False,
+) -> list[dict]:
     """Write the findings of one compile; returns the graph-break records written (the one count).
 
     ``failed_whole``: a fullgraph compile that raised has no graph breaks, whatever torch logged

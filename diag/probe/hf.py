@@ -87,13 +87,38 @@ def greedy(gen, cache, fixed_mask: bool) -> None:
 # Sizes a tiny random model of any decoder architecture gets, where its config has the field.
 # Names differ between architectures (n_embd, n_layer ...): every spelling is set where present.
 TINY_SIZES = {
-    "vocab_size": 512, "hidden_size": 64, "n_embd": 64, "d_model": 64, "intermediate_size": 128, "n_inner": 128,
-    "ffn_dim": 128, "num_hidden_layers": 2, "n_layer": 2, "num_layers": 2, "num_attention_heads": 4, "n_head": 4,
-    "num_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "max_position_embeddings": 256, "n_positions": 256,
-    "num_experts": 4, "num_local_experts": 4, "n_routed_experts": 4, "num_experts_per_tok": 2,
-    "moe_intermediate_size": 32, "shared_expert_intermediate_size": 32, "kv_lora_rank": 16, "q_lora_rank": 16,
-    "qk_rope_head_dim": 8, "qk_nope_head_dim": 8, "v_head_dim": 16, "linear_num_key_heads": 2,
-    "linear_num_value_heads": 4, "linear_key_head_dim": 16, "linear_value_head_dim": 16,
+    "vocab_size": 512,
+    "hidden_size": 64,
+    "n_embd": 64,
+    "d_model": 64,
+    "intermediate_size": 128,
+    "n_inner": 128,
+    "ffn_dim": 128,
+    "num_hidden_layers": 2,
+    "n_layer": 2,
+    "num_layers": 2,
+    "num_attention_heads": 4,
+    "n_head": 4,
+    "num_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 16,
+    "max_position_embeddings": 256,
+    "n_positions": 256,
+    "num_experts": 4,
+    "num_local_experts": 4,
+    "n_routed_experts": 4,
+    "num_experts_per_tok": 2,
+    "moe_intermediate_size": 32,
+    "shared_expert_intermediate_size": 32,
+    "kv_lora_rank": 16,
+    "q_lora_rank": 16,
+    "qk_rope_head_dim": 8,
+    "qk_nope_head_dim": 8,
+    "v_head_dim": 16,
+    "linear_num_key_heads": 2,
+    "linear_num_value_heads": 4,
+    "linear_key_head_dim": 16,
+    "linear_value_head_dim": 16,
 }
 
 
@@ -133,7 +158,7 @@ def _set(target, name: str, value) -> None:
 def _one_of_each(types: list) -> list:
     """A layer pattern shrunk to one layer of each kind, in order of first appearance (at least two)."""
     kinds = list(dict.fromkeys(types))
-    return (kinds * 2)[:max(2, len(kinds))]
+    return (kinds * 2)[: max(2, len(kinds))]
 
 
 def tiny_config(model_type: str):
@@ -191,16 +216,26 @@ def decode(model, prompt, attention_mask, new_tokens: int):
     passed where the model's forward takes one (state-space and some older models refuse it)."""
     # the class's forward: inside gen.watch the instance's is a wrapper taking *args, **kwargs
     masked = {"attention_mask": attention_mask} if "attention_mask" in _parameters(type(model).forward) else {}
-    return model.generate(prompt, **masked, max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False,
-                          cache_implementation="static", pad_token_id=model.config.pad_token_id)
+    return model.generate(
+        prompt,
+        **masked,
+        max_new_tokens=new_tokens,
+        min_new_tokens=new_tokens,
+        do_sample=False,
+        cache_implementation="static",
+        pad_token_id=model.config.pad_token_id,
+    )
 
 
 def static_generate(gen, model_type: str) -> None:
     """transformers' own decode of a tiny random ``model_type``: ``generate`` with a static cache and
     the model's forward compiled, the path transformers recommends for compiled generation."""
     model = tiny_model(model_type, gen.model.dtype, gen.model.device, 0)
-    vocab = int(model.config.get_text_config().vocab_size if hasattr(model.config, "get_text_config")
-                else model.config.vocab_size)
+    vocab = int(
+        model.config.get_text_config().vocab_size
+        if hasattr(model.config, "get_text_config")
+        else model.config.vocab_size
+    )
     prompt = torch.randint(3, vocab, (gen.batch_size, gen.prompt_length), device=gen.model.device)
     gen.use(model=model, input_ids=prompt)
     with gen.watch(model):

@@ -23,7 +23,6 @@ from diag.probe.spec import TINY_LLAMA
 LOGIT_SHARPEN = 50.0
 
 
-
 def build_model(model_path: Optional[str], dtype: torch.dtype, device: str, seed: int):
     """A LlamaForCausalLM in eval mode: from ``model_path``, or small and random with ``seed``."""
     from transformers import LlamaConfig, LlamaForCausalLM
@@ -87,7 +86,7 @@ def attend(layer, hidden: torch.Tensor, query, keys, values, bias: torch.Tensor)
     attn = layer.self_attn
     groups = attn.num_key_value_groups
     # transformers < 4.48 keeps no ``scaling`` on the attention module; the default is head_dim ** -0.5.
-    scale = getattr(attn, "scaling", attn.head_dim ** -0.5)
+    scale = getattr(attn, "scaling", attn.head_dim**-0.5)
     # SDPA's own default is 1/sqrt(head dim), Llama's scaling; torch 2.0's SDPA takes no ``scale``.
     extra = {} if abs(scale - query.shape[-1] ** -0.5) < 1e-12 else {"scale": scale}
     out = F.scaled_dot_product_attention(
@@ -134,7 +133,7 @@ def reference_tokens(model, input_ids: torch.Tensor, attention_mask: torch.Tenso
         do_sample=False,
         pad_token_id=0,
     )
-    return out[:, input_ids.shape[1]:]
+    return out[:, input_ids.shape[1] :]
 
 
 def preallocate(prompt_states: list, slots: int) -> list:

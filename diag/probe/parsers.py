@@ -38,20 +38,27 @@ _LIMIT_FUNCTION = re.compile(r"function: '(?P<fn>[^']+)' \((?P<where>[^)]+:\d+)\
 
 _WONT_CONVERT = re.compile(r"WON'T CONVERT (?P<fn>\S+) (?P<file>\S+) line (?P<line>\d+)")
 
-_EXC_LINE = re.compile(r"^(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Unsupported|Failed|Exit|Interrupt)): ?(?P<msg>.*)$", re.M)
+_EXC_LINE = re.compile(
+    r"^(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Unsupported|Failed|Exit|Interrupt)): ?(?P<msg>.*)$", re.M
+)
 
 # torch 2.0/2.1 log a TypeError from binding an inlined call's arguments as a plain warning,
 # "<file> <function ...> [args] {kwargs} <error>", then report only "arg mismatch inlining".
-_INLINE_ERROR = re.compile(r"^(?P<file>\S+\.py) (?P<fn><function (?P<name>\S+) at 0x[0-9a-f]+>|\S+) \[.*\] \{.*\} "
-                           r"(?P<msg>.+)$", re.S)
+_INLINE_ERROR = re.compile(
+    r"^(?P<file>\S+\.py) (?P<fn><function (?P<name>\S+) at 0x[0-9a-f]+>|\S+) \[.*\] \{.*\} "
+    r"(?P<msg>.+)$",
+    re.S,
+)
 
 # A break dynamo could not resume from: the rest of the frame ran eagerly.
 _NOT_RESUMED = ("cannot resume from", "Failed to handle graph break gracefully")
+
 
 @dataclass
 class Finding:
     kind: str  # a finding kind's record (statuses.FINDING_KINDS): graph_break | recompile | hidden_error
     data: dict = field(default_factory=dict)
+
 
 @dataclass(frozen=True)
 class LoggedException:
@@ -75,8 +82,12 @@ class LoggedException:
             return None
         exc = compat.unwrap_backend_error(exc_info[1])
         names = {klass.__name__ for klass in type(exc).__mro__}
-        return cls(type(exc).__name__, str(exc),
-                   "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)), "Unsupported" in names)
+        return cls(
+            type(exc).__name__,
+            str(exc),
+            "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
+            "Unsupported" in names,
+        )
 
     def logged(self) -> str:
         """What the debug log holds after the record's line."""
@@ -89,12 +100,13 @@ class LoggedException:
         at = text.find("\n" + cls.MARKER)
         if at < 0:
             return text, None
-        head, _, tb = text[at + 1 + len(cls.MARKER):].partition("\n")
+        head, _, tb = text[at + 1 + len(cls.MARKER) :].partition("\n")
         try:
             said = json.loads(head)
             return text[:at], cls(str(said["type"]), str(said["message"]), tb, bool(said["break"]))
         except (ValueError, KeyError, TypeError):
             return text, None
+
 
 @dataclass
 class Record:
@@ -104,6 +116,7 @@ class Record:
     exc: Optional[LoggedException]
     step: Optional[int]
 
+
 def innermost_user_frame(text: str, prefer: Optional[str] = None) -> Optional[str]:
     """``file:line`` of the innermost frame in ``text`` outside torch itself.
 
@@ -112,24 +125,33 @@ def innermost_user_frame(text: str, prefer: Optional[str] = None) -> Optional[st
     """
     frames = [(m["file"], int(m["line"])) for m in _FRAME.finditer(text)]
     frames = [f for f in frames if not is_torch_file(f[0])]
-    for narrower in ([f for f in frames if f[0] == prefer] if prefer else [],
-                     [f for f in frames if not _installed(f[0])]):
+    for narrower in (
+        [f for f in frames if f[0] == prefer] if prefer else [],
+        [f for f in frames if not _installed(f[0])],
+    ):
         if narrower:
             frames = narrower
             break
     return f"{frames[-1][0]}:{frames[-1][1]}" if frames else None
 
+
 def is_torch_file(path: str) -> bool:
     """A file of torch itself (or of Python's own library), never the user's line."""
     normalized = path.replace("\\", "/")
-    return ("/torch/" in normalized or normalized.startswith("<")
-            or ("/lib/python3." in normalized and "-packages/" not in normalized))
+    return (
+        "/torch/" in normalized
+        or normalized.startswith("<")
+        or ("/lib/python3." in normalized and "-packages/" not in normalized)
+    )
+
 
 def _installed(path: str) -> bool:
     return "-packages/" in path.replace("\\", "/")
 
+
 def _not_resumed(text: str) -> bool:
     return any(marker in text for marker in _NOT_RESUMED)
+
 
 def break_location(text: str) -> Optional[str]:
     """Where a break happened: dynamo's "in user code at" line unless that is torch's own file."""
@@ -138,10 +160,12 @@ def break_location(text: str) -> Optional[str]:
         return where["where"]
     return innermost_user_frame(text) or (where["where"] if where else None)
 
+
 def user_code_section(message: str) -> str:
     """The ``from user code:`` stack dynamo appends to its errors, or the whole message."""
     marker = message.rfind("from user code:")
     return message[marker:] if marker >= 0 else message
+
 
 def parse_graph_break(record: Record) -> Optional[Finding]:
     if not record.logger.endswith("__graph_breaks"):
@@ -155,14 +179,18 @@ def parse_graph_break(record: Record) -> Optional[Finding]:
     reason = reason_match["reason"].strip() if reason_match else text.strip()
     kind = gb_type(reason)
     location = break_location(text)
-    return Finding("graph_break", {
-        "key": keys.stable_key("Unsupported", reason, location, kind),
-        "reason": reason,
-        "gb_type": kind,
-        "location": location,
-        "resumable": not _not_resumed(reason),
-        "decode_step": record.step,
-    })
+    return Finding(
+        "graph_break",
+        {
+            "key": keys.stable_key("Unsupported", reason, location, kind),
+            "reason": reason,
+            "gb_type": kind,
+            "location": location,
+            "resumable": not _not_resumed(reason),
+            "decode_step": record.step,
+        },
+    )
+
 
 def gb_type(reason: str) -> Optional[str]:
     """gb_type from torch ≥ 2.7's structured message: the line that names the break.
@@ -174,13 +202,14 @@ def gb_type(reason: str) -> Optional[str]:
     lines = [line.strip() for line in reason.splitlines()]
     for index, line in enumerate(lines):
         if line.endswith("Graph break encountered:"):
-            following = [rest for rest in lines[index + 1:] if rest]
+            following = [rest for rest in lines[index + 1 :] if rest]
             return following[0] if following else None
     for index, line in enumerate(lines):
         if line.startswith("Explanation:"):
             above = [earlier for earlier in lines[:index] if earlier]
             return above[-1] if above else None
     return None
+
 
 def parse_recompile(record: Record) -> Optional[Finding]:
     if not record.logger.endswith(("__recompiles", "__recompiles_verbose")):
@@ -189,20 +218,26 @@ def parse_recompile(record: Record) -> Optional[Finding]:
     head = _RECOMPILING.search(text)
     # One guard per failed cache entry: "- 0/3: ..." lines where torch numbers them (2.2+; verbose
     # logs add stack lines under each), else the plain "- ..." lines, else 2.1's one-guard sentence.
-    guards = [m["guard"].strip() for m in _GUARD_WITH_ID.finditer(text)] or \
-        [m["guard"].strip() for m in _GUARD_LINE.finditer(text)] or \
-        [m["guard"].strip() for m in _GUARD_SINGLE.finditer(text)]
+    guards = (
+        [m["guard"].strip() for m in _GUARD_WITH_ID.finditer(text)]
+        or [m["guard"].strip() for m in _GUARD_LINE.finditer(text)]
+        or [m["guard"].strip() for m in _GUARD_SINGLE.finditer(text)]
+    )
     # The first guard listed belongs to the newest cache entry: it is the one that just failed.
     reason = guards[0] if guards else text.strip()
     location = head["where"] if head else None
-    return Finding("recompile", {
-        "key": keys.fingerprint("Recompile", reason, location),
-        "reason": reason,
-        "function": head["fn"] if head else None,
-        "location": location,
-        "decode_step": record.step,
-        "guard_failures": len(guards),
-    })
+    return Finding(
+        "recompile",
+        {
+            "key": keys.fingerprint("Recompile", reason, location),
+            "reason": reason,
+            "function": head["fn"] if head else None,
+            "location": location,
+            "decode_step": record.step,
+            "guard_failures": len(guards),
+        },
+    )
+
 
 def parse_hidden_error(record: Record) -> Optional[Finding]:
     """An exception or fallback that torch logged instead of raising."""
@@ -243,55 +278,72 @@ def parse_hidden_error(record: Record) -> Optional[Finding]:
         location = f"{won_t['file']}:{won_t['line']}"
     else:
         location = break_location(f"{text}\n{tb}")
-    return Finding("hidden_error", {
-        "key": keys.stable_key(exc_type, keyed or message, location),
-        "source": "frame_fallback" if fallback else "swallowed_exception",
-        "exc_type": exc_type,
-        "message": message,
-        "logger": record.logger,
-        "location": location,
-        "traceback": tb,
-        "decode_step": record.step,
-    })
+    return Finding(
+        "hidden_error",
+        {
+            "key": keys.stable_key(exc_type, keyed or message, location),
+            "source": "frame_fallback" if fallback else "swallowed_exception",
+            "exc_type": exc_type,
+            "message": message,
+            "logger": record.logger,
+            "location": location,
+            "traceback": tb,
+            "decode_step": record.step,
+        },
+    )
+
 
 def _recompile_limit(record: Record, limit: "re.Match[str]") -> Finding:
     """dynamo gave up recompiling a function: from here on it runs eagerly, and says so once."""
     function = _LIMIT_FUNCTION.search(record.message)
     location = function["where"] if function else None
-    message = f"recompile limit ({limit['limit']}) hit" + (f" for {function['fn']}" if function else "") + \
-        ": later calls run eagerly"
-    return Finding("hidden_error", {
-        "key": keys.stable_key("RecompileLimit", message, location),
-        "source": RECOMPILE_LIMIT,
-        "exc_type": "RecompileLimit",
-        "message": message,
-        "logger": record.logger,
-        "location": location,
-        "traceback": record.message,
-        "decode_step": record.step,
-    })
+    message = (
+        f"recompile limit ({limit['limit']}) hit"
+        + (f" for {function['fn']}" if function else "")
+        + ": later calls run eagerly"
+    )
+    return Finding(
+        "hidden_error",
+        {
+            "key": keys.stable_key("RecompileLimit", message, location),
+            "source": RECOMPILE_LIMIT,
+            "exc_type": "RecompileLimit",
+            "message": message,
+            "logger": record.logger,
+            "location": location,
+            "traceback": record.message,
+            "decode_step": record.step,
+        },
+    )
+
 
 RECOMPILE_LIMIT = "recompile_limit"
+
 
 def _inline_error(record: Record, found: "re.Match[str]") -> Finding:
     """The error dynamo swallowed while binding an inlined call's arguments (2.0, 2.1 nightlies)."""
     message = found["msg"].strip()
     where = found["name"] or found["fn"]
     exc_type = "TypeError" if re.search(r"argument|positional|takes \d", message) else "Exception"
-    return Finding("hidden_error", {
-        "key": keys.stable_key(exc_type, message, found["file"]),
-        "source": "swallowed_exception",
-        "exc_type": exc_type,
-        "message": f"{message} (inlining {where} in {found['file']}; dynamo reported it as arg mismatch inlining)",
-        "logger": record.logger,
-        "location": None,
-        "traceback": record.message,
-        "decode_step": record.step,
-    })
+    return Finding(
+        "hidden_error",
+        {
+            "key": keys.stable_key(exc_type, message, found["file"]),
+            "source": "swallowed_exception",
+            "exc_type": exc_type,
+            "message": f"{message} (inlining {where} in {found['file']}; dynamo reported it as arg mismatch inlining)",
+            "logger": record.logger,
+            "location": None,
+            "traceback": record.message,
+            "decode_step": record.step,
+        },
+    )
+
 
 _TRACEBACK_START = "Traceback (most recent call last):"
 
 _STDERR_RECORD = re.compile(r"^\[[^\]]+\] (?P<logger>torch\.\S+): \[(?P<level>[A-Z]+)\] (?P<msg>.*)$", re.M)
+
 
 def errors_in_stderr(text: str) -> list[dict]:
     """The errors a pass's stderr shows: each Python traceback (its exception type, message,
@@ -309,9 +361,16 @@ def errors_in_stderr(text: str) -> list[dict]:
         if not ends:
             continue
         last = ends[0]
-        body = _TRACEBACK_START + block[:last.end()]
-        found.append({"exc_type": last["type"].rsplit(".", 1)[-1], "message": last["msg"].strip(),
-                      "location": innermost_user_frame(body), "traceback": body})
+        body = _TRACEBACK_START + block[: last.end()]
+        found.append(
+            {
+                "exc_type": last["type"].rsplit(".", 1)[-1],
+                "message": last["msg"].strip(),
+                "location": innermost_user_frame(body),
+                "traceback": body,
+            }
+        )
     return found
+
 
 PARSERS: list[Callable[[Record], Optional[Finding]]] = [parse_graph_break, parse_recompile, parse_hidden_error]

@@ -20,8 +20,11 @@ def add_pass_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--spec", required=True)
     parser.add_argument("--out", required=True)
     parser.add_argument("--artifacts", default=".")
-    parser.add_argument("--after", default=None, help="diagnose: the results file of the timing pass that ran "
-                                                      "before it, on the same inductor cache")
+    parser.add_argument(
+        "--after",
+        default=None,
+        help="diagnose: the results file of the timing pass that ran before it, on the same inductor cache",
+    )
 
 
 def main(argv: list[str]) -> int:

@@ -41,50 +41,150 @@ def _kind(name: str, doc: str, /, **fields: str) -> str:
 
 
 # The build a pass ran on: torch, its commit and CUDA version, Python, and the libraries beside torch.
-BUILD = _kind("build", "the torch build and interpreter a pass ran on",
-              torch_version="str", git_version="str?", cuda_version="str?", python="str", platform="str",
-              executable="str", device_name="str?", transformers_version="str?", depyf_version="str?")
-ORACLE = _kind("oracle", "eager tokens against transformers' own greedy generate (required of diag's model "
-               "and prompt; recorded, where possible, for a case's own)", oracle_equal="bool?", required="bool",
-               detail="str")
-CAPABILITIES = _kind("capabilities", "which collectors this torch offers, each with why it is missing",
-                     capabilities="dict")
-COLLECTOR_NOTE = _kind("collector_note", "a collector that changed its mind during the pass",
-                       name="str", available="bool", detail="str")
-GRAPH_BREAK = _kind("graph_break", "one graph break (or a frame that fell back to eager), counted",
-                    key="str", reason="str", gb_type="str?", location="str?", resumable="bool",
-                    decode_step="int?", count="int")
-RECOMPILE = _kind("recompile", "one recompile: the guard that failed and the decode step in flight",
-                  key="str", reason="str", function="str?", location="str?", decode_step="int?",
-                  guard_failures="int")
-HIDDEN_ERROR = _kind("hidden_error", "an exception or fallback torch logged instead of raising",
-                     key="str", source="str", exc_type="str", message="str", logger="str", location="str?",
-                     traceback="str?", decode_step="int?", count="int")
-CORRECTNESS = _kind("correctness", "compiled tokens and logits against eager",
-                    tokens_equal="bool", max_abs_diff="float", logit_tolerance="float",
-                    first_differing_step="int?", eager_margin="float?", within_tolerance="bool")
-RESULT = _kind("result", "the diagnosis pass's verdict: one status (see statuses.py) and its evidence",
-               status="str", graph_count="int?", graph_break_count="int?", ops_captured="int?", counters="dict?",
-               log_records="int?", collector_errors="list?", error_type="str?", error_message="str?",
-               traceback="str?", error_location="str?", error_key="str?", environment_error="str?")
-TIMING = _kind("timing", "per-token samples of one mode (eager or compiled) from the timing pass",
-               mode="str", memory_kind="str", peak_memory_mb="float", first_total_s="float?",
-               totals_s="list", step_samples_s="list", host_samples_s="list", median_ms_per_token="float?",
-               compile_s="float?", compile_warm_s="float?", compile_notices="list?", graph_cache_hits="int?")
-PROFILE = _kind("profile", "an eager and a compiled generation under torch.profiler (diag run --profile): the "
-                "Chrome trace's file in the run directory and the ops with the most self time",
-                trace="str", top="list", seconds="float")
-TIMING_ERROR = _kind("timing_error", "why the timing pass could not time a mode",
-                     mode="str", error_type="str", error_message="str", traceback="str?", environment_error="str?",
-                     error_location="str?")
+BUILD = _kind(
+    "build",
+    "the torch build and interpreter a pass ran on",
+    torch_version="str",
+    git_version="str?",
+    cuda_version="str?",
+    python="str",
+    platform="str",
+    executable="str",
+    device_name="str?",
+    transformers_version="str?",
+    depyf_version="str?",
+)
+ORACLE = _kind(
+    "oracle",
+    "eager tokens against transformers' own greedy generate (required of diag's model "
+    "and prompt; recorded, where possible, for a case's own)",
+    oracle_equal="bool?",
+    required="bool",
+    detail="str",
+)
+CAPABILITIES = _kind(
+    "capabilities", "which collectors this torch offers, each with why it is missing", capabilities="dict"
+)
+COLLECTOR_NOTE = _kind(
+    "collector_note", "a collector that changed its mind during the pass", name="str", available="bool", detail="str"
+)
+GRAPH_BREAK = _kind(
+    "graph_break",
+    "one graph break (or a frame that fell back to eager), counted",
+    key="str",
+    reason="str",
+    gb_type="str?",
+    location="str?",
+    resumable="bool",
+    decode_step="int?",
+    count="int",
+)
+RECOMPILE = _kind(
+    "recompile",
+    "one recompile: the guard that failed and the decode step in flight",
+    key="str",
+    reason="str",
+    function="str?",
+    location="str?",
+    decode_step="int?",
+    guard_failures="int",
+)
+HIDDEN_ERROR = _kind(
+    "hidden_error",
+    "an exception or fallback torch logged instead of raising",
+    key="str",
+    source="str",
+    exc_type="str",
+    message="str",
+    logger="str",
+    location="str?",
+    traceback="str?",
+    decode_step="int?",
+    count="int",
+)
+CORRECTNESS = _kind(
+    "correctness",
+    "compiled tokens and logits against eager",
+    tokens_equal="bool",
+    max_abs_diff="float",
+    logit_tolerance="float",
+    first_differing_step="int?",
+    eager_margin="float?",
+    within_tolerance="bool",
+)
+RESULT = _kind(
+    "result",
+    "the diagnosis pass's verdict: one status (see statuses.py) and its evidence",
+    status="str",
+    graph_count="int?",
+    graph_break_count="int?",
+    ops_captured="int?",
+    counters="dict?",
+    log_records="int?",
+    collector_errors="list?",
+    error_type="str?",
+    error_message="str?",
+    traceback="str?",
+    error_location="str?",
+    error_key="str?",
+    environment_error="str?",
+)
+TIMING = _kind(
+    "timing",
+    "per-token samples of one mode (eager or compiled) from the timing pass",
+    mode="str",
+    memory_kind="str",
+    peak_memory_mb="float",
+    first_total_s="float?",
+    totals_s="list",
+    step_samples_s="list",
+    host_samples_s="list",
+    median_ms_per_token="float?",
+    compile_s="float?",
+    compile_warm_s="float?",
+    compile_notices="list?",
+    graph_cache_hits="int?",
+)
+PROFILE = _kind(
+    "profile",
+    "an eager and a compiled generation under torch.profiler (diag run --profile): the "
+    "Chrome trace's file in the run directory and the ops with the most self time",
+    trace="str",
+    top="list",
+    seconds="float",
+)
+TIMING_ERROR = _kind(
+    "timing_error",
+    "why the timing pass could not time a mode",
+    mode="str",
+    error_type="str",
+    error_message="str",
+    traceback="str?",
+    environment_error="str?",
+    error_location="str?",
+)
 # How a process ended: each pass as the probe saw it (passes.jsonl), and the probe itself as the
 # orchestrator saw it (probe.jsonl), so that a run directory alone holds everything a run is made of.
-EXIT = _kind("exit", "how one process ended: a pass, or the probe process",
-             name="str", returncode="int?", signal="int?", timed_out="bool", duration_s="float")
-CASE_CHECK = _kind("case_check", "whether a case file imports and registers one case in the target environment",
-                   file="str", ok="bool", name="str?", error="str?")
-DEVICE_CHECK = _kind("device_check", "whether the target environment's torch can use a device",
-                     device="str", ok="bool", error="str?")
+EXIT = _kind(
+    "exit",
+    "how one process ended: a pass, or the probe process",
+    name="str",
+    returncode="int?",
+    signal="int?",
+    timed_out="bool",
+    duration_s="float",
+)
+CASE_CHECK = _kind(
+    "case_check",
+    "whether a case file imports and registers one case in the target environment",
+    file="str",
+    ok="bool",
+    name="str?",
+    error="str?",
+)
+DEVICE_CHECK = _kind(
+    "device_check", "whether the target environment's torch can use a device", device="str", ok="bool", error="str?"
+)
 
 
 class RecordError(ValueError):

@@ -28,7 +28,9 @@ def build() -> dict[str, Any]:
         "python": platform.python_version(),
         "platform": platform.platform(),
         "executable": sys.executable,
-        "device_name": torch.cuda.get_device_name(0) if torch.cuda.is_available() else platform.processor() or platform.machine(),
+        "device_name": torch.cuda.get_device_name(0)
+        if torch.cuda.is_available()
+        else platform.processor() or platform.machine(),
     }
     for package in ("transformers", "depyf"):
         try:
@@ -93,7 +95,8 @@ class Workload:
         self.dtype = getattr(torch, DTYPES[cfg.dtype])
         self.model = llama.build_model(cfg.model, self.dtype, cfg.device, cfg.seed)
         self.input_ids, self.attention_mask = llama.make_prompt(
-            cfg.batch_size, cfg.prompt_length, self.model.config.vocab_size, cfg.seed, cfg.device)
+            cfg.batch_size, cfg.prompt_length, self.model.config.vocab_size, cfg.seed, cfg.device
+        )
         self.current_step: Optional[int] = None
 
     @property
@@ -123,15 +126,25 @@ class Workload:
         self.current_step = step
 
     def generate(self, compile_fn: Callable[[Callable], Callable]) -> Generation:
-        gen = Generation(self.model, self.input_ids, self.attention_mask, self.spec.config.new_tokens,
-                         compile_fn, on_step=self._set_step, clock=self.clock, case_name=self.spec.case)
+        gen = Generation(
+            self.model,
+            self.input_ids,
+            self.attention_mask,
+            self.spec.config.new_tokens,
+            compile_fn,
+            on_step=self._set_step,
+            clock=self.clock,
+            case_name=self.spec.case,
+        )
         # every pass starts from one seed: a case that builds its own model or prompt builds the same one
         self.torch.manual_seed(self.spec.config.seed)
         with self.torch.no_grad():
             self.case.generate(gen)
         if len(gen.tokens) != self.spec.config.new_tokens:
-            raise RuntimeError(f"case {self.case.name} emitted {len(gen.tokens)} tokens, "
-                               f"expected new_tokens={self.spec.config.new_tokens}")
+            raise RuntimeError(
+                f"case {self.case.name} emitted {len(gen.tokens)} tokens, "
+                f"expected new_tokens={self.spec.config.new_tokens}"
+            )
         return gen
 
     def eager(self) -> Generation:

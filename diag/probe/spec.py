@@ -30,8 +30,15 @@ TINY_LLAMA = dict(
 
 MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
-DTYPES = {"float32": "float32", "fp32": "float32", "float16": "float16", "fp16": "float16",
-          "bfloat16": "bfloat16", "bf16": "bfloat16"}
+DTYPES = {
+    "float32": "float32",
+    "fp32": "float32",
+    "float16": "float16",
+    "fp16": "float16",
+    "bfloat16": "bfloat16",
+    "bf16": "bfloat16",
+}
+
 
 @dataclass(frozen=True)
 class Config:
@@ -59,6 +66,7 @@ class Config:
         if self.mode:
             options["mode"] = self.mode
         return options
+
 
 @dataclass(frozen=True)
 class Spec:

@@ -28,26 +28,48 @@ class Status:
 
 STATUSES: tuple[Status, ...] = (
     Status("pass", "compiled; no graph break (fullgraph held); outputs equal eager", 0, "#1f883d", True),
-    Status("graph_break", "compiled with at least one graph break (fullgraph=False); outputs equal eager",
-           1, "#6a9a1f", True),
-    Status("eager_fallback", "the call returned, but dynamo compiled no graph: the frames ran eagerly",
-           2, "#bf8700", False),
-    Status("fullgraph_error", "fullgraph=True and dynamo raised while tracing (Unsupported, UserError, ...)",
-           3, "#cf222e", False),
-    Status("compile_error", "any other exception while compiling (backend, lowering, codegen)",
-           3, "#a40e26", False),
+    Status(
+        "graph_break",
+        "compiled with at least one graph break (fullgraph=False); outputs equal eager",
+        1,
+        "#6a9a1f",
+        True,
+    ),
+    Status(
+        "eager_fallback", "the call returned, but dynamo compiled no graph: the frames ran eagerly", 2, "#bf8700", False
+    ),
+    Status(
+        "fullgraph_error",
+        "fullgraph=True and dynamo raised while tracing (Unsupported, UserError, ...)",
+        3,
+        "#cf222e",
+        False,
+    ),
+    Status("compile_error", "any other exception while compiling (backend, lowering, codegen)", 3, "#a40e26", False),
     Status("mismatch", "compiled tokens differ from eager, or logits beyond tolerance", 4, "#8250df", False),
-    Status("eager_error", "the case failed in eager mode, or its eager tokens differ from generate: "
-           "a broken case, not a compiler finding", 2, "#57606a", False),
-    Status("crash", "the probe died by a signal (or exited without a verdict); signal and stderr tail recorded",
-           5, "#1d1d1f", False),
+    Status(
+        "eager_error",
+        "the case failed in eager mode, or its eager tokens differ from generate: "
+        "a broken case, not a compiler finding",
+        2,
+        "#57606a",
+        False,
+    ),
+    Status(
+        "crash",
+        "the probe died by a signal (or exited without a verdict); signal and stderr tail recorded",
+        5,
+        "#1d1d1f",
+        False,
+    ),
     Status("timeout", "the probe exceeded its time limit", 5, "#6e7781", False),
 )
 BY_NAME = {status.name: status for status in STATUSES}
 WORKS = frozenset(status.name for status in STATUSES if status.works)
 
 PASS, GRAPH_BREAK, EAGER_FALLBACK, FULLGRAPH_ERROR, COMPILE_ERROR, MISMATCH, EAGER_ERROR, CRASH, TIMEOUT = (
-    status.name for status in STATUSES)
+    status.name for status in STATUSES
+)
 # After these the run holds no timings; after the compile failures, eager timings only.
 NOT_TIMEABLE = frozenset({EAGER_ERROR, CRASH, TIMEOUT})
 EAGER_ONLY = frozenset({FULLGRAPH_ERROR, COMPILE_ERROR})

@@ -40,12 +40,13 @@ POLL_S = 0.05
 
 def preload() -> None:
     """Import what both passes need, so that the children inherit it."""
-    import torch  # noqa: F401
-    import torch._dynamo  # noqa: F401
+    import torch  # noqa: F401 (imported before forking, so that both passes inherit it)
+    import torch._dynamo  # noqa: F401 (imported before forking, so that both passes inherit it)
 
-    from diag.probe import diagnose, llama, timing  # noqa: F401
+    from diag.probe import diagnose, llama, timing  # noqa: F401 (imported before forking, so that both passes inherit it)
+
     try:
-        import depyf  # noqa: F401
+        import depyf  # noqa: F401 (imported before forking, so that both passes inherit it)
     except ImportError:
         pass
 
@@ -96,7 +97,7 @@ def _children_of(pids: set[int]) -> set[int]:
             stat = (entry / "stat").read_text()
         except OSError:
             continue
-        fields = stat[stat.rfind(")") + 2:].split()
+        fields = stat[stat.rfind(")") + 2 :].split()
         parents[int(entry.name)] = int(fields[1])
     found, frontier = set(), set(pids)
     while frontier:
@@ -162,8 +163,9 @@ def _start(argv: list[str], run_dir: Path, name: str, quiet_trace: bool) -> int:
     if quiet_trace:
         env.pop("TORCH_TRACE", None)
     with open(run_dir / f"{name}.stdout.txt", "wb") as out, open(run_dir / f"{name}.stderr.txt", "wb") as err:
-        return subprocess.Popen([sys.executable, "-m", "diag.probe", *argv], stdout=out, stderr=err,
-                                stdin=subprocess.DEVNULL, env=env).pid
+        return subprocess.Popen(
+            [sys.executable, "-m", "diag.probe", *argv], stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=env
+        ).pid
 
 
 def _wait(pid: int, timeout_s: float) -> tuple[Optional[int], Optional[int], bool]:
@@ -200,9 +202,21 @@ def main(spec: str, run_dir: Path, timeout_s: float, timing: bool) -> int:
     passes = []
     if timing:
         passes.append(("time", ["time", "--spec", spec, "--out", str(run_dir / "time.jsonl")]))
-    passes.append(("diagnose", ["diagnose", "--spec", spec, "--out", str(run_dir / "diagnose.jsonl"),
-                                "--artifacts", str(run_dir),
-                                *(["--after", str(run_dir / "time.jsonl")] if timing else [])]))
+    passes.append(
+        (
+            "diagnose",
+            [
+                "diagnose",
+                "--spec",
+                spec,
+                "--out",
+                str(run_dir / "diagnose.jsonl"),
+                "--artifacts",
+                str(run_dir),
+                *(["--after", str(run_dir / "time.jsonl")] if timing else []),
+            ],
+        )
+    )
     with records.Writer(run_dir / "passes.jsonl") as log:
         for name, argv in passes:
             run_pass(name, argv, run_dir, timeout_s, log)

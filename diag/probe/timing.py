@@ -79,8 +79,13 @@ def measure(workload: Workload, generate, repeats: int, warmup: int, min_seconds
         totals.append(total)
         samples.extend(gen.step_seconds)
         host.append(host_reference())
-    return {"first_total_s": first_total, "totals_s": totals, "step_samples_s": samples, "host_samples_s": host,
-            "median_ms_per_token": statistics.median(samples) * 1e3 if samples else None}
+    return {
+        "first_total_s": first_total,
+        "totals_s": totals,
+        "step_samples_s": samples,
+        "host_samples_s": host,
+        "median_ms_per_token": statistics.median(samples) * 1e3 if samples else None,
+    }
 
 
 def _graph_cache_hits() -> Optional[int]:
@@ -115,8 +120,15 @@ def profile(workload: Workload, results: Writer, folder: Path) -> None:
     raw.unlink()
     events = [e for e in prof.key_averages() if not e.key.startswith("diag: ")]
     events.sort(key=lambda e: e.self_cpu_time_total, reverse=True)
-    top = [{"op": e.key, "calls": e.count, "self_cpu_us": round(e.self_cpu_time_total, 1),
-            "self_device_us": round(getattr(e, "self_device_time_total", 0.0) or 0.0, 1)} for e in events[:PROFILE_TOP]]
+    top = [
+        {
+            "op": e.key,
+            "calls": e.count,
+            "self_cpu_us": round(e.self_cpu_time_total, 1),
+            "self_device_us": round(getattr(e, "self_device_time_total", 0.0) or 0.0, 1),
+        }
+        for e in events[:PROFILE_TOP]
+    ]
     results.write(records.PROFILE, trace=PROFILE_TRACE, top=top, seconds=time.perf_counter() - start)
 
 
@@ -133,8 +145,12 @@ def run(workload: Workload, results: Writer, folder: Optional[Path] = None) -> N
     try:
         compiled = measure(workload, workload.compiled, cfg.repeats, max(cfg.warmup, 1), cfg.timing_seconds)
     except Exception as exc:
-        results.write(records.TIMING_ERROR, mode="compiled", error_location=error_location(exc, workload.case.path),
-                      **exception_info(exc))
+        results.write(
+            records.TIMING_ERROR,
+            mode="compiled",
+            error_location=error_location(exc, workload.case.path),
+            **exception_info(exc),
+        )
         return
     finally:
         notices.uninstall()
@@ -150,9 +166,17 @@ def run(workload: Workload, results: Writer, folder: Optional[Path] = None) -> N
     workload.compiled()
     workload.synchronize()
     compile_warm_s = max(0.0, time.perf_counter() - start - steady)
-    results.write(records.TIMING, mode="compiled", memory_kind=memory_kind, peak_memory_mb=memory,
-                  compile_s=compile_s, compile_warm_s=compile_warm_s, compile_notices=notices.noted(),
-                  graph_cache_hits=hits, **compiled)
+    results.write(
+        records.TIMING,
+        mode="compiled",
+        memory_kind=memory_kind,
+        peak_memory_mb=memory,
+        compile_s=compile_s,
+        compile_warm_s=compile_warm_s,
+        compile_notices=notices.noted(),
+        graph_cache_hits=hits,
+        **compiled,
+    )
     if cfg.profile and folder is not None:
         try:
             profile(workload, results, folder)

@@ -4,7 +4,7 @@ Layout: ``index.html`` (the answer per case and fullgraph mode, then the matrix 
 newest builds, newest first, and the newest transitions), ``matrix-N.html`` (older builds),
 ``transitions.html`` (every transition and key change, with filters), ``cases/<case>.html``
 (trend charts), ``runs/<id>.html``, ``report.json`` (a machine-readable index) and
-``datasette.json`` (Datasette metadata for the DB).
+``datasette.json`` (Datasette metadata for the DB). ``publish`` (publish.py) writes it.
 
 Run pages are written for every run of the newest ``detail_builds`` builds and of both sides
 of every transition and key change; older cells name their run ids for ``diag show`` and
@@ -31,13 +31,15 @@ from diag import __version__, artifacts, store
 from diag.contract import STATUSES
 from diag.report import charts
 from diag.report.model import Cell, Matrix, RowKey, build_matrix, pages, row_label
+from diag.report.publish import MANIFEST, ReportError, publish
 from diag.text import config_text, safe
+
+__all__ = ["MANIFEST", "ReportError", "ci_link", "publish", "render"]
 
 BUILDS_PER_PAGE = 25
 DETAIL_BUILDS = 30
 FRONT_LISTED = 15  # transitions and key changes on the front page; transitions.html lists them all
 STRIP_BUILDS = 30
-MANIFEST = ".diag-report-manifest.json"
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 
 
@@ -59,10 +61,23 @@ def case_href(case: str) -> str:
 def _environment() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(Path(__file__).parent / "templates")),
-        autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True, finalize=neutral)
-    env.globals.update(row_label=row_label, case_href=case_href, yesno=_yesno, fmt=_fmt,
-                       tool_version=__version__, statuses=STATUSES, compare_url=compare_url, cell_html=cell_html,
-                       row_filter=row_filter)
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        finalize=neutral,
+    )
+    env.globals.update(
+        row_label=row_label,
+        case_href=case_href,
+        yesno=_yesno,
+        fmt=_fmt,
+        tool_version=__version__,
+        statuses=STATUSES,
+        compare_url=compare_url,
+        cell_html=cell_html,
+        row_filter=row_filter,
+    )
     env.tests["startswith"] = lambda value, prefix: str(value).startswith(prefix)
     return env
 
@@ -85,26 +100,37 @@ def cell_html(cell: Optional[Cell], root: str, paged: set[int]) -> Markup:
 
     run = cell.run
     status = escape(safe(run["status"]))
-    parts = ['<td class="cell changed" title="status changed at this build">' if cell.changed else '<td class="cell">',
-             link(run, f'<span class="badge s-{status}">{status}</span>')]
+    parts = [
+        '<td class="cell changed" title="status changed at this build">' if cell.changed else '<td class="cell">',
+        link(run, f'<span class="badge s-{status}">{status}</span>'),
+    ]
     if cell.changed:
         parts.append('<span class="mark"> &#9650;</span>')
     if len(cell.runs) > 1:
         worst = escape(safe(cell.worst))
-        parts.append(f'<span class="counts">{cell.tally}{f" · worst {worst}" if cell.mixed else ""}</span><span class="counts">')
+        parts.append(
+            f'<span class="counts">{cell.tally}{f" · worst {worst}" if cell.mixed else ""}</span><span class="counts">'
+        )
         for each in cell.runs:
             each_status = escape(safe(each["status"]))
-            parts.append(link(each, f'<span class="dot s-{each_status}" title="run #{each["id"]}: {each_status}"></span>'))
+            parts.append(
+                link(each, f'<span class="dot s-{each_status}" title="run #{each["id"]}: {each_status}"></span>')
+            )
         parts.append("</span>")
-    parts.append(f'<span class="counts">{_count(run.get("graph_break_count"))}b · {_count(run.get("recompile_count"))}r · '
-                 f'{_count(run.get("hidden_error_count"))}h</span></td>')
+    parts.append(
+        f'<span class="counts">{_count(run.get("graph_break_count"))}b · {_count(run.get("recompile_count"))}r · '
+        f"{_count(run.get('hidden_error_count'))}h</span></td>"
+    )
     return Markup("".join(parts))
 
 
 def row_filter(matrix: Matrix, row: RowKey, builds: list[dict[str, Any]]) -> str:
     """What the matrix filter matches a row on: case, config, and its statuses and error types on ``builds``."""
-    words = {f"{cell.run['status']} {cell.run.get('error_type') or ''}".strip()
-             for build in builds if (cell := matrix.cell(row, build["id"]))}
+    words = {
+        f"{cell.run['status']} {cell.run.get('error_type') or ''}".strip()
+        for build in builds
+        if (cell := matrix.cell(row, build["id"]))
+    }
     return " ".join([row.case, row_label(row), *sorted(words)])
 
 
@@ -126,20 +152,28 @@ def _quantiles(samples: list[float]) -> dict[str, Any]:
         value = ordered[0] if ordered else None
         return {"n": len(ordered), "p10": value, "median": value, "p90": value}
     deciles = statistics.quantiles(ordered, n=10)
-    return {"n": len(ordered), "p10": f"{deciles[0]:.6f}", "median": f"{statistics.median(ordered):.6f}",
-            "p90": f"{deciles[-1]:.6f}"}
+    return {
+        "n": len(ordered),
+        "p10": f"{deciles[0]:.6f}",
+        "median": f"{statistics.median(ordered):.6f}",
+        "p90": f"{deciles[-1]:.6f}",
+    }
 
 
 def _pruned(timing: dict[str, Any]) -> dict[str, Any]:
     """A series whose raw samples diag prune replaced with its summary."""
     summary = timing.get("summary") or {}
-    return {"n": summary.get("n", 0), **{q: f"{summary[q]:.6f}" if summary.get(q) is not None else None
-                                         for q in ("p10", "median", "p90")}}
+    return {
+        "n": summary.get("n", 0),
+        **{q: f"{summary[q]:.6f}" if summary.get(q) is not None else None for q in ("p10", "median", "p90")},
+    }
 
 
 def _artifacts(run: dict[str, Any], out_dir: Path) -> list[tuple[str, str]]:
-    return [(label, os.path.relpath(path.resolve(), (out_dir / "runs").resolve()))
-            for label, path in artifacts.listing(run.get("artifacts_dir"))]
+    return [
+        (label, os.path.relpath(path.resolve(), (out_dir / "runs").resolve()))
+        for label, path in artifacts.listing(run.get("artifacts_dir"))
+    ]
 
 
 _REPOSITORY = re.compile(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+")
@@ -152,8 +186,13 @@ def ci_link(run: dict[str, Any]) -> Optional[dict[str, str]]:
     CI or what it recorded does not make a plain https link."""
     ci = (run.get("extra") or {}).get("ci") or {}
     server, repository, run_id = ci.get("server"), ci.get("repository"), str(ci.get("run_id") or "")
-    if not (isinstance(server, str) and _SERVER.fullmatch(server) and isinstance(repository, str)
-            and _REPOSITORY.fullmatch(repository) and run_id.isdigit()):
+    if not (
+        isinstance(server, str)
+        and _SERVER.fullmatch(server)
+        and isinstance(repository, str)
+        and _REPOSITORY.fullmatch(repository)
+        and run_id.isdigit()
+    ):
         return None
     attempt = str(ci.get("run_attempt") or "")
     url = f"{server}/{repository}/actions/runs/{run_id}" + (f"/attempts/{attempt}" if attempt.isdigit() else "")
@@ -165,8 +204,9 @@ def detailed_runs(matrix: Matrix, detail_builds: int) -> set[int]:
     either side of a transition or key change."""
     newest = {b["id"] for b in matrix.builds[-detail_builds:]} if detail_builds > 0 else set()
     cells = [cell for (_, build_id), cell in matrix.cells.items() if build_id in newest]
-    for row, before, after in [(t.row, t.last_before, t.first_after) for t in matrix.transitions] + \
-            [(c.row, c.previous, c.build) for c in matrix.key_changes]:
+    for row, before, after in [(t.row, t.last_before, t.first_after) for t in matrix.transitions] + [
+        (c.row, c.previous, c.build) for c in matrix.key_changes
+    ]:
         cells += [cell for build in (before, after) if (cell := matrix.cell(row, build["id"]))]
     return {run["id"] for cell in cells for run in cell.runs}
 
@@ -179,8 +219,13 @@ def _data_stamp(runs: list[dict[str, Any]]) -> str:
     return f"runs up to #{newest['id']} ({newest.get('started_at') or 'time unknown'})"
 
 
-def render(db, out_dir: Path, builds_per_page: int = BUILDS_PER_PAGE,
-           detail_builds: int = DETAIL_BUILDS, db_name: Optional[str] = None) -> dict[str, str]:
+def render(
+    db,
+    out_dir: Path,
+    builds_per_page: int = BUILDS_PER_PAGE,
+    detail_builds: int = DETAIL_BUILDS,
+    db_name: Optional[str] = None,
+) -> dict[str, str]:
     """Every page of the site for ``db``; ``out_dir`` only resolves links to run artifacts;
     ``db_name`` is the name Datasette will give the DB (its file's stem)."""
     env = _environment()
@@ -189,40 +234,68 @@ def render(db, out_dir: Path, builds_per_page: int = BUILDS_PER_PAGE,
     matrix = build_matrix(store.builds(db), runs, keys, STRIP_BUILDS)
     cases = sorted({row.case for row in matrix.rows})
     paged = detailed_runs(matrix, detail_builds)
-    common = {"case_links": [{"name": c, "href": case_href(c)} for c in cases if not c.startswith(HF_PREFIX)],
-              "has_architectures": any(c.startswith(HF_PREFIX) for c in cases), "paged": paged,
-              "data_stamp": _data_stamp(runs), "key_texts": store.key_texts(db), "detail_builds": detail_builds}
+    common = {
+        "case_links": [{"name": c, "href": case_href(c)} for c in cases if not c.startswith(HF_PREFIX)],
+        "has_architectures": any(c.startswith(HF_PREFIX) for c in cases),
+        "paged": paged,
+        "data_stamp": _data_stamp(runs),
+        "key_texts": store.key_texts(db),
+        "detail_builds": detail_builds,
+    }
     drawing = charts.Drawing(matrix, cases)
     try:
         files: dict[str, str] = {}
-        files.update(_matrix_pages(env, matrix, {**common, "run_count": len(runs),
-                                                 "folded_count": store.folded_total(db)}, builds_per_page))
+        files.update(
+            _matrix_pages(
+                env, matrix, {**common, "run_count": len(runs), "folded_count": store.folded_total(db)}, builds_per_page
+            )
+        )
         files["transitions.html"] = env.get_template("transitions.html.j2").render(
-            root="", matrix=matrix, transitions=matrix.transitions, key_changes=matrix.key_changes,
-            backends=sorted({r.backend for r in matrix.rows}), **common)
+            root="",
+            matrix=matrix,
+            transitions=matrix.transitions,
+            key_changes=matrix.key_changes,
+            backends=sorted({r.backend for r in matrix.rows}),
+            **common,
+        )
         architectures = _architectures(matrix, keys)
         if architectures:
             files["architectures.html"] = env.get_template("architectures.html.j2").render(
-                root="", matrix=matrix, architectures=architectures, **common)
+                root="", matrix=matrix, architectures=architectures, **common
+            )
         template = env.get_template("run.html.j2")
         for run in store.full_runs(db, paged):
             for gb in run["graph_breaks"]:
                 match = store.DOC_URL.search(gb.get("reason") or "")
                 gb["doc_url"] = match.group(0) if match else None
-            stats = [{**t, **(_quantiles(t["samples"]) if t.get("samples") is not None else _pruned(t))}
-                     for t in run["timings"]]
+            stats = [
+                {**t, **(_quantiles(t["samples"]) if t.get("samples") is not None else _pruned(t))}
+                for t in run["timings"]
+            ]
             files[f"runs/{run['id']}.html"] = template.render(
-                root="../", run=run, config_label=config_text(run), timing_stats=stats,
-                artifacts=_artifacts(run, out_dir), ci=ci_link(run), **common)
+                root="../",
+                run=run,
+                config_label=config_text(run),
+                timing_stats=stats,
+                artifacts=_artifacts(run, out_dir),
+                ci=ci_link(run),
+                **common,
+            )
         files["report.json"] = json.dumps(_index(matrix), separators=(",", ":"), default=str)
         newest = matrix.builds[-1]["id"] if matrix.builds else None
         drawn = drawing.result()
         for case in cases:
             sweeps = charts.sweep_charts([r for r in runs if r["case"] == case and r["torch_build_id"] == newest])
             files[case_href(case)] = env.get_template("case.html.j2").render(
-                root="../", case=case, charts=drawn[case], sweeps=sweeps,
-                newest=matrix.builds[-1] if matrix.builds else None, detail=charts.DETAIL_BUILDS,
-                max_lines=charts.MAX_LINES, **common)
+                root="../",
+                case=case,
+                charts=drawn[case],
+                sweeps=sweeps,
+                newest=matrix.builds[-1] if matrix.builds else None,
+                detail=charts.DETAIL_BUILDS,
+                max_lines=charts.MAX_LINES,
+                **common,
+            )
         files["datasette.json"] = json.dumps(store.datasette_metadata(db, db_name), indent=1)
         return files
     finally:
@@ -239,8 +312,10 @@ def _architectures(matrix: Matrix, keys: dict[int, set[tuple[str, str]]]) -> lis
     for verdict in matrix.verdicts:
         if not verdict.case.startswith(HF_PREFIX) or not verdict.fullgraph:
             continue
-        partner = next((v for v in matrix.verdicts if v.case == verdict.case and not v.fullgraph
-                        and v.variant == verdict.variant), None)
+        partner = next(
+            (v for v in matrix.verdicts if v.case == verdict.case and not v.fullgraph and v.variant == verdict.variant),
+            None,
+        )
         breaks: list[str] = []
         if partner is not None:
             for row in matrix.rows:
@@ -248,14 +323,21 @@ def _architectures(matrix: Matrix, keys: dict[int, set[tuple[str, str]]]) -> lis
                     cell = matrix.cell(row, partner.newest["id"])
                     if cell is not None:
                         breaks += sorted(key for kind, key in keys.get(cell.run["id"], set()) if kind == "graph_breaks")
-        found.append({"name": verdict.case[len(HF_PREFIX):], "verdict": verdict, "partner": partner,
-                      "breaks": sorted(set(breaks))})
+        found.append(
+            {
+                "name": verdict.case[len(HF_PREFIX) :],
+                "verdict": verdict,
+                "partner": partner,
+                "breaks": sorted(set(breaks)),
+            }
+        )
     order = {"works": 0, "partly": 1, "fails": 2}
     return sorted(found, key=lambda a: (order[a["verdict"].state], a["name"]))
 
 
-def _matrix_pages(env: jinja2.Environment, matrix: Matrix, common: dict[str, Any],
-                  builds_per_page: int) -> dict[str, str]:
+def _matrix_pages(
+    env: jinja2.Environment, matrix: Matrix, common: dict[str, Any], builds_per_page: int
+) -> dict[str, str]:
     chunks = pages(matrix.builds, builds_per_page)
     names = ["index.html"] + [f"matrix-{n}.html" for n in range(2, len(chunks) + 1)]
     labels = [f"{c[-1]['version']} … {c[0]['version']}" if c else "none" for c in chunks]
@@ -264,92 +346,67 @@ def _matrix_pages(env: jinja2.Environment, matrix: Matrix, common: dict[str, Any
     for index, (name, chunk) in enumerate(zip(names, chunks)):
         pagination = [{"href": n, "label": label, "current": n == name} for n, label in zip(names, labels)]
         files[name] = env.get_template("index.html.j2").render(
-            root="", matrix=matrix, page_builds=list(reversed(chunk)), pagination=pagination, front=index == 0,
-            transitions=matrix.transitions[:FRONT_LISTED], key_changes=matrix.key_changes[:FRONT_LISTED],
-            **counts, **common)
+            root="",
+            matrix=matrix,
+            page_builds=list(reversed(chunk)),
+            pagination=pagination,
+            front=index == 0,
+            transitions=matrix.transitions[:FRONT_LISTED],
+            key_changes=matrix.key_changes[:FRONT_LISTED],
+            **counts,
+            **common,
+        )
     return files
 
 
 def _index(matrix: Matrix) -> dict[str, Any]:
     return {
-        "builds": [{k: b[k] for k in ("id", "version", "git_version", "nightly_date", "variant")}
-                   for b in matrix.builds],
-        "verdicts": [{"case": v.case, "fullgraph": v.fullgraph, "variant": v.variant, "state": v.state,
-                      "working": v.working, "total": v.total, "since": v.since["version"],
-                      "newest": v.newest["version"], "errors": v.errors,
-                      "first_bad": v.episode.first_bad["version"] if v.episode else None,
-                      "fixed_in": v.episode.fixed_in["version"] if v.episode and v.episode.fixed_in else None}
-                     for v in matrix.verdicts],
-        "rows": [{"row": row._asdict(), "label": f"{row.case} {row_label(row)}",
-                  "cells": {str(b["id"]): {"run": c.run["id"], "status": c.run["status"],
-                                           "runs": [[r["id"], r["status"]] for r in c.runs]}
-                            for b in matrix.builds if (c := matrix.cell(row, b["id"]))}}
-                 for row in matrix.rows],
-        "transitions": [{"row": t.row._asdict(), "kind": t.kind, "last_before": t.last_before["version"],
-                         "first_after": t.first_after["version"], "run": t.run_id, "error": t.error,
-                         "commits": t.commit_range, "environment": t.environment} for t in matrix.transitions],
+        "builds": [
+            {k: b[k] for k in ("id", "version", "git_version", "nightly_date", "variant")} for b in matrix.builds
+        ],
+        "verdicts": [
+            {
+                "case": v.case,
+                "fullgraph": v.fullgraph,
+                "variant": v.variant,
+                "state": v.state,
+                "working": v.working,
+                "total": v.total,
+                "since": v.since["version"],
+                "newest": v.newest["version"],
+                "errors": v.errors,
+                "first_bad": v.episode.first_bad["version"] if v.episode else None,
+                "fixed_in": v.episode.fixed_in["version"] if v.episode and v.episode.fixed_in else None,
+            }
+            for v in matrix.verdicts
+        ],
+        "rows": [
+            {
+                "row": row._asdict(),
+                "label": f"{row.case} {row_label(row)}",
+                "cells": {
+                    str(b["id"]): {
+                        "run": c.run["id"],
+                        "status": c.run["status"],
+                        "runs": [[r["id"], r["status"]] for r in c.runs],
+                    }
+                    for b in matrix.builds
+                    if (c := matrix.cell(row, b["id"]))
+                },
+            }
+            for row in matrix.rows
+        ],
+        "transitions": [
+            {
+                "row": t.row._asdict(),
+                "kind": t.kind,
+                "last_before": t.last_before["version"],
+                "first_after": t.first_after["version"],
+                "run": t.run_id,
+                "error": t.error,
+                "commits": t.commit_range,
+                "environment": t.environment,
+            }
+            for t in matrix.transitions
+        ],
     }
-
-
-class ReportError(Exception):
-    """The site cannot be written where asked; one line that says why."""
-
-
-def _others(out_dir: Path, db_path: Optional[Path]) -> list[str]:
-    """What in ``out_dir`` makes it someone else's folder: anything but hidden entries (a git
-    checkout's .git, .nojekyll) and the DB being reported with its -wal/-shm/-journal files."""
-    own = set()
-    if db_path is not None:
-        own = {db_path.resolve().with_name(db_path.name + suffix) for suffix in ("", "-wal", "-shm", "-journal")}
-    return sorted(p.name for p in out_dir.iterdir() if not p.name.startswith(".") and p.resolve() not in own)
-
-
-def publish(files: dict[str, str], out_dir: Path, db_path: Optional[Path] = None) -> dict[str, int]:
-    """Write ``files`` under ``out_dir``; remove only files an earlier publish wrote that are now stale.
-
-    The manifest of the previous publish marks the folder as diag's and says which files diag
-    wrote. A folder without one that holds anything but hidden entries and the DB at ``db_path``
-    is someone else's: ReportError, before anything is written. So is a file that is there, not in
-    the manifest, and would be overwritten. A file whose content is unchanged is not rewritten
-    (its mtime stays).
-    """
-    manifest_path = out_dir / MANIFEST
-    previous: list[str] = []
-    if manifest_path.exists():
-        try:
-            previous = json.loads(manifest_path.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            previous = []
-    elif out_dir.is_dir() and (others := _others(out_dir, db_path)):
-        raise ReportError(f"{out_dir} is not empty ({', '.join(others[:3])}{' ...' if len(others) > 3 else ''}) "
-                          f"and holds no diag report (no {MANIFEST}); choose an empty or new --out folder")
-    foreign = sorted(r for r in files if (out_dir / r).exists() and r not in set(previous))
-    if foreign:
-        shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
-        raise ReportError(f"{out_dir} holds files diag did not write that the report would overwrite ({shown}); "
-                          "move them or choose another --out")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    written = 0
-    for relative, content in files.items():
-        target = out_dir / relative
-        data = content.encode("utf-8")
-        try:
-            if target.read_bytes() == data:
-                continue
-        except OSError:
-            pass
-        target.parent.mkdir(parents=True, exist_ok=True)
-        temporary = target.with_name(target.name + ".tmp")
-        temporary.write_bytes(data)
-        os.replace(temporary, target)
-        written += 1
-    removed = 0
-    for relative in set(previous) - set(files):
-        stale = out_dir / relative
-        if stale.is_file() and out_dir.resolve() in stale.resolve().parents:
-            stale.unlink()
-            removed += 1
-    manifest = json.dumps(sorted(files))
-    if not manifest_path.exists() or manifest_path.read_text(encoding="utf-8") != manifest:
-        manifest_path.write_text(manifest, encoding="utf-8")
-    return {"files": len(files), "written": written, "unchanged": len(files) - written, "removed": removed}

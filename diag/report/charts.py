@@ -12,11 +12,11 @@ from typing import Any, Callable, Optional
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt  # noqa: E402 (after matplotlib.use selects the file backend)
 
-from diag import row as rows  # noqa: E402
-from diag.report.model import Matrix, RowKey  # noqa: E402
-from diag.text import safe  # noqa: E402
+from diag import row as rows  # noqa: E402 (after matplotlib.use selects the file backend)
+from diag.report.model import Matrix, RowKey  # noqa: E402 (after matplotlib.use selects the file backend)
+from diag.text import safe  # noqa: E402 (after matplotlib.use selects the file backend)
 
 # Labels are stored values (case names, configs): never read "$...$" in them as mathtext.
 # A fixed salt and no date: the same data draws byte-identical SVG (re-rendering changes no file).
@@ -47,7 +47,7 @@ def _svg(figure) -> str:
     figure.savefig(buffer, format="svg", metadata={"Date": None, "Creator": None})
     plt.close(figure)
     text = buffer.getvalue()
-    return text[text.index("<svg"):]
+    return text[text.index("<svg") :]
 
 
 def _line_label(row: RowKey) -> str:
@@ -98,9 +98,14 @@ def trend(matrix: Matrix, row_keys: list[RowKey], metric: Metric, builds: list[d
             middle = [statistics.median(v) if v else math.nan for v in values]
             (line,) = axes.plot(xs, middle, marker=marker, markersize=3, linewidth=1.2, label=_line_label(row))
             if any(len(v) > 1 for v in values):
-                axes.fill_between(xs, [min(v) if v else math.nan for v in values],
-                                  [max(v) if v else math.nan for v in values], color=line.get_color(), alpha=0.18,
-                                  linewidth=0)
+                axes.fill_between(
+                    xs,
+                    [min(v) if v else math.nan for v in values],
+                    [max(v) if v else math.nan for v in values],
+                    color=line.get_color(),
+                    alpha=0.18,
+                    linewidth=0,
+                )
         more = f" (first {MAX_LINES} of {total} configs)" if total > MAX_LINES else ""
         # a text, not set_title: matplotlib re-measures a title against the ticks on every draw
         axes.text(0, 1.03, safe(panel) + more, transform=axes.transAxes, fontsize=9)
@@ -135,8 +140,9 @@ def overview(matrix: Matrix, row_keys: list[RowKey], metric: Metric) -> Optional
         return None
     _ticks(axes, [b["version"] for b in matrix.builds])
     axes.set_ylabel(unit)
-    axes.text(0, 1.03, f"{title}: all {len(matrix.builds)} builds (median over configs)", transform=axes.transAxes,
-              fontsize=9)
+    axes.text(
+        0, 1.03, f"{title}: all {len(matrix.builds)} builds (median over configs)", transform=axes.transAxes, fontsize=9
+    )
     axes.grid(True, alpha=0.3)
     axes.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     return _svg(figure)
@@ -226,10 +232,23 @@ def sweep_charts(runs: list[dict[str, Any]]) -> list[tuple[str, str]]:
         if not swept:
             continue
         for title, unit, values in (
-                (f"Throughput against {label}", "tokens / s",
-                 [("eager", lambda r: _tokens_per_second(r, "eager")), ("compiled", lambda r: _tokens_per_second(r, "compiled"))]),
-                (f"Peak memory against {label}", "MB",
-                 [("eager", lambda r: r.get("peak_mem_eager_mb")), ("compiled", lambda r: r.get("peak_mem_compiled_mb"))])):
+            (
+                f"Throughput against {label}",
+                "tokens / s",
+                [
+                    ("eager", lambda r: _tokens_per_second(r, "eager")),
+                    ("compiled", lambda r: _tokens_per_second(r, "compiled")),
+                ],
+            ),
+            (
+                f"Peak memory against {label}",
+                "MB",
+                [
+                    ("eager", lambda r: r.get("peak_mem_eager_mb")),
+                    ("compiled", lambda r: r.get("peak_mem_compiled_mb")),
+                ],
+            ),
+        ):
             figure, axes = plt.subplots(figsize=(10, 3.6))
             figure.subplots_adjust(left=0.1, right=0.66, bottom=0.15, top=0.9)
             drawn = 0
@@ -240,8 +259,7 @@ def sweep_charts(runs: list[dict[str, Any]]) -> list[tuple[str, str]]:
                     ys = [value(points[x]) for x in xs]
                     pairs = [(x, y) for x, y in zip(xs, ys) if y is not None]
                     if pairs:
-                        axes.plot(*zip(*pairs), marker="o", markersize=3,
-                                  label=safe(f"{fixed}, {mode}"))
+                        axes.plot(*zip(*pairs), marker="o", markersize=3, label=safe(f"{fixed}, {mode}"))
                         drawn += 1
             if not drawn:
                 plt.close(figure)

@@ -97,6 +97,7 @@ class KeyChange:
 @dataclass
 class Episode:
     """A stretch of consecutive builds on which a row failed."""
+
     row: RowKey
     first_bad: dict[str, Any]
     last_good: Optional[dict[str, Any]]  # the build before it (None: failing from the row's first build)
@@ -117,6 +118,7 @@ class Episode:
 @dataclass
 class Verdict:
     """One line of the front page: a case in one fullgraph mode (and variant), over its configs."""
+
     case: str
     fullgraph: int
     variant: Optional[str]  # named only when the history holds several variants
@@ -153,8 +155,9 @@ def _transformers(runs: list[dict[str, Any]]) -> Optional[str]:
     return runs[-1].get("transformers_version")
 
 
-def build_matrix(builds: list[dict[str, Any]], runs: list[dict[str, Any]],
-                 keys: dict[int, set[tuple[str, str]]], strip: int = 30) -> Matrix:
+def build_matrix(
+    builds: list[dict[str, Any]], runs: list[dict[str, Any]], keys: dict[int, set[tuple[str, str]]], strip: int = 30
+) -> Matrix:
     """Every run of each row x build, with status changes, transitions, key changes and verdicts."""
     grouped: dict[tuple[RowKey, int], list[dict[str, Any]]] = {}
     for run in sorted(runs, key=lambda r: r["id"]):
@@ -179,8 +182,9 @@ def build_matrix(builds: list[dict[str, Any]], runs: list[dict[str, Any]],
                     transition = _transition(row, before_build, before, build, cell)
                     if transition:
                         transitions.append(transition)
-                    change = _key_change(row, before_build, keys.get(before.run["id"], set()), build,
-                                         keys.get(cell.run["id"], set()))
+                    change = _key_change(
+                        row, before_build, keys.get(before.run["id"], set()), build, keys.get(cell.run["id"], set())
+                    )
                     if change:
                         changes.append(change)
                 previous = (build, cell)
@@ -207,8 +211,17 @@ def _transition(row: RowKey, before_build, before: Cell, build, cell: Cell) -> O
         return None
     old, new = _transformers(before.runs), _transformers(cell.runs)
     environment = f"transformers {old} -> {new}" if old and new and old != new else None
-    return Transition(row, "fix" if is_good else "regression", before_build, build, before.run["status"],
-                      cell.run["status"], cell.run["id"], error_line(cell.run), environment)
+    return Transition(
+        row,
+        "fix" if is_good else "regression",
+        before_build,
+        build,
+        before.run["status"],
+        cell.run["status"],
+        cell.run["id"],
+        error_line(cell.run),
+        environment,
+    )
 
 
 def _key_change(row: RowKey, before_build, before: set, build, after: set) -> Optional[KeyChange]:
@@ -245,12 +258,21 @@ def verdicts(matrix: Matrix, strip: int) -> list[Verdict]:
         while since_index > 0 and _state(*history[since_index - 1][1:3]) == state:
             since_index -= 1
         errors = Counter(text for c in present if (text := error_line(c.run)) and c.run["status"] not in WORKS)
-        found.append(Verdict(
-            case=case, fullgraph=fullgraph, variant=variant if len(variants) > 1 else None, state=state,
-            working=working, total=total, since=history[since_index][0], newest=newest,
-            episode=_newest_episode(matrix, members, line),
-            strip=[(b, _state(w, t), f"{w}/{t} work") for b, w, t, _ in reversed(history[-strip:])],
-            errors=[text for text, _ in errors.most_common()]))
+        found.append(
+            Verdict(
+                case=case,
+                fullgraph=fullgraph,
+                variant=variant if len(variants) > 1 else None,
+                state=state,
+                working=working,
+                total=total,
+                since=history[since_index][0],
+                newest=newest,
+                episode=_newest_episode(matrix, members, line),
+                strip=[(b, _state(w, t), f"{w}/{t} work") for b, w, t, _ in reversed(history[-strip:])],
+                errors=[text for text, _ in errors.most_common()],
+            )
+        )
     return found
 
 
@@ -288,5 +310,5 @@ def _newest_episode(matrix: Matrix, members: list[RowKey], line: list[dict[str, 
 
 def pages(items: list, size: int) -> list[list]:
     """``items`` in chunks of ``size``, newest chunk first (items are oldest first)."""
-    chunks = [items[max(0, end - size):end] for end in range(len(items), 0, -size)]
+    chunks = [items[max(0, end - size) : end] for end in range(len(items), 0, -size)]
     return chunks or [[]]

@@ -18,6 +18,7 @@ from diag.store.schema import MIGRATIONS, create_views
 class StoreError(Exception):
     """A database diag cannot use: not SQLite, written by a newer diag, or not writable."""
 
+
 def explain(exc: sqlite3.Error, path: Path) -> str:
     """One line that says what is wrong with the DB at ``path``, from SQLite's own error."""
     message = str(exc)
@@ -33,6 +34,7 @@ def explain(exc: sqlite3.Error, path: Path) -> str:
     if "unable to open" in lowered:
         return f"cannot open {path}: is its folder readable and writable? ({message})"
     return f"{path}: {message}"
+
 
 def open_db(path: str | Path, create: bool = True, readonly: bool = False) -> sqlite_utils.Database:
     """Open (and migrate) the DB at ``path``; StoreError with a one-line reason when unusable.
@@ -57,6 +59,7 @@ def open_db(path: str | Path, create: bool = True, readonly: bool = False) -> sq
         if not existed:
             _remove_db_files(path)
         raise
+
 
 def _open(path: Path, readonly: bool) -> sqlite_utils.Database:
     if readonly and not Path(f"{path}-wal").exists() and os.access(path, os.W_OK) and os.access(path.parent, os.W_OK):
@@ -86,8 +89,10 @@ def _open(path: Path, readonly: bool) -> sqlite_utils.Database:
     conn.text_factory = _decode_text
     return db
 
+
 def _decode_text(raw: bytes) -> str:
     return raw.decode("utf-8", "backslashreplace")
+
 
 def _remove_db_files(path: Path) -> None:
     """Remove a DB file this process created and could not set up: only while it is still empty,
@@ -102,6 +107,7 @@ def _remove_db_files(path: Path) -> None:
             os.unlink(f"{path}{suffix}")
         except OSError:
             pass
+
 
 def check_writable(path: str | Path) -> None:
     """StoreError unless runs can be added to the existing DB at ``path``: a write, rolled back."""
@@ -122,8 +128,10 @@ def check_writable(path: str | Path) -> None:
         conn.isolation_level = level
         conn.close()
 
+
 def _tables(conn: sqlite3.Connection) -> set[str]:
     return {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+
 
 def _migrate(conn: sqlite3.Connection, db: sqlite_utils.Database, path: Path) -> None:
     """Apply the pending migrations as one transaction that holds the write lock from the start.
@@ -154,6 +162,7 @@ def _migrate(conn: sqlite3.Connection, db: sqlite_utils.Database, path: Path) ->
         conn.isolation_level = level
     _use_wal(conn)
 
+
 def _use_wal(conn: sqlite3.Connection, patience_s: float = 60.0) -> None:
     """Switch a new DB to WAL, so readers never wait for a writer.
 
@@ -171,10 +180,12 @@ def _use_wal(conn: sqlite3.Connection, patience_s: float = 60.0) -> None:
                 raise
             time.sleep(0.02)
 
+
 def _applied(db: sqlite_utils.Database, tables: set[str]) -> set[str]:
     if "migrations" not in tables:
         return set()
     return {row["name"] for row in db.query("SELECT name FROM migrations")}
+
 
 def _check_known(db: sqlite_utils.Database, tables: set[str], path: Path) -> None:
     known = {name for name, _ in MIGRATIONS}
@@ -182,12 +193,15 @@ def _check_known(db: sqlite_utils.Database, tables: set[str], path: Path) -> Non
         raise StoreError(f"{path} is an SQLite database but not one diag wrote (no migrations table)")
     unknown = _applied(db, tables) - known
     if unknown:
-        raise StoreError(f"{path} was written by a newer diag (migrations {', '.join(sorted(unknown))}); "
-                         "upgrade diag to read it")
+        raise StoreError(
+            f"{path} was written by a newer diag (migrations {', '.join(sorted(unknown))}); upgrade diag to read it"
+        )
+
 
 def now() -> str:
     """The time a run or a row is stamped with: UTC, to the second."""
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
 
 def _storable(value: Any) -> Any:
     """Text as SQLite can hold it: lone surrogates (undecodable bytes) become backslash escapes."""
@@ -198,14 +212,17 @@ def _storable(value: Any) -> Any:
             return value.encode("utf-8", "backslashreplace").decode("utf-8")
     return value
 
+
 def insert(conn: sqlite3.Connection, table: str, row: dict[str, Any]) -> int:
     columns = ", ".join(f'"{c}"' for c in row)
     marks = ", ".join("?" for _ in row)
     cursor = conn.execute(f'INSERT INTO "{table}" ({columns}) VALUES ({marks})', [_storable(v) for v in row.values()])
     return int(cursor.lastrowid)
 
+
 def integrity(db: sqlite_utils.Database) -> str:
     return str(db.execute("PRAGMA integrity_check").fetchone()[0])
+
 
 def path_of(db: sqlite_utils.Database) -> Path:
     """The file behind ``db`` (empty for a DB held in memory)."""

@@ -32,8 +32,9 @@ def recent_builds(variants: dict[str, list[dict[str, Any]]], keep_builds: int) -
     return {build["id"] for same in variants.values() for build in same[-keep_builds:]}
 
 
-def choose(runs: Iterable[tuple[int, int, Optional[str], tuple]], recent: set[int], thin: set[Cell],
-           keep_runs: int) -> Choice:
+def choose(
+    runs: Iterable[tuple[int, int, Optional[str], tuple]], recent: set[int], thin: set[Cell], keep_runs: int
+) -> Choice:
     """``runs``: (run id, build id, invocation, row) newest first. A run stored before invocations
     were recorded is an invocation of its own."""
     choice = Choice()
@@ -70,8 +71,12 @@ def old_nightlies(variants: dict[str, list[dict[str, Any]]], thin_after: int) ->
     return old
 
 
-def thin_cells(variants: dict[str, list[dict[str, Any]]], old: dict[int, bool],
-               outcomes: dict[tuple, dict[int, set]], timed: set[tuple]) -> set[Cell]:
+def thin_cells(
+    variants: dict[str, list[dict[str, Any]]],
+    old: dict[int, bool],
+    outcomes: dict[tuple, dict[int, set]],
+    timed: set[tuple],
+) -> set[Cell]:
     """(build id, *row) of old nightlies whose runs fold into counts without changing any verdict.
 
     ``outcomes``: per row, per build, the set of (status, error key, finding keys) its runs (and its
@@ -95,6 +100,9 @@ def thin_cells(variants: dict[str, list[dict[str, Any]]], old: dict[int, bool],
             for before, after in zip(line, line[1:]):
                 if by_build[before] != by_build[after]:
                     keep.update((before, after))
-            fold.update((build_id, *row) for build_id in line if build_id in old and build_id not in keep
-                        and not (old[build_id] and row in timed))
+            fold.update(
+                (build_id, *row)
+                for build_id in line
+                if build_id in old and build_id not in keep and not (old[build_id] and row in timed)
+            )
     return fold

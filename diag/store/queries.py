@@ -19,32 +19,61 @@ def get_run(db: sqlite_utils.Database, run_id: int) -> Optional[dict[str, Any]]:
     """A run with its build, child rows and decoded JSON fields; None when there is no such run."""
     return next(iter(full_runs(db, [run_id])), None)
 
+
 def recent_runs(db: sqlite_utils.Database, limit: int = 20, case: Optional[str] = None) -> list[dict[str, Any]]:
-    where, params = ("WHERE runs.\"case\" = ?", [case]) if case else ("", [])
-    return list(db.query(
-        f"SELECT runs.id, {row_columns('runs.')}, runs.status, runs.graph_break_count, runs.recompile_count, "
-        "runs.hidden_error_count, runs.compile_s, runs.eager_ms_per_token, runs.compiled_ms_per_token, "
-        f"runs.started_at, b.version AS torch_version FROM runs JOIN torch_builds b ON b.id = runs.torch_build_id "
-        f"{where} ORDER BY runs.id DESC LIMIT ?", [*params, limit]))
+    where, params = ('WHERE runs."case" = ?', [case]) if case else ("", [])
+    return list(
+        db.query(
+            f"SELECT runs.id, {row_columns('runs.')}, runs.status, runs.graph_break_count, runs.recompile_count, "
+            "runs.hidden_error_count, runs.compile_s, runs.eager_ms_per_token, runs.compiled_ms_per_token, "
+            f"runs.started_at, b.version AS torch_version FROM runs JOIN torch_builds b ON b.id = runs.torch_build_id "
+            f"{where} ORDER BY runs.id DESC LIMIT ?",
+            [*params, limit],
+        )
+    )
+
 
 def table_counts(db: sqlite_utils.Database, tables: Iterable[str] = ("runs", *CHILD_TABLES)) -> dict[str, int]:
     return {table: db[table].count for table in tables}
 
+
 def builds(db: sqlite_utils.Database) -> list[dict[str, Any]]:
     return list(db.query("SELECT * FROM torch_builds"))
 
-REPORT_COLUMNS = ("id", "uid", "torch_build_id", *rows.FIELDS, "status", "error_type",
-                  "graph_count", "graph_break_count", "recompile_count", "hidden_error_count", "compile_s",
-                  "eager_ms_per_token", "compiled_ms_per_token", "peak_mem_eager_mb", "peak_mem_compiled_mb",
-                  "started_at", "transformers_version", "python")
+
+REPORT_COLUMNS = (
+    "id",
+    "uid",
+    "torch_build_id",
+    *rows.FIELDS,
+    "status",
+    "error_type",
+    "graph_count",
+    "graph_break_count",
+    "recompile_count",
+    "hidden_error_count",
+    "compile_s",
+    "eager_ms_per_token",
+    "compiled_ms_per_token",
+    "peak_mem_eager_mb",
+    "peak_mem_compiled_mb",
+    "started_at",
+    "transformers_version",
+    "python",
+)
 
 REPORT_MESSAGE_CHARS = 300  # of each run's error message, what the report's front page may show
+
 
 def report_runs(db: sqlite_utils.Database) -> list[dict[str, Any]]:
     """The columns the report's matrix and charts need, for every run, oldest first (error messages cut short)."""
     columns = ", ".join(f'"{c}"' for c in REPORT_COLUMNS)
-    return list(db.query(f"SELECT {columns}, substr(error_message, 1, {REPORT_MESSAGE_CHARS}) AS error_message "
-                         "FROM runs ORDER BY id"))
+    return list(
+        db.query(
+            f"SELECT {columns}, substr(error_message, 1, {REPORT_MESSAGE_CHARS}) AS error_message FROM runs ORDER BY id"
+        )
+    )
+
 
 def finding_keys(db: sqlite_utils.Database | sqlite3.Connection, where: str = "") -> dict[int, set[tuple[str, str]]]:
     """Per run id, its (kind, key) pairs over graph breaks, recompiles and hidden errors (of the
@@ -55,10 +84,12 @@ def finding_keys(db: sqlite_utils.Database | sqlite3.Connection, where: str = ""
             found.setdefault(run_id, set()).add((table, key))
     return found
 
+
 KEY_TEXT_CHARS = 160
 
 # the page torch's graph-break messages link to (torch >= 2.8): .../compile-graph-break-site/gb/gb0124.html
 DOC_URL = re.compile(r"https?://\S+?/gb/gb\d+\.html")
+
 
 def key_texts(db: sqlite_utils.Database) -> dict[tuple[str, str], dict[str, Optional[str]]]:
     """Per (finding table, key), what it stands for: ``text``, the start of one finding's gb_type,
@@ -66,26 +97,37 @@ def key_texts(db: sqlite_utils.Database) -> dict[tuple[str, str], dict[str, Opti
     found: dict[tuple[str, str], dict[str, Optional[str]]] = {}
     for table in FINDING_TABLES:
         column = "message" if table == "hidden_errors" else "reason"
-        extra = (", gb_type, substr(reason, instr(reason, '://') - 5, 200)" if table == "graph_breaks"
-                 else ", NULL, NULL")
+        extra = (
+            ", gb_type, substr(reason, instr(reason, '://') - 5, 200)" if table == "graph_breaks" else ", NULL, NULL"
+        )
         for key, text, gb_type, tail in db.execute(
-                f'SELECT key, substr({column}, 1, {KEY_TEXT_CHARS}){extra} FROM "{table}" GROUP BY key'):
+            f'SELECT key, substr({column}, 1, {KEY_TEXT_CHARS}){extra} FROM "{table}" GROUP BY key'
+        ):
             text = (gb_type or text or "").strip()
             doc = DOC_URL.search(tail or "")
-            found[(table, key)] = {"text": text.splitlines()[0] if text else "", "doc_url": doc.group(0) if doc else None}
+            found[(table, key)] = {
+                "text": text.splitlines()[0] if text else "",
+                "doc_url": doc.group(0) if doc else None,
+            }
     return found
+
 
 def full_runs(db: sqlite_utils.Database, run_ids: Iterable[int]) -> Iterable[dict[str, Any]]:
     """Full records (as get_run returns them) for many runs, fetched in batches."""
     ids = sorted(set(run_ids))
     for start in range(0, len(ids), 500):
-        batch = ids[start:start + 500]
+        batch = ids[start : start + 500]
         marks = ", ".join("?" for _ in batch)
-        runs = {row["id"]: row for row in db.query(
-            "SELECT runs.*, b.version AS build_version, b.git_version AS build_git_version, "
-            "b.nightly_date AS build_nightly_date, b.variant AS build_variant, b.wheel_url AS build_wheel_url, "
-            "b.wheel_origin AS build_wheel_origin, b.wheel_sha256 AS build_wheel_sha256 FROM runs "
-            f"JOIN torch_builds b ON b.id = runs.torch_build_id WHERE runs.id IN ({marks})", batch)}
+        runs = {
+            row["id"]: row
+            for row in db.query(
+                "SELECT runs.*, b.version AS build_version, b.git_version AS build_git_version, "
+                "b.nightly_date AS build_nightly_date, b.variant AS build_variant, b.wheel_url AS build_wheel_url, "
+                "b.wheel_origin AS build_wheel_origin, b.wheel_sha256 AS build_wheel_sha256 FROM runs "
+                f"JOIN torch_builds b ON b.id = runs.torch_build_id WHERE runs.id IN ({marks})",
+                batch,
+            )
+        }
         for run in runs.values():
             for table in CHILD_TABLES:
                 run[table] = []
@@ -99,15 +141,22 @@ def full_runs(db: sqlite_utils.Database, run_ids: Iterable[int]) -> Iterable[dic
                 runs[row["run_id"]][table].append(row)
         yield from (runs[i] for i in batch if i in runs)
 
+
 def folded_total(db: sqlite_utils.Database) -> int:
     """How many runs ``diag prune`` has folded into counts."""
     return int(db.execute("SELECT coalesce(sum(runs), 0) FROM folded_runs").fetchone()[0])
 
+
 def folded_before(db: sqlite_utils.Database) -> dict[tuple, str]:
     """(build key, *row) -> when the newest run folded into that build's row started."""
-    return {tuple(key): last for *key, last in db.execute(
-        f"SELECT b.build_key, {row_columns('f.')}, max(f.last_started_at) FROM folded_runs f "
-        f"JOIN torch_builds b ON b.id = f.torch_build_id GROUP BY b.build_key, {row_columns('f.')}")}
+    return {
+        tuple(key): last
+        for *key, last in db.execute(
+            f"SELECT b.build_key, {row_columns('f.')}, max(f.last_started_at) FROM folded_runs f "
+            f"JOIN torch_builds b ON b.id = f.torch_build_id GROUP BY b.build_key, {row_columns('f.')}"
+        )
+    }
+
 
 def find_build(db: sqlite_utils.Database, ref: str) -> dict[str, Any]:
     """The build named by ``ref``: a version (exact, else a unique prefix), a git commit prefix, or build:ID."""
@@ -116,13 +165,17 @@ def find_build(db: sqlite_utils.Database, ref: str) -> dict[str, Any]:
         matches = [b for b in all_builds if b["id"] == int(ref[6:])]
     else:
         matches = [b for b in all_builds if b["version"] == ref]
-        matches = matches or [b for b in all_builds if b["version"].startswith(ref)
-                              or (b["git_version"] or "").startswith(ref)]
+        matches = matches or [
+            b for b in all_builds if b["version"].startswith(ref) or (b["git_version"] or "").startswith(ref)
+        ]
     if len(matches) != 1:
         names = ", ".join(sorted(b["version"] for b in matches)) or "none"
-        raise StoreError(f"build {ref!r} matches {len(matches)} builds ({names}); "
-                         "give a full version, a git commit prefix, or build:ID")
+        raise StoreError(
+            f"build {ref!r} matches {len(matches)} builds ({names}); "
+            "give a full version, a git commit prefix, or build:ID"
+        )
     return matches[0]
+
 
 def runs_of_build(db: sqlite_utils.Database, build_id: int) -> list[dict[str, Any]]:
     """Full records of every run on one build, oldest first."""

@@ -16,70 +16,171 @@ Migration = Callable[[sqlite_utils.Database], None]
 
 MIGRATIONS: list[tuple[str, Migration]] = []
 
+
 def migration(fn: Migration) -> Migration:
     MIGRATIONS.append((fn.__name__, fn))
     return fn
 
+
 @migration
 def m001_initial(db: sqlite_utils.Database) -> None:
     db["migrations"].create({"name": str, "applied_at": str}, pk="name")
-    db["torch_builds"].create({
-        "id": int, "build_key": str, "version": str, "git_version": str, "nightly_date": str,
-        "variant": str, "cuda_version": str, "first_seen": str,
-    }, pk="id")
+    db["torch_builds"].create(
+        {
+            "id": int,
+            "build_key": str,
+            "version": str,
+            "git_version": str,
+            "nightly_date": str,
+            "variant": str,
+            "cuda_version": str,
+            "first_seen": str,
+        },
+        pk="id",
+    )
     db["torch_builds"].create_index(["build_key"], unique=True)
-    db["runs"].create({
-        "id": int, "uid": str, "torch_build_id": int, "case": str, "config": str,
-        "backend": str, "fullgraph": int, "dynamic": str, "mode": str, "device": str, "dtype": str,
-        "batch_size": int, "prompt_length": int, "new_tokens": int, "model": str,
-        "status": str, "error_type": str, "error_message": str, "error_location": str, "traceback": str,
-        "graph_count": int, "graph_break_count": int, "recompile_count": int, "hidden_error_count": int,
-        "compile_s": float, "eager_ms_per_token": float, "compiled_ms_per_token": float,
-        "peak_mem_eager_mb": float, "peak_mem_compiled_mb": float, "memory_kind": str,
-        "tokens_equal": int, "max_abs_diff": float, "first_differing_step": int, "eager_margin": float,
-        "oracle_equal": int, "capabilities": str, "counters": str, "timing_error": str,
-        "torch_version": str, "transformers_version": str, "depyf_version": str, "python": str,
-        "platform": str, "device_name": str, "host": str, "started_at": str, "duration_s": float,
-        "tool_version": str, "artifacts_dir": str, "exit_code": int, "signal": int, "stderr_tail": str,
-    }, pk="id", foreign_keys=[("torch_build_id", "torch_builds", "id")])
+    db["runs"].create(
+        {
+            "id": int,
+            "uid": str,
+            "torch_build_id": int,
+            "case": str,
+            "config": str,
+            "backend": str,
+            "fullgraph": int,
+            "dynamic": str,
+            "mode": str,
+            "device": str,
+            "dtype": str,
+            "batch_size": int,
+            "prompt_length": int,
+            "new_tokens": int,
+            "model": str,
+            "status": str,
+            "error_type": str,
+            "error_message": str,
+            "error_location": str,
+            "traceback": str,
+            "graph_count": int,
+            "graph_break_count": int,
+            "recompile_count": int,
+            "hidden_error_count": int,
+            "compile_s": float,
+            "eager_ms_per_token": float,
+            "compiled_ms_per_token": float,
+            "peak_mem_eager_mb": float,
+            "peak_mem_compiled_mb": float,
+            "memory_kind": str,
+            "tokens_equal": int,
+            "max_abs_diff": float,
+            "first_differing_step": int,
+            "eager_margin": float,
+            "oracle_equal": int,
+            "capabilities": str,
+            "counters": str,
+            "timing_error": str,
+            "torch_version": str,
+            "transformers_version": str,
+            "depyf_version": str,
+            "python": str,
+            "platform": str,
+            "device_name": str,
+            "host": str,
+            "started_at": str,
+            "duration_s": float,
+            "tool_version": str,
+            "artifacts_dir": str,
+            "exit_code": int,
+            "signal": int,
+            "stderr_tail": str,
+        },
+        pk="id",
+        foreign_keys=[("torch_build_id", "torch_builds", "id")],
+    )
     db["runs"].create_index(["uid"], unique=True)
     db["runs"].create_index(["torch_build_id", "case"])
-    db["graph_breaks"].create({
-        "id": int, "run_id": int, "key": str, "reason": str, "gb_type": str, "user_file": str,
-        "user_line": int, "resumable": int, "decode_step": int, "count": int,
-    }, pk="id", foreign_keys=[("run_id", "runs", "id")])
-    db["recompiles"].create({
-        "id": int, "run_id": int, "key": str, "reason": str, "function": str, "frame": str,
-        "decode_step": int, "guard_failures": int,
-    }, pk="id", foreign_keys=[("run_id", "runs", "id")])
-    db["hidden_errors"].create({
-        "id": int, "run_id": int, "key": str, "source": str, "exc_type": str, "message": str,
-        "logger": str, "frame": str, "traceback": str, "decode_step": int, "count": int,
-    }, pk="id", foreign_keys=[("run_id", "runs", "id")])
-    db["timings"].create({
-        "id": int, "run_id": int, "pass": str, "metric": str, "unit": str, "samples": str,
-    }, pk="id", foreign_keys=[("run_id", "runs", "id")])
+    db["graph_breaks"].create(
+        {
+            "id": int,
+            "run_id": int,
+            "key": str,
+            "reason": str,
+            "gb_type": str,
+            "user_file": str,
+            "user_line": int,
+            "resumable": int,
+            "decode_step": int,
+            "count": int,
+        },
+        pk="id",
+        foreign_keys=[("run_id", "runs", "id")],
+    )
+    db["recompiles"].create(
+        {
+            "id": int,
+            "run_id": int,
+            "key": str,
+            "reason": str,
+            "function": str,
+            "frame": str,
+            "decode_step": int,
+            "guard_failures": int,
+        },
+        pk="id",
+        foreign_keys=[("run_id", "runs", "id")],
+    )
+    db["hidden_errors"].create(
+        {
+            "id": int,
+            "run_id": int,
+            "key": str,
+            "source": str,
+            "exc_type": str,
+            "message": str,
+            "logger": str,
+            "frame": str,
+            "traceback": str,
+            "decode_step": int,
+            "count": int,
+        },
+        pk="id",
+        foreign_keys=[("run_id", "runs", "id")],
+    )
+    db["timings"].create(
+        {"id": int, "run_id": int, "pass": str, "metric": str, "unit": str, "samples": str},
+        pk="id",
+        foreign_keys=[("run_id", "runs", "id")],
+    )
     for table in ("graph_breaks", "recompiles", "hidden_errors", "timings"):
         db[table].create_index(["run_id"])
 
+
 CHILD_TABLES = (*FINDING_TABLES, "timings", "frames")
+
 
 @migration
 def m002_views(db: sqlite_utils.Database) -> None:
     """Views for browsing the DB in Datasette or sqlite3."""
-    db.create_view("run_summary", """
+    db.create_view(
+        "run_summary",
+        """
         SELECT runs.id, b.version AS torch_version, b.nightly_date, b.git_version, runs."case", runs.backend,
                runs.fullgraph, runs.dynamic, runs.mode, runs.device, runs.dtype, runs.batch_size,
                runs.prompt_length, runs.status, runs.error_type, runs.graph_break_count, runs.recompile_count,
                runs.hidden_error_count, runs.compile_s, runs.eager_ms_per_token, runs.compiled_ms_per_token,
                runs.started_at
-        FROM runs JOIN torch_builds b ON b.id = runs.torch_build_id""")
-    db.create_view("latest_status", """
+        FROM runs JOIN torch_builds b ON b.id = runs.torch_build_id""",
+    )
+    db.create_view(
+        "latest_status",
+        """
         SELECT s.* FROM run_summary s
         WHERE s.id = (SELECT MAX(r.id) FROM runs r JOIN torch_builds rb ON rb.id = r.torch_build_id
                       WHERE rb.version = s.torch_version AND r."case" = s."case" AND r.backend = s.backend
                         AND r.fullgraph = s.fullgraph AND r.dynamic = s.dynamic AND r.mode = s.mode
-                        AND r.device = s.device AND r.dtype = s.dtype)""")
+                        AND r.device = s.device AND r.dtype = s.dtype)""",
+    )
+
 
 @migration
 def m003_error_key_case_path(db: sqlite_utils.Database) -> None:
@@ -88,24 +189,46 @@ def m003_error_key_case_path(db: sqlite_utils.Database) -> None:
     db["runs"].add_column("error_key", str)
     db["runs"].add_column("case_path", str)
 
+
 @migration
 def m004_frames_and_warm_compile(db: sqlite_utils.Database) -> None:
     """Per compiled frame: torch's compilation_metrics (torch >= 2.4); and compile time with warm caches."""
-    db["frames"].create({
-        "id": int, "run_id": int, "compile_id": str, "co_name": str, "co_filename": str, "co_firstlineno": int,
-        "cache_size": int, "accumulated_cache_size": int, "guard_count": int, "shape_env_guard_count": int,
-        "graph_op_count": int, "graph_node_count": int, "graph_input_count": int,
-        "entire_frame_compile_time_s": float, "backend_compile_time_s": float, "inductor_compile_time_s": float,
-        "code_gen_time_s": float, "fail_type": str, "fail_reason": str, "restart_reasons": str,
-    }, pk="id", foreign_keys=[("run_id", "runs", "id")])
+    db["frames"].create(
+        {
+            "id": int,
+            "run_id": int,
+            "compile_id": str,
+            "co_name": str,
+            "co_filename": str,
+            "co_firstlineno": int,
+            "cache_size": int,
+            "accumulated_cache_size": int,
+            "guard_count": int,
+            "shape_env_guard_count": int,
+            "graph_op_count": int,
+            "graph_node_count": int,
+            "graph_input_count": int,
+            "entire_frame_compile_time_s": float,
+            "backend_compile_time_s": float,
+            "inductor_compile_time_s": float,
+            "code_gen_time_s": float,
+            "fail_type": str,
+            "fail_reason": str,
+            "restart_reasons": str,
+        },
+        pk="id",
+        foreign_keys=[("run_id", "runs", "id")],
+    )
     db["frames"].create_index(["run_id"])
     db["runs"].add_column("compile_warm_s", float)
+
 
 @migration
 def m005_invocation(db: sqlite_utils.Database) -> None:
     """Which ``diag run`` made a run: ``diag check`` on one build pools the newest invocation's runs
     of a row against the invocation's before it (NULL on older runs: each run stands alone)."""
     db["runs"].add_column("invocation", str)
+
 
 @migration
 def m006_one_vocabulary(db: sqlite_utils.Database) -> None:
@@ -118,8 +241,10 @@ def m006_one_vocabulary(db: sqlite_utils.Database) -> None:
     for table in ("recompiles", "hidden_errors"):
         conn.execute(f"ALTER TABLE {table} RENAME COLUMN frame TO location")
     conn.execute("ALTER TABLE graph_breaks ADD COLUMN location TEXT")
-    conn.execute("UPDATE graph_breaks SET location = CASE WHEN user_line IS NULL THEN user_file "
-                 "ELSE user_file || ':' || user_line END")
+    conn.execute(
+        "UPDATE graph_breaks SET location = CASE WHEN user_line IS NULL THEN user_file "
+        "ELSE user_file || ':' || user_line END"
+    )
     for column in ("user_file", "user_line"):
         conn.execute(f"ALTER TABLE graph_breaks DROP COLUMN {column}")
     conn.execute("ALTER TABLE runs ADD COLUMN case_source TEXT")
@@ -131,11 +256,13 @@ def m006_one_vocabulary(db: sqlite_utils.Database) -> None:
         conn.execute(f"ALTER TABLE {table} ADD COLUMN extra TEXT")
     conn.execute(f"CREATE INDEX runs_row ON runs (torch_build_id, {row_columns()})")
 
+
 @migration
 def m007_ops_captured(db: sqlite_utils.Database) -> None:
     """How many torch calls dynamo put into graphs (its calls_captured counter): a graph that shrinks
     between builds, more of the step left to eager, shows here even where the status holds."""
     db["runs"].add_column("ops_captured", int)
+
 
 @migration
 def m008_wheel_source(db: sqlite_utils.Database) -> None:
@@ -144,13 +271,16 @@ def m008_wheel_source(db: sqlite_utils.Database) -> None:
     for column in ("wheel_url", "wheel_origin", "wheel_sha256"):
         db["torch_builds"].add_column(column, str)
 
+
 WHEEL_COLUMNS = ("wheel_url", "wheel_origin", "wheel_sha256")
+
 
 @migration
 def m009_timing_summaries(db: sqlite_utils.Database) -> None:
     """A timing series of an old build kept as its summary (n, median, p10, p90) once its raw
     samples are pruned (diag prune): the history stays bounded."""
     db["timings"].add_column("summary", str)
+
 
 @migration
 def m010_folded_runs(db: sqlite_utils.Database) -> None:
@@ -159,15 +289,27 @@ def m010_folded_runs(db: sqlite_utils.Database) -> None:
     change. One row per build, row and outcome (status, error key and finding keys): how many runs,
     when the first and the last of them started."""
     whole = {"fullgraph", "batch_size", "prompt_length", "new_tokens"}
-    db["folded_runs"].create({
-        "id": int, "torch_build_id": int, **{name: int if name in whole else str for name in rows.FIELDS},
-        "status": str, "error_key": str, "finding_keys": str, "runs": int, "first_started_at": str,
-        "last_started_at": str,
-    }, pk="id", foreign_keys=[("torch_build_id", "torch_builds", "id")])
+    db["folded_runs"].create(
+        {
+            "id": int,
+            "torch_build_id": int,
+            **{name: int if name in whole else str for name in rows.FIELDS},
+            "status": str,
+            "error_key": str,
+            "finding_keys": str,
+            "runs": int,
+            "first_started_at": str,
+            "last_started_at": str,
+        },
+        pk="id",
+        foreign_keys=[("torch_build_id", "torch_builds", "id")],
+    )
     db["folded_runs"].create_index(["torch_build_id"])
+
 
 def row_columns(prefix: str = "") -> str:
     return ", ".join(f'{prefix}"{name}"' for name in rows.FIELDS)
+
 
 def create_views(conn: sqlite3.Connection) -> None:
     """The Datasette views, over the current schema and the one row definition (re-made after migrating).
@@ -178,7 +320,7 @@ def create_views(conn: sqlite3.Connection) -> None:
         conn.execute(f"DROP VIEW IF EXISTS {view}")
     conn.execute(f"""CREATE VIEW run_summary AS
         SELECT runs.id, b.version AS torch_version, b.nightly_date, b.git_version, b.variant,
-               {row_columns('runs.')}, runs.status, runs.error_type, runs.error_message, runs.graph_break_count,
+               {row_columns("runs.")}, runs.status, runs.error_type, runs.error_message, runs.graph_break_count,
                runs.recompile_count, runs.hidden_error_count, runs.compile_s, runs.eager_ms_per_token,
                runs.compiled_ms_per_token, runs.transformers_version, runs.python, runs.started_at
         FROM runs JOIN torch_builds b ON b.id = runs.torch_build_id""")
@@ -186,41 +328,82 @@ def create_views(conn: sqlite3.Connection) -> None:
         SELECT s.* FROM run_summary s
         JOIN (SELECT MAX(id) AS id FROM runs GROUP BY torch_build_id, {row_columns()}) newest ON newest.id = s.id""")
 
+
 DESCRIPTIONS: dict[str, tuple[str, dict[str, str]]] = {
-    "torch_builds": ("One torch build: version, git commit and variant; the wheel it came from when diag installed it.", {
-        "build_key": "commit (or version when unknown) | variant: two dated nightlies of one commit are one build",
-        "version": "torch.__version__", "git_version": "torch.version.git_version",
-        "nightly_date": "the date in a nightly's version (YYYY-MM-DD)", "variant": "cpu, cu126, ...",
-        "wheel_url": "where the installed wheel came from", "wheel_sha256": "the installed wheel's sha256"}),
-    "runs": ("One `diag run` of one case on one build: the row's fields, status, counts, timings and environment.", {
-        "case": "case name", "case_source": "builtin, or the path of the user's case file",
-        "fullgraph": "1: torch.compile(fullgraph=True)", "status": "the run's one status (see `diag statuses`)",
-        "error_type": "the compile's exception type, when it failed", "error_key": "stable key of that exception",
-        "graph_break_count": "graph breaks, each counted as often as it happened (NULL: nothing was compiled)",
-        "recompile_count": "recompiles dynamo logged", "hidden_error_count": "exceptions torch swallowed or logged",
-        "compile_s": "compile time, cold caches (s)", "compile_warm_s": "compile time, warm caches (s)",
-        "eager_ms_per_token": "median eager decode step (ms)", "compiled_ms_per_token": "median compiled decode step (ms)",
-        "invocation": "the `diag run` that made this run (repeats share it)",
-        "transformers_version": "transformers in the run's environment", "python": "the run's Python"}),
-    "graph_breaks": ("Graph breaks per run, one row per distinct break (key) with how often it happened.", {
-        "key": "stable across builds: gb_type or the normalised reason", "gb_type": "torch's graph-break type (2.8+)",
-        "resumable": "1: dynamo resumed after the break"}),
-    "recompiles": ("Recompiles per run, with the guard that failed.", {
-        "reason": "the failed guard", "decode_step": "the decode step that triggered it",
-        "guard_failures": "guards that failed on it"}),
-    "hidden_errors": ("Exceptions torch caught or logged while compiling: visible only in DEBUG logs.", {
-        "source": "where it was caught: log, exception hook, timing_pass, recompile_limit, ...",
-        "logger": "the logger that reported it"}),
-    "timings": ("Timing series per run: raw samples for recent builds, a summary after `diag prune`.", {
-        "samples": "JSON list of samples (NULL once pruned)", "summary": "JSON n, median, p10, p90 of pruned samples"}),
+    "torch_builds": (
+        "One torch build: version, git commit and variant; the wheel it came from when diag installed it.",
+        {
+            "build_key": "commit (or version when unknown) | variant: two dated nightlies of one commit are one build",
+            "version": "torch.__version__",
+            "git_version": "torch.version.git_version",
+            "nightly_date": "the date in a nightly's version (YYYY-MM-DD)",
+            "variant": "cpu, cu126, ...",
+            "wheel_url": "where the installed wheel came from",
+            "wheel_sha256": "the installed wheel's sha256",
+        },
+    ),
+    "runs": (
+        "One `diag run` of one case on one build: the row's fields, status, counts, timings and environment.",
+        {
+            "case": "case name",
+            "case_source": "builtin, or the path of the user's case file",
+            "fullgraph": "1: torch.compile(fullgraph=True)",
+            "status": "the run's one status (see `diag statuses`)",
+            "error_type": "the compile's exception type, when it failed",
+            "error_key": "stable key of that exception",
+            "graph_break_count": "graph breaks, each counted as often as it happened (NULL: nothing was compiled)",
+            "recompile_count": "recompiles dynamo logged",
+            "hidden_error_count": "exceptions torch swallowed or logged",
+            "compile_s": "compile time, cold caches (s)",
+            "compile_warm_s": "compile time, warm caches (s)",
+            "eager_ms_per_token": "median eager decode step (ms)",
+            "compiled_ms_per_token": "median compiled decode step (ms)",
+            "invocation": "the `diag run` that made this run (repeats share it)",
+            "transformers_version": "transformers in the run's environment",
+            "python": "the run's Python",
+        },
+    ),
+    "graph_breaks": (
+        "Graph breaks per run, one row per distinct break (key) with how often it happened.",
+        {
+            "key": "stable across builds: gb_type or the normalised reason",
+            "gb_type": "torch's graph-break type (2.8+)",
+            "resumable": "1: dynamo resumed after the break",
+        },
+    ),
+    "recompiles": (
+        "Recompiles per run, with the guard that failed.",
+        {
+            "reason": "the failed guard",
+            "decode_step": "the decode step that triggered it",
+            "guard_failures": "guards that failed on it",
+        },
+    ),
+    "hidden_errors": (
+        "Exceptions torch caught or logged while compiling: visible only in DEBUG logs.",
+        {
+            "source": "where it was caught: log, exception hook, timing_pass, recompile_limit, ...",
+            "logger": "the logger that reported it",
+        },
+    ),
+    "timings": (
+        "Timing series per run: raw samples for recent builds, a summary after `diag prune`.",
+        {"samples": "JSON list of samples (NULL once pruned)", "summary": "JSON n, median, p10, p90 of pruned samples"},
+    ),
     "frames": ("Per compiled frame, torch's compilation_metrics (torch 2.4+).", {}),
-    "folded_runs": ("Runs `diag prune` folded into counts, by build, row and outcome: a row's runs of one build "
-                    "beyond its newest, and a row's runs on old nightlies where it does not change.", {
-        "runs": "how many runs were folded", "first_started_at": "when the first of them started",
-        "last_started_at": "when the last of them started"}),
+    "folded_runs": (
+        "Runs `diag prune` folded into counts, by build, row and outcome: a row's runs of one build "
+        "beyond its newest, and a row's runs on old nightlies where it does not change.",
+        {
+            "runs": "how many runs were folded",
+            "first_started_at": "when the first of them started",
+            "last_started_at": "when the last of them started",
+        },
+    ),
     "run_summary": ("Every run with its build's version: the table to filter and facet.", {}),
     "latest_status": ("The newest run of each row on each build: the report's matrix as a table.", {}),
 }
+
 
 def datasette_metadata(db: sqlite_utils.Database, name: Optional[str] = None) -> dict[str, Any]:
     """Datasette metadata for ``db``: table and column descriptions, builds labelled by version.
@@ -231,6 +414,8 @@ def datasette_metadata(db: sqlite_utils.Database, name: Optional[str] = None) ->
         tables[table] = {"description": description, "columns": columns}
     tables["torch_builds"]["label_column"] = "version"
     tables["runs"]["label_column"] = "case"
-    return {"title": "diag: torch.compile diagnostics across torch builds",
-            "description": "Open with `datasette DB -m datasette.json` (the file the report writes).",
-            "databases": {name or Path(path).stem: {"tables": tables}}}
+    return {
+        "title": "diag: torch.compile diagnostics across torch builds",
+        "description": "Open with `datasette DB -m datasette.json` (the file the report writes).",
+        "databases": {name or Path(path).stem: {"tables": tables}},
+    }

@@ -17,6 +17,7 @@ from diag.store.schema import CHILD_TABLES, WHEEL_COLUMNS
 @dataclass
 class RunRecord:
     """Everything one run produced, ready to store."""
+
     build: dict[str, Any]
     run: dict[str, Any]
     graph_breaks: list[dict[str, Any]]
@@ -25,15 +26,19 @@ class RunRecord:
     timings: list[dict[str, Any]]
     frames: list[dict[str, Any]] = field(default_factory=list)
 
+
 def _build_id(conn: sqlite3.Connection, build: dict[str, Any]) -> int:
     row = conn.execute("SELECT id, wheel_url FROM torch_builds WHERE build_key = ?", [build["build_key"]]).fetchone()
     if row:
         if row[1] is None and build.get("wheel_url"):
             # the first time the build's wheel is known (an earlier run used an interpreter as it was)
-            conn.execute("UPDATE torch_builds SET wheel_url = ?, wheel_origin = ?, wheel_sha256 = ? WHERE id = ?",
-                         [*(build[c] for c in WHEEL_COLUMNS), row[0]])
+            conn.execute(
+                "UPDATE torch_builds SET wheel_url = ?, wheel_origin = ?, wheel_sha256 = ? WHERE id = ?",
+                [*(build[c] for c in WHEEL_COLUMNS), row[0]],
+            )
         return int(row[0])
     return insert(conn, "torch_builds", {**build, "first_seen": now()})
+
 
 def _write_run(conn: sqlite3.Connection, record: RunRecord) -> int:
     run_id = insert(conn, "runs", {**record.run, "torch_build_id": _build_id(conn, record.build)})
@@ -42,12 +47,14 @@ def _write_run(conn: sqlite3.Connection, record: RunRecord) -> int:
             insert(conn, table, {**row, "run_id": run_id})
     return run_id
 
+
 def save_run(db: sqlite_utils.Database, record: RunRecord) -> int:
     """Write a run and all its child rows in one transaction; returns the run id.
 
     StoreError with one line (a full disk, a read-only file, ...) when it cannot: nothing is written then.
     """
     return save_runs(db, [record])[0]
+
 
 def save_runs(db: sqlite_utils.Database, records: Iterable[RunRecord]) -> list[int]:
     """Write many runs in one transaction (bulk loads: merges, benchmarks); all or none."""
@@ -57,13 +64,14 @@ def save_runs(db: sqlite_utils.Database, records: Iterable[RunRecord]) -> list[i
     except sqlite3.Error as exc:
         raise StoreError(explain(exc, path_of(db))) from exc
 
+
 def run_records(db: sqlite_utils.Database) -> Iterable[RunRecord]:
     """Every run of ``db`` as a RunRecord (ids dropped), for copying into another DB."""
     build_columns = ("build_key", "version", "git_version", "nightly_date", "variant", "cuda_version", *WHEEL_COLUMNS)
     builds_by_id = {row["id"]: {k: row[k] for k in build_columns} for row in db.query("SELECT * FROM torch_builds")}
     ids = [row[0] for row in db.execute("SELECT id FROM runs ORDER BY id")]
     for start in range(0, len(ids), 500):
-        batch = ids[start:start + 500]
+        batch = ids[start : start + 500]
         marks = ", ".join("?" for _ in batch)
         raw_runs = {row["id"]: row for row in db.query(f"SELECT * FROM runs WHERE id IN ({marks})", batch)}
         children: dict[int, dict[str, list]] = {i: {t: [] for t in CHILD_TABLES} for i in batch}
@@ -77,6 +85,7 @@ def run_records(db: sqlite_utils.Database) -> Iterable[RunRecord]:
             build = builds_by_id[run.pop("torch_build_id")]
             run.pop("id")
             yield RunRecord(build=build, run=run, **children[run_id])
+
 
 def merge(target: sqlite_utils.Database, shard: sqlite_utils.Database) -> tuple[int, int]:
     """Copy the runs of ``shard`` that ``target`` lacks (matched by uid), in one transaction.

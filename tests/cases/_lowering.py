@@ -4,10 +4,9 @@ exception and logs it, the way torch's own passes do, while the lowering still s
 import logging
 
 import torch
+from _greedy import full_forward, greedy
 from torch._inductor import config as inductor_config
 from torch._inductor.custom_graph_pass import CustomGraphPass
-
-from _greedy import full_forward, greedy
 
 MESSAGE = "custom pass could not fuse the attention block"
 
@@ -23,7 +22,8 @@ class SwallowingPass(CustomGraphPass):
             raise RuntimeError(MESSAGE)
         except RuntimeError:
             logging.getLogger("torch._inductor.fx_passes.post_grad").log(
-                self.level, "custom post-grad pass failed; the graph is left as it was", exc_info=True)
+                self.level, "custom post-grad pass failed; the graph is left as it was", exc_info=True
+            )
 
     def uuid(self) -> str:
         return f"diag-test-swallowing-pass-{self.level}"

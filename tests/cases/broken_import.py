@@ -1,6 +1,6 @@
 """A case file whose import fails: diag must say so in one line, before any run."""
 
-import a_module_that_does_not_exist  # noqa: F401
+import a_module_that_does_not_exist  # noqa: F401 (the failing import is what this case is for)
 
 from diag.probe.cases import case
 

@@ -4,7 +4,6 @@ It stands in for a miscompile, so the mismatch path is exercised end to end.
 """
 
 import torch
-
 from _greedy import full_forward, greedy
 
 from diag.probe.cases import case

@@ -6,7 +6,6 @@ The decode call returns normally (the frame silently runs eagerly).
 """
 
 import torch
-
 from _greedy import full_forward, greedy
 
 from diag.probe.cases import case

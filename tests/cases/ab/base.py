@@ -1,6 +1,6 @@
 """ab_variant, version A: the append_last loop unchanged."""
 
-import _shared  # noqa: F401
+import _shared  # noqa: F401 (the shared module beside the case is what this case is for)
 import append_last
 
 from diag.probe.cases import case

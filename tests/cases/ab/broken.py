@@ -1,6 +1,6 @@
 """ab_variant, version C: regresses to the dynamic_slice loop, which fullgraph cannot capture."""
 
-import _shared  # noqa: F401
+import _shared  # noqa: F401 (the shared module beside the case is what this case is for)
 import dynamic_slice
 
 from diag.probe.cases import case

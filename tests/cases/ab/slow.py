@@ -2,7 +2,7 @@
 
 import time
 
-import _shared  # noqa: F401
+import _shared  # noqa: F401 (the shared module beside the case is what this case is for)
 import append_last
 
 from diag.probe.cases import case
