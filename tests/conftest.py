@@ -4,11 +4,18 @@ cache point into pytest's tmp dirs, and every DB is a real file under tmp_path.
 Two tiers. The fast tier (``-m "not slow"``) replays run directories that real probes
 recorded (tests/fixtures/runs, see its README) into real SQLite files and drives the
 commands through click's CliRunner. The slow tier runs real probes, real compiles, real
-faults and the browser. A test that uses a fixture of real probe runs is slow by rule.
+faults and the browser.
+
+Slow by rule, whatever its markers say: a test that uses a fixture of real probe runs, or
+calls the browser module, is marked slow when collected; and a fast-tier test that starts a
+probe process, opens the browser or compiles C++ (inductor) fails, naming what it started.
+Every process the test starts is watched, its children too (tests/guard/sitecustomize.py).
 """
 
 from __future__ import annotations
 
+import importlib.util
+import inspect
 import json
 import os
 import shutil
@@ -24,12 +31,42 @@ REPO = Path(__file__).resolve().parent.parent
 TEST_CASES = Path(__file__).resolve().parent / "cases"
 RECORDED = Path(__file__).resolve().parent / "fixtures" / "runs"
 SLOW_FIXTURES = {"findings", "findings_db", "torch_envs_home"}
+GUARD = Path(__file__).resolve().parent / "guard"
+_spec = importlib.util.spec_from_file_location("slow_rule_guard", GUARD / "sitecustomize.py")
+guard = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(guard)
+
+
+def _slow_by_rule(item) -> bool:
+    if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+        return True
+    function = getattr(item, "function", None)
+    try:
+        return function is not None and "browser." in inspect.getsource(function)
+    except (OSError, TypeError):
+        return False
 
 
 def pytest_collection_modifyitems(items) -> None:
     for item in items:
-        if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+        if _slow_by_rule(item):
             item.add_marker(pytest.mark.slow)
+
+
+@pytest.fixture(autouse=True)
+def slow_rule(request, monkeypatch, tmp_path_factory):
+    """A fast-tier test fails if it, or any process it starts, starts what makes a test slow."""
+    if request.node.get_closest_marker("slow"):
+        yield
+        return
+    marker = tmp_path_factory.mktemp("slow-rule") / "started"
+    monkeypatch.setenv(guard.MARKER, str(marker))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(GUARD), os.environ.get("PYTHONPATH")])))
+    monkeypatch.setattr(subprocess, "Popen", guard.watching(str(marker), subprocess.Popen))
+    yield
+    if marker.exists():
+        reasons = sorted(set(marker.read_text(encoding="utf-8").splitlines()))
+        pytest.fail(f"slow by rule, so mark it @pytest.mark.slow: it {'; '.join(reasons)}", pytrace=False)
 
 
 @pytest.fixture(scope="session")

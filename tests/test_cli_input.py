@@ -20,7 +20,12 @@ def assert_one_line_error(done, *fragments: str) -> None:
     [
         (["--case", "no_such_case"], ["unknown case 'no_such_case'", "append_last", "dynamic_slice"]),
         (["--case", "missing/variant.py"], ["case file not found"]),
-        (["--case", str(TEST_CASES / "broken_import.py")], ["failed to import", "a_module_that_does_not_exist"]),
+        # the probe checks a case file in the target environment: slow by rule
+        pytest.param(
+            ["--case", str(TEST_CASES / "broken_import.py")],
+            ["failed to import", "a_module_that_does_not_exist"],
+            marks=pytest.mark.slow,
+        ),
         (["--case", "append_last", "--batch-size", "-2"], ["--batch-size"]),
         (["--case", "append_last", "--new-tokens", "0"], ["--new-tokens"]),
         (["--case", "append_last", "--backend", "nonsense"], ["--backend"]),
@@ -38,7 +43,11 @@ def assert_one_line_error(done, *fragments: str) -> None:
         (["--case", "append_last", "--mode", "bogus-mode"], ["--mode", "bogus-mode"]),
         (["--case", "append_last", "--device", "cuda:abc"], ["--device", "cuda:abc"]),
         # An index no machine has: "sees no CUDA device" here, "only N CUDA device(s) visible" on a GPU host.
-        (["--case", "append_last", "--device", "cuda:4095"], ["--device cuda:4095", "CUDA device"]),
+        pytest.param(
+            ["--case", "append_last", "--device", "cuda:4095"],
+            ["--device cuda:4095", "CUDA device"],
+            marks=pytest.mark.slow,
+        ),
     ],
 )
 def test_run_rejects_bad_input_before_writing(tmp_path, args, fragments):

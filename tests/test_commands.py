@@ -11,6 +11,7 @@ import re
 import sqlite3
 import xml.etree.ElementTree as ET
 
+import pytest
 from conftest import NIGHTLY, REPO, cli
 
 from diag import store
@@ -168,6 +169,7 @@ def test_run_rejects_an_unknown_case_before_writing(tmp_path):
     assert not (tmp_path / "x.db").exists()
 
 
+@pytest.mark.slow
 def test_run_records_one_real_eager_run(tmp_path):
     """The one real probe in the fast tier: eager backend, no timing pass, two tokens."""
     db = tmp_path / "one.db"

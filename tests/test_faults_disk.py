@@ -149,6 +149,7 @@ def test_a_full_disk_before_the_run_leaves_no_file(tmp_path):
         assert sorted(p.name for p in disk.iterdir()) == ["filler"]
 
 
+@pytest.mark.slow
 def test_a_disk_that_fills_during_the_run_is_one_line_and_leaves_no_orphan(tmp_path):
     with tmpfs(tmp_path / "disk", "64m") as disk:
         db = disk / "x.db"

@@ -11,6 +11,7 @@ import pytest
 from conftest import REPO, diag, show
 
 
+@pytest.mark.slow
 def test_hf_all_lists_the_decoder_only_causal_lm_architectures_of_the_installed_transformers():
     done = subprocess.run(
         [sys.executable, "-m", "diag.probe", "architectures"], capture_output=True, text=True, cwd=REPO, timeout=300
@@ -28,6 +29,7 @@ def test_a_model_type_that_is_no_name_is_refused_in_one_line(tmp_path):
     assert len(done.stderr.strip().splitlines()) == 1 and not (tmp_path / "x.db").exists()
 
 
+@pytest.mark.slow
 def test_an_architecture_the_installed_transformers_lacks_is_a_broken_case_not_a_compiler_finding(tmp_path):
     db = tmp_path / "h.db"
     done = diag(

@@ -7,9 +7,11 @@ import gzip
 import json
 from pathlib import Path
 
+import pytest
 from conftest import diag, show
 
 
+@pytest.mark.slow
 def test_profile_is_a_chrome_trace_linked_from_the_run_page(tmp_path):
     db = tmp_path / "p.db"
     done = diag(

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import textwrap
 
+import pytest
 from conftest import diag, show
 
 LIBRARY = '''
@@ -54,6 +55,7 @@ def generate(gen):
 """
 
 
+@pytest.mark.slow
 def test_a_generate_loop_the_case_does_not_own_is_watched_in_three_lines(tmp_path):
     (tmp_path / "thirdparty.py").write_text(textwrap.dedent(LIBRARY))
     (tmp_path / "watched.py").write_text(textwrap.dedent(CASE))
@@ -89,6 +91,7 @@ def test_a_generate_loop_the_case_does_not_own_is_watched_in_three_lines(tmp_pat
     assert run["recompile_count"] == 1
 
 
+@pytest.mark.slow
 def test_timing_pass_times_each_watched_decode_step(tmp_path):
     (tmp_path / "thirdparty.py").write_text(textwrap.dedent(LIBRARY))
     (tmp_path / "watched.py").write_text(textwrap.dedent(CASE))
@@ -117,6 +120,7 @@ def test_timing_pass_times_each_watched_decode_step(tmp_path):
     assert run["compiled_ms_per_token"] is not None
 
 
+@pytest.mark.slow
 def test_repro_carries_the_modules_next_to_the_case(tmp_path):
     (tmp_path / "thirdparty.py").write_text(textwrap.dedent(LIBRARY))
     (tmp_path / "watched.py").write_text(textwrap.dedent(CASE))
