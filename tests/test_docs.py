@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 import tokenize
 
 import click
@@ -28,8 +30,8 @@ def test_every_command_has_help():
         assert "Usage:" in result.output
 
 
-def test_readme_case_example_is_a_registrable_case(tmp_path):
-    readme = (REPO / "README.md").read_text()
+def test_the_case_example_is_a_registrable_case(tmp_path):
+    readme = (REPO / "docs" / "cases.md").read_text()
     blocks = re.findall(r"```python\n(.*?)```", readme, re.S)
     example = next(b for b in blocks if "@case(" in b)
     path = tmp_path / "readme_case.py"
@@ -44,10 +46,10 @@ def test_readme_names_the_test_command_ci_runs():
     assert "python -m pytest" in readme and "python -m pytest" in ci
 
 
-def test_readme_status_table_is_the_status_table():
+def test_the_status_table_is_the_status_table():
     from diag.probe.statuses import STATUSES
 
-    readme = (REPO / "README.md").read_text()
+    readme = (REPO / "docs" / "data-model.md").read_text()
     section = readme[readme.index("## Statuses") :]
     rows = re.findall(r"^\| (\w+) \| (yes|no) \| (.+?) \|$", section, re.M)
     assert rows == [(s.name, "yes" if s.works else "no", s.meaning) for s in STATUSES]
@@ -60,14 +62,14 @@ def test_architecture_doc_names_files_that_exist():
     assert [path for path in sorted(named) if not (REPO / path).exists()] == []
 
 
-def test_readme_coverage_table_is_the_recorded_coverage():
-    """README's version table is made from tests/fixtures/versions/coverage.json, never by hand."""
+def test_the_coverage_table_is_the_recorded_coverage():
+    """docs/coverage.md's version table is made from tests/fixtures/versions/coverage.json, never by hand."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("versions", REPO / "tests" / "fixtures" / "versions.py")
     versions = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(versions)
-    readme = (REPO / "README.md").read_text()
+    readme = (REPO / "docs" / "coverage.md").read_text()
     start = readme.index("<!-- coverage table: python tests/fixtures/versions.py --table -->")
     end = readme.index("<!-- end coverage table -->")
     table = readme[start:end].split("\n", 1)[1]
@@ -87,3 +89,53 @@ def test_every_noqa_says_why():
             if "noqa" in token.string and not re.search(r"# noqa: [A-Z0-9, ]+ \(.+\)$", token.string):
                 bare.append(f"{path.relative_to(REPO)}:{token.start[0]}")
     assert bare == []
+
+
+def test_the_readme_is_short():
+    """Set-up, a tour and where to go next; reference material lives in docs/."""
+    assert len((REPO / "README.md").read_bytes()) <= 10 * 1024
+
+
+def test_the_cli_reference_is_generated_and_current():
+    done = subprocess.run(
+        [sys.executable, "-m", "cogapp", "--check", "docs/cli.md"], cwd=REPO, capture_output=True, text=True
+    )
+    assert done.returncode == 0, "docs/cli.md is stale: run cog -r docs/cli.md\n" + done.stdout + done.stderr
+    assert "## diag run\n" in (REPO / "docs" / "cli.md").read_text()
+
+
+def _named_commands() -> list[tuple[str, str]]:
+    """(file, 'diag WORD ... --flag ...') for every diag command line in README.md and docs/ (code spans and blocks)."""
+    found = []
+    for path in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]:
+        if path.name == "cli.md":
+            continue
+        text = path.read_text(encoding="utf-8")
+        snippets = re.findall(r"```[a-z]*\n(.*?)```", text, re.S) + re.findall(r"`([^`\n]+)`", text)
+        for snippet in snippets:
+            for line in snippet.splitlines():
+                if line.lstrip().startswith("#"):
+                    continue  # a comment in a shell block
+                for match in re.finditer(r"(?:^|[\s$;&(])diag ([a-z][\w-]*(?: [a-z][\w-]*)?)([^|;&)]*)", line):
+                    found.append((path.name, "diag " + match.group(1) + match.group(2)))
+    return found
+
+
+def test_every_command_and_flag_the_docs_name_exists():
+    named = _named_commands()
+    assert len(named) > 30
+    missing = []
+    for where, line in named:
+        words = line.split()[1:]
+        command: click.Command = cli
+        while isinstance(command, click.Group) and words and words[0] in command.commands:
+            command = command.commands[words.pop(0)]
+        if command is cli:
+            missing.append(f"{where}: {line}")
+            continue
+        flags = {flag for param in command.params for flag in (*param.opts, *param.secondary_opts)} | {"-h", "--help"}
+        for word in words:
+            flag = word.split("=", 1)[0]
+            if re.fullmatch(r"--?[a-z][\w-]*", flag) and flag not in flags:
+                missing.append(f"{where}: {line}: {flag}")
+    assert missing == []

@@ -11,7 +11,10 @@ nights in ``report_nights`` only (a render of a long history takes a minute, and
 the last render alone). ``checkout_fails`` names nights whose checkout fails: the job stops
 there, and is re-run.
 
-    python tests/pipeline_year.py --nights 365 --work DIR   (prints the sizes as it goes)
+    python bench/pipeline_year.py --nights 365 --work DIR   (prints the sizes as it goes)
+
+tests/test_pipeline_year.py runs a short form of it (45 nights, an architecture breaking every
+10), which still thins old nightlies and keeps every transition.
 """
 
 from __future__ import annotations
@@ -79,11 +82,12 @@ def _config(case: str, fullgraph: int) -> str:
     )
 
 
-def _outcome(night: int, version: str, architecture: int, fullgraph: int) -> str:
-    """An architecture's status: fixed on releases; on the nightly, one architecture a month breaks
-    for a few nights and is fixed again (transitions for the report, check and prune to keep)."""
+def _outcome(night: int, version: str, architecture: int, fullgraph: int, period: int = 30) -> str:
+    """An architecture's status: fixed on releases; on the nightly, one architecture every ``period``
+    nights (a month) breaks for a few nights and is fixed again (transitions for the report, check and
+    prune to keep)."""
     status = OUTCOMES[architecture % len(OUTCOMES)]
-    if ".dev" in version and architecture == night // 30 and night % 30 < 4 and status == "pass":
+    if ".dev" in version and architecture == night // period and night % period < 4 and status == "pass":
         status = "fullgraph_error" if fullgraph else "compile_error"
     if not fullgraph and status == "fullgraph_error":
         status = "graph_break"
@@ -149,7 +153,7 @@ def _git(*args: str, cwd: Optional[Path] = None) -> subprocess.CompletedProcess:
     )
 
 
-def leg_runs(night: int, leg: int, version: str, rng: random.Random) -> list[RunRecord]:
+def leg_runs(night: int, leg: int, version: str, rng: random.Random, period: int = 30) -> list[RunRecord]:
     """One CPU leg's runs: the four cases (--repeat 5, timed), then hf:all (untimed)."""
     build = build_identity(version, f"{rng.getrandbits(160):040x}" if ".dev" in version else f"{leg:040x}", None)
     found = []
@@ -216,7 +220,7 @@ def leg_runs(night: int, leg: int, version: str, rng: random.Random) -> list[Run
     for architecture in range(ARCHITECTURES):
         case = f"hf:arch{architecture:03d}"
         for fullgraph in (1, 0):
-            status = _outcome(night, version, architecture, fullgraph)
+            status = _outcome(night, version, architecture, fullgraph, period)
             run = _run(
                 night,
                 leg,
@@ -256,7 +260,7 @@ def leg_runs(night: int, leg: int, version: str, rng: random.Random) -> list[Run
     return found
 
 
-def write_legs(work: Path, night: int) -> tuple[list[Path], int]:
+def write_legs(work: Path, night: int, period: int = 30) -> tuple[list[Path], int]:
     """The night's shards, written as each leg's diag run writes them; and how many runs they hold."""
     rng = random.Random(night)
     date = dt.date(2027, 1, 1) + dt.timedelta(days=night)
@@ -265,7 +269,7 @@ def write_legs(work: Path, night: int) -> tuple[list[Path], int]:
         path = work / "shards" / f"night{night}" / f"leg{leg}" / "shard.db"
         path.parent.mkdir(parents=True)
         db = store.open_db(path)
-        written = leg_runs(night, leg, version, rng)
+        written = leg_runs(night, leg, version, rng, period)
         store.save_runs(db, written)
         db.conn.close()
         count += len(written)
@@ -281,6 +285,7 @@ class Year:
     checkout_fails: set[int] = field(default_factory=set)
     log: Callable[[str], None] = lambda message: None
     measure_every: int = 7  # nights between measurements of the branch (a recompressing gc)
+    break_every: int = 30  # nights between the architectures that break on the nightly (_outcome)
     stored: int = 0  # runs the legs wrote, all nights
     sizes: list[tuple[int, int, int]] = field(default_factory=list)  # night, history bytes, branch bytes
     history_sizes: list[int] = field(default_factory=list)  # history bytes, every night published
@@ -301,8 +306,8 @@ class Year:
     def legs(self, night: int) -> list[Path]:
         """The night's shards (see write_legs)."""
         ahead = self._next.pop(night, None)
-        shards, count = ahead.result() if ahead else write_legs(self.work, night)
-        self._next[night + 1] = self._pool.submit(write_legs, self.work, night + 1)
+        shards, count = ahead.result() if ahead else write_legs(self.work, night, self.break_every)
+        self._next[night + 1] = self._pool.submit(write_legs, self.work, night + 1, self.break_every)
         self.stored += count
         return shards
 
