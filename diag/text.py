@@ -1,12 +1,17 @@
-"""Terminal rendering of runs: one-line summaries and the full record of one run."""
+"""The terminal text of every command: one-line summaries and the full record of a run, comparisons,
+the gate's verdict and a bisect's answer. Commands print what these return."""
 
 from __future__ import annotations
 
 import re
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from diag import row as rows
-from diag.contract import BY_NAME
+from diag.contract import BY_NAME, FINDING_KINDS
+
+if TYPE_CHECKING:
+    from diag.gate import Outcome
+    from diag.regress import RowComparison, TimingChange
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 # Characters that reorder the text around them (right-to-left overrides, embeddings, isolates and
@@ -147,3 +152,64 @@ def _first_line(text: Optional[str]) -> str:
     if not text:
         return ""
     return next((line for line in text.splitlines() if line.strip()), "")[:300]
+
+
+def timing_change(change: TimingChange) -> str:
+    if change.ratio is None:
+        return f"{change.metric} -"
+    p = "n/a" if change.p_value is None else f"{change.p_value:.2g}"
+    basis = "host-adjusted, " if change.basis == "host-adjusted" else ""
+    pooled = (change.runs_before, change.runs_after) != (1, 1)
+    runs = f"runs {change.runs_before} -> {change.runs_after}, " if pooled else ""
+    return f"{change.metric} x{change.ratio:.3f} ({basis}{runs}p={p})"
+
+
+def comparison_lines(comparison: RowComparison) -> list[str]:
+    """One row of ``diag compare``: the status change, keys added and removed, the timing ratios."""
+    before, after = comparison.before, comparison.after
+    status = f"{before['status'] if before else 'absent'} -> {after['status'] if after else 'absent'}"
+    lines = [f"{safe(rows.label(comparison.row))}: {status}"]
+    for kind in FINDING_KINDS:
+        for key in comparison.added.get(kind.table, []):
+            lines.append(f"    + {kind.label} {safe(key)}")
+        for key in comparison.removed.get(kind.table, []):
+            lines.append(f"    - {kind.label} {safe(key)}")
+    if comparison.timings:
+        lines.append("    " + "; ".join(timing_change(t) for t in comparison.timings))
+    return lines
+
+
+def check_lines(outcome: Outcome) -> list[str]:
+    """``diag check``'s verdict: what was compared, each regression, what could not be judged."""
+    compared = [c for c in outcome.comparisons if c.before is not None and c.after is not None]
+    lines = [
+        f"checked: {outcome.description}; {len(outcome.comparisons)} rows, {len(compared)} with runs on both sides"
+    ]
+    lines += [f"REGRESSION {safe(rows.label(r.row))}: {safe(r.message)}" for r in outcome.regressions]
+    lines += [f"INCONCLUSIVE {safe(rows.label(r.row))}: {safe(r.message)}" for r in outcome.inconclusive]
+    lines += [f"NOT COMPARED {safe(rows.label(c.row))}: {safe(c.note)}" for c in outcome.comparisons if c.note]
+    if not compared:
+        lines.append(
+            "nothing to compare: no row has runs on both sides (run the matrix again, or on another build, then check)"
+        )
+    elif not outcome.regressions:
+        lines.append("no regressions" + (" (some slowdowns could not be judged)" if outcome.inconclusive else ""))
+    return lines
+
+
+def _build_line(build: dict[str, Any]) -> str:
+    date = f", nightly {build['nightly_date']}" if build["nightly_date"] else ""
+    return f"{build['version']}{date}, git {build['git_version']} (run #{build['run']}: {build['status']})"
+
+
+def bisect_lines(summary: dict[str, Any]) -> list[str]:
+    """``diag bisect``'s answer: the last good and first bad build, the commits between, what was skipped."""
+    lines = [f"last good: {_build_line(summary['last_good'])}", f"first bad: {_build_line(summary['first_bad'])}"]
+    if summary["commit_range"]:
+        lines.append(f"commits:   git log {summary['commit_range']}   ({summary['compare_url']})")
+    lines += [f"skipped:   {spec}: {safe(reason)}" for spec, reason in summary["skipped"].items()]
+    missing = summary["missing_dates"]
+    if missing:
+        more = " ..." if len(missing) > 10 else ""
+        lines.append(f"no build:  {len(missing)} dates in range had no nightly ({', '.join(missing[:10])}{more})")
+    return lines

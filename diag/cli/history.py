@@ -24,7 +24,6 @@ from diag.cli.common import (
     read_store,
     run_preflight,
 )
-from diag.contract import FINDING_KINDS
 
 
 @cli.group("env")
@@ -140,30 +139,6 @@ def merge_command(out_db: str, shards: tuple[str, ...], as_json: bool) -> None:
         click.echo(json.dumps(summary, indent=2))
 
 
-def _timing_text(change: regress.TimingChange) -> str:
-    if change.ratio is None:
-        return f"{change.metric} -"
-    p = "n/a" if change.p_value is None else f"{change.p_value:.2g}"
-    basis = "host-adjusted, " if change.basis == "host-adjusted" else ""
-    pooled = (change.runs_before, change.runs_after) != (1, 1)
-    runs = f"runs {change.runs_before} -> {change.runs_after}, " if pooled else ""
-    return f"{change.metric} x{change.ratio:.3f} ({basis}{runs}p={p})"
-
-
-def _comparison_lines(comparison: regress.RowComparison) -> list[str]:
-    before, after = comparison.before, comparison.after
-    status = f"{before['status'] if before else 'absent'} -> {after['status'] if after else 'absent'}"
-    lines = [f"{text.safe(rows.label(comparison.row))}: {status}"]
-    for kind in FINDING_KINDS:
-        for key in comparison.added.get(kind.table, []):
-            lines.append(f"    + {kind.label} {text.safe(key)}")
-        for key in comparison.removed.get(kind.table, []):
-            lines.append(f"    - {kind.label} {text.safe(key)}")
-    if comparison.timings:
-        lines.append("    " + "; ".join(_timing_text(t) for t in comparison.timings))
-    return lines
-
-
 @cli.command("compare")
 @click.argument("a")
 @click.argument("b")
@@ -194,7 +169,7 @@ def compare_command(a: str, b: str, db_path: str, as_json: bool) -> None:
         return
     click.echo(f"compared: {outcome.description}")
     for comparison in outcome.comparisons:
-        click.echo("\n".join(_comparison_lines(comparison)))
+        click.echo("\n".join(text.comparison_lines(comparison)))
 
 
 @cli.command("prune")
@@ -373,23 +348,7 @@ def check_command(
             )
         )
     else:
-        click.echo(
-            f"checked: {outcome.description}; {len(outcome.comparisons)} rows, {len(compared)} with runs on both sides"
-        )
-        for regression in outcome.regressions:
-            click.echo(f"REGRESSION {text.safe(rows.label(regression.row))}: {text.safe(regression.message)}")
-        for item in outcome.inconclusive:
-            click.echo(f"INCONCLUSIVE {text.safe(rows.label(item.row))}: {text.safe(item.message)}")
-        for comparison in outcome.comparisons:
-            if comparison.note:
-                click.echo(f"NOT COMPARED {text.safe(rows.label(comparison.row))}: {text.safe(comparison.note)}")
-        if not compared:
-            click.echo(
-                "nothing to compare: no row has runs on both sides (run the matrix again, or on another "
-                "build, then check)"
-            )
-        elif not outcome.regressions:
-            click.echo("no regressions" + (" (some slowdowns could not be judged)" if outcome.inconclusive else ""))
+        click.echo("\n".join(text.check_lines(outcome)))
     if outcome.regressions:
         sys.exit(1)
     if outcome.inconclusive:

@@ -312,19 +312,4 @@ def bisect_command(
     if as_json:
         click.echo(json.dumps(summary, indent=2))
         return
-    click.echo(f"last good: {_build_line(summary['last_good'])}")
-    click.echo(f"first bad: {_build_line(summary['first_bad'])}")
-    if summary["commit_range"]:
-        click.echo(f"commits:   git log {summary['commit_range']}   ({summary['compare_url']})")
-    for spec, reason in summary["skipped"].items():
-        click.echo(f"skipped:   {spec}: {text.safe(reason)}")
-    if summary["missing_dates"]:
-        click.echo(
-            f"no build:  {len(summary['missing_dates'])} dates in range had no nightly "
-            f"({', '.join(summary['missing_dates'][:10])}{' ...' if len(summary['missing_dates']) > 10 else ''})"
-        )
-
-
-def _build_line(build: dict[str, Any]) -> str:
-    date = f", nightly {build['nightly_date']}" if build["nightly_date"] else ""
-    return f"{build['version']}{date}, git {build['git_version']} (run #{build['run']}: {build['status']})"
+    click.echo("\n".join(text.bisect_lines(summary)))
