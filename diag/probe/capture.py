@@ -11,6 +11,7 @@ Imports: standard library and torch.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import re
@@ -42,6 +43,13 @@ class LogCapture(logging.Handler):
         self._legacy_levels: dict[str, int] = {}
         self._legacy_config: Optional[int] = None
         self._legacy_init: Optional[tuple] = None  # (torch._dynamo.logging, its own init_logging)
+        # What a case did to torch's logging while the capture was on, and whether diag's capture
+        # lost records by it: (nothing lost, what happened). A case may call set_logs, or set a
+        # logger's level: the capture turns itself on again and says so (notes), never counts zeros.
+        self.interference: list[tuple[bool, str]] = []
+        self._set_logs: Optional[Callable] = None  # torch's own set_logs, while a guard stands in for it
+        self._guarded: list[tuple[object, str]] = []  # (module, attribute) where the guard stands
+        self._levels: list[tuple[logging.Logger, int]] = []  # each capture point's level as diag left it
         self.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
 
     def install(self) -> None:
@@ -56,6 +64,8 @@ class LogCapture(logging.Handler):
             self.parser_errors.append(f"debug log {self.log_path}: cannot open: {exc}")
         try:
             self._turn_on()
+            if not self._legacy:
+                self._guard_set_logs()
         except Exception as exc:
             self.parser_errors.append(f"log capture: turning torch's logs on failed: {type(exc).__name__}: {exc}")
         self._attach()
@@ -71,12 +81,58 @@ class LogCapture(logging.Handler):
                     logger.removeHandler(handler)
             if self not in logger.handlers:
                 logger.addHandler(self)
+        self._levels = [(logger, logger.level) for logger in _capture_points(self._legacy)]
+
+    def _guard_set_logs(self) -> None:
+        """Stand in for ``torch._logging.set_logs`` (under both names a case may call it by): the
+        case's call goes through, then diag's levels and handler are put back at once."""
+        import torch._logging
+
+        original = torch._logging.set_logs
+        self._set_logs = original
+
+        @functools.wraps(original)  # its signature is original's: compat reads which keywords it takes
+        def set_logs(*args: object, **kwargs: object) -> None:
+            original(*args, **kwargs)
+            said = ", ".join([*map(repr, args), *(f"{k}={v!r}" for k, v in kwargs.items())])
+            self.interference.append(
+                (True, f"the case called torch._logging.set_logs({said[:300]}); diag turned its capture on again")
+            )
+            self._turn_on()
+            self._attach()
+
+        for module in (torch._logging, getattr(torch._logging, "_internal", None)):
+            if module is not None and getattr(module, "set_logs", None) is original:
+                module.set_logs = set_logs
+                self._guarded.append((module, "set_logs"))
+
+    def keep(self) -> None:
+        """At a decode step's boundary: where the case changed a level or a handler of torch's loggers
+        by other means than set_logs, turn the capture on again and say that records were lost."""
+        if self._file is None or self._legacy:
+            return
+        changed = sorted(
+            {logger.name for logger, level in self._levels if logger.level != level or self not in logger.handlers}
+        )
+        if not changed:
+            return
+        step = self.current_step()
+        self.interference.append(
+            (
+                False,
+                f"the case changed torch's loggers ({', '.join(changed[:5])}{' ...' if len(changed) > 5 else ''}) "
+                f"during the run; diag turned its capture on again at decode step {step}, and what was logged "
+                "in between is missing: counts from the log may be low",
+            )
+        )
+        self._turn_on()
+        self._attach()
 
     def _turn_on(self) -> None:
         if compat.debug_logs()[0]:
             import torch._logging
 
-            torch._logging.set_logs(
+            (self._set_logs or torch._logging.set_logs)(
                 **compat.log_keywords(
                     {
                         "dynamo": logging.DEBUG,
@@ -120,7 +176,7 @@ class LogCapture(logging.Handler):
             if compat.debug_logs()[0]:
                 import torch._logging
 
-                torch._logging.set_logs()
+                (self._set_logs or torch._logging.set_logs)()
             return
         import torch._dynamo.config as dynamo_config
 
@@ -134,6 +190,9 @@ class LogCapture(logging.Handler):
             logging.getLogger(name).setLevel(level)
 
     def uninstall(self) -> None:
+        for module, name in self._guarded:
+            setattr(module, name, self._set_logs)
+        self._guarded.clear()
         for logger, level, handlers in self._saved:
             logger.removeHandler(self)
             logger.setLevel(level)

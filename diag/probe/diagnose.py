@@ -206,6 +206,14 @@ def run(workload: Workload, results: Writer, artifacts: Path, timing_results: Op
             detail=f"depyf raised during the compile and was turned off: {type(error).__name__}: {error}",
         )
         collector, compiled, error = compile_once(workload, artifacts, False)
+    if collector.interference:
+        lost = [detail for kept, detail in collector.interference if not kept]
+        results.write(
+            records.COLLECTOR_NOTE,
+            name="debug_logs",
+            available=not lost,
+            detail="; ".join((lost or [detail for _, detail in collector.interference])[:3]),
+        )
     counters = capture.counter_snapshot()
     fullgraph = bool(spec.config.fullgraph)
     breaks_from_counters = [] if fullgraph else graph_breaks_from_counters(collector, counters)
@@ -289,12 +297,14 @@ def compile_once(workload: Workload, artifacts: Path, use_depyf: bool):
 
         dump = depyf.prepare_debug(str(artifacts / "depyf"))
     collector.install()
+    workload.step_listeners.append(collector.keep)
     try:
         with dump:
             compiled = workload.compiled()
     except Exception as exc:
         error = exc
     finally:
+        workload.step_listeners.remove(collector.keep)
         collector.uninstall()
     return collector, compiled, error
 

@@ -98,6 +98,7 @@ class Workload:
             cfg.batch_size, cfg.prompt_length, self.model.config.vocab_size, cfg.seed, cfg.device
         )
         self.current_step: Optional[int] = None
+        self.step_listeners: list[Callable[[], None]] = []  # called at each decode step's boundary
 
     @property
     def on_cuda(self) -> bool:
@@ -124,6 +125,8 @@ class Workload:
 
     def _set_step(self, step: Optional[int]) -> None:
         self.current_step = step
+        for listener in self.step_listeners:
+            listener()
 
     def generate(self, compile_fn: Callable[[Callable], Callable]) -> Generation:
         gen = Generation(
