@@ -17,6 +17,7 @@ from typing import Optional
 
 from diag import envs, store
 from diag.catalog import CaseRef
+from diag.config import artifacts_root
 from diag.contract import TINY_LLAMA, Config, records
 
 # Room a run needs on the database's disk: its rows (timing samples are the bulk, ~130 KB) and the
@@ -64,17 +65,25 @@ def check_database(db_path: str) -> None:
     folder = path.resolve().parent
     if not folder.is_dir():
         raise PreflightError(f"cannot write database {db_path}: directory {folder} does not exist")
-    if path.exists():
+    existed = path.exists()
+    if existed:
         store.check_writable(path)
-    else:
-        probe = folder / f".{path.name}.diag-write-test"
-        try:
-            probe.write_bytes(b"")
-            probe.unlink()
-        except OSError as exc:
+    # a run's directory goes under <db stem>.runs/ beside the DB: that folder, or the DB's, must take it
+    runs = artifacts_root(path.resolve())
+    place = runs if runs.is_dir() else folder
+    probe = place / f".{path.name}.diag-write-test"
+    try:
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        if not existed:
             raise PreflightError(
                 f"cannot create database {db_path}: {folder} is not writable ({exc.strerror or exc})"
             ) from exc
+        raise PreflightError(
+            f"cannot store runs in {db_path}: their run directories go in {runs}, and {place} is not writable "
+            f"({exc.strerror or exc})"
+        ) from exc
     free = shutil.disk_usage(folder).free
     if free < MIN_FREE_BYTES:
         raise PreflightError(

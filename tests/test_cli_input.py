@@ -195,3 +195,26 @@ def test_report_refuses_to_overwrite_files_it_did_not_write(recorded_db, tmp_pat
 def test_a_usage_error_points_at_the_help_of_the_command_that_was_typed(tmp_path, args, hint):
     done = diag(*args, cwd=tmp_path, check=False)
     assert done.returncode == 2 and done.stderr.strip().endswith(hint), done.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["runs", "--limit", str(10**23)],
+        ["show", str(10**23)],
+        ["repro", str(10**23)],
+        ["compare", str(10**23), "1"],
+        ["prune", "--keep-builds", str(10**23)],
+        ["run", "--case", "append_last", "--jobs", str(10**23)],
+        ["run", "--case", "append_last", "--repeat", str(10**23)],
+    ],
+)
+def test_ids_and_counts_beyond_what_sqlite_holds_are_one_line(copied_db, tmp_path, args):
+    done = diag(*args, "--db", str(copied_db), cwd=tmp_path, check=False)
+    assert_one_line_error(done)
+    assert "OverflowError" not in done.stderr
+
+
+def test_repro_into_a_missing_folder_is_one_line(copied_db, tmp_path):
+    done = diag("repro", "1", "-o", "nodir/r.py", "--db", str(copied_db), cwd=tmp_path, check=False)
+    assert_one_line_error(done, "-o nodir/r.py", "No such file or directory")

@@ -8,6 +8,7 @@ SIGKILL. The mounts and chattr need root (CI runs as root); elsewhere these test
 from __future__ import annotations
 
 import contextlib
+import gc
 import hashlib
 import json
 import os
@@ -62,9 +63,13 @@ def digest(path: Path) -> str:
 
 
 def one_db(tmp_path: Path, name: str = "one.db") -> Path:
+    """A DB of one recorded run, with no connection left open (and so no -wal or -shm beside it)."""
     db = tmp_path / name
     replay([recorded("append_last-fullgraph", tmp_path / f"{name}.runs")], db)
-    store.open_db(db).conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    gc.collect()  # the replay's connection, held in a reference cycle
+    opened = store.open_db(db)
+    opened.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    opened.conn.close()
     return db
 
 
@@ -241,3 +246,61 @@ def test_a_full_temp_folder_is_a_tool_error_not_a_compile_error(tmp_path):
         assert_one_line(done, "No space left on device", "nothing stored for it")
     assert store.open_db(db)["runs"].count == 0
     assert list((tmp_path / "t.runs").iterdir()) == []
+
+
+def test_a_db_in_a_folder_nothing_may_be_written_is_read_and_a_write_names_the_folder(tmp_path):
+    """As a user without write access to the DB's folder: root cannot be refused by permissions, so
+    the folder is made immutable. SQLite cannot create the -shm a WAL reader needs there."""
+    folder = tmp_path / "shared"
+    folder.mkdir()
+    db = one_db(folder)
+    before = digest(db)
+    with immutable(folder):
+        for args in (["runs"], ["show", "1"], ["check"], ["compare", "1", "1"], ["repro", "1"]):
+            done = diag_main(*args, "--db", str(db), cwd=tmp_path)
+            assert done.returncode in (0, 3) and "Error" not in done.stderr, (args, done.stderr)
+        done = diag_main("report", "--db", str(db), "--out", str(tmp_path / "site"), cwd=tmp_path)
+        assert done.returncode == 0 and (tmp_path / "site" / "index.html").exists(), done.stderr
+        for args in (["run", "--case", "append_last", *FAST], ["prune"], ["merge", str(db), str(one_db(tmp_path))]):
+            if args[0] == "merge":
+                done = diag_main(*args, cwd=tmp_path)
+            else:
+                done = diag_main(*args, "--db", str(db), cwd=tmp_path)
+            assert_one_line(done, f"its folder {folder} is not writable", "journal")
+    assert digest(db) == before and sorted(p.name for p in folder.iterdir()) == ["one.db", "one.db.runs"]
+
+
+def test_prune_of_a_read_only_db_says_so_as_run_and_merge_do(tmp_path):
+    db = one_db(tmp_path)
+    with immutable(db):
+        assert_one_line(diag_main("prune", "--db", str(db), cwd=tmp_path), "read-only", "not add runs")
+
+
+def test_a_full_disk_under_an_existing_db_says_full_and_leaves_no_torn_journal(tmp_path):
+    with tmpfs(tmp_path / "disk", "4m") as disk:
+        db = disk / "history.db"
+        shutil.copy(one_db(tmp_path), db)
+        fill(disk)
+        done = diag_main("merge", str(db), str(one_db(tmp_path, "shard.db")), cwd=tmp_path)
+        assert_one_line(done, "is full")
+        assert "disk I/O error" not in done.stderr.split("(")[0]
+        assert sorted(p.name for p in disk.iterdir()) == ["filler", "history.db"]  # no -wal, no 3-byte -shm
+        (disk / "filler").unlink()
+        assert len(json.loads(cli("runs", "--db", str(db), "--json").stdout)) == 1
+
+
+def test_a_run_whose_run_directories_cannot_be_created_is_refused_before_it_starts(tmp_path):
+    """The DB itself takes writes (its -wal is there: a writer holds it open), but nothing may be
+    created beside it: the run directories could not be written, so no probe starts."""
+    folder = tmp_path / "held"
+    folder.mkdir()
+    db = one_db(folder)
+    holder = store.open_db(db)  # keeps the -wal and -shm in place
+    holder.conn.execute("SELECT count(*) FROM runs").fetchone()
+    try:
+        with immutable(folder):
+            done = diag_main("run", "--case", "append_last", *FAST, "--db", str(db), cwd=tmp_path)
+            assert_one_line(done, "run directories", "not writable")
+            assert "running" not in done.stderr
+    finally:
+        holder.conn.close()

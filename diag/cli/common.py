@@ -21,6 +21,17 @@ MAX_BATCH = 4096
 MAX_POSITIONS = 1 << 20  # any model's; each config is checked against its own model before running
 
 
+# Every id and count a command takes fits SQLite's INTEGER: a larger one is a one-line usage error,
+# never an OverflowError from the database.
+SQLITE_MAX = 2**63 - 1
+RUN_ID = click.IntRange(1, SQLITE_MAX)
+
+
+def count(minimum: int = 1) -> click.IntRange:
+    """A count option's type: at least ``minimum``, at most what SQLite holds."""
+    return click.IntRange(minimum, SQLITE_MAX)
+
+
 def fail(message: str) -> click.ClickException:
     return click.ClickException(message.splitlines()[0] if message else "failed")
 
@@ -92,13 +103,7 @@ def config_options(fn: Callable) -> Callable:
             default=None,
             help="Local transformers Llama checkpoint; default: a small random Llama.",
         ),
-        click.option(
-            "--seed",
-            type=click.IntRange(0, 2**63 - 1),
-            default=0,
-            show_default=True,
-            help="Seed for weights and prompt.",
-        ),
+        click.option("--seed", type=count(0), default=0, show_default=True, help="Seed for weights and prompt."),
         click.option(
             "--repeats",
             type=click.IntRange(1, 100_000),

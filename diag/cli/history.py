@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import sqlite3
 import sys
 from pathlib import Path
 from typing import Optional
@@ -15,6 +14,7 @@ from diag import envs, gate, preflight, regress, store, text
 from diag import row as rows
 from diag.cli.common import (
     cli,
+    count,
     db_option,
     env_options,
     fail,
@@ -175,14 +175,14 @@ def compare_command(a: str, b: str, db_path: str, as_json: bool) -> None:
 @cli.command("prune")
 @click.option(
     "--keep-builds",
-    type=click.IntRange(min=1),
+    type=count(),
     default=14,
     show_default=True,
     help="Builds of each variant (the newest) whose runs keep full detail.",
 )
 @click.option(
     "--keep-runs",
-    type=click.IntRange(min=1),
+    type=count(),
     default=10,
     show_default=True,
     help="Runs of each row of one build that stay (the newest; whole on the newest builds); "
@@ -190,7 +190,7 @@ def compare_command(a: str, b: str, db_path: str, as_json: bool) -> None:
 )
 @click.option(
     "--thin-after",
-    type=click.IntRange(min=1),
+    type=count(),
     default=30,
     show_default=True,
     help="Builds of each variant (the newest) past which a nightly's rows that change nothing are folded.",
@@ -214,8 +214,10 @@ def prune_command(keep_builds: int, keep_runs: int, thin_after: int, db_path: st
         before = Path(db_path).stat().st_size
         changed = store.prune(db, keep_builds, keep_runs, thin_after)
         after = Path(db_path).stat().st_size
-    except (OSError, sqlite3.Error, store.StoreError) as exc:
-        raise fail(f"{db_path}: {exc}") from exc
+    except store.StoreError as exc:
+        raise fail(str(exc)) from exc
+    except OSError as exc:
+        raise fail(f"{db_path}: {exc.strerror or exc}") from exc
     result = {**changed, "bytes_before": before, "bytes_after": after}
     if as_json:
         click.echo(json.dumps(result, indent=2))

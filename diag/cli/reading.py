@@ -9,7 +9,7 @@ from typing import Optional
 import click
 
 from diag import artifacts, catalog, store, text
-from diag.cli.common import cli, db_option, fail, json_option, read_store
+from diag.cli.common import RUN_ID, cli, count, db_option, fail, json_option, read_store
 from diag.contract import STATUSES
 
 
@@ -52,7 +52,7 @@ def cases_command(as_json: bool) -> None:
 
 @cli.command("runs")
 @db_option
-@click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True)
+@click.option("--limit", type=count(), default=20, show_default=True)
 @click.option("--case", "case_name", default=None, help="Only runs of this case.")
 @json_option
 def runs_command(db_path: str, limit: int, case_name: Optional[str], as_json: bool) -> None:
@@ -69,7 +69,7 @@ def runs_command(db_path: str, limit: int, case_name: Optional[str], as_json: bo
 
 
 @cli.command("show")
-@click.argument("run_id", type=int)
+@click.argument("run_id", type=RUN_ID)
 @db_option
 @json_option
 def show_command(run_id: int, db_path: str, as_json: bool) -> None:
@@ -88,7 +88,7 @@ def show_command(run_id: int, db_path: str, as_json: bool) -> None:
 
 
 @cli.command("repro")
-@click.argument("run_id", type=int)
+@click.argument("run_id", type=RUN_ID)
 @click.option(
     "-o", "--output", type=click.Path(dir_okay=False), default=None, help="Write the script here (default: print it)."
 )
@@ -111,7 +111,10 @@ def repro_command(run_id: int, output: Optional[str], db_path: str) -> None:
     except repro.ReproError as exc:
         raise fail(str(exc)) from exc
     if output:
-        Path(output).write_text(source, encoding="utf-8")
+        try:
+            Path(output).write_text(source, encoding="utf-8")
+        except OSError as exc:
+            raise fail(f"-o {output}: {exc.strerror or exc}") from exc
         click.echo(f"wrote {output}: python {output}", err=True)
     else:
         click.echo(source)

@@ -16,6 +16,7 @@ from diag.cli.common import (
     build_configs,
     cli,
     config_options,
+    count,
     db_option,
     env_options,
     fail,
@@ -100,7 +101,7 @@ def resolve_envs(specs: tuple[str, ...], options: envs.Options) -> tuple[list[en
     show_default=True,
     help="Seconds each pass (timing, diagnosis) may run.",
 )
-@click.option("--jobs", type=click.IntRange(min=1), default=1, show_default=True, help="Probes run in parallel.")
+@click.option("--jobs", type=count(), default=1, show_default=True, help="Probes run in parallel.")
 @click.option(
     "--timing/--no-timing",
     default=True,
@@ -109,7 +110,7 @@ def resolve_envs(specs: tuple[str, ...], options: envs.Options) -> tuple[list[en
 )
 @click.option(
     "--repeat",
-    type=click.IntRange(min=1),
+    type=count(),
     default=1,
     show_default=True,
     help="Run the whole matrix this many times over. diag check pools a row's runs of one "

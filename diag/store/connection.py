@@ -4,6 +4,7 @@ one line; the few statements every write shares."""
 from __future__ import annotations
 
 import os
+import shutil
 import sqlite3
 import time
 from datetime import datetime, timezone
@@ -23,6 +24,14 @@ def explain(exc: sqlite3.Error, path: Path) -> str:
     """One line that says what is wrong with the DB at ``path``, from SQLite's own error."""
     message = str(exc)
     lowered = message.lower()
+    folder = path.parent if str(path.parent) else Path(".")
+    if ("unable to open" in lowered or "readonly" in lowered or "read-only" in lowered) and not _writable(folder):
+        return (
+            f"cannot write {path}: its folder {folder} is not writable, and SQLite creates its journal "
+            "(-wal, -shm) beside the database; make the folder writable or copy the database elsewhere"
+        )
+    if "disk i/o error" in lowered and _disk_full(folder):
+        return f"the disk holding {path} is full ({message})"
     if "not a database" in lowered or "file is encrypted" in lowered:
         return f"{path} is not a diag database ({message})"
     if "malformed" in lowered or "corrupt" in lowered:
@@ -34,6 +43,18 @@ def explain(exc: sqlite3.Error, path: Path) -> str:
     if "unable to open" in lowered:
         return f"cannot open {path}: is its folder readable and writable? ({message})"
     return f"{path}: {message}"
+
+
+def _writable(folder: Path) -> bool:
+    return folder.is_dir() and os.access(folder, os.W_OK)
+
+
+def _disk_full(folder: Path) -> bool:
+    """Too little room left on ``folder``'s disk for SQLite to write a page and its journal."""
+    try:
+        return shutil.disk_usage(folder).free < 1 << 20
+    except OSError:
+        return False
 
 
 def open_db(path: str | Path, create: bool = True, readonly: bool = False) -> sqlite_utils.Database:
@@ -51,17 +72,26 @@ def open_db(path: str | Path, create: bool = True, readonly: bool = False) -> sq
         raise StoreError(f"{path} is a directory, not a database")
     try:
         return _open(path, readonly and existed)
-    except sqlite3.Error as exc:
+    except (sqlite3.Error, StoreError) as exc:
         if not existed:
             _remove_db_files(path)
+        else:
+            _remove_torn_wal_files(path)
+        if isinstance(exc, StoreError):
+            raise
         raise StoreError(explain(exc, path)) from exc
-    except StoreError:
-        if not existed:
-            _remove_db_files(path)
-        raise
 
 
 def _open(path: Path, readonly: bool) -> sqlite_utils.Database:
+    conn = _connect(path, readonly)
+    try:
+        return _set_up(conn, path, readonly)
+    except BaseException:
+        conn.close()  # a failed open holds no file open: its torn -wal/-shm can be removed
+        raise
+
+
+def _connect(path: Path, readonly: bool) -> sqlite3.Connection:
     if readonly and not Path(f"{path}-wal").exists() and os.access(path, os.W_OK) and os.access(path.parent, os.W_OK):
         # A read-only connection to a WAL database leaves the -wal and -shm files it opened behind
         # (a published site would carry them). With no -wal there is nothing to checkpoint, so a
@@ -69,9 +99,13 @@ def _open(path: Path, readonly: bool) -> sqlite_utils.Database:
         conn = sqlite3.connect(str(path), timeout=60)
         conn.execute("PRAGMA query_only = ON")
     elif readonly:
-        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=60)
+        conn = _read_only(path)
     else:
         conn = sqlite3.connect(str(path), timeout=60)
+    return conn
+
+
+def _set_up(conn: sqlite3.Connection, path: Path, readonly: bool) -> sqlite_utils.Database:
     conn.execute("PRAGMA busy_timeout = 60000")
     tables = _tables(conn)
     db = sqlite_utils.Database(conn)
@@ -88,6 +122,22 @@ def _open(path: Path, readonly: bool) -> sqlite_utils.Database:
     # escaped: every command that reads the DB goes on, and no raw control bytes reach a terminal.
     conn.text_factory = _decode_text
     return db
+
+
+def _read_only(path: Path) -> sqlite3.Connection:
+    """A connection that never writes. A WAL database in a folder this user cannot write cannot
+    be opened so: SQLite cannot create the -shm file a reader shares with writers. Nothing can
+    write beside it either, so it is then read as an immutable file, as it is on disk."""
+    uri = path.resolve().as_uri()
+    conn = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=60)
+    try:
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        return conn
+    except sqlite3.OperationalError:
+        if _writable(path.parent):
+            raise
+        conn.close()
+    return sqlite3.connect(f"{uri}?mode=ro&immutable=1", uri=True, timeout=60)
 
 
 def _decode_text(raw: bytes) -> str:
@@ -107,6 +157,19 @@ def _remove_db_files(path: Path) -> None:
             os.unlink(f"{path}{suffix}")
         except OSError:
             pass
+
+
+def _remove_torn_wal_files(path: Path) -> None:
+    """An empty -wal and a -shm shorter than one wal-index page (32 KiB), left by a connection that
+    could not write them (a full disk): they hold nothing, and while they stay every reader of the
+    database fails ("disk I/O error") until the disk has room again."""
+    wal, shm = Path(f"{path}-wal"), Path(f"{path}-shm")
+    try:
+        if wal.stat().st_size == 0 and shm.stat().st_size < 32768:
+            shm.unlink()
+            wal.unlink()
+    except OSError:
+        pass
 
 
 def check_writable(path: str | Path) -> None:

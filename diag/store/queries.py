@@ -113,8 +113,9 @@ def key_texts(db: sqlite_utils.Database) -> dict[tuple[str, str], dict[str, Opti
 
 
 def full_runs(db: sqlite_utils.Database, run_ids: Iterable[int]) -> Iterable[dict[str, Any]]:
-    """Full records (as get_run returns them) for many runs, fetched in batches."""
-    ids = sorted(set(run_ids))
+    """Full records (as get_run returns them) for many runs, fetched in batches. An id beyond what
+    SQLite's INTEGER holds names no run."""
+    ids = sorted({run_id for run_id in run_ids if -(2**63) <= run_id < 2**63})
     for start in range(0, len(ids), 500):
         batch = ids[start : start + 500]
         marks = ", ".join("?" for _ in batch)

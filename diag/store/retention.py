@@ -13,7 +13,7 @@ import sqlite_utils
 from diag import row as rows
 from diag.build import order as build_order
 from diag.store import policy
-from diag.store.connection import insert
+from diag.store.connection import StoreError, explain, insert, path_of
 from diag.store.queries import builds, finding_keys
 from diag.store.schema import CHILD_TABLES, row_columns
 
@@ -41,6 +41,14 @@ def _tail(text: Optional[str]) -> Optional[str]:
 
 
 def prune(db: sqlite_utils.Database, keep_builds: int, keep_runs: int = 10, thin_after: int = 30) -> dict[str, int]:
+    """``_prune``; StoreError with one line (a read-only file, a full disk) when the DB cannot take it."""
+    try:
+        return _prune(db, keep_builds, keep_runs, thin_after)
+    except sqlite3.Error as exc:
+        raise StoreError(explain(exc, path_of(db))) from exc
+
+
+def _prune(db: sqlite_utils.Database, keep_builds: int, keep_runs: int, thin_after: int) -> dict[str, int]:
     """Keep a history bounded however long it lives: full detail for the newest, verdicts for the rest.
 
     Which run gets which treatment is ``policy.py``'s answer; this applies it.
