@@ -26,8 +26,19 @@ def _probe_processes(marker: str) -> list[str]:
 
 
 @pytest.mark.slow
-def test_ctrl_c_kills_probes_keeps_finished_runs_and_leaves_a_consistent_db(tmp_path):
+@pytest.mark.parametrize(
+    "stop, code, said",
+    [
+        (signal.SIGINT, 130, "interrupted: 1 of 2 runs recorded"),
+        # what CI runners, Slurm and Kubernetes send first, and a closed terminal: the same as Ctrl-C
+        (signal.SIGTERM, 143, "interrupted by SIGTERM: 1 of 2 runs recorded"),
+        (signal.SIGHUP, 129, "interrupted by SIGHUP: 1 of 2 runs recorded"),
+    ],
+)
+def test_a_stopped_matrix_kills_probes_keeps_finished_runs_and_leaves_nothing_behind(tmp_path, stop, code, said):
     db = tmp_path / "int.db"
+    temp = tmp_path / "tmp"  # the cold inductor caches and every other temporary folder go here
+    temp.mkdir()
     # A job a non-interactive shell starts in the background inherits SIGINT ignored, and Python then
     # installs no handler for it: the test gives diag the terminal's default, as a user's shell does.
     process = subprocess.Popen(
@@ -48,6 +59,7 @@ def test_ctrl_c_kills_probes_keeps_finished_runs_and_leaves_a_consistent_db(tmp_
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        env={**os.environ, "TMPDIR": str(temp)},
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     deadline = time.monotonic() + 300
@@ -59,17 +71,18 @@ def test_ctrl_c_kills_probes_keeps_finished_runs_and_leaves_a_consistent_db(tmp_
         process.kill()
         pytest.fail("the first run never finished")
     time.sleep(3)  # the hang case is now inside its probe
-    process.send_signal(signal.SIGINT)
+    process.send_signal(stop)
     out, err = process.communicate(timeout=120)
-    assert process.returncode == 130
-    assert "interrupted: 1 of 2 runs recorded" in err
+    assert process.returncode == code, err[-2000:]
+    assert said in err and "Traceback" not in err
     assert _probe_processes(str(tmp_path)) == []
     handle = store.open_db(db)
     assert [r["case"] for r in handle.query('SELECT "case" FROM runs')] == ["append_last"]
     assert store.integrity(handle) == "ok"
-    # The killed run left no directory behind: one directory, the stored run's.
+    # The killed run left no directory behind: one directory, the stored run's; and no temporary folder.
     stored = [r["uid"] for r in handle.query("SELECT uid FROM runs")]
     assert [p.name for p in (tmp_path / "int.runs").iterdir()] == stored
+    assert [p.name for p in temp.iterdir() if p.name.startswith("diag-")] == []
 
 
 @pytest.mark.slow
@@ -198,3 +211,42 @@ print(float(out.sum()), len(capture.parser_errors) > 0, capture.record_count > 0
     total, noted, captured = done.stdout.split()
     assert abs(float(total) - 3 * (1 + 0.8414709848)) < 1e-4
     assert noted == "True" and captured == "True"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGHUP])
+def test_a_probe_stopped_by_a_signal_takes_its_passes_with_it(tmp_path, stop):
+    """A scheduler may signal the probe itself, with no orchestrator left to kill its group (Slurm
+    signals every process of a job step): the probe's passes and compile workers go with it."""
+    from diag import catalog, envs, runner
+    from diag.contract import Config
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    job = runner.Job(
+        envs.resolve("current"),
+        catalog.resolve([str(TEST_CASES / "hang.py")])[0],
+        Config(backend="eager", new_tokens=3, prompt_length=6),
+    )
+    spec = runner.write_spec(job, run_dir, False, None)
+    probe = subprocess.Popen(
+        [*job.env.probe_command("run", "--spec", str(spec), "--dir", str(run_dir), "--timeout", "300", "--no-timing")],
+        env=job.env.probe_environ(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and len(_probe_processes(str(tmp_path))) < 2:
+        time.sleep(0.5)  # the probe and its diagnosis pass, forked from it
+    assert len(_probe_processes(str(tmp_path))) == 2
+    time.sleep(2)
+    probe.send_signal(stop)
+    probe.wait(timeout=60)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and _probe_processes(str(tmp_path)):
+        time.sleep(0.2)
+    left = _probe_processes(str(tmp_path))
+    for line in left:
+        os.kill(int(line.split()[0]), signal.SIGKILL)
+    assert left == []

@@ -9,7 +9,7 @@ import sys
 
 import click
 
-from diag import text
+from diag import stopping, text
 from diag.cli import history, reading, running
 from diag.cli.common import cli
 
@@ -19,10 +19,13 @@ __all__ = ["cli", "main", "history", "reading", "running"]
 def main() -> None:
     """Entry point: click's usage errors reduced to one line on stderr, exit status 2."""
     try:
-        code = cli.main(prog_name="diag", standalone_mode=False)
-    except click.exceptions.Abort:
-        click.echo("Aborted.", err=True)
-        sys.exit(130)
+        with stopping.on_stop_signals():
+            code = cli.main(prog_name="diag", standalone_mode=False)
+    except click.exceptions.Abort as exc:
+        # click turns Ctrl-C (and stopping.Stopped, which is one) into Abort; the signal is its context
+        stop = stopping.of(exc.__context__ if isinstance(exc.__context__, KeyboardInterrupt) else KeyboardInterrupt())
+        click.echo(f"Aborted{stop.by}.", err=True)
+        sys.exit(stop.exit_code)
     except click.ClickException as exc:
         # the command's full path (``diag run``, ``diag env add``); for the group itself that is ``diag``
         hint = f" (see '{exc.ctx.command_path} --help')" if isinstance(exc, click.UsageError) and exc.ctx else ""

@@ -11,7 +11,7 @@ from typing import Any, Optional
 
 import click
 
-from diag import catalog, envs, preflight, runner, store, text, wheels
+from diag import catalog, envs, preflight, runner, stopping, store, text, wheels
 from diag.cli.common import (
     build_configs,
     cli,
@@ -197,9 +197,10 @@ def run_command(
     try:
         with heartbeat:
             runner.run_matrix(jobs_list, Path(db_path), timeout_s, timing, jobs, on_start, on_done)
-    except KeyboardInterrupt:
-        progress(f"interrupted: {len(recorded)} of {len(jobs_list)} runs recorded in {db_path}")
-        sys.exit(130)
+    except KeyboardInterrupt as exc:
+        stop = stopping.of(exc)
+        progress(f"interrupted{stop.by}: {len(recorded)} of {len(jobs_list)} runs recorded in {db_path}")
+        sys.exit(stop.exit_code)
     except runner.EnvironmentFault as exc:
         raise fail(f"{exc}; {len(recorded)} runs stored before it, nothing stored for it") from exc
     if as_json:

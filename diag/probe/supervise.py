@@ -195,8 +195,22 @@ def run_pass(name: str, argv: list[str], run_dir: Path, timeout_s: float, log: r
     return record
 
 
+def stop_with_the_group() -> None:
+    """On SIGTERM or SIGHUP (a scheduler or a closed terminal stopping the probe, not through the
+    orchestrator), kill this process group, as the orchestrator would: the passes and inductor's
+    compile workers go with the probe, none is left running. A signal already ignored stays so."""
+
+    def stop(signum: int, frame: object) -> None:
+        os.killpg(os.getpgrp(), signal.SIGKILL)
+
+    for each in (signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(each) == signal.SIG_DFL:
+            signal.signal(each, stop)
+
+
 def main(spec: str, run_dir: Path, timeout_s: float, timing: bool) -> int:
     watch_lifeline()
+    stop_with_the_group()
     _become_subreaper()
     preload()
     passes = []
