@@ -10,6 +10,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from conftest import REPO, TEST_CASES, diag
@@ -250,3 +251,17 @@ def test_a_probe_stopped_by_a_signal_takes_its_passes_with_it(tmp_path, stop):
     for line in left:
         os.kill(int(line.split()[0]), signal.SIGKILL)
     assert left == []
+
+
+@pytest.mark.slow
+def test_a_case_that_prints_without_end_keeps_the_head_and_tail_of_its_output(tmp_path):
+    db = tmp_path / "chatty.db"
+    diag("run", "--case", str(TEST_CASES / "chatty.py"), *FAST, "--db", str(db), cwd=tmp_path)
+    (run,) = store.open_db(db).query("SELECT status, artifacts_dir FROM runs")
+    assert run["status"] == "pass"
+    folder = Path(run["artifacts_dir"])
+    size = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+    assert size < 12 * 2**20, size  # it printed 12 MB a stream at each of its generations (eager, compiled)
+    for stream in ("stdout", "stderr"):
+        kept = (folder / f"diagnose.{stream}.txt").read_text()
+        assert "bytes of this output dropped here" in kept and kept.startswith("x" * 1023)

@@ -190,9 +190,36 @@ def run_pass(name: str, argv: list[str], run_dir: Path, timeout_s: float, log: r
     pid = _start(argv, run_dir, name, quiet_trace=name == "time")
     code, sig, timed_out = _wait(pid, timeout_s)
     _reap_leftovers()
+    for stream in ("stdout", "stderr"):
+        cap_output(run_dir / f"{name}.{stream}.txt")
     record = dict(name=name, returncode=code, signal=sig, timed_out=timed_out, duration_s=time.monotonic() - start)
     log.write(records.EXIT, **record)
     return record
+
+
+OUTPUT_KEPT = 1 << 20  # of each pass's stdout and stderr: the first and the last MiB
+
+
+def cap_output(path: Path, keep: int = OUTPUT_KEPT) -> None:
+    """Keep the first and the last ``keep`` bytes of what a pass printed (a case may print without
+    end); between them, one line says how much was dropped. What explains a crash is at the end."""
+    try:
+        size = path.stat().st_size
+        if size <= 2 * keep:
+            return
+        with open(path, "r+b") as handle:
+            handle.seek(size - keep)
+            tail = handle.read(keep)
+            handle.seek(keep)
+            dropped = size - 2 * keep
+            handle.write(
+                f"\n[diag: {dropped} bytes of this output dropped here; the first and the last "
+                f"{keep} bytes are kept]\n".encode()
+            )
+            handle.write(tail)
+            handle.truncate()
+    except OSError:
+        pass  # the output stays whole: a larger run directory, nothing lost
 
 
 def stop_with_the_group() -> None:
