@@ -32,6 +32,8 @@ def assert_one_line_error(done, *fragments: str) -> None:
         (["--case", "append_last", "--device", "tpu"], ["--device"]),
         (["--case", "append_last", "--torch", "2.x.y"], ["malformed torch spec '2.x.y'"]),
         (["--case", "append_last", "--torch", "/no/such/python"], ["no executable python"]),
+        # a URL that names no wheel: what a spec can be, not "no executable python"
+        (["--case", "append_last", "--torch", "file://x.txt"], ["malformed torch spec", "a release (2.13.0)"]),
         (["--case", "append_last", "--new-tokens", str(10**30)], ["--new-tokens", "1048576"]),
         (
             ["--case", "append_last", "--prompt-length", "2000", "--new-tokens", "100"],

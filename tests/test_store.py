@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import subprocess
 import sys
@@ -175,3 +176,29 @@ def test_reading_commands_leave_no_wal_files_beside_the_db(tmp_path):
     done = diag("runs", "--db", "history.db", "--json", cwd=tmp_path)
     assert "crash" in done.stdout and (tmp_path / "history.db-wal").read_bytes() == wal
     writer.close()
+
+
+def test_a_write_waiting_for_another_process_says_what_it_waits_for(copied_db, tmp_path):
+    """Another process holds the write lock (here: this test): diag says so at once, waits, and goes on
+    when the lock is released, instead of a silent minute."""
+    holder = sqlite3.connect(copied_db, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    said = tmp_path / "stderr.txt"
+    with said.open("w") as stderr:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "diag", "prune", "--db", str(copied_db), "--json"],
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+        )
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and "waiting for it" not in said.read_text():
+            time.sleep(0.1)
+        assert f"another process is writing {copied_db}; waiting for it (up to 60 s)" in said.read_text()
+        assert process.poll() is None  # still waiting, not failed
+        holder.execute("ROLLBACK")
+        holder.close()
+        out, _ = process.communicate(timeout=120)
+    assert process.returncode == 0, said.read_text()
+    assert "runs" in json.loads(out)

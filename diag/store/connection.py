@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import sqlite3
+import sys
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -106,7 +107,7 @@ def _connect(path: Path, readonly: bool) -> sqlite3.Connection:
 
 
 def _set_up(conn: sqlite3.Connection, path: Path, readonly: bool) -> sqlite_utils.Database:
-    conn.execute("PRAGMA busy_timeout = 60000")
+    conn.execute(f"PRAGMA busy_timeout = {PATIENCE_S * 1000}")
     tables = _tables(conn)
     db = sqlite_utils.Database(conn)
     _check_known(db, tables, path)
@@ -172,6 +173,35 @@ def _remove_torn_wal_files(path: Path) -> None:
         pass
 
 
+PATIENCE_S = 60  # how long a write waits for another process that holds the DB
+
+
+def begin_writing(conn: sqlite3.Connection, path: Path) -> None:
+    """Open a write transaction holding the write lock (BEGIN IMMEDIATE). Where another process
+    holds it (a merge, a prune, another diag run saving), wait up to PATIENCE_S, and say on stderr
+    what diag waits for: a silent minute reads as a hang."""
+    conn.execute("PRAGMA busy_timeout = 0")
+    deadline = None
+    try:
+        while True:
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc).lower() or (deadline is not None and time.monotonic() > deadline):
+                    raise
+                if deadline is None:
+                    deadline = time.monotonic() + PATIENCE_S
+                    print(
+                        f"diag: another process is writing {path}; waiting for it (up to {PATIENCE_S} s)",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+                time.sleep(0.05)
+    finally:
+        conn.execute(f"PRAGMA busy_timeout = {PATIENCE_S * 1000}")
+
+
 def check_writable(path: str | Path) -> None:
     """StoreError unless runs can be added to the existing DB at ``path``: a write, rolled back."""
     db = open_db(path, create=False)
@@ -179,7 +209,7 @@ def check_writable(path: str | Path) -> None:
     level = conn.isolation_level
     conn.isolation_level = None
     try:
-        conn.execute("BEGIN IMMEDIATE")
+        begin_writing(conn, Path(path))
         try:
             # A lock alone does not tell: a connection SQLite opened read-only can take one.
             conn.execute("CREATE TABLE diag_write_check (x)")
@@ -206,7 +236,7 @@ def _migrate(conn: sqlite3.Connection, db: sqlite_utils.Database, path: Path) ->
     level = conn.isolation_level
     conn.isolation_level = None
     try:
-        conn.execute("BEGIN IMMEDIATE")
+        begin_writing(conn, path)
         try:
             tables = _tables(conn)
             _check_known(db, tables, path)

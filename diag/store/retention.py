@@ -13,7 +13,7 @@ import sqlite_utils
 from diag import row as rows
 from diag.build import order as build_order
 from diag.store import policy
-from diag.store.connection import StoreError, explain, insert, path_of
+from diag.store.connection import StoreError, begin_writing, explain, insert, path_of
 from diag.store.queries import builds, finding_keys
 from diag.store.schema import CHILD_TABLES, row_columns
 
@@ -77,6 +77,7 @@ def _prune(db: sqlite_utils.Database, keep_builds: int, keep_runs: int, thin_aft
     choice = policy.choose(runs, recent, thin, keep_runs)
     kept, surplus = choice.kept, choice.surplus
     with db.conn:
+        begin_writing(db.conn, path_of(db))
         folded = _fold(db.conn, surplus)
         db.execute("CREATE TEMP TABLE IF NOT EXISTS pruned (id INTEGER PRIMARY KEY)")
         db.execute("DELETE FROM pruned")

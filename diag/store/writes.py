@@ -9,7 +9,7 @@ from typing import Any, Iterable
 import sqlite_utils
 
 from diag import row as rows
-from diag.store.connection import StoreError, explain, insert, now, path_of
+from diag.store.connection import StoreError, begin_writing, explain, insert, now, path_of
 from diag.store.queries import folded_before
 from diag.store.schema import CHILD_TABLES, WHEEL_COLUMNS
 
@@ -60,6 +60,7 @@ def save_runs(db: sqlite_utils.Database, records: Iterable[RunRecord]) -> list[i
     """Write many runs in one transaction (bulk loads: merges, benchmarks); all or none."""
     try:
         with db.conn:
+            begin_writing(db.conn, path_of(db))
             return [_write_run(db.conn, record) for record in records]
     except sqlite3.Error as exc:
         raise StoreError(explain(exc, path_of(db))) from exc
