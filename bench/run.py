@@ -29,30 +29,14 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-BENCH = REPO / "bench"
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(BENCH))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import synthetic  # noqa: E402 (after sys.path names the repository)
+from common import BENCH, CASES, LEG, REPO, _seconds, environ, leg_option, timed  # noqa: E402 (after sys.path names bench/)
+from fidelity import fidelity, steadiness  # noqa: E402 (after sys.path names bench/)
 
 from diag import store  # noqa: E402 (after sys.path names the repository)
-
-CASES = ["append_last", "dynamic_slice", "hf_static_cache", "hf_dynamic_cache"]
-
-
-def timed(command: list[str], env: dict | None = None, cwd: Path | None = None) -> tuple[float, str]:
-    start = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=cwd)
-    if done.returncode not in (0, 1):
-        raise RuntimeError(f"{command} failed: {done.stderr[-2000:]}")
-    return time.perf_counter() - start, done.stdout
-
-
-def environ(**extra: str) -> dict:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TORCH_")}
-    env.update(extra)
-    return env
 
 
 def overhead(work: Path, cases: list[str], backend: str, new_tokens: int, repeats: int) -> list[tuple]:
@@ -120,10 +104,6 @@ def overhead(work: Path, cases: list[str], backend: str, new_tokens: int, repeat
     return rows
 
 
-def _seconds(value: float | None) -> str:
-    return "-" if value is None else f"{value:.1f} s"
-
-
 def matrix(work: Path, jobs: int, cases: list[str], backend: str, new_tokens: int) -> float:
     case_args = [arg for case in cases for arg in ("--case", case)]
     seconds, _ = timed(
@@ -179,14 +159,6 @@ def profile_cost(work: Path, cases: list[str], repeats: int) -> list[tuple]:
                 into.append(seconds)
         rows.append((case, statistics.median(plain), statistics.median(profiled)))
     return rows
-
-
-LEG = ["--case", "all", "--threads", "1", "--repeat", "5", "--timing-seconds", "2"]  # as nightly.yml's CPU legs
-
-
-def leg_option(name: str) -> str:
-    """A setting of the nightly CPU leg's `diag run` (tests/test_bench.py holds LEG to nightly.yml)."""
-    return LEG[LEG.index(name) + 1]
 
 
 def nightly_leg(work: Path, quick: bool) -> dict:
@@ -279,125 +251,6 @@ def scale(work: Path, total: int) -> dict:
         "rewritten": rewritten,
         "view_s": view_s,
         "view_rows": latest,
-    }
-
-
-STEADINESS = """
-import statistics, sys, time, torch
-torch.set_num_threads(1)
-x = torch.randn(64, 64)
-def work():
-    y = x
-    for _ in range(40):
-        y = torch.tanh(y @ x)
-for _ in range(200):
-    work()
-windows, end = [], time.perf_counter() + float(sys.argv[1])
-while time.perf_counter() < end:
-    start, samples = time.perf_counter(), []
-    while time.perf_counter() - start < 0.25:
-        t = time.perf_counter(); work(); samples.append(time.perf_counter() - t)
-    windows.append(statistics.median(samples))
-print(min(windows), statistics.median(windows), max(windows), len(windows))
-"""
-
-
-def steadiness(seconds: float) -> dict:
-    """How much this machine's speed drifts on its own: a fixed workload, one thread, timed in windows."""
-    _, out = timed([sys.executable, "-c", STEADINESS, str(seconds)])
-    low, mid, high, count = (float(v) for v in out.split())
-    return {
-        "seconds": seconds,
-        "windows": int(count),
-        "min_ms": low * 1e3,
-        "median_ms": mid * 1e3,
-        "max_ms": high * 1e3,
-    }
-
-
-def fidelity(work: Path, repetitions: int, runs: int, seconds: float, new_tokens: int, repeats: int) -> dict:
-    """Per repetition, in a fresh DB: an invocation of ``runs`` runs (A), the same again (A'), then
-    the same with every decode step 10% slower (B); `diag check` after A' (A/A) and after B (A/B)."""
-    case = str(BENCH / "cases" / "extra_cost.py")
-    common = [
-        "--case",
-        case,
-        "--backend",
-        "eager",
-        "--fullgraph",
-        "--new-tokens",
-        str(new_tokens),
-        "--repeats",
-        str(repeats),
-        "--timing-seconds",
-        str(seconds),
-        "--threads",
-        leg_option("--threads"),
-        "--repeat",
-        str(runs),
-        "--json",
-    ]
-    medians, ratios, bases, false_alarms, detected = [], {"aa": [], "ab": []}, set(), 0, 0
-    inconclusive = {"aa": 0, "ab": 0}
-    alarms: list[str] = []
-    work.mkdir(parents=True, exist_ok=True)
-    for index in range(repetitions):
-        db = work / f"fidelity{index}.db"
-        for label, slowdown in (("base", "0"), ("aa", "0"), ("ab", "0.10")):
-            _, out = timed(
-                [sys.executable, "-m", "diag", "run", *common, "--db", str(db)],
-                environ(DIAG_BENCH_SLOWDOWN=slowdown),
-                work,
-            )
-            if label != "ab":
-                medians += [run["compiled_ms_per_token"] for run in json.loads(out)]
-            if label == "base":
-                continue
-            done = subprocess.run(
-                [sys.executable, "-m", "diag", "check", "--db", str(db)], capture_output=True, cwd=work
-            )
-            compared = json.loads(
-                subprocess.run(
-                    [sys.executable, "-m", "diag", "compare", "build:1", "build:1", "--db", str(db), "--json"],
-                    capture_output=True,
-                    text=True,
-                    cwd=work,
-                ).stdout
-            )
-            changes = {t["metric"]: t for t in compared["rows"][0]["timings"]}
-            ratios[label].append(tuple(changes[f"{mode}_s_per_token"]["ratio"] for mode in ("eager", "compiled")))
-            bases.add(changes["compiled_s_per_token"]["basis"])
-            # exit 1: a regression; 3: a slowdown too few runs could judge (never a regression)
-            inconclusive[label] += done.returncode == 3
-            if label == "aa":
-                false_alarms += done.returncode == 1
-                if done.returncode == 1:  # what it claimed: a latency, compile-time, status or key row
-                    alarms.append(
-                        next(
-                            (
-                                line.strip()
-                                for line in done.stdout.decode(errors="replace").splitlines()
-                                if line.startswith("REGRESSION")
-                            ),
-                            "exit 1 without a REGRESSION line",
-                        )
-                    )
-            else:
-                detected += done.returncode == 1
-    spread = (max(medians) - min(medians)) / statistics.median(medians)
-    return {
-        "repetitions": repetitions,
-        "runs": runs,
-        "median_ms": statistics.median(medians),
-        "spread": spread,
-        "cv": statistics.pstdev(medians) / statistics.mean(medians),
-        "false_alarms": false_alarms,
-        "detected": detected,
-        "inconclusive": inconclusive,
-        "ratios": ratios,
-        "bases": sorted(bases),
-        "alarms": alarms,
-        "count": len(medians),
     }
 
 

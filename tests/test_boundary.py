@@ -132,3 +132,13 @@ def test_no_module_imports_itself_back():
         if node not in state:
             visit(node, [node])
     assert cycles == []
+
+
+def test_every_room_stays_small():
+    """A module holds one thing, small enough to read at once: no file of diag/ or bench/ over 450 lines."""
+    long = {
+        str(path.relative_to(REPO)): count
+        for path in sorted([*PACKAGE.rglob("*.py"), *(REPO / "bench").rglob("*.py")])
+        if (count := len(path.read_text(encoding="utf-8").splitlines())) > 450
+    }
+    assert long == {}
