@@ -76,7 +76,8 @@ from case_api import Generation, load_case_file  # noqa: E402 (after sys.path na
 
 
 def generate(case, model, input_ids, attention_mask, compile_fn):
-    gen = Generation(model, input_ids, attention_mask, WORKLOAD["new_tokens"], compile_fn, case_name={case!r})
+    gen = Generation(model, input_ids, attention_mask, WORKLOAD["new_tokens"], compile_fn, case_name={case!r},
+                     seed=WORKLOAD["seed"])
     torch.manual_seed(WORKLOAD["seed"])  # as diag seeds every pass: a case's own model is built the same
     with torch.no_grad():
         case.generate(gen)

@@ -63,6 +63,10 @@ def show(run: dict[str, Any]) -> str:
         lines.append(f"error: {safe(run['error_type'])}: {safe(_first_line(run.get('error_message')))}")
         if run.get("error_location"):
             lines.append(f"at: {safe(run['error_location'])}")
+    config = run.get("config") or {}
+    if config:
+        said = [f"{name} {config[name]}" for name in ("seed", "threads", "repeats", "timing_seconds") if name in config]
+        lines.append("config: " + ", ".join(said))
     lines += _section("build")
     for field in (
         "torch_version",

@@ -65,6 +65,7 @@ def test_show_names_the_status_meaning_locations_and_counts(recorded_db):
     assert "status: graph_break (compiled with at least one graph break" in shown
     assert "graph breaks (2)" in shown and "dynamic_slice.py:" in shown
     full = json.loads(cli("show", str(run_id), "--db", str(recorded_db), "--json").stdout)
+    assert f"config: seed {full['config']['seed']}, threads " in shown  # what the run was built with
     assert full["graph_break_count"] == sum(gb["count"] for gb in full["graph_breaks"])
     assert all(t["mode"] in ("eager", "compiled") for t in full["timings"])
     crash = cli("show", str(_run_id(recorded_db, "segfault", 1, BASE)), "--db", str(recorded_db)).output

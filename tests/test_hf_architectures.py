@@ -101,3 +101,23 @@ def test_tiny_configs_keep_what_the_architecture_needs_and_generate_eagerly(mode
     prompt = torch.randint(3, 500, (2, 6))
     out = hf.decode(model, prompt, torch.ones_like(prompt), 3)
     assert out.shape == (2, 9)
+
+
+def test_an_hf_case_builds_its_model_and_prompt_with_the_runs_seed():
+    """--seed reaches hf: cases: the run's seed builds the weights and the prompt (they were seed 0's
+    whatever the run said), and the same seed builds the same ones again."""
+    from diag import catalog
+    from diag.probe.cases import load_case_file
+    from diag.probe.session import Workload
+    from diag.probe.spec import Config, Spec
+
+    ref = catalog.hf_case("llama")
+
+    def built(seed: int):
+        spec = Spec(ref.name, ref.path, Config(backend="eager", new_tokens=3, prompt_length=6, seed=seed))
+        gen = Workload(spec, load_case_file(ref.path)).eager()
+        return gen.input_ids.tolist(), float(sum(p.double().sum() for p in gen.model.parameters()))
+
+    first, other, again = built(0), built(7), built(0)
+    assert first == again
+    assert other[0] != first[0] and other[1] != first[1]

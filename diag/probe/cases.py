@@ -132,8 +132,10 @@ class Generation:
         on_step: Optional[Callable[[Optional[int]], None]] = None,
         clock: Optional[Callable[[], Callable[[], float]]] = None,
         case_name: str = "",
+        seed: int = 0,
     ) -> None:
         self.case_name = case_name
+        self.seed = seed  # the run's --seed: a case that builds its own model or prompt seeds them with it
         self.own = False  # the case runs a model or prompt of its own (use, watch): no generate oracle required
         self.model = model
         self.input_ids = input_ids

@@ -230,13 +230,14 @@ def decode(model, prompt, attention_mask, new_tokens: int):
 def static_generate(gen, model_type: str) -> None:
     """transformers' own decode of a tiny random ``model_type``: ``generate`` with a static cache and
     the model's forward compiled, the path transformers recommends for compiled generation."""
-    model = tiny_model(model_type, gen.model.dtype, gen.model.device, 0)
+    model = tiny_model(model_type, gen.model.dtype, gen.model.device, gen.seed)
     vocab = int(
         model.config.get_text_config().vocab_size
         if hasattr(model.config, "get_text_config")
         else model.config.vocab_size
     )
-    prompt = torch.randint(3, vocab, (gen.batch_size, gen.prompt_length), device=gen.model.device)
+    generator = torch.Generator().manual_seed(gen.seed)
+    prompt = torch.randint(3, vocab, (gen.batch_size, gen.prompt_length), generator=generator).to(gen.model.device)
     gen.use(model=model, input_ids=prompt)
     with gen.watch(model):
         gen.chosen(decode(model, prompt, gen.attention_mask, gen.new_tokens))

@@ -138,6 +138,7 @@ class Workload:
             on_step=self._set_step,
             clock=self.clock,
             case_name=self.spec.case,
+            seed=self.spec.config.seed,
         )
         # every pass starts from one seed: a case that builds its own model or prompt builds the same one
         self.torch.manual_seed(self.spec.config.seed)
