@@ -217,6 +217,23 @@ class RowComparison:
             return self.before["status"], self.after["status"]
         return None
 
+    @property
+    def error_change(self) -> Optional[tuple[Optional[str], Optional[str]]]:
+        """The run's own error on each side (type and first line), where it differs: a compile that
+        fails on both sides, but now for another reason, is a change even when the status holds."""
+        if self.before and self.after and error_text(self.before) != error_text(self.after):
+            return error_text(self.before), error_text(self.after)
+        return None
+
+    def key_text(self, table: str, key: str) -> str:
+        """What a finding key stands for, from the side that has it: gb_type, else reason or message."""
+        for run in (self.after, self.before):
+            for item in (run or {}).get(table, []):
+                if item.get("key") == key:
+                    said = (item.get("gb_type") or item.get("reason") or item.get("message") or "").strip()
+                    return _first_line(said, 120)
+        return ""
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "row": rows.label(self.row),
@@ -224,11 +241,32 @@ class RowComparison:
             "after_run": self.after and self.after["id"],
             "status_before": self.before and self.before["status"],
             "status_after": self.after and self.after["status"],
+            "error_before": self.before and error_text(self.before),
+            "error_after": self.after and error_text(self.after),
+            "key_texts": {
+                table: {
+                    key: self.key_text(table, key) for key in [*self.added.get(table, []), *self.removed.get(table, [])]
+                }
+                for table in set(self.added) | set(self.removed)
+            },
             "added": self.added,
             "removed": self.removed,
             "timings": [t.__dict__ for t in self.timings],
             "note": self.note,
         }
+
+
+def _first_line(text: str, limit: int) -> str:
+    line = text.splitlines()[0] if text else ""
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def error_text(run: dict[str, Any]) -> Optional[str]:
+    """A run's own error as ``Type: first line of its message``; None when it raised nothing."""
+    if not run.get("error_type"):
+        return None
+    message = _first_line((run.get("error_message") or "").strip(), 200)
+    return f"{run['error_type']}: {message}" if message else run["error_type"]
 
 
 def samples_of(run: dict[str, Any], mode: str, metric: str = "decode_step") -> list[float]:
@@ -345,7 +383,8 @@ def regressions(comparison: RowComparison, thresholds: Thresholds, allowed: set[
     for kind in FINDING_KINDS:
         for key in comparison.added.get(kind.table, []):
             if key not in allowed:
-                found.append(Regression(row, "new_key", f"new {kind.label} key {key}"))
+                said = comparison.key_text(kind.table, key)
+                found.append(Regression(row, "new_key", f"new {kind.label} key {key}" + (f" ({said})" if said else "")))
     if before.get("tokens_equal") == 1 and after.get("tokens_equal") == 0:
         found.append(
             Regression(

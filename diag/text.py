@@ -173,11 +173,14 @@ def comparison_lines(comparison: RowComparison) -> list[str]:
     before, after = comparison.before, comparison.after
     status = f"{before['status'] if before else 'absent'} -> {after['status'] if after else 'absent'}"
     lines = [f"{safe(rows.label(comparison.row))}: {status}"]
+    if comparison.error_change:
+        was, now = comparison.error_change
+        lines.append(f"    error: {safe(was or '-')} -> {safe(now or '-')}")
     for kind in FINDING_KINDS:
-        for key in comparison.added.get(kind.table, []):
-            lines.append(f"    + {kind.label} {safe(key)}")
-        for key in comparison.removed.get(kind.table, []):
-            lines.append(f"    - {kind.label} {safe(key)}")
+        for sign, keys in (("+", comparison.added), ("-", comparison.removed)):
+            for key in keys.get(kind.table, []):
+                said = comparison.key_text(kind.table, key)
+                lines.append(f"    {sign} {kind.label} {safe(key)}" + (f": {safe(said)}" if said else ""))
     if comparison.timings:
         lines.append("    " + "; ".join(timing_change(t) for t in comparison.timings))
     return lines

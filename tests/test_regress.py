@@ -294,3 +294,30 @@ def test_compare_rejects_mixed_and_unknown_references(findings_db, tmp_path):
     assert done.returncode != 0 and "not one of each" in done.stderr
     done = diag("compare", "2.99", "2.13.0", "--db", str(findings_db), cwd=tmp_path, check=False)
     assert done.returncode != 0 and "matches 0 builds" in done.stderr
+
+
+def test_compare_names_a_changed_error_and_what_each_key_stands_for():
+    """Both sides fail with fullgraph, for different reasons: that is a change, and compare and check
+    say what each new or gone key stands for, not the bare key."""
+    from diag import text
+
+    before = _run(1, status="fullgraph_error", error_type="Unsupported", error_message="data-dependent slice\nmore")
+    after = _run(2, status="fullgraph_error", error_type="UserError", error_message="Could not guard on Eq(u1, u3)")
+    after["graph_breaks"] = [{"key": "GB0124", "gb_type": "Unsupported Tensor.item() call", "reason": "long text"}]
+    before["recompiles"] = [{"key": "Recompile:ab12", "reason": "tensor 'bias' size mismatch at index 3\nguard"}]
+    comparison = regress.compare_runs(before, after)
+    assert comparison.status_change is None
+    lines = text.comparison_lines(comparison)
+    assert lines[1] == "    error: Unsupported: data-dependent slice -> UserError: Could not guard on Eq(u1, u3)"
+    assert "    + graph break GB0124: Unsupported Tensor.item() call" in lines
+    assert "    - recompile Recompile:ab12: tensor 'bias' size mismatch at index 3" in lines
+    as_json = comparison.as_dict()
+    assert (as_json["error_before"], as_json["error_after"]) == (
+        "Unsupported: data-dependent slice",
+        "UserError: Could not guard on Eq(u1, u3)",
+    )
+    assert as_json["key_texts"]["graph_breaks"] == {"GB0124": "Unsupported Tensor.item() call"}
+    found = [r.message for r in regress.regressions(comparison, regress.Thresholds(), set())]
+    assert "new graph break key GB0124 (Unsupported Tensor.item() call)" in found
+    # the same error on both sides is no change
+    assert regress.compare_runs(after, dict(after, id=3)).error_change is None
