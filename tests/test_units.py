@@ -174,3 +174,21 @@ def test_graph_breaks_fall_back_to_dynamo_counters_when_the_log_has_none():
         ("call_function in skip_files", 2, True),
     ]
     assert all(f["key"].startswith("Unsupported:") for f in found)
+
+
+def test_the_llama_helpers_name_the_transformers_they_need_on_an_older_one():
+    """transformers 4.30's LlamaModel has no rotary_emb (each attention layer held its own): the helpers
+    say which transformers they need instead of an AttributeError."""
+    import torch
+    import transformers
+
+    from diag.probe import llama
+
+    class Old4_30Layout(torch.nn.Module):  # LlamaForCausalLM as 4.30 laid it out: model without rotary_emb
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = torch.nn.Module()
+
+    with pytest.raises(llama.OldTransformers, match=r"need transformers >= 4\.45 .*this environment has ") as caught:
+        llama.prefill(Old4_30Layout(), torch.ones(1, 3, dtype=torch.long), torch.ones(1, 3, dtype=torch.long))
+    assert transformers.__version__ in str(caught.value) and "--with 'transformers>=4.45'" in str(caught.value)

@@ -105,8 +105,31 @@ def head(model, hidden: torch.Tensor) -> torch.Tensor:
     return model.lm_head(model.model.norm(hidden))
 
 
+# The helpers read the rotary embedding from the model (LlamaModel.rotary_emb) and import
+# apply_rotary_pos_emb and repeat_kv from transformers' Llama module, as transformers lays them out
+# from 4.45 on (the probe extra's floor); before that each attention layer held its own rotary.
+HELPERS_NEED = "4.45"
+
+
+class OldTransformers(RuntimeError):
+    """The installed transformers lays Llama out as these helpers do not read it."""
+
+
+def check_layout(model) -> None:
+    """OldTransformers, naming the transformers the helpers need, before a case runs on an older one."""
+    if not hasattr(getattr(model, "model", None), "rotary_emb"):
+        import transformers
+
+        raise OldTransformers(
+            f"diag's Llama helpers (diag.probe.llama, used by append_last and dynamic_slice) need transformers "
+            f">= {HELPERS_NEED} (LlamaModel.rotary_emb); this environment has {transformers.__version__}: "
+            f"run with --with 'transformers>={HELPERS_NEED}'"
+        )
+
+
 def prefill(model, input_ids: torch.Tensor, attention_mask: torch.Tensor):
     """Full causal forward over the prompt with no cache: (logits, keys per layer, values per layer)."""
+    check_layout(model)
     tokens = input_ids.shape[1]
     hidden = model.model.embed_tokens(input_ids)
     cos, sin = rotary(model, hidden, prefill_positions(attention_mask))
