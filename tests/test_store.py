@@ -202,3 +202,25 @@ def test_a_write_waiting_for_another_process_says_what_it_waits_for(copied_db, t
         out, _ = process.communicate(timeout=120)
     assert process.returncode == 0, said.read_text()
     assert "runs" in json.loads(out)
+
+
+def test_a_graph_break_links_only_to_torchs_documentation_host(tmp_path):
+    """The docs link comes from stored text: any other host, or a lookalike path, is not linked."""
+    db = store.open_db(tmp_path / "links.db")
+    reasons = {
+        "GB0124": "see https://meta-pytorch.github.io/compile-graph-break-site/gb/gb0124.html for more",
+        "GB0001": "see https://evil.example/compile-graph-break-site/gb/gb0001.html",
+        "GB0002": "see https://meta-pytorch.github.io.evil.example/compile-graph-break-site/gb/gb0002.html",
+        "GB0003": "see https://meta-pytorch.github.io/compile-graph-break-site/gb/gb0003.html.evil.example/x",
+    }
+    for uid, (key, reason) in enumerate(reasons.items()):
+        run = record(uid=f"u{uid}")
+        run.graph_breaks = [{"key": key, "reason": reason, "count": 1}]
+        store.save_run(db, run)
+    links = {key: found["doc_url"] for (table, key), found in store.key_texts(db).items() if table == "graph_breaks"}
+    assert links == {
+        "GB0124": "https://meta-pytorch.github.io/compile-graph-break-site/gb/gb0124.html",
+        "GB0001": None,
+        "GB0002": None,
+        "GB0003": None,
+    }

@@ -87,8 +87,9 @@ def finding_keys(db: sqlite_utils.Database | sqlite3.Connection, where: str = ""
 
 KEY_TEXT_CHARS = 160
 
-# the page torch's graph-break messages link to (torch >= 2.8): .../compile-graph-break-site/gb/gb0124.html
-DOC_URL = re.compile(r"https?://\S+?/gb/gb\d+\.html")
+# The page torch's graph-break messages link to (torch >= 2.8). Only that host is linked: the text is
+# stored data, and a message naming another host (https://evil.example/.../gb/gb0001.html) is shown, not linked.
+DOC_URL = re.compile(r"https://meta-pytorch\.github\.io/compile-graph-break-site/gb/gb\d{4}\.html(?![\w/.-])")
 
 
 def key_texts(db: sqlite_utils.Database) -> dict[tuple[str, str], dict[str, Optional[str]]]:
