@@ -23,10 +23,7 @@ def decode_step(model, token, position_ids, key_cache, value_cache, cache_mask):
     return llama.head(model, hidden)
 
 
-@case(
-    "append_last",
-    "fixed-size KV cache, current token appended in the last slot, whole cache masked (fullgraph-friendly)",
-)
+@case("append_last", "fixed-size KV cache, current token in the last slot, whole cache masked (fullgraph-friendly)")
 def generate(gen):
     drive(gen, gen.compile(decode_step))
 

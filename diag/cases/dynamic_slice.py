@@ -17,13 +17,11 @@ def decode_step(model, token, position_ids, key_cache, value_cache, cache_mask, 
     cos, sin = llama.rotary(model, hidden, position_ids)
     cache_mask[:, valid_past_index] = 1
     bias = llama.padding_bias(cache_mask[:, : valid_past_index + 1], hidden.dtype)
-    for layer, keys, values in zip(model.model.layers, key_cache, value_cache):
-        query, key, value = llama.project_qkv(layer, hidden, cos, sin)
-        keys.index_copy_(2, valid_past_index.view(1), key)
-        values.index_copy_(2, valid_past_index.view(1), value)
-        hidden = llama.attend(
-            layer, hidden, query, keys[:, :, : valid_past_index + 1], values[:, :, : valid_past_index + 1], bias
-        )
+    for layer, k, v in zip(model.model.layers, key_cache, value_cache):  # one layer's key and value cache
+        q, key, value = llama.project_qkv(layer, hidden, cos, sin)
+        k.index_copy_(2, valid_past_index.view(1), key)
+        v.index_copy_(2, valid_past_index.view(1), value)
+        hidden = llama.attend(layer, hidden, q, k[:, :, : valid_past_index + 1], v[:, :, : valid_past_index + 1], bias)
     return llama.head(model, hidden)
 
 

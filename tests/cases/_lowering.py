@@ -4,9 +4,10 @@ exception and logs it, the way torch's own passes do, while the lowering still s
 import logging
 
 import torch
-from _greedy import full_forward, greedy
 from torch._inductor import config as inductor_config
 from torch._inductor.custom_graph_pass import CustomGraphPass
+
+from _greedy import full_forward, greedy
 
 MESSAGE = "custom pass could not fuse the attention block"
 

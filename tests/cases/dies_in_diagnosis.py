@@ -10,9 +10,9 @@ import os
 import signal
 import traceback
 
-from _greedy import full_forward, greedy
-
 from diag.probe.cases import case
+
+from _greedy import full_forward, greedy
 
 
 @case("dies_in_diagnosis", "compile error in the timing pass, SIGSEGV in the diagnosis pass")

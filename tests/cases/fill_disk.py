@@ -3,9 +3,9 @@ results may still fit, the final save of the run into the DB on that disk does n
 
 import os
 
-from _greedy import full_forward, greedy
-
 from diag.probe.cases import case
+
+from _greedy import full_forward, greedy
 
 
 @case("fill_disk", "greedy decoding that fills the disk under DIAG_FILL_PATH first")

@@ -3,9 +3,9 @@
 import os
 import sys
 
-from _greedy import full_forward, greedy
-
 from diag.probe.cases import case
+
+from _greedy import full_forward, greedy
 
 
 @case("garbage_exit", "writes junk to stdout and stderr, then exits 3 without a verdict")

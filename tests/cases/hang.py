@@ -2,9 +2,9 @@
 
 import time
 
-from _greedy import full_forward, greedy
-
 from diag.probe.cases import case
+
+from _greedy import full_forward, greedy
 
 
 @case("hang", "sleeps forever in the compiled pass")

@@ -2,9 +2,9 @@
 
 import logging
 
-import _lowering
-
 from diag.probe.cases import case
+
+import _lowering
 
 
 @case("lowering_debug", "inductor logs a swallowed exception at DEBUG only while lowering")

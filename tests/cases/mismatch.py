@@ -4,9 +4,10 @@ It stands in for a miscompile, so the mismatch path is exercised end to end.
 """
 
 import torch
-from _greedy import full_forward, greedy
 
 from diag.probe.cases import case
+
+from _greedy import full_forward, greedy
 
 
 def miscompiled(model, input_ids, attention_mask):

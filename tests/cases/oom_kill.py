@@ -3,9 +3,9 @@
 import os
 import signal
 
-from _greedy import full_forward, greedy
-
 from diag.probe.cases import case
+
+from _greedy import full_forward, greedy
 
 
 @case("oom_kill", "SIGKILL in the compiled pass")

@@ -4,9 +4,9 @@ import os
 import signal
 import sys
 
-from _greedy import full_forward, greedy
-
 from diag.probe.cases import case
+
+from _greedy import full_forward, greedy
 
 
 @case("segfault", "crashes with SIGSEGV in the compiled pass")

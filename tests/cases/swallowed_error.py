@@ -6,9 +6,10 @@ The decode call returns normally (the frame silently runs eagerly).
 """
 
 import torch
-from _greedy import full_forward, greedy
 
 from diag.probe.cases import case
+
+from _greedy import full_forward, greedy
 
 MESSAGE = "VariableBuilder.__init__() got an unexpected keyword argument 'guards'"
 

@@ -1,8 +1,8 @@
 """A case whose eager tokens are not transformers' generate: it emits the runner-up token."""
 
-from _greedy import full_forward, greedy
-
 from diag.probe.cases import case
+
+from _greedy import full_forward, greedy
 
 
 @case("wrong_eager", "emits the second-best token, so its eager run disagrees with transformers' generate")

@@ -1,9 +1,9 @@
 """ab_variant, version C: regresses to the dynamic_slice loop, which fullgraph cannot capture."""
 
+from diag.probe.cases import case
+
 import _shared  # noqa: F401 (the shared module beside the case is what this case is for)
 import dynamic_slice
-
-from diag.probe.cases import case
 
 
 @case("ab_variant", "a data-dependent slice: pass -> fullgraph_error")

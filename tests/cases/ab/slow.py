@@ -2,10 +2,10 @@
 
 import time
 
+from diag.probe.cases import case
+
 import _shared  # noqa: F401 (the shared module beside the case is what this case is for)
 import append_last
-
-from diag.probe.cases import case
 
 
 @case("ab_variant", "append_last plus an injected per-step cost")
