@@ -37,17 +37,30 @@ def environment(run: dict[str, Any]) -> tuple[str, str]:
 
 
 def compare_build_runs(
-    before_runs: list[dict[str, Any]], after_runs: list[dict[str, Any]]
+    before_runs: list[dict[str, Any]], after_runs: list[dict[str, Any]], like_with_like: bool = True
 ) -> list[regress.RowComparison]:
     """Findings of the newest run per row on each side; timings over every run of the row on each side.
 
-    Like with like: a row's baseline runs are those with the newest run's Python and transformers;
-    where there are none (transformers moved), the row is not compared, and says why.
+    Like with like (the gate): a row's baseline runs are those with the newest run's Python and
+    transformers; where there are none (transformers moved), the row is not compared, and says why.
+    Otherwise (``diag compare`` of two builds) every row is compared, and one whose sides ran
+    another Python or transformers says so.
     """
     pools_before, pools_after = _by_row(before_runs), _by_row(after_runs)
     comparisons = []
     for row in _in_order(set(pools_before) | set(pools_after)):
         before, after = pools_before.get(row, []), pools_after.get(row, [])
+        if before and after and not like_with_like:
+            comparison = regress.compare_runs(before[-1], after[-1], before, after)
+            was, now = environment(before[-1]), environment(after[-1])
+            if was != now:
+                comparison.note = "also different: " + ", ".join(
+                    f"{name} {old} -> {new}"
+                    for name, old, new in zip(("Python", "transformers"), was, now)
+                    if old != new
+                )
+            comparisons.append(comparison)
+            continue
         if before and after:
             wanted = environment(after[-1])
             alike = [r for r in before if environment(r) == wanted]
@@ -104,11 +117,31 @@ def compare(db, a: str, b: str) -> Outcome:
         return Outcome(
             f"reruns on {build_a['version']}", compare_within_build(store.runs_of_build(db, build_a["id"])), []
         )
+    runs_a, runs_b = store.runs_of_build(db, build_a["id"]), store.runs_of_build(db, build_b["id"])
+    differences = identity_differences(build_a, build_b, runs_a, runs_b)
+    also = f" (also different: {'; '.join(differences)})" if differences else ""
     return Outcome(
-        f"{build_a['version']} -> {build_b['version']}",
-        compare_build_runs(store.runs_of_build(db, build_a["id"]), store.runs_of_build(db, build_b["id"])),
+        f"{build_a['version']} -> {build_b['version']}{also}",
+        compare_build_runs(runs_a, runs_b, like_with_like=False),
         [],
     )
+
+
+def identity_differences(
+    build_a: dict[str, Any], build_b: dict[str, Any], runs_a: list[dict[str, Any]], runs_b: list[dict[str, Any]]
+) -> list[str]:
+    """What else differs between two builds' runs than torch itself: variant, CUDA, Python, transformers."""
+
+    def seen(runs: list[dict[str, Any]], index: int) -> str:
+        return ", ".join(sorted({environment(run)[index] for run in runs})) or "-"
+
+    pairs = [
+        ("variant", build_a.get("variant") or "-", build_b.get("variant") or "-"),
+        ("CUDA", build_a.get("cuda_version") or "none", build_b.get("cuda_version") or "none"),
+        ("Python", seen(runs_a, 0), seen(runs_b, 0)),
+        ("transformers", seen(runs_a, 1), seen(runs_b, 1)),
+    ]
+    return [f"{name} {was} -> {now}" for name, was, now in pairs if was != now]
 
 
 def check(db, baseline: Optional[str], thresholds: regress.Thresholds, allowed: set[str]) -> Outcome:

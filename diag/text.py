@@ -183,6 +183,8 @@ def comparison_lines(comparison: RowComparison) -> list[str]:
                 lines.append(f"    {sign} {kind.label} {safe(key)}" + (f": {safe(said)}" if said else ""))
     if comparison.timings:
         lines.append("    " + "; ".join(timing_change(t) for t in comparison.timings))
+    if comparison.note:
+        lines.append(f"    {safe(comparison.note)}")
     return lines
 
 

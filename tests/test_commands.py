@@ -371,3 +371,33 @@ def test_a_key_that_appeared_says_what_it_stands_for(copied_db, tmp_path):
         r"index 1. expected 9, actual 10</span>",
         changes,
     ), changes[:600]
+
+
+def test_compare_relates_builds_of_another_python_variant_and_transformers_and_names_each_difference(tmp_path):
+    """torch 2.0.1 runs on Python 3.10 only (no torch.compile on 3.11), with an older transformers and a
+    CUDA variant: compare still relates every row, and says what besides torch differs."""
+    from conftest import recorded, replay
+
+    old = {
+        "torch_version": "2.0.1+cu117",
+        "git_version": "e" * 40,
+        "cuda_version": "11.7",
+        "python": "3.10.13",
+        "transformers_version": "4.49.0",
+    }
+    runs = tmp_path / "x.runs"
+    names = ["append_last-fullgraph", "dynamic_slice-fullgraph"]
+    db = tmp_path / "x.db"
+    replay([recorded(n, runs, "old", old) for n in names] + [recorded(n, runs, "new") for n in names], db)
+    out = json.loads(cli("compare", "2.0.1+cu117", "2.13.0+cpu", "--db", str(db), "--json").stdout)
+    assert out["compared"] == (
+        "2.0.1+cu117 -> 2.13.0+cpu (also different: variant cu117 -> cpu; CUDA 11.7 -> none; "
+        "Python 3.10 -> 3.11; transformers 4.49.0 -> 5.24.0)"
+    )
+    assert [(r["status_before"], r["status_after"]) for r in out["rows"]] == [
+        ("pass", "pass"),
+        ("fullgraph_error", "fullgraph_error"),
+    ]
+    assert all(r["note"] == "also different: Python 3.10 -> 3.11, transformers 4.49.0 -> 5.24.0" for r in out["rows"])
+    text = cli("compare", "2.0.1+cu117", "2.13.0+cpu", "--db", str(db)).output
+    assert "absent" not in text and "    also different: Python 3.10 -> 3.11" in text
