@@ -51,8 +51,9 @@ def compare_build_runs(
     for row in _in_order(set(pools_before) | set(pools_after)):
         before, after = pools_before.get(row, []), pools_after.get(row, [])
         if before and after and not like_with_like:
-            comparison = regress.compare_runs(before[-1], after[-1], before, after)
-            was, now = environment(before[-1]), environment(after[-1])
+            deciding_before, deciding_after = regress.deciding_run(before), regress.deciding_run(after)
+            comparison = regress.compare_runs(deciding_before, deciding_after, before, after)
+            was, now = environment(deciding_before), environment(deciding_after)
             if was != now:
                 comparison.note = "also different: " + ", ".join(
                     f"{name} {old} -> {new}"
@@ -62,20 +63,25 @@ def compare_build_runs(
             comparisons.append(comparison)
             continue
         if before and after:
-            wanted = environment(after[-1])
+            wanted = environment(regress.deciding_run(after))
             alike = [r for r in before if environment(r) == wanted]
             if not alike:
-                comparison = regress.compare_runs(None, after[-1])
+                comparison = regress.compare_runs(None, regress.deciding_run(after))
+                was = environment(regress.deciding_run(before))
                 comparison.note = (
-                    f"not compared: the baseline ran Python {environment(before[-1])[0]}, "
-                    f"transformers {environment(before[-1])[1]}; now Python {wanted[0]}, "
-                    f"transformers {wanted[1]}"
+                    f"not compared: the baseline ran Python {was[0]}, transformers {was[1]}; "
+                    f"now Python {wanted[0]}, transformers {wanted[1]}"
                 )
                 comparisons.append(comparison)
                 continue
             before = alike
         comparisons.append(
-            regress.compare_runs(before[-1] if before else None, after[-1] if after else None, before, after)
+            regress.compare_runs(
+                regress.deciding_run(before) if before else None,
+                regress.deciding_run(after) if after else None,
+                before,
+                after,
+            )
         )
     return comparisons
 
@@ -86,7 +92,9 @@ def _invocations(history: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
     groups: dict[Any, list[dict[str, Any]]] = {}
     for run in history:
         groups.setdefault(run.get("invocation") or ("run", run["id"]), []).append(run)
-    return sorted(groups.values(), key=lambda group: group[-1]["id"])
+    return sorted(
+        groups.values(), key=lambda group: max((r.get("started_at") or "", r.get("uid") or "") for r in group)
+    )
 
 
 def compare_within_build(runs: list[dict[str, Any]]) -> list[regress.RowComparison]:
@@ -96,7 +104,11 @@ def compare_within_build(runs: list[dict[str, Any]]) -> list[regress.RowComparis
     for row in _in_order(grouped):
         groups = _invocations(grouped[row])
         before = groups[-2] if len(groups) > 1 else []
-        comparisons.append(regress.compare_runs(before[-1] if before else None, groups[-1][-1], before, groups[-1]))
+        comparisons.append(
+            regress.compare_runs(
+                regress.deciding_run(before) if before else None, regress.deciding_run(groups[-1]), before, groups[-1]
+            )
+        )
     return comparisons
 
 

@@ -71,12 +71,12 @@ def test_the_answer_per_case_names_first_bad_build_fix_and_error(story):
 def test_newest_regression_leads_the_transitions_and_none_is_dropped(story):
     db = story["db"]
     matrix = build_matrix(store.builds(db), store.report_runs(db), store.finding_keys(db))
-    first = matrix.transitions[0]
-    assert (first.kind, first.row.case, first.first_after["id"]) == (
-        "regression",
-        "hf_static_cache",
-        _nightly(db, NEWEST)["id"],
-    )
+    # the newest nightly's two regressions lead: hf_static_cache's, and append_last's crash among repeats
+    newest = [t for t in matrix.transitions[:2] if t.first_after["id"] == _nightly(db, NEWEST)["id"]]
+    assert sorted((t.kind, t.row.case, t.row.backend, t.row.fullgraph, t.status_after) for t in newest) == [
+        ("regression", "append_last", "aot_eager", 0, "crash"),
+        ("regression", "hf_static_cache", "inductor", 1, "fullgraph_error"),
+    ]
     page = (story["out"] / "transitions.html").read_text()
     assert page.count("<tr data-case=") == len(matrix.transitions) + len(matrix.key_changes)
     assert "started failing" in page and "flaky lowering" in page
@@ -316,3 +316,35 @@ def test_a_year_of_nightlies_answers_above_the_fold_too(tmp_path):
     builds = len(store.builds(db))
     pages = sorted(out.glob("matrix-*.html"))
     assert len(pages) + 1 == -(-builds // report.BUILDS_PER_PAGE)  # every build reachable
+
+
+def test_a_cell_with_failing_repeats_is_flaky_and_the_verdict_line_names_its_worst_failure(story):
+    """On the newest nightly append_last aot_eager no-fullgraph crashed, errored, then passed: the
+    verdict is not "works, never failed" but flaky, with how many runs failed and the worst error."""
+    verdict = _verdict(story, "append_last", 0)
+    assert (verdict["state"], verdict["runs_failed"], verdict["runs"]) == ("flaky", 2, 6)
+    assert verdict["errors"][0] == "Signal: SIGSEGV"
+    front = (story["out"] / "index.html").read_text()
+    line = front[front.index('<tr data-case="append_last" data-state="flaky"') :]
+    line = line[: line.index("</tr>")]
+    assert "flaky" in line and "2 of 6 runs failed: Signal: SIGSEGV" in line and "never failed" not in line
+
+
+def test_the_same_runs_stored_in_either_order_give_the_same_verdicts_and_the_same_gate(tmp_path):
+    """Two CI legs finish in either order: the front page and the gate must not flip with them."""
+    records = list(synthetic.story())
+    outcomes = []
+    for name, order in (("forward", records), ("backward", list(reversed(records)))):
+        work = tmp_path / name
+        work.mkdir()
+        db = store.open_db(work / "history.db")
+        store.save_runs(db, order)
+        db.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        db.conn.close()
+        diag("report", "--db", "history.db", "--out", "site", cwd=work)
+        checked = diag("check", "--db", "history.db", "--json", cwd=work, check=False)
+        verdicts = json.loads((work / "site" / "report.json").read_text())["verdicts"]
+        gate_said = json.loads(checked.stdout)
+        outcomes.append((verdicts, checked.returncode, sorted((r["row"], r["kind"]) for r in gate_said["regressions"])))
+    assert outcomes[0] == outcomes[1]
+    assert outcomes[0][1] == 1 and ("append_last", "status") in [(row.split()[0], kind) for row, kind in outcomes[0][2]]

@@ -331,7 +331,7 @@ def _architectures(matrix: Matrix, keys: dict[int, set[tuple[str, str]]]) -> lis
                 "breaks": sorted(set(breaks)),
             }
         )
-    order = {"works": 0, "partly": 1, "fails": 2}
+    order = {"works": 0, "flaky": 1, "partly": 2, "fails": 3}
     return sorted(found, key=lambda a: (order[a["verdict"].state], a["name"]))
 
 
@@ -375,6 +375,8 @@ def _index(matrix: Matrix) -> dict[str, Any]:
                 "since": v.since["version"],
                 "newest": v.newest["version"],
                 "errors": v.errors,
+                "runs_failed": v.runs_failed,
+                "runs": v.runs,
                 "first_bad": v.episode.first_bad["version"] if v.episode else None,
                 "fixed_in": v.episode.fixed_in["version"] if v.episode and v.episode.fixed_in else None,
             }

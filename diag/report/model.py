@@ -1,9 +1,11 @@
 """What the report shows, computed from stored runs: build order, the matrix, transitions, verdicts. Pure.
 
-A cell is every run of one row on one build. Its status is its newest run's, as for ``diag
-check``, which compares the newest run of each row; the other runs show beside it, so a crash
-among passes stays visible. Transitions and key changes are between consecutive builds of one
-variant (a CUDA nightly is not the next build after a CPU one), again as ``check`` pairs them.
+A cell is every run of one row on one build. Its status is its deciding run's
+(``regress.deciding_run``: the worst, as ``diag check`` reads it too): a failure among repeats is
+never outvoted, and the same runs give the same verdicts in whatever order they were stored. A cell
+whose runs partly failed is flaky, and says how many failed. Transitions and key changes are
+between consecutive builds of one variant (a CUDA nightly is not the next build after a CPU one),
+again as ``check`` pairs them.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any, Optional
 from diag import row as rows
 from diag.build import order as build_order
 from diag.contract import BY_NAME, WORKS
+from diag.regress import deciding_run
 
 RowKey = rows.Row
 
@@ -39,8 +42,14 @@ class Cell:
 
     @property
     def run(self) -> dict[str, Any]:
-        """The newest run: the cell's status, as ``diag check`` reads it."""
-        return self.runs[-1]
+        """The deciding run: the cell's status, as ``diag check`` reads it."""
+        return deciding_run(self.runs)
+
+    @property
+    def state(self) -> str:
+        """works (every run), flaky (some runs failed, some worked) or fails (no run worked)."""
+        working = self.working
+        return "works" if working == len(self.runs) else ("fails" if working == 0 else "flaky")
 
     @property
     def worst(self) -> str:
@@ -122,7 +131,7 @@ class Verdict:
     case: str
     fullgraph: int
     variant: Optional[str]  # named only when the history holds several variants
-    state: str  # works | fails | partly
+    state: str  # works | flaky | partly | fails
     working: int  # rows that work on the newest build
     total: int
     since: dict[str, Any]  # the oldest build of the current unbroken state
@@ -130,7 +139,9 @@ class Verdict:
     episode: Optional[Episode]  # the newest regression of one of its rows (current or fixed), else the
     # failure of a row that never worked
     strip: list[tuple[dict[str, Any], str, str]]  # newest first: (build, state, "k/m work")
-    errors: list[str]  # the newest build's errors, most frequent first
+    errors: list[str]  # the newest build's errors, most frequent first (of each cell's deciding run)
+    runs_failed: int = 0  # of the newest build's runs in these rows, how many failed
+    runs: int = 0
 
     @property
     def mode(self) -> str:
@@ -231,8 +242,14 @@ def _key_change(row: RowKey, before_build, before: set, build, after: set) -> Op
     return KeyChange(row, build, before_build, appeared, disappeared)
 
 
-def _state(working: int, total: int) -> str:
-    return "works" if working == total else ("fails" if working == 0 else "partly")
+def _state(cells: list[Cell]) -> str:
+    """A group of cells on one build: works, fails, flaky (none fails outright, some runs failed) or partly."""
+    states = {cell.state for cell in cells}
+    if states == {"works"}:
+        return "works"
+    if states == {"fails"}:
+        return "fails"
+    return "flaky" if "fails" not in states else "partly"
 
 
 def verdicts(matrix: Matrix, strip: int) -> list[Verdict]:
@@ -245,17 +262,17 @@ def verdicts(matrix: Matrix, strip: int) -> list[Verdict]:
     found = []
     for (case, fullgraph, variant), members in sorted(groups.items(), key=lambda g: (g[0][0], -g[0][1], g[0][2])):
         line = [b for b in matrix.builds if b["variant"] == variant]
-        history = []  # (build, working, total, cells), oldest first
+        history = []  # (build, cells), oldest first
         for build in line:
             present = [c for row in members if (c := matrix.cell(row, build["id"]))]
             if present:
-                history.append((build, sum(c.run["status"] in WORKS for c in present), len(present), present))
+                history.append((build, present))
         if not history:
             continue
-        newest, working, total, present = history[-1]
-        state = _state(working, total)
+        newest, present = history[-1]
+        state = _state(present)
         since_index = len(history) - 1
-        while since_index > 0 and _state(*history[since_index - 1][1:3]) == state:
+        while since_index > 0 and _state(history[since_index - 1][1]) == state:
             since_index -= 1
         errors = Counter(text for c in present if (text := error_line(c.run)) and c.run["status"] not in WORKS)
         found.append(
@@ -264,13 +281,18 @@ def verdicts(matrix: Matrix, strip: int) -> list[Verdict]:
                 fullgraph=fullgraph,
                 variant=variant if len(variants) > 1 else None,
                 state=state,
-                working=working,
-                total=total,
+                working=sum(c.state == "works" for c in present),
+                total=len(present),
                 since=history[since_index][0],
                 newest=newest,
                 episode=_newest_episode(matrix, members, line),
-                strip=[(b, _state(w, t), f"{w}/{t} work") for b, w, t, _ in reversed(history[-strip:])],
+                strip=[
+                    (b, _state(cells), f"{sum(c.state == 'works' for c in cells)}/{len(cells)} work")
+                    for b, cells in reversed(history[-strip:])
+                ],
                 errors=[text for text, _ in errors.most_common()],
+                runs_failed=sum(len(c.runs) - c.working for c in present),
+                runs=sum(len(c.runs) for c in present),
             )
         )
     return found

@@ -12,6 +12,7 @@ import sqlite_utils
 
 from diag import row as rows
 from diag.build import order as build_order
+from diag.stats import quantile
 from diag.store import policy
 from diag.store.connection import StoreError, begin_writing, explain, insert, path_of
 from diag.store.queries import builds, finding_keys
@@ -23,8 +24,6 @@ PRUNED_TEXT_CHARS = 400  # of a pruned run's finding messages, the start kept
 
 
 def _summary(samples: list[float]) -> dict[str, Any]:
-    from diag.regress import quantile
-
     return {
         "n": len(samples),
         "median": statistics.median(samples),
