@@ -4,8 +4,8 @@ Discrete findings (status, keys, token equality) are compared exactly, deciding 
 deciding run (``deciding_run``: the worst of a side's runs, whatever order they were stored in).
 Timings are judged over runs: each run of a row gives one summary (its per-token latency, its
 compile time), and a slowdown needs both a ratio of the sides' medians beyond the threshold and a
-one-sided Mann-Whitney U test over the runs' summaries at level alpha (exact for small samples). The steps of one run share the
-host's state, so they are not independent draws; the runs are.
+one-sided Mann-Whitney U test over the runs' summaries at level alpha (exact for small samples).
+The steps of one run share the host's state, so they are not independent draws; the runs are.
 
 With fewer runs a side than the test can use (an exact rank test over n runs against n
 cannot go below 1 / C(2n, n): 4 runs a side for the default alpha 0.02, 5 for 0.01), a
