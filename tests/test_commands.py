@@ -401,3 +401,26 @@ def test_compare_relates_builds_of_another_python_variant_and_transformers_and_n
     assert all(r["note"] == "also different: Python 3.10 -> 3.11, transformers 4.49.0 -> 5.24.0" for r in out["rows"])
     text = cli("compare", "2.0.1+cu117", "2.13.0+cpu", "--db", str(db)).output
     assert "absent" not in text and "    also different: Python 3.10 -> 3.11" in text
+
+
+def test_run_pages_show_what_was_recorded_and_nothing_for_what_was_not(copied_db, tmp_path):
+    """A crash records no memory kind and no captured calls, and a pruned run no capabilities: the
+    page leaves them out instead of "peak memory (-)", "holding - captured torch calls" or an empty
+    heading; a recompile's function is never "None"; timing quantiles are in ms beside the ms medians;
+    a transition links the run before the change as well as the one after it."""
+    recorded_db = copied_db
+    out = tmp_path / "site"
+    assert cli("report", "--db", str(recorded_db), "--out", str(out)).exit_code == 0
+    crash = (out / "runs" / f"{_run_id(recorded_db, 'segfault', 1, BASE)}.html").read_text()
+    assert "peak memory (-)" not in crash
+    assert "holding - captured" not in crash and "holding None" not in crash
+    broken = (out / "runs" / f"{_run_id(recorded_db, 'dynamic_slice', 0, BASE)}.html").read_text()
+    assert "<code>None</code>" not in broken and '<div class="scroll"><table><thead><tr><th>key</th>' in broken
+    assert "decode_step samples</th><td>n=" in broken and "(ms)</td>" in broken and "(s)</td>" not in broken
+    before, after = _run_id(recorded_db, "append_last", 1, BASE), _run_id(recorded_db, "append_last", 1, NEW)
+    transitions = (out / "transitions.html").read_text()
+    assert f'<a href="runs/{before}.html">#{before}</a> → <a href="runs/{after}.html">#{after}</a>' in transitions
+    assert cli("prune", "--db", str(recorded_db), "--keep-builds", "1").exit_code == 0  # BASE's runs compacted
+    assert cli("report", "--db", str(recorded_db), "--out", str(out)).exit_code == 0
+    pruned = (out / "runs" / f"{_run_id(recorded_db, 'segfault', 1, BASE)}.html").read_text()
+    assert "Capabilities of this torch" not in pruned

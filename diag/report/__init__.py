@@ -160,6 +160,19 @@ def _quantiles(samples: list[float]) -> dict[str, Any]:
     }
 
 
+def _in_ms(timing: dict[str, Any]) -> dict[str, Any]:
+    """A timing series' n and quantiles for the run page; seconds shown as ms, as the medians beside them are."""
+    scale = 1000.0 if timing.get("unit") == "s" else 1.0
+    if timing.get("samples") is not None:
+        found = _quantiles([value * scale for value in timing["samples"]])
+    else:
+        summary = timing.get("summary") or {}
+        found = _pruned(
+            {**timing, "summary": {k: v * scale if k != "n" and v is not None else v for k, v in summary.items()}}
+        )
+    return {**timing, **found, "unit": "ms" if scale != 1.0 else timing.get("unit")}
+
+
 def _pruned(timing: dict[str, Any]) -> dict[str, Any]:
     """A series whose raw samples diag prune replaced with its summary."""
     summary = timing.get("summary") or {}
@@ -268,10 +281,7 @@ def render(
             for gb in run["graph_breaks"]:
                 match = store.DOC_URL.search(gb.get("reason") or "")
                 gb["doc_url"] = match.group(0) if match else None
-            stats = [
-                {**t, **(_quantiles(t["samples"]) if t.get("samples") is not None else _pruned(t))}
-                for t in run["timings"]
-            ]
+            stats = [_in_ms(t) for t in run["timings"]]
             files[f"runs/{run['id']}.html"] = template.render(
                 root="../",
                 run=run,

@@ -80,6 +80,7 @@ class Transition:
     run_id: int
     error: Optional[str] = None  # the first bad run's error: type and the first line of its message
     environment: Optional[str] = None  # what else changed: "transformers 4.56.2 -> 4.57.0"
+    before_run_id: Optional[int] = None  # the run that decided the cell before the change
 
     @property
     def commit_range(self) -> Optional[str]:
@@ -232,6 +233,7 @@ def _transition(row: RowKey, before_build, before: Cell, build, cell: Cell) -> O
         cell.run["id"],
         error_line(cell.run),
         environment,
+        before.run["id"],
     )
 
 
