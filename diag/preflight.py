@@ -9,6 +9,7 @@ environment can answer (the case files import, the device exists), through the p
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import tempfile
@@ -71,10 +72,11 @@ def check_database(db_path: str) -> None:
     # a run's directory goes under <db stem>.runs/ beside the DB: that folder, or the DB's, must take it
     runs = artifacts_root(path.resolve())
     place = runs if runs.is_dir() else folder
-    probe = place / f".{path.name}.diag-write-test"
     try:
-        probe.write_bytes(b"")
-        probe.unlink()
+        # a name of this process's own: two diag runs starting on one new DB must not race on one file
+        handle, probe = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".diag-write-test", dir=place)
+        os.close(handle)
+        os.unlink(probe)
     except OSError as exc:
         if not existed:
             raise PreflightError(
