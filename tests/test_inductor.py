@@ -1,52 +1,10 @@
-"""A few runs with the default inductor backend (C++ codegen on CPU; tens of seconds cold)."""
+"""A few runs with the default inductor backend (C++ codegen on CPU; tens of seconds cold). README's
+set-up command, inductor on append_last, is checked in tests/test_readme.py."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from conftest import TEST_CASES, diag, show
-
-
-@pytest.mark.slow
-def test_append_last_with_inductor_passes_and_is_timed(tmp_path):
-    db = tmp_path / "i.db"
-    diag(
-        "run",
-        "--case",
-        "append_last",
-        "--fullgraph",
-        "--new-tokens",
-        "6",
-        "--repeats",
-        "2",
-        "--db",
-        str(db),
-        cwd=tmp_path,
-    )
-    run = show(db, 1, tmp_path)
-    assert run["backend"] == "inductor"
-    assert run["status"] == "pass"
-    assert run["graph_break_count"] == 0
-    assert run["tokens_equal"] == 1
-    assert run["compiled_ms_per_token"] > 0
-    # The timing pass compiled cold into this run's own inductor cache and torch logged nothing while
-    # it did, so the diagnosis pass took the compiled graph from the cache: dynamo traced again with
-    # every log on, inductor did not lower again (its output code is not in the log).
-    assert run["compile_s"] > 0 and run["compile_warm_s"] is not None
-    (frame,) = run["frames"]
-    # AOTAutograd's cache served the compiled graph: inductor never ran in the diagnosis pass
-    assert frame["entire_frame_compile_time_s"] > 0 and frame["inductor_compile_time_s"] is None
-    lowering = run["capabilities"]["lowering_logs"]
-    assert lowering["available"] is False and "reused" in lowering["detail"]
-    log = (Path(run["artifacts_dir"]) / "torch_debug.log").read_text()
-    assert "torch._inductor.graph Output code" not in log
-    assert "torch._dynamo" in log
-    # depyf is installed but was not asked for: no dump, and the run says why
-    assert run["capabilities"]["depyf"] == {"available": False, "detail": run["capabilities"]["depyf"]["detail"]}
-    assert "not asked for" in run["capabilities"]["depyf"]["detail"]
-    assert not (Path(run["artifacts_dir"]) / "depyf").exists()
-
 
 FAST = ("--fullgraph", "--new-tokens", "2", "--repeats", "1", "--timing-seconds", "0")
 

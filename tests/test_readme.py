@@ -1,15 +1,18 @@
 """Every command README.md shows runs, in the order shown, and prints what README says it prints.
 
 The set-up commands' own ``diag run --case append_last`` (inductor, both fullgraph modes) runs
-too; ``bash .ci/run`` is what runs this test. Slow by rule: real probes.
+too, and is where the inductor path is checked end to end (cold timing pass, reused lowering in the
+diagnosis); ``bash .ci/run`` is what runs this test. Slow by rule: real probes.
 """
 
 from __future__ import annotations
 
+import json
 import re
+from pathlib import Path
 
 import pytest
-from conftest import REPO, diag
+from conftest import REPO, diag, show
 
 pytestmark = pytest.mark.slow
 
@@ -52,9 +55,30 @@ def test_the_tour_runs_as_the_readme_shows_it(tmp_path):
                 assert (tmp_path / "site" / "index.html").exists() and "site/index.html" in printed
 
 
-def test_the_set_up_command_runs(tmp_path):
+def test_the_set_up_command_runs_append_last_with_inductor_passes_and_is_timed(tmp_path):
     steps = _setup_diag_commands()
     assert steps == [["run", "--case", "append_last"]]
-    for argv in steps:
-        done = diag(*argv, "--json", cwd=tmp_path)
-        assert '"status": "pass"' in done.stdout
+    done = diag(*steps[0], "--json", "--db", "i.db", cwd=tmp_path)
+    listed = json.loads(done.stdout)
+    assert [(r["backend"], r["fullgraph"], r["status"]) for r in listed] == [
+        ("inductor", 1, "pass"),
+        ("inductor", 0, "pass"),
+    ]
+    run = show(tmp_path / "i.db", listed[0]["id"], tmp_path)
+    assert run["graph_break_count"] == 0 and run["tokens_equal"] == 1 and run["compiled_ms_per_token"] > 0
+    # The timing pass compiled cold into this run's own inductor cache and torch logged nothing while
+    # it did, so the diagnosis pass took the compiled graph from the cache: dynamo traced again with
+    # every log on, inductor did not lower again (its output code is not in the log).
+    assert run["compile_s"] > 0 and run["compile_warm_s"] is not None
+    (frame,) = run["frames"]
+    # AOTAutograd's cache served the compiled graph: inductor never ran in the diagnosis pass
+    assert frame["entire_frame_compile_time_s"] > 0 and frame["inductor_compile_time_s"] is None
+    lowering = run["capabilities"]["lowering_logs"]
+    assert lowering["available"] is False and "reused" in lowering["detail"]
+    log = (Path(run["artifacts_dir"]) / "torch_debug.log").read_text()
+    assert "torch._inductor.graph Output code" not in log
+    assert "torch._dynamo" in log
+    # depyf is installed but was not asked for: no dump, and the run says why
+    assert run["capabilities"]["depyf"] == {"available": False, "detail": run["capabilities"]["depyf"]["detail"]}
+    assert "not asked for" in run["capabilities"]["depyf"]["detail"]
+    assert not (Path(run["artifacts_dir"]) / "depyf").exists()
