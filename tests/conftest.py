@@ -14,8 +14,10 @@ Every process the test starts is watched, its children too (tests/guard/sitecust
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import inspect
+import io
 import json
 import os
 import shutil
@@ -102,6 +104,29 @@ def diag(
     if check and done.returncode != 0:
         raise AssertionError(f"diag {' '.join(args)} exited {done.returncode}\n{done.stdout}\n{done.stderr}")
     return done
+
+
+def diag_here(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    """``diag`` through its entry point (``diag.cli.main``: one-line errors, exit statuses) in this
+    process: what a subprocess prints, without a new interpreter per call (the fast tier's bad-input
+    tests). An exception main() lets through fails the test, as a traceback would."""
+    from diag.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    saved_argv, saved_cwd = sys.argv, os.getcwd()
+    sys.argv = ["diag", *args]
+    os.chdir(cwd)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                main()
+                code = 0
+            except SystemExit as exc:
+                code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    finally:
+        sys.argv = saved_argv
+        os.chdir(saved_cwd)
+    return subprocess.CompletedProcess(["diag", *args], code, out.getvalue(), err.getvalue())
 
 
 def show(db: Path, run_id: int, cwd: Path) -> dict:

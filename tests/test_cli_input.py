@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import TEST_CASES, diag
+from conftest import TEST_CASES, diag_here
 
 
 def assert_one_line_error(done, *fragments: str) -> None:
@@ -54,14 +54,14 @@ def assert_one_line_error(done, *fragments: str) -> None:
 )
 def test_run_rejects_bad_input_before_writing(tmp_path, args, fragments):
     db = tmp_path / "x.db"
-    done = diag("run", *args, "--db", str(db), cwd=tmp_path, check=False)
+    done = diag_here("run", *args, "--db", str(db), cwd=tmp_path)
     assert_one_line_error(done, *fragments)
-    runs = diag("runs", "--db", str(db), "--json", cwd=tmp_path, check=False)
+    runs = diag_here("runs", "--db", str(db), "--json", cwd=tmp_path)
     assert not db.exists() or runs.stdout.strip() == "[]"
 
 
 def test_unwritable_db_path(tmp_path):
-    done = diag("run", "--case", "append_last", "--db", str(tmp_path / "nope" / "x.db"), cwd=tmp_path, check=False)
+    done = diag_here("run", "--case", "append_last", "--db", str(tmp_path / "nope" / "x.db"), cwd=tmp_path)
     assert_one_line_error(done, "cannot write database")
 
 
@@ -69,24 +69,24 @@ def test_unwritable_db_path(tmp_path):
     "command", [["runs"], ["show", "1"], ["report"], ["check"], ["compare", "1", "2"], ["repro", "1"]]
 )
 def test_missing_db(tmp_path, command):
-    done = diag(*command, "--db", str(tmp_path / "absent.db"), cwd=tmp_path, check=False)
+    done = diag_here(*command, "--db", str(tmp_path / "absent.db"), cwd=tmp_path)
     assert_one_line_error(done, "no database at")
     assert not (tmp_path / "absent.db").exists()
 
 
 def test_unknown_run_id(tmp_path):
-    diag("runs", "--db", str(tmp_path / "x.db"), cwd=tmp_path, check=False)
+    diag_here("runs", "--db", str(tmp_path / "x.db"), cwd=tmp_path)
     from diag import store
 
     store.open_db(tmp_path / "x.db")
-    done = diag("show", "42", "--db", str(tmp_path / "x.db"), cwd=tmp_path, check=False)
+    done = diag_here("show", "42", "--db", str(tmp_path / "x.db"), cwd=tmp_path)
     assert_one_line_error(done, "no run #42")
 
 
 def test_not_a_database(tmp_path):
     junk = tmp_path / "junk.db"
     junk.write_text("hello")
-    done = diag("runs", "--db", str(junk), cwd=tmp_path, check=False)
+    done = diag_here("runs", "--db", str(junk), cwd=tmp_path)
     assert_one_line_error(done, "not a diag database")
     assert junk.read_text() == "hello"
 
@@ -108,9 +108,9 @@ def test_not_a_database(tmp_path):
 )
 def test_more_bad_input_is_one_line(tmp_path, args, fragment):
     done = (
-        diag(*args, "--db", str(tmp_path / "x.db"), cwd=tmp_path, check=False)
+        diag_here(*args, "--db", str(tmp_path / "x.db"), cwd=tmp_path)
         if args[0] not in ("env",)
-        else diag(*args, cwd=tmp_path, check=False)
+        else diag_here(*args, cwd=tmp_path)
     )
     assert_one_line_error(done, fragment)
     assert not (tmp_path / "x.db").exists()
@@ -119,13 +119,13 @@ def test_more_bad_input_is_one_line(tmp_path, args, fragment):
 def test_model_folder_that_is_not_a_checkpoint(tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()
-    done = diag(
-        "run", "--case", "append_last", "--model", str(empty), "--db", str(tmp_path / "x.db"), cwd=tmp_path, check=False
+    done = diag_here(
+        "run", "--case", "append_last", "--model", str(empty), "--db", str(tmp_path / "x.db"), cwd=tmp_path
     )
     assert_one_line_error(done, "has no config.json")
     (empty / "config.json").write_text("{}")
-    done = diag(
-        "run", "--case", "append_last", "--model", str(empty), "--db", str(tmp_path / "x.db"), cwd=tmp_path, check=False
+    done = diag_here(
+        "run", "--case", "append_last", "--model", str(empty), "--db", str(tmp_path / "x.db"), cwd=tmp_path
     )
     assert_one_line_error(done, "no weights")
     assert not (tmp_path / "x.db").exists()
@@ -195,7 +195,7 @@ def test_report_refuses_to_overwrite_files_it_did_not_write(recorded_db, tmp_pat
     ],
 )
 def test_a_usage_error_points_at_the_help_of_the_command_that_was_typed(tmp_path, args, hint):
-    done = diag(*args, cwd=tmp_path, check=False)
+    done = diag_here(*args, cwd=tmp_path)
     assert done.returncode == 2 and done.stderr.strip().endswith(hint), done.stderr
 
 
@@ -212,11 +212,11 @@ def test_a_usage_error_points_at_the_help_of_the_command_that_was_typed(tmp_path
     ],
 )
 def test_ids_and_counts_beyond_what_sqlite_holds_are_one_line(copied_db, tmp_path, args):
-    done = diag(*args, "--db", str(copied_db), cwd=tmp_path, check=False)
+    done = diag_here(*args, "--db", str(copied_db), cwd=tmp_path)
     assert_one_line_error(done)
     assert "OverflowError" not in done.stderr
 
 
 def test_repro_into_a_missing_folder_is_one_line(copied_db, tmp_path):
-    done = diag("repro", "1", "-o", "nodir/r.py", "--db", str(copied_db), cwd=tmp_path, check=False)
+    done = diag_here("repro", "1", "-o", "nodir/r.py", "--db", str(copied_db), cwd=tmp_path)
     assert_one_line_error(done, "-o nodir/r.py", "No such file or directory")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import browser
 import pytest
-from conftest import diag
+from conftest import diag, diag_here
 
 from diag import gate, report, store
 from diag import row as rows
@@ -341,8 +341,8 @@ def test_the_same_runs_stored_in_either_order_give_the_same_verdicts_and_the_sam
         store.save_runs(db, order)
         db.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         db.conn.close()
-        diag("report", "--db", "history.db", "--out", "site", cwd=work)
-        checked = diag("check", "--db", "history.db", "--json", cwd=work, check=False)
+        assert diag_here("report", "--db", "history.db", "--out", "site", cwd=work).returncode == 0
+        checked = diag_here("check", "--db", "history.db", "--json", cwd=work)
         verdicts = json.loads((work / "site" / "report.json").read_text())["verdicts"]
         gate_said = json.loads(checked.stdout)
         outcomes.append((verdicts, checked.returncode, sorted((r["row"], r["kind"]) for r in gate_said["regressions"])))
