@@ -90,6 +90,7 @@ def test_newest_regression_leads_the_transitions_and_none_is_dropped(story):
     assert matrix.transformers[_nightly(db, synthetic.UPGRADE)["id"]] == ["4.57.0"]
     older = (story["out"] / "matrix-2.html").read_text()
     assert "transformers 4.56.2</span>" in older  # each build's column names the transformers its runs used
+    assert "Python 3.11</span>" in older  # and the Python, not only on run pages
 
 
 def test_each_row_is_the_row_check_compares_and_every_run_of_a_cell_counts(story):

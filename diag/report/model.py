@@ -158,6 +158,7 @@ class Matrix:
     key_changes: list[KeyChange]  # newest first
     verdicts: list[Verdict] = field(default_factory=list)
     transformers: dict[int, list[str]] = field(default_factory=dict)  # per build id: the versions its runs used
+    pythons: dict[int, list[str]] = field(default_factory=dict)  # per build id: its runs' Python minor versions
 
     def cell(self, row: RowKey, build_id: int) -> Optional[Cell]:
         return self.cells.get((row, build_id))
@@ -209,10 +210,14 @@ def build_matrix(
     matrix.verdicts = verdicts(matrix, strip)
     for (_, build_id), cell in cells.items():
         versions = matrix.transformers.setdefault(build_id, [])
+        pythons = matrix.pythons.setdefault(build_id, [])
         for run in cell.runs:
             if run.get("transformers_version") and run["transformers_version"] not in versions:
                 versions.append(run["transformers_version"])
-    for versions in matrix.transformers.values():
+            python = ".".join((run.get("python") or "").split(".")[:2])
+            if python and python not in pythons:
+                pythons.append(python)
+    for versions in [*matrix.transformers.values(), *matrix.pythons.values()]:
         versions.sort()
     return matrix
 
