@@ -280,7 +280,7 @@ def main() -> None:
         work = Path(tmp)
         if "overhead" in parts:
             backend = "eager" if quick else "inductor"
-            rows = overhead(work, CASES[:1] if quick else CASES, backend, 8, 3 if quick else 5)
+            rows = overhead(work, CASES[:1] if quick else CASES, backend, 8, 1 if quick else 5)
             lines += [
                 f"### 1. Overhead ({backend} backend, fullgraph=True, 8 new tokens, empty inductor caches)",
                 "",
@@ -367,7 +367,8 @@ def main() -> None:
             ]
             runs, seconds = (1, 0.5) if quick else (int(leg_option("--repeat")), float(leg_option("--timing-seconds")))
             result = fidelity(work, 1 if quick else args.pairs, runs, seconds, 8, 5)
-            single = fidelity(work / "single", 1 if quick else args.pairs, 1, seconds, 8, 5)
+            # quick runs every side --repeat 1 already: its single-run pairs are the same runs
+            single = result if quick else fidelity(work / "single", args.pairs, 1, seconds, 8, 5)
             n = result["repetitions"]
 
             def listed(label: str) -> str:

@@ -31,7 +31,7 @@ def test_segfault_and_hang_are_recorded_and_the_matrix_carries_on(tmp_path):
         "--case",
         "append_last",
         "--timeout",
-        "40",
+        "25",
         "--no-timing",
         "--json",
         *common,

@@ -128,7 +128,8 @@ def test_bisect_candidates_reach_past_the_listing_and_name_missing_dates(index):
 
 
 # ---------------------------------------------------------------------------------------------
-# End to end with real torch: relabelled 2.13.0 CPU wheels, broken from 2.14.0.dev20260103 on.
+# End to end with real torch: relabelled 2.13.0 CPU wheels 2.14.0.dev20260102..04, broken from 03 on; the
+# listing names only 04, so bisect crosses its edge, and every build it provisions is used again after.
 
 
 @pytest.fixture(scope="module")
@@ -139,10 +140,10 @@ def real_index(tmp_path_factory):
     source = nightly_index.release_wheel(tmp_path_factory.mktemp("release"))
     made = {
         day: nightly_index.relabel(source, f"2.14.0.dev202601{day:02d}+cpu", files, patch_guards=day >= 3)
-        for day in range(1, 6)
+        for day in range(2, 5)
     }
     source.unlink()
-    nightly_index.write_listing(root, "cpu", [made[4], made[5]])
+    nightly_index.write_listing(root, "cpu", [made[4]])
     with nightly_index.Server(root) as server:
         yield server.url + "/nightly/cpu", made
 
@@ -154,15 +155,15 @@ def test_the_nightly_path_end_to_end(real_index, tmp_path, monkeypatch):
     extra = {"DIAG_HOME": str(home)}
     db = tmp_path / "n.db"
     common = ["--backend", "eager", "--fullgraph", "--new-tokens", "3", "--prompt-length", "8", "--db", str(db)]
-    # bisect across the listing's edge: 01 and 02 are served only at their direct URLs
+    # bisect across the listing's edge: 02 and 03 are served only at their direct URLs
     done = diag(
         "bisect",
         "--case",
         "append_last",
         "--good",
-        "2.14.0.dev20260101",
+        "2.14.0.dev20260102",
         "--bad",
-        "2.14.0.dev20260105",
+        "2.14.0.dev20260104",
         "--index-url",
         url,
         "--index",
@@ -177,7 +178,7 @@ def test_the_nightly_path_end_to_end(real_index, tmp_path, monkeypatch):
     assert result["first_bad"]["version"] == "2.14.0.dev20260103+cpu"
     assert result["last_good"]["version"] == "2.14.0.dev20260102+cpu"
     assert (result["good_status"], result["bad_status"]) == ("pass", "compile_error")
-    assert result["sources"]["2.14.0.dev20260102"] == ["direct URL"] and result["missing_dates"] == []
+    assert result["sources"]["2.14.0.dev20260103"] == ["direct URL"] and result["missing_dates"] == []
     assert result["commit_range"].count("..") == 1
     builds = {
         row[0]: row[1:]
@@ -217,7 +218,7 @@ def test_the_nightly_path_end_to_end(real_index, tmp_path, monkeypatch):
         timeout=1200,
     )
     run = json.loads(done.stdout)[0]
-    assert run["build_version"] == "2.14.0.dev20260105+cpu" and run["status"] == "compile_error"
+    assert run["build_version"] == "2.14.0.dev20260104+cpu" and run["status"] == "compile_error"
     assert "unexpected keyword argument 'guards'" in run["error_message"]
     shown = diag("show", str(run["id"]), "--db", str(db), cwd=tmp_path).stdout
     assert "build_wheel_url: " in shown and "build_wheel_sha256: " in shown
@@ -245,7 +246,7 @@ def test_the_nightly_path_end_to_end(real_index, tmp_path, monkeypatch):
     assert len(reinstalled) == 1  # an environment of its own: the wheel, its Python and transformers
     shutil.rmtree(reinstalled[0])
     (home / "wheels" / made[3].name).unlink()
-    good = made[1].read_bytes()
+    good = made[2].read_bytes()
     made[3].write_bytes(good)  # the URL now serves another build's bytes
     done = diag(
         "env",

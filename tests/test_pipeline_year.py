@@ -4,8 +4,8 @@ A local bare repository stands in for GitHub's gh-pages branch (GitHub cannot be
 the test machines). Each night's shards are written at the size the real legs write them: the
 four cases timed, and every transformers architecture untimed.
 
-This is the short form: 45 nights, an architecture breaking on the nightly every 10 nights, so
-that prune (``--thin-after 30``, as nightly.yml runs it) thins the oldest 15 nightlies, a break
+This is the short form: 36 nights, an architecture breaking on the nightly every 5 nights, so
+that prune (``--thin-after 30``, as nightly.yml runs it) thins the oldest 6 nightlies, a break
 among them included. The year (365 nights, about 35 minutes) is ``python bench/pipeline_year.py
 --nights 365 --work DIR``; docs/BENCHMARKS.md has its figures.
 """
@@ -30,8 +30,8 @@ from diag import store
 from diag.cli import cli
 from diag.report.model import build_matrix
 
-NIGHTS = 45
-BREAK_EVERY = 10
+NIGHTS = 36
+BREAK_EVERY = 5
 FAILS = 5  # the night whose gh-pages checkout fails
 
 
