@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any, Optional
 
+from diag import noise
 from diag import row as rows
 from diag.build import identity as build_identity
 from diag.contract import errors_in_stderr, records, stable_key, statuses
@@ -172,7 +173,21 @@ def timing_rows(outcome: Optional[PassOutcome]) -> list[dict[str, Any]]:
 
 def timing_columns(outcome: Optional[PassOutcome]) -> dict[str, Any]:
     eager, compiled = _timing(outcome, "eager") or {}, _timing(outcome, "compiled") or {}
+    last = compiled or eager
+    judged = noise.assess(
+        {mode: timing.get("step_samples_s") or [] for mode, timing in (("eager", eager), ("compiled", compiled))},
+        last.get("load_1m"),
+        last.get("cpus"),
+    )
+    bounds = {
+        f"{mode}_ms_{end}": judged.intervals[mode][i] if mode in judged.intervals else None
+        for mode in ("eager", "compiled")
+        for i, end in enumerate(("low", "high"))
+    }
     return {
+        "timing_noisy": int(judged.noisy) if judged.intervals else None,
+        "timing_note": judged.note,
+        **bounds,
         "compile_s": compiled.get("compile_s"),
         "compile_warm_s": compiled.get("compile_warm_s"),
         "eager_ms_per_token": eager.get("median_ms_per_token"),

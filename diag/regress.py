@@ -26,6 +26,7 @@ from typing import Any, Optional, Sequence
 
 from diag import row as rows
 from diag.contract import BY_NAME, FINDING_KINDS, WORKS
+from diag.noise import NOT_COMPARED
 from diag.stats import mann_whitney_greater, quantile, runs_needed
 
 
@@ -133,6 +134,7 @@ class RowComparison:
     removed: dict[str, list[str]] = field(default_factory=dict)
     timings: list[TimingChange] = field(default_factory=list)
     note: Optional[str] = None  # why the row was not compared, where it was not
+    noisy: list[str] = field(default_factory=list)  # latency left unjudged: every run of a side was noisy
 
     @property
     def status_change(self) -> Optional[tuple[str, str]]:
@@ -176,6 +178,7 @@ class RowComparison:
             "removed": self.removed,
             "timings": [t.__dict__ for t in self.timings],
             "note": self.note,
+            "noisy": self.noisy,
         }
 
 
@@ -231,7 +234,16 @@ def compare_runs(
         result.removed[kind.table] = sorted(keys_before - keys_after)
     before_pool, after_pool = list(before_pool) or [before], list(after_pool) or [after]
     for mode in ("eager", "compiled"):
-        change = latency_change(mode, before_pool, after_pool)
+        sides = [[r for r in pool if samples_of(r, mode)] for pool in (before_pool, after_pool)]
+        steady = [[r for r in side if not r.get("timing_noisy")] for side in sides]
+        if all(sides) and not all(steady):
+            noisy = [r for side in sides for r in side if r.get("timing_noisy")]
+            result.noisy.append(
+                f"{mode} latency {NOT_COMPARED}: {len(noisy)} of {len(sides[0]) + len(sides[1])} runs noisy "
+                f"({noisy[0].get('timing_note') or 'timing noisy'})"
+            )
+            continue
+        change = latency_change(mode, *steady)
         if change is not None:
             result.timings.append(change)
     change = compile_change(before_pool, after_pool)

@@ -82,3 +82,59 @@ def runs_needed(alpha: float) -> int:
 def quantile(values: Sequence[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def _at_least(n: int, p: float, m: int) -> float:
+    """P(X >= m) for X ~ Binomial(n, p)."""
+    if m <= 0:
+        return 1.0
+    if p <= 0.0:
+        return 0.0
+    if p >= 1.0:
+        return 1.0
+    log_p, log_q = math.log(p), math.log1p(-p)
+    base = math.lgamma(n + 1)
+    return min(
+        1.0,
+        sum(
+            math.exp(base - math.lgamma(k + 1) - math.lgamma(n - k + 1) + k * log_p + (n - k) * log_q)
+            for k in range(m, n + 1)
+        ),
+    )
+
+
+def median_interval(samples: Sequence[float], level: float = 0.95) -> Optional[tuple[float, float]]:
+    """The percentile bootstrap interval of the median at ``level``, computed exactly rather than by
+    resampling: a resample's median is at or below the j-th smallest sample when at least half of
+    its n draws are, which happens with probability P(Binomial(n, j/n) >= (n+1)//2). The same
+    samples give the same interval every time. None for no samples."""
+    ordered = sorted(samples)
+    n = len(ordered)
+    if n == 0:
+        return None
+    middle = (n + 1) // 2  # a resample's (lower) median is its middle-th smallest draw
+    tail = (1 - level) / 2
+
+    def first_reaching(target: float) -> float:
+        low, high = 1, n  # the smallest j whose P(median* <= x_j) reaches target
+        while low < high:
+            j = (low + high) // 2
+            if _at_least(n, j / n, middle) >= target:
+                high = j
+            else:
+                low = j + 1
+        return ordered[low - 1]
+
+    return first_reaching(tail), first_reaching(1 - tail)
+
+
+def bimodal(samples: Sequence[float], gap: float = 2.0, share: float = 0.1) -> bool:
+    """Whether the samples fall into two clusters a factor ``gap`` or more apart, each holding at
+    least ``share`` of them (and at least two): a host that ran some steps at another speed."""
+    ordered = sorted(samples)
+    n = len(ordered)
+    least = max(2, math.ceil(share * n))
+    for i in range(least - 1, n - least):
+        if ordered[i] > 0 and ordered[i + 1] / ordered[i] >= gap:
+            return True
+    return False

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 from diag import row as rows
 from diag.contract import BY_NAME, FINDING_KINDS
+from diag.noise import HALF_WIDTH, NOT_COMPARED
 
 if TYPE_CHECKING:
     from diag.gate import Outcome
@@ -45,7 +46,15 @@ def summary_line(run: dict[str, Any]) -> str:
         f"compile {_num(run.get('compile_s'), '.2f', 's'):>7}  "
         f"eager {_num(run.get('eager_ms_per_token'), '.2f', ''):>7} / compiled "
         f"{_num(run.get('compiled_ms_per_token'), '.2f', ''):>7} ms/token"
+        + (f"  {safe(run['timing_note'])}, {NOT_COMPARED}" if run.get("timing_noisy") else "")
     )
+
+
+def _latency(run: dict[str, Any], mode: str) -> str:
+    """``0.471 ms/token (95% 0.468-0.474)``, the interval where the run has one."""
+    text = _num(run.get(f"{mode}_ms_per_token"), ".3f", " ms/token")
+    low, high = run.get(f"{mode}_ms_low"), run.get(f"{mode}_ms_high")
+    return text + (f" (95% {low:.3f}-{high:.3f})" if low is not None and high is not None else "")
 
 
 def _section(title: str) -> list[str]:
@@ -99,10 +108,11 @@ def show(run: dict[str, Any]) -> str:
         f"  compile: {_num(run.get('compile_s'), '.3f', ' s')} cold, "
         f"{_num(run.get('compile_warm_s'), '.3f', ' s')} warm"
     )
-    lines.append(
-        f"  eager: {_num(run.get('eager_ms_per_token'), '.3f', ' ms/token')}   "
-        f"compiled: {_num(run.get('compiled_ms_per_token'), '.3f', ' ms/token')}"
-    )
+    lines.append(f"  eager: {_latency(run, 'eager')}   compiled: {_latency(run, 'compiled')}")
+    if run.get("timing_noisy"):
+        lines.append(f"  {safe(run['timing_note'])}: no latency verdict is drawn from this run")
+    elif run.get("timing_noisy") == 0:
+        lines.append(f"  timing steady: each median's interval within +-{HALF_WIDTH:.0%}, steps in one cluster")
     lines.append(
         f"  peak memory ({safe(run.get('memory_kind'))}): eager {_num(run.get('peak_mem_eager_mb'), '.1f', ' MB')}"
         f", compiled {_num(run.get('peak_mem_compiled_mb'), '.1f', ' MB')}"
@@ -185,6 +195,7 @@ def comparison_lines(comparison: RowComparison) -> list[str]:
         lines.append("    " + "; ".join(timing_change(t) for t in comparison.timings))
     if comparison.note:
         lines.append(f"    {safe(comparison.note)}")
+    lines += [f"    {safe(said)}" for said in comparison.noisy]
     return lines
 
 
@@ -197,6 +208,7 @@ def check_lines(outcome: Outcome) -> list[str]:
     lines += [f"REGRESSION {safe(rows.label(r.row))}: {safe(r.message)}" for r in outcome.regressions]
     lines += [f"INCONCLUSIVE {safe(rows.label(r.row))}: {safe(r.message)}" for r in outcome.inconclusive]
     lines += [f"NOT COMPARED {safe(rows.label(c.row))}: {safe(c.note)}" for c in outcome.comparisons if c.note]
+    lines += [f"NOT COMPARED {safe(rows.label(c.row))}: {safe(said)}" for c in outcome.comparisons for said in c.noisy]
     if not compared:
         lines.append(
             "nothing to compare: no row has runs on both sides (run the matrix again, or on another build, then check)"

@@ -93,7 +93,7 @@ def test_crash_and_hang_with_timing_store_no_timings_and_leave_no_process(tmp_pa
         "--fullgraph",
         *FAST,
         "--timeout",
-        "25",
+        "18",
         "--db",
         str(db),
         "--json",
@@ -148,3 +148,43 @@ def test_timing_seconds_and_repeat_spread_the_samples_and_check_pools_an_invocat
     latency = {t["metric"]: t for t in row["timings"]}
     assert latency["compiled_s_per_token"]["basis"] == "host-adjusted"
     assert (latency["compiled_s_per_token"]["runs_before"], latency["compiled_s_per_token"]["runs_after"]) == (2, 1)
+
+
+def test_timing_interleaves_the_modes_and_measures_their_memory_alike(tmp_path):
+    """A host that slows down partway is noisy (timed in two blocks, it read as compiled 6x slower);
+    a compiled decode that holds 100 MB more shows about 100 MB more; CPU probes default to 1 thread."""
+    db = tmp_path / "h.db"
+    done = diag(
+        "run",
+        "--case",
+        str(TEST_CASES / "slows_midway.py"),
+        "--case",
+        str(TEST_CASES / "holds_memory.py"),
+        "--fullgraph",
+        "--backend",
+        "eager",
+        "--new-tokens",
+        "8",
+        "--prompt-length",
+        "6",
+        "--repeats",
+        "6",
+        "--timing-seconds",
+        "0",
+        "--db",
+        str(db),
+        cwd=tmp_path,
+    )
+    lines = {line.split()[1]: line for line in done.stdout.splitlines() if line.startswith("#")}
+    slowed = lines["slows_midway"]
+    assert "timing noisy (" in slowed and "steps in two clusters" in slowed and slowed.endswith("not compared")
+    runs = {r["case"]: r for r in json.loads(diag("runs", "--db", str(db), "--json", cwd=tmp_path).stdout)}
+    shown = show(db, runs["slows_midway"]["id"], tmp_path)
+    assert shown["timing_noisy"] == 1 and shown["compiled_ms_low"] <= shown["compiled_ms_per_token"]
+    held = show(db, runs["holds_memory"]["id"], tmp_path)
+    assert held["memory_kind"] == "rss_rise"  # (whether its timing is noisy depends on the machine)
+    assert 90 <= held["peak_mem_compiled_mb"] - held["peak_mem_eager_mb"] <= 110, held
+    assert held["config"]["threads"] == 1
+    timing = [json.loads(line) for line in (_run_dirs(db)[0] / "time.jsonl").read_text().splitlines()]
+    modes = [(r["mode"], r["order"], r["threads"]) for r in timing if r["kind"] == "timing"]
+    assert modes == [("eager", "interleaved", 1), ("compiled", "interleaved", 1)]

@@ -121,10 +121,11 @@ def config_options(fn: Callable) -> Callable:
         ),
         click.option(
             "--threads",
-            type=click.IntRange(1, 4096),
+            type=click.IntRange(0, 4096),
             default=None,
-            help="torch intra-op threads in the probes (default: torch's own choice). On a shared "
-            "machine, 1 keeps other load from skewing timings.",
+            help="torch intra-op threads in the probes; 0 keeps torch's own choice. Default: 1 on "
+            "CPU, where threads that wait on each other turn other load on the machine into 100x "
+            "slower steps; torch's own choice on CUDA.",
         ),
         click.option(
             "--profile/--no-profile",
@@ -193,7 +194,7 @@ def build_configs(
             seed=seed,
             repeats=repeats,
             timing_seconds=timing_seconds,
-            threads=threads,
+            threads=(1 if device == "cpu" else None) if threads is None else (threads or None),
             profile=profile,
             reuse_compiled=reuse_compiled,
             depyf=depyf,

@@ -344,7 +344,11 @@ def check_command(
                         {"row": rows.label(r.row), "kind": r.kind, "message": r.message} for r in outcome.regressions
                     ],
                     "inconclusive": [{"row": rows.label(r.row), "message": r.message} for r in outcome.inconclusive],
-                    "not_compared": [{"row": rows.label(c.row), "note": c.note} for c in outcome.comparisons if c.note],
+                    "not_compared": [
+                        {"row": rows.label(c.row), "note": note}
+                        for c in outcome.comparisons
+                        for note in ([c.note] if c.note else []) + c.noisy
+                    ],
                 },
                 indent=2,
             )

@@ -144,6 +144,10 @@ TIMING = _kind(
     compile_warm_s="float?",
     compile_notices="list?",
     graph_cache_hits="int?",
+    order="str?",
+    threads="int?",
+    load_1m="float?",
+    cpus="int?",
 )
 PROFILE = _kind(
     "profile",

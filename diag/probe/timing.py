@@ -9,7 +9,10 @@ Imports: standard library, torch, transformers.
 
 from __future__ import annotations
 
+import ctypes
+import gc
 import gzip
+import os
 import resource
 import shutil
 import statistics
@@ -23,19 +26,63 @@ from diag.probe.records import Writer
 from diag.probe.session import Workload, error_location, exception_info
 
 
-def peak_memory_mb(workload: Workload) -> tuple[float, str]:
-    """CUDA max allocated where the run is on a GPU; else the process RSS high-water mark."""
+def _status_kib(field: str) -> Optional[int]:
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def _reset_high_water() -> bool:
+    """Reset this process's resident high-water mark to its current RSS (Linux 4.0+); False where
+    the kernel does not offer it."""
+    try:
+        with open("/proc/self/clear_refs", "w") as refs:
+            refs.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def _trim() -> None:
+    """Hand freed heap back to the kernel (glibc), so that a mode's rise starts from what is live."""
+    gc.collect()
+    try:
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
+def peak_memory(workload: Workload, generate) -> tuple[float, str]:
+    """Peak memory of one generation of ``generate``, measured the same way for eager and compiled.
+
+    CUDA: torch's peak of allocated memory after a reset (``cuda_max_allocated``). CPU: the rise of
+    the resident high-water mark over the resident memory just before the generation, after freed
+    heap is trimmed and the mark is reset (``rss_rise``); where the kernel cannot reset the mark,
+    the process's high-water mark so far (``rss_high_water``), which the two modes cannot compare.
+    """
     torch = workload.torch
     if workload.spec.config.device.startswith("cuda"):
+        torch.cuda.reset_peak_memory_stats()
+        generate()
+        workload.synchronize()
         return torch.cuda.max_memory_allocated() / 2**20, "cuda_max_allocated"
+    _trim()
+    start = _status_kib("VmRSS")
+    if start is not None and _reset_high_water():
+        generate()
+        peak = _status_kib("VmHWM")
+        if peak is not None:
+            return max(0, peak - start) / 2**10, "rss_rise"
+    else:
+        generate()
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     # ru_maxrss is in KiB on Linux and in bytes on macOS.
     return (rss / 2**20 if sys.platform == "darwin" else rss / 2**10), "rss_high_water"
-
-
-def reset_peak(workload: Workload) -> None:
-    if workload.spec.config.device.startswith("cuda"):
-        workload.torch.cuda.reset_peak_memory_stats()
 
 
 HOST_REFERENCE_LOOPS = 10_000
@@ -56,36 +103,44 @@ def host_reference() -> float:
     return time.perf_counter() - start
 
 
-def measure(workload: Workload, generate, repeats: int, warmup: int, min_seconds: float) -> dict[str, Any]:
-    """Per-token samples (seconds per decode step) of at least ``repeats`` generations after ``warmup``,
-    going on until the timed ones span ``min_seconds``; the host reference is timed after each."""
-    totals, samples, host = [], [], []
-    first_total = None
+def _timed(workload: Workload, generate) -> tuple[float, Any]:
+    start = time.perf_counter()
+    gen = generate()
+    workload.synchronize()
+    return time.perf_counter() - start, gen
 
-    def one():
-        nonlocal first_total
-        start = time.perf_counter()
-        gen = generate()
-        workload.synchronize()
-        total = time.perf_counter() - start
-        first_total = total if first_total is None else first_total
-        return total, gen
 
-    for _ in range(warmup):
-        one()
-    timed_since = time.perf_counter()
-    while len(totals) < repeats or time.perf_counter() - timed_since < min_seconds:
-        total, gen = one()
-        totals.append(total)
-        samples.extend(gen.step_seconds)
-        host.append(host_reference())
-    return {
-        "first_total_s": first_total,
-        "totals_s": totals,
-        "step_samples_s": samples,
-        "host_samples_s": host,
-        "median_ms_per_token": statistics.median(samples) * 1e3 if samples else None,
-    }
+def sample(workload: Workload, modes: dict[str, Any], repeats: int, min_seconds: float) -> dict[str, dict[str, Any]]:
+    """Timed generations of every mode, interleaved in one process: rounds of one generation per
+    mode, the order reversed every other round (ABBA), so that a change of the host's speed lands on
+    every mode alike. At least ``repeats`` rounds, going on until the rounds span ``min_seconds``
+    per mode; the host reference is timed after each generation."""
+    found = {mode: {"totals_s": [], "step_samples_s": [], "host_samples_s": []} for mode in modes}
+    names = list(modes)
+    since = time.perf_counter()
+    rounds = 0
+    while rounds < repeats or time.perf_counter() - since < min_seconds * len(names):
+        for mode in names if rounds % 2 == 0 else names[::-1]:
+            total, gen = _timed(workload, modes[mode])
+            into = found[mode]
+            into["totals_s"].append(total)
+            into["step_samples_s"].extend(gen.step_seconds)
+            into["host_samples_s"].append(host_reference())
+        rounds += 1
+    for into in found.values():
+        samples = into["step_samples_s"]
+        into["median_ms_per_token"] = statistics.median(samples) * 1e3 if samples else None
+    return found
+
+
+def _host() -> dict[str, Any]:
+    """What the timing pass shared its machine with: the 1-minute load average and the CPUs it could use."""
+    try:
+        load: Optional[float] = os.getloadavg()[0]
+    except OSError:
+        load = None
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return {"load_1m": load, "cpus": cpus}
 
 
 def _graph_cache_hits() -> Optional[int]:
@@ -133,49 +188,88 @@ def profile(workload: Workload, results: Writer, folder: Path) -> None:
 
 
 def run(workload: Workload, results: Writer, folder: Optional[Path] = None) -> None:
+    """Warm-up, then each mode's peak memory, then eager and compiled generations interleaved."""
     cfg = workload.spec.config
-    reset_peak(workload)
-    eager = measure(workload, workload.eager, cfg.repeats, cfg.warmup, cfg.timing_seconds)
-    memory, memory_kind = peak_memory_mb(workload)
-    results.write(records.TIMING, mode="eager", memory_kind=memory_kind, peak_memory_mb=memory, **eager)
-    workload.torch._dynamo.reset()
-    reset_peak(workload)
+    torch = workload.torch
+    shared = {"order": "interleaved", "threads": torch.get_num_threads()}
+    eager_first = None
+    for _ in range(max(cfg.warmup, 1)):
+        total, _ = _timed(workload, workload.eager)
+        eager_first = eager_first if eager_first is not None else total
+    eager_memory = peak_memory(workload, workload.eager)
+    torch._dynamo.reset()
     notices = capture.CompileNotices()
     notices.install()
     try:
-        compiled = measure(workload, workload.compiled, cfg.repeats, max(cfg.warmup, 1), cfg.timing_seconds)
-    except Exception as exc:
-        results.write(
-            records.TIMING_ERROR,
-            mode="compiled",
-            error_location=error_location(exc, workload.case.path),
-            **exception_info(exc),
-        )
-        return
+        try:
+            # The first compiled generation pays for compilation (and any recompiles) once. It runs with
+            # the caches this process was given (cold when the orchestrator passed an empty inductor
+            # cache); after a dynamo reset below, the same compile again finds them warm.
+            compiled_first = None
+            for _ in range(max(cfg.warmup, 1)):
+                total, _ = _timed(workload, workload.compiled)
+                compiled_first = compiled_first if compiled_first is not None else total
+            compiled_memory = peak_memory(workload, workload.compiled)
+            sampled = sample(
+                workload, {"eager": workload.eager, "compiled": workload.compiled}, cfg.repeats, cfg.timing_seconds
+            )
+        except Exception as exc:
+            results.write(
+                records.TIMING_ERROR,
+                mode="compiled",
+                error_location=error_location(exc, workload.case.path),
+                **exception_info(exc),
+            )
+            eager = sample(workload, {"eager": workload.eager}, cfg.repeats, cfg.timing_seconds)["eager"]
+            memory, kind = eager_memory
+            results.write(
+                records.TIMING,
+                mode="eager",
+                memory_kind=kind,
+                peak_memory_mb=memory,
+                first_total_s=eager_first,
+                **eager,
+                **shared,
+                **_host(),
+            )
+            return
     finally:
         notices.uninstall()
+    host = _host()
+    memory, kind = eager_memory
+    results.write(
+        records.TIMING,
+        mode="eager",
+        memory_kind=kind,
+        peak_memory_mb=memory,
+        first_total_s=eager_first,
+        **sampled["eager"],
+        **shared,
+        **host,
+    )
     hits = _graph_cache_hits()
-    memory, memory_kind = peak_memory_mb(workload)
+    compiled = sampled["compiled"]
     steady = statistics.median(compiled["totals_s"]) if compiled["totals_s"] else 0.0
-    # The first compiled generation pays for compilation (and any recompiles) once. It ran with
-    # the caches this process was given (cold when the orchestrator passed an empty inductor cache);
-    # after a dynamo reset, the same compile again finds them warm.
-    compile_s = max(0.0, compiled["first_total_s"] - steady)
-    workload.torch._dynamo.reset()
+    compile_s = max(0.0, compiled_first - steady)
+    torch._dynamo.reset()
     start = time.perf_counter()
     workload.compiled()
     workload.synchronize()
     compile_warm_s = max(0.0, time.perf_counter() - start - steady)
+    memory, kind = compiled_memory
     results.write(
         records.TIMING,
         mode="compiled",
-        memory_kind=memory_kind,
+        memory_kind=kind,
         peak_memory_mb=memory,
+        first_total_s=compiled_first,
         compile_s=compile_s,
         compile_warm_s=compile_warm_s,
         compile_notices=notices.noted(),
         graph_cache_hits=hits,
         **compiled,
+        **shared,
+        **host,
     )
     if cfg.profile and folder is not None:
         try:

@@ -29,14 +29,19 @@ MAX_MARKED_POINTS = 40  # beyond this many builds, markers only clutter the line
 
 
 def _speedup(run: dict[str, Any]) -> Optional[float]:
-    eager, compiled = run.get("eager_ms_per_token"), run.get("compiled_ms_per_token")
+    eager, compiled = _latency(run, "eager"), _latency(run, "compiled")
     return eager / compiled if eager and compiled else None
+
+
+def _latency(run: dict[str, Any], mode: str) -> Optional[float]:
+    """A run's per-token latency, where its timing was not noisy (a noisy run draws no point)."""
+    return None if run.get("timing_noisy") else run.get(f"{mode}_ms_per_token")
 
 
 Metric = tuple[str, str, Callable[[dict[str, Any]], Optional[float]]]
 METRICS: list[Metric] = [
     ("Compile time", "seconds", lambda r: r.get("compile_s")),
-    ("Compiled per-token latency", "ms / token", lambda r: r.get("compiled_ms_per_token")),
+    ("Compiled per-token latency", "ms / token", lambda r: _latency(r, "compiled")),
     ("Speedup (eager / compiled)", "x", _speedup),
     ("Peak memory, compiled", "MB", lambda r: r.get("peak_mem_compiled_mb")),
 ]
@@ -213,7 +218,7 @@ SWEEPS = [("batch_size", "batch size"), ("prompt_length", "prompt length (tokens
 
 
 def _tokens_per_second(run: dict[str, Any], mode: str) -> Optional[float]:
-    ms = run.get(f"{mode}_ms_per_token")
+    ms = _latency(run, mode)
     return run["batch_size"] * 1000.0 / ms if ms else None
 
 

@@ -26,6 +26,7 @@ def recent_runs(db: sqlite_utils.Database, limit: int = 20, case: Optional[str] 
         db.query(
             f"SELECT runs.id, {row_columns('runs.')}, runs.status, runs.graph_break_count, runs.recompile_count, "
             "runs.hidden_error_count, runs.compile_s, runs.eager_ms_per_token, runs.compiled_ms_per_token, "
+            "runs.timing_noisy, runs.timing_note, "
             f"runs.started_at, b.version AS torch_version FROM runs JOIN torch_builds b ON b.id = runs.torch_build_id "
             f"{where} ORDER BY runs.id DESC LIMIT ?",
             [*params, limit],
@@ -57,6 +58,7 @@ REPORT_COLUMNS = (
     "compiled_ms_per_token",
     "peak_mem_eager_mb",
     "peak_mem_compiled_mb",
+    "timing_noisy",
     "started_at",
     "transformers_version",
     "python",

@@ -307,6 +307,17 @@ def m010_folded_runs(db: sqlite_utils.Database) -> None:
     db["folded_runs"].create_index(["torch_build_id"])
 
 
+@migration
+def m011_timing_noise(db: sqlite_utils.Database) -> None:
+    """Whether a run's latency can be trusted (diag/noise.py): the 95% interval of each mode's median
+    step, and the verdict noisy with its reason. Runs stored before have none (NULL: not judged)."""
+    db["runs"].add_column("timing_noisy", int)
+    db["runs"].add_column("timing_note", str)
+    for mode in ("eager", "compiled"):
+        for end in ("low", "high"):
+            db["runs"].add_column(f"{mode}_ms_{end}", float)
+
+
 def row_columns(prefix: str = "") -> str:
     return ", ".join(f'{prefix}"{name}"' for name in rows.FIELDS)
 
@@ -358,6 +369,11 @@ DESCRIPTIONS: dict[str, tuple[str, dict[str, str]]] = {
             "compile_warm_s": "compile time, warm caches (s)",
             "eager_ms_per_token": "median eager decode step (ms)",
             "compiled_ms_per_token": "median compiled decode step (ms)",
+            "eager_ms_low": "95% interval of the eager median, low end (ms)",
+            "compiled_ms_high": "95% interval of the compiled median, high end (ms)",
+            "timing_noisy": "1: the latency figures are noisy and give no verdict (NULL: not judged)",
+            "timing_note": "why the timing is noisy, in plain words",
+            "memory_kind": "how peak memory was measured: rss_rise, cuda_max_allocated, rss_high_water (older runs)",
             "invocation": "the `diag run` that made this run (repeats share it)",
             "transformers_version": "transformers in the run's environment",
             "python": "the run's Python",

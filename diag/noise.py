@@ -1,0 +1,58 @@
+"""Whether a run's latency figures can be trusted: the interval of each mode's median, and the
+verdict ``noisy`` with its reason in plain words. Pure: no I/O.
+
+A run is noisy when, for either mode, the 95% interval of the median per-token step reaches
+further than ``HALF_WIDTH`` (10%) of the median on either side, or the steps fall into two
+clusters at least ``GAP`` (2x) apart that each hold a tenth of them: a host that ran part of the
+run at another speed. On an idle machine the interval of a run of the README's first command
+is within about 2% (docs/BENCHMARKS.md); a busy 2-core machine with torch's own thread count
+produced steps of 0.5 ms and 44 ms in one run. A noisy run keeps its figures, but ``check``,
+``compare`` and the report give no latency verdict from it.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+from typing import Optional, Sequence
+
+from diag.stats import bimodal, median_interval
+
+HALF_WIDTH = 0.10
+GAP = 2.0
+SHARE = 0.1
+LEVEL = 0.95
+
+
+@dataclass
+class Noise:
+    noisy: bool
+    note: Optional[str]  # the reason in plain words, for the run line, show and the report
+    intervals: dict[str, tuple[float, float]] = field(default_factory=dict)  # mode: (low, high) in ms
+
+
+def assess(samples: dict[str, Sequence[float]], load: Optional[float] = None, cpus: Optional[int] = None) -> Noise:
+    """``samples``: per mode, the per-token steps in seconds; ``load``: the 1-minute load average when
+    the timing pass ended; ``cpus``: the CPUs the probe could run on."""
+    intervals: dict[str, tuple[float, float]] = {}
+    reasons = []
+    for mode, steps in samples.items():
+        if not steps:
+            continue
+        low, high = median_interval(steps, LEVEL)
+        median = statistics.median(steps)
+        intervals[mode] = (low * 1e3, high * 1e3)
+        if median > 0:
+            reach = max(median - low, high - median) / median
+            if reach > HALF_WIDTH:
+                reasons.append(f"{mode} median +-{reach:.0%}")
+        if bimodal(steps, GAP, SHARE):
+            reasons.append(f"{mode} steps in two clusters")
+    if not reasons:
+        return Noise(False, None, intervals)
+    if load is not None and cpus:
+        reasons.append(f"load {load:.1f} on {cpus} core{'s' if cpus != 1 else ''}")
+    return Noise(True, "timing noisy (" + "; ".join(reasons) + ")", intervals)
+
+
+NOT_COMPARED = "not compared"

@@ -1,0 +1,98 @@
+"""Whether a run's latency can be trusted: the interval of the median, two clusters of steps, the
+verdict noisy, and what check and compare do with a noisy run. Pure: hand-made samples and runs."""
+
+from __future__ import annotations
+
+import random
+import statistics
+
+import pytest
+from test_regress import _run
+
+from diag import gate, noise, regress, text
+from diag.stats import bimodal, median_interval
+
+
+def _bootstrap(samples, resamples, rng):
+    """The percentile interval of the median by plain resampling, to check the exact one against."""
+    n = len(samples)
+    medians = sorted(sorted(rng.choices(samples, k=n))[(n + 1) // 2 - 1] for _ in range(resamples))
+    return medians[int(0.025 * resamples)], medians[int(0.975 * resamples) - 1]
+
+
+@pytest.mark.parametrize("n", [7, 40, 301])
+def test_the_exact_interval_of_the_median_is_the_bootstrap_one(n):
+    rng = random.Random(n)
+    samples = [rng.lognormvariate(0, 0.3) for _ in range(n)]
+    low, high = median_interval(samples)
+    ordered = sorted(samples)
+    assert low <= statistics.median(samples) <= high
+    boot_low, boot_high = _bootstrap(samples, 4000, rng)
+    # the same order statistics, give or take one position for resampling's own noise
+    assert abs(ordered.index(low) - ordered.index(boot_low)) <= max(1, n // 50)
+    assert abs(ordered.index(high) - ordered.index(boot_high)) <= max(1, n // 50)
+    assert median_interval(samples) == (low, high)  # no randomness: the same interval every time
+    assert median_interval([]) is None and median_interval([2.0]) == (2.0, 2.0)
+
+
+def test_two_clusters_are_found_and_a_few_stragglers_are_not():
+    assert bimodal([0.5e-3] * 70 + [44e-3] * 30)
+    assert not bimodal([0.5e-3] * 97 + [44e-3] * 3)  # a few stalls: the median holds
+    assert not bimodal([0.5e-3 * (1 + i / 100) for i in range(100)])  # a smooth spread
+    assert not bimodal([1.0, 3.0])  # two samples are not two clusters
+
+
+def test_steady_steps_are_not_noisy_and_keep_their_intervals():
+    rng = random.Random(3)
+    steady = {mode: [1e-3 * (1 + rng.gauss(0, 0.02)) for _ in range(60)] for mode in ("eager", "compiled")}
+    judged = noise.assess(steady, load=0.2, cpus=2)
+    assert not judged.noisy and judged.note is None
+    low, high = judged.intervals["eager"]
+    assert low < statistics.median(steady["eager"]) * 1e3 < high and high - low < 0.03  # in ms
+
+
+def test_a_busy_host_is_named_noisy_with_its_reasons_and_load():
+    rng = random.Random(4)
+    eager = [0.5e-3] * 40 + [44e-3] * 30  # the bimodal steps seen with two busy processes on 2 cores
+    compiled = [0.25e-3 * (1 + rng.random()) for _ in range(70)]  # steady but spread: +-50% around the median
+    judged = noise.assess({"eager": eager, "compiled": compiled}, load=3.0, cpus=2)
+    assert judged.noisy
+    assert judged.note.startswith("timing noisy (")
+    assert "eager steps in two clusters" in judged.note and "load 3.0 on 2 cores" in judged.note
+    assert "compiled median +-" not in judged.note or "%" in judged.note
+
+
+def _timed(id_, step_s, seed, noisy=False, mode="compiled"):
+    rng = random.Random(seed)
+    run = _run(id_, samples=[step_s * (1 + rng.random() * 0.02) for _ in range(30)])
+    run["timings"][0]["mode"] = mode
+    run["timing_noisy"] = int(noisy)
+    run["timing_note"] = "timing noisy (compiled steps in two clusters; load 3.0 on 2 cores)" if noisy else None
+    return run
+
+
+def test_a_noisy_run_gives_no_latency_verdict():
+    thresholds = regress.Thresholds()
+    before = [_timed(i, 1e-3, i) for i in range(5)]
+    slower_but_noisy = [_timed(10 + i, 3e-3, i, noisy=True) for i in range(5)]
+    judged = regress.compare_runs(before[-1], slower_but_noisy[-1], before, slower_but_noisy)
+    assert regress.regressions(judged, thresholds, set()) == []
+    assert [t.metric for t in judged.timings] == []
+    assert regress.inconclusive(judged, thresholds) == []  # not a slowdown too few runs could judge: none judged
+    (said,) = judged.noisy
+    assert said.startswith("compiled latency not compared: 5 of 10 runs noisy") and "load 3.0 on 2 cores" in said
+    assert judged.as_dict()["noisy"] == [said]
+    # a noisy run among steady ones is left out, and the steady ones still judge
+    mixed = [*[_timed(20 + i, 3e-3, i) for i in range(5)], _timed(30, 1e-3, 9, noisy=True)]
+    judged = regress.compare_runs(before[-1], mixed[-1], before, mixed)
+    (slowdown,) = regress.regressions(judged, thresholds, set())
+    assert slowdown.kind == "slowdown" and "runs 5 -> 5" in slowdown.message
+
+
+def test_check_says_which_latency_it_did_not_compare_and_why():
+    before = [_timed(i, 1e-3, i) for i in range(5)]
+    noisy = [_timed(10 + i, 3e-3, i, noisy=True) for i in range(5)]
+    comparison = regress.compare_runs(before[-1], noisy[-1], before, noisy)
+    lines = text.check_lines(gate.Outcome("b against a", [comparison], []))
+    assert any(line.startswith("NOT COMPARED c eager") and "5 of 10 runs noisy" in line for line in lines), lines
+    assert lines[-1] == "no regressions"
