@@ -139,6 +139,26 @@ def compare(db, a: str, b: str) -> Outcome:
     )
 
 
+def variant_runs(
+    db, case_a: str, case_b: str, build_ref: Optional[str]
+) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
+    """The build and each case's runs on it: ``build_ref``'s, else the newest build with runs of both."""
+    if build_ref is not None:
+        candidates = [store.find_build(db, build_ref)]
+    else:
+        candidates = sorted(store.builds(db), key=build_order, reverse=True)
+    for build in candidates:
+        runs = store.runs_of_build(db, build["id"])
+        runs_a = [r for r in runs if r["case"] == case_a]
+        runs_b = [r for r in runs if r["case"] == case_b]
+        if runs_a and runs_b:
+            return build, runs_a, runs_b
+    where = f"on {candidates[0]['version']}" if build_ref is not None else "on any one build"
+    raise store.StoreError(
+        f"no runs of both {case_a!r} and {case_b!r} {where} (diag run --case {case_a} --case {case_b})"
+    )
+
+
 def identity_differences(
     build_a: dict[str, Any], build_b: dict[str, Any], runs_a: list[dict[str, Any]], runs_b: list[dict[str, Any]]
 ) -> list[str]:

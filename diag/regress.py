@@ -90,6 +90,23 @@ def host_adjusted(run: dict[str, Any], mode: str) -> Optional[list[float]]:
     ]
 
 
+def run_summaries(
+    mode: str, one: Sequence[dict[str, Any]], other: Sequence[dict[str, Any]]
+) -> tuple[list[float], list[float], str]:
+    """One latency summary per run of two sides (every run has samples of ``mode``), and its basis:
+    host-adjusted where every run on both sides can be and all ran the same Python (the yardstick is
+    pure Python), else each run's median step in seconds."""
+    runs = [*one, *other]
+    adjusted = [host_adjusted(r, mode) for r in runs]
+    if all(values is not None for values in adjusted) and len({r.get("python") for r in runs}) == 1:
+        summaries = [quantile(values, ADJUSTED_QUANTILE) for values in adjusted]
+        basis = "host-adjusted"
+    else:
+        summaries = [statistics.median(samples_of(r, mode)) for r in runs]
+        basis = "raw"
+    return summaries[: len(one)], summaries[len(one) :], basis
+
+
 def latency_change(
     mode: str, before_runs: Sequence[dict[str, Any]], after_runs: Sequence[dict[str, Any]]
 ) -> Optional[TimingChange]:
@@ -103,15 +120,7 @@ def latency_change(
     after_runs = [r for r in after_runs if samples_of(r, mode)]
     if not before_runs or not after_runs:
         return None
-    runs = [*before_runs, *after_runs]
-    adjusted = [host_adjusted(r, mode) for r in runs]
-    if all(values is not None for values in adjusted) and len({r.get("python") for r in runs}) == 1:
-        per_run, summary, basis = adjusted, (lambda v: quantile(v, ADJUSTED_QUANTILE)), "host-adjusted"
-    else:
-        per_run, summary, basis = [samples_of(r, mode) for r in runs], statistics.median, "raw"
-
-    summaries = [summary(values) for values in per_run]
-    before, after = summaries[: len(before_runs)], summaries[len(before_runs) :]
+    before, after, basis = run_summaries(mode, before_runs, after_runs)
     before_median, after_median = statistics.median(before), statistics.median(after)
     return TimingChange(
         f"{mode}_s_per_token",

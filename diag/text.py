@@ -234,3 +234,22 @@ def bisect_lines(summary: dict[str, Any]) -> list[str]:
         more = " ..." if len(missing) > 10 else ""
         lines.append(f"no build:  {len(missing)} dates in range had no nightly ({', '.join(missing[:10])}{more})")
     return lines
+
+
+def variant_lines(build: str, case_a: str, case_b: str, points: list) -> list[str]:
+    """``diag compare --case A --case B``: per point and mode, each side's latency, B/A, its interval, the verdict."""
+    a, b = safe(case_a), safe(case_b)
+    lines = [f"compared: {b} against {a} on torch {safe(build)} (ratio: {b} / {a})"]
+    if not points:
+        lines.append("nothing to compare: no row of one case has a timed twin in the other (same config, same sizes)")
+    shown = None
+    for point in points:
+        if point.point != shown:
+            lines.append(f"  {safe(point.point)}")
+            shown = point.point
+        sides = f"{_num(point.ms_a, '.3f', '')} -> {_num(point.ms_b, '.3f', '')} ms/token"
+        ratio = "" if point.ratio is None else f"  x{point.ratio:.3f}"
+        interval = "" if point.low is None else f" (95% {point.low:.3f}-{point.high:.3f})"
+        runs = f"runs {point.runs_a} / {point.runs_b}" + (f", {point.basis}" if point.basis else "")
+        lines.append(f"    {point.mode:<8} {sides}{ratio}{interval}  {point.verdict}  [{runs}]")
+    return lines

@@ -10,7 +10,7 @@ from typing import Optional
 
 import click
 
-from diag import envs, gate, preflight, regress, store, text
+from diag import envs, gate, preflight, regress, store, text, variants
 from diag import row as rows
 from diag.cli.common import (
     cli,
@@ -140,19 +140,48 @@ def merge_command(out_db: str, shards: tuple[str, ...], as_json: bool) -> None:
 
 
 @cli.command("compare")
-@click.argument("a")
-@click.argument("b")
+@click.argument("a", required=False)
+@click.argument("b", required=False)
+@click.option(
+    "--case",
+    "cases",
+    multiple=True,
+    metavar="CASE",
+    help="Twice, instead of A and B: variant against variant (--case A --case B) on one build, "
+    "row by row (each point of a sweep on its own).",
+)
+@click.option(
+    "--build",
+    "build_ref",
+    default=None,
+    metavar="BUILD",
+    help="With --case: the build (version, git prefix, build:ID). Default: the newest build with runs of both.",
+)
 @db_option
 @json_option
-def compare_command(a: str, b: str, db_path: str, as_json: bool) -> None:
-    """What changed from A to B: two run ids, or two torch builds (version, git prefix, build:ID).
+def compare_command(
+    a: Optional[str], b: Optional[str], cases: tuple[str, ...], build_ref: Optional[str], db_path: str, as_json: bool
+) -> None:
+    """What changed from A to B: two run ids, or two torch builds (version, git prefix, build:ID);
+    or, with --case A --case B, how one variant's per-token latency compares with another's.
 
     Per case x config: the status change, graph-break / recompile / hidden-error keys
     added and removed, and compile-time and per-token latency ratios with a one-sided
     Mann-Whitney U p-value. Between builds, timings pool every run of a row on each
     side; reruns on one build compare the newest `diag run` invocation with the one
     before. CPU latency is host-adjusted where both sides timed the host.
+
+    Variant against variant: per point and mode, the ratio of B's median latency to A's
+    with a 95% interval over the runs, and a verdict: faster, slower, no difference, or
+    noisy (no steady run on a side). Noisy runs are left out.
     """
+    if cases or build_ref:
+        if len(cases) != 2 or a or b:
+            raise fail("variant against variant takes --case A --case B (two cases, no A B arguments)")
+        _compare_variants(read_store(db_path), cases[0], cases[1], build_ref, as_json)
+        return
+    if not (a and b):
+        raise fail("compare needs A and B (two run ids or two builds), or --case A --case B")
     db = read_store(db_path)
     try:
         outcome = gate.compare(db, a, b)
@@ -170,6 +199,19 @@ def compare_command(a: str, b: str, db_path: str, as_json: bool) -> None:
     click.echo(f"compared: {outcome.description}")
     for comparison in outcome.comparisons:
         click.echo("\n".join(text.comparison_lines(comparison)))
+
+
+def _compare_variants(db, case_a: str, case_b: str, build_ref: Optional[str], as_json: bool) -> None:
+    try:
+        build, runs_a, runs_b = gate.variant_runs(db, case_a, case_b, build_ref)
+    except store.StoreError as exc:
+        raise fail(str(exc)) from exc
+    points = variants.compare(runs_a, runs_b)
+    if as_json:
+        body = {"build": build["version"], "a": case_a, "b": case_b, "points": [p.as_dict() for p in points]}
+        click.echo(json.dumps(body, indent=2))
+        return
+    click.echo("\n".join(text.variant_lines(build["version"], case_a, case_b, points)))
 
 
 @cli.command("prune")
