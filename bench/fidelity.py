@@ -67,6 +67,7 @@ def fidelity(work: Path, repetitions: int, runs: int, seconds: float, new_tokens
     ]
     medians, ratios, bases, false_alarms, detected = [], {"aa": [], "ab": []}, set(), 0, 0
     inconclusive = {"aa": 0, "ab": 0}
+    noisy = {"aa": 0, "ab": 0}
     alarms: list[str] = []
     work.mkdir(parents=True, exist_ok=True)
     for index in range(repetitions):
@@ -93,8 +94,12 @@ def fidelity(work: Path, repetitions: int, runs: int, seconds: float, new_tokens
                 ).stdout
             )
             changes = {t["metric"]: t for t in compared["rows"][0]["timings"]}
-            ratios[label].append(tuple(changes[f"{mode}_s_per_token"]["ratio"] for mode in ("eager", "compiled")))
-            bases.add(changes["compiled_s_per_token"]["basis"])
+            # a side whose every run was noisy is not compared (None here, "noisy" in the table)
+            ratios[label].append(
+                tuple((changes.get(f"{mode}_s_per_token") or {}).get("ratio") for mode in ("eager", "compiled"))
+            )
+            bases.update(t["basis"] for t in changes.values() if t["metric"] == "compiled_s_per_token")
+            noisy[label] += bool(compared["rows"][0].get("noisy"))
             # exit 1: a regression; 3: a slowdown too few runs could judge (never a regression)
             inconclusive[label] += done.returncode == 3
             if label == "aa":
@@ -122,6 +127,7 @@ def fidelity(work: Path, repetitions: int, runs: int, seconds: float, new_tokens
         "false_alarms": false_alarms,
         "detected": detected,
         "inconclusive": inconclusive,
+        "noisy": noisy,
         "ratios": ratios,
         "bases": sorted(bases),
         "alarms": alarms,

@@ -372,7 +372,10 @@ def main() -> None:
             n = result["repetitions"]
 
             def listed(label: str) -> str:
-                return ", ".join(f"{eager:.3f} / {compiled:.3f}" for eager, compiled in result["ratios"][label])
+                return ", ".join(
+                    " / ".join("noisy" if ratio is None else f"{ratio:.3f}" for ratio in pair)
+                    for pair in result["ratios"][label]
+                )
 
             lines += [
                 f"Eager backend, --threads 1, 8 new tokens, 5 repeats, --timing-seconds {seconds:g}; "
@@ -389,6 +392,8 @@ def main() -> None:
                 f"| A/B slowdowns detected by `diag check` | {result['detected']} of {n} |",
                 f"| inconclusive verdicts, A/A / A/B | {result['inconclusive']['aa']} / "
                 f"{result['inconclusive']['ab']} of {n} |",
+                f"| pairs with a side left out as noisy, A/A / A/B | {result['noisy']['aa']} / "
+                f"{result['noisy']['ab']} of {n} |",
                 f"| single-run pairs (`--repeat 1` a side): regressions claimed, A/A / A/B | "
                 f"{single['false_alarms']} / {single['detected']} of {single['repetitions']} "
                 f"(inconclusive: {single['inconclusive']['aa']} / {single['inconclusive']['ab']}) |",

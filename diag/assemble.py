@@ -272,6 +272,7 @@ def assemble(
         else timing_error(timing, compiled_expected=status not in statuses.EAGER_ONLY),
         **build_columns(build),
         "duration_s": files.probe_exit.get("duration_s"),
+        **costs(files, frames),
         "exit_code": diagnosis.returncode,
         "extra": _result_extra(diagnosis, timing, spec.get("ci")),
     }
@@ -279,6 +280,17 @@ def assemble(
         build.get("torch_version") or "unknown", build.get("git_version"), build.get("cuda_version"), spec.get("wheel")
     )
     return RunRecord(build=identity, run=run, timings=timing_rows(timing), frames=list(frames or []), **found)
+
+
+def costs(files: RunFiles, frames: Optional[list[dict[str, Any]]]) -> dict[str, Optional[float]]:
+    """Each pass's wall time and the structured-logging overhead torch reported (the orchestrator's
+    own time is added by the runner, which sees it)."""
+    overheads = [f["structured_logging_overhead_s"] for f in frames or [] if f.get("structured_logging_overhead_s")]
+    return {
+        "timing_pass_s": files.timing.duration_s if files.timing is not None else None,
+        "diagnosis_pass_s": files.diagnosis.duration_s,
+        "logging_overhead_s": sum(overheads) if overheads else None,
+    }
 
 
 def _result_extra(

@@ -146,6 +146,7 @@ def _execute(
 def record_of(run_dir: Path, fallback_build: Callable[[], dict]) -> RunRecord:
     """The run a finished run directory holds: refused if the machine failed it, else its trace read
     and rendered, then assembled."""
+    started = time.perf_counter()
     files = rundir.load(run_dir)
     fault = environment_fault(files)
     if fault is not None:
@@ -156,7 +157,9 @@ def record_of(run_dir: Path, fallback_build: Callable[[], dict]) -> RunRecord:
     built = files.diagnosis.first(records.BUILD)
     frames, notes = trace.collect(run_dir, compiled, python=(built or {}).get("executable"))
     build = {} if built else fallback_build()
-    return assemble(files, build, frames, notes)
+    record = assemble(files, build, frames, notes)
+    record.run["orchestrator_s"] = time.perf_counter() - started
+    return record
 
 
 # Debug output of any kind slows compilation; none may reach a stored timing. The diagnosis pass

@@ -117,6 +117,11 @@ def show(run: dict[str, Any]) -> str:
         f"  peak memory ({safe(run.get('memory_kind'))}): eager {_num(run.get('peak_mem_eager_mb'), '.1f', ' MB')}"
         f", compiled {_num(run.get('peak_mem_compiled_mb'), '.1f', ' MB')}"
     )
+    lines.append(
+        f"  what it cost: timing pass {_num(run.get('timing_pass_s'), '.1f', ' s')}, diagnosis pass "
+        f"{_num(run.get('diagnosis_pass_s'), '.1f', ' s')}, orchestrator {_num(run.get('orchestrator_s'), '.2f', ' s')}"
+        f", torch's structured logging {_num(run.get('logging_overhead_s'), '.3f', ' s')}"
+    )
     if run.get("timing_error"):
         lines.append(f"  timing error: {safe(_first_line(run['timing_error']))}")
     lines += _section(f"graph breaks ({_num(run.get('graph_break_count'), 'd', '')})")

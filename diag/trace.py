@@ -34,6 +34,7 @@ FRAME_FIELDS = (
     "code_gen_time_s",
     "fail_type",
     "fail_reason",
+    "structured_logging_overhead_s",
 )
 Note = tuple[bool, str]
 

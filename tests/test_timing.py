@@ -152,7 +152,8 @@ def test_timing_seconds_and_repeat_spread_the_samples_and_check_pools_an_invocat
 
 def test_timing_interleaves_the_modes_and_measures_their_memory_alike(tmp_path):
     """A host that slows down partway is noisy (timed in two blocks, it read as compiled 6x slower);
-    a compiled decode that holds 100 MB more shows about 100 MB more; CPU probes default to 1 thread."""
+    a compiled decode that holds 100 MB more shows about 100 MB more; CPU probes default to 1 thread;
+    the run records what each pass cost."""
     db = tmp_path / "h.db"
     done = diag(
         "run",
@@ -185,6 +186,9 @@ def test_timing_interleaves_the_modes_and_measures_their_memory_alike(tmp_path):
     assert held["memory_kind"] == "rss_rise"  # (whether its timing is noisy depends on the machine)
     assert 90 <= held["peak_mem_compiled_mb"] - held["peak_mem_eager_mb"] <= 110, held
     assert held["config"]["threads"] == 1
+    # what the run cost, on the run: each pass, the orchestrator's own work, torch's logging overhead
+    assert held["timing_pass_s"] > 0 and held["diagnosis_pass_s"] > 0 and 0 <= held["orchestrator_s"] < 60
+    assert held["logging_overhead_s"] is not None and held["logging_overhead_s"] >= 0  # torch 2.13 reports it
     timing = [json.loads(line) for line in (_run_dirs(db)[0] / "time.jsonl").read_text().splitlines()]
     modes = [(r["mode"], r["order"], r["threads"]) for r in timing if r["kind"] == "timing"]
     assert modes == [("eager", "interleaved", 1), ("compiled", "interleaved", 1)]

@@ -318,6 +318,16 @@ def m011_timing_noise(db: sqlite_utils.Database) -> None:
             db["runs"].add_column(f"{mode}_ms_{end}", float)
 
 
+@migration
+def m012_what_diagnosis_costs(db: sqlite_utils.Database) -> None:
+    """What a run cost, read from any history: each pass's wall time, the orchestrator's own work on
+    the run after its probe ended, and the structured-logging overhead torch reports per frame (the
+    sum, on the run; NULL where the build reports none)."""
+    db["frames"].add_column("structured_logging_overhead_s", float)
+    for column in ("timing_pass_s", "diagnosis_pass_s", "orchestrator_s", "logging_overhead_s"):
+        db["runs"].add_column(column, float)
+
+
 def row_columns(prefix: str = "") -> str:
     return ", ".join(f'{prefix}"{name}"' for name in rows.FIELDS)
 
@@ -373,6 +383,10 @@ DESCRIPTIONS: dict[str, tuple[str, dict[str, str]]] = {
             "compiled_ms_high": "95% interval of the compiled median, high end (ms)",
             "timing_noisy": "1: the latency figures are noisy and give no verdict (NULL: not judged)",
             "timing_note": "why the timing is noisy, in plain words",
+            "timing_pass_s": "wall time of the timing pass (s)",
+            "diagnosis_pass_s": "wall time of the diagnosis pass, DEBUG logging on (s)",
+            "orchestrator_s": "the orchestrator's work on the run after its probe ended: trace, tlparse, assembly (s)",
+            "logging_overhead_s": "structured-logging overhead torch reports, summed over frames, where it does (s)",
             "memory_kind": "how peak memory was measured: rss_rise, cuda_max_allocated, rss_high_water (older runs)",
             "invocation": "the `diag run` that made this run (repeats share it)",
             "transformers_version": "transformers in the run's environment",
