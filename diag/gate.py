@@ -17,6 +17,7 @@ class Outcome:
     comparisons: list[regress.RowComparison]
     regressions: list[regress.Regression]
     inconclusive: list[regress.Regression] = field(default_factory=list)
+    host_changed: list[regress.Regression] = field(default_factory=list)
 
 
 def _by_row(runs: list[dict[str, Any]]) -> dict[rows.Row, list[dict[str, Any]]]:
@@ -176,10 +177,13 @@ def identity_differences(
     return [f"{name} {was} -> {now}" for name, was, now in pairs if was != now]
 
 
-def check(db, baseline: Optional[str], thresholds: regress.Thresholds, allowed: set[str]) -> Outcome:
+def check(
+    db, baseline: Optional[str], thresholds: regress.Thresholds, allowed: set[str], stable: Optional[str] = None
+) -> Outcome:
     """The newest build of each variant (cpu, cu126, ...) against the build before it of the same variant,
     or against ``baseline`` (then only the newest build of that baseline's variant); on a variant with
-    one build, each row's newest invocation against the one before it."""
+    one build, each row's newest invocation against the one before it. With ``stable``, a pinned
+    release the same runner ran each night: slowdowns it shared are the host's (regress.against_stable)."""
     ordered = sorted(store.builds(db), key=build_order)
     if not ordered:
         raise store.StoreError("the database has no runs to check")
@@ -203,7 +207,15 @@ def check(db, baseline: Optional[str], thresholds: regress.Thresholds, allowed: 
             descriptions.append(f"{newest['version']} against baseline {base['version']}")
     found = [r for c in comparisons for r in regress.regressions(c, thresholds, allowed)]
     unjudged = [r for c in comparisons for r in regress.inconclusive(c, thresholds)]
-    return Outcome("; ".join(descriptions), comparisons, found, unjudged)
+    host: list[regress.Regression] = []
+    if stable is not None:
+        twin = store.find_build(db, stable)
+        changes = {
+            (c.row, t.metric): t for c in compare_within_build(store.runs_of_build(db, twin["id"])) for t in c.timings
+        }
+        found, host = regress.against_stable(found, changes, twin["version"], thresholds)
+        descriptions.append(f"slowdowns set against stable {twin['version']}'s newest invocation and the one before")
+    return Outcome("; ".join(descriptions), comparisons, found, unjudged, host)
 
 
 def read_allow_list(path: Optional[str]) -> set[str]:

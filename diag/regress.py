@@ -299,8 +299,9 @@ class Thresholds:
 @dataclass
 class Regression:
     row: rows.Row
-    kind: str  # status | new_key | tokens | slowdown
+    kind: str  # status | new_key | tokens | slowdown | inconclusive | host_changed
     message: str
+    change: Optional[TimingChange] = None  # the timing change behind a slowdown
 
 
 def _timing_text(change: TimingChange) -> str:
@@ -356,10 +357,45 @@ def regressions(comparison: RowComparison, thresholds: Thresholds, allowed: set[
     for change in comparison.timings:
         limit = thresholds.compile_ratio if change.metric == "compile_s" else thresholds.latency_ratio
         if change.significant_slowdown(limit, thresholds.alpha):
-            found.append(
-                Regression(row, "slowdown", f"{_timing_text(change)}, p={change.p_value:.2g}, threshold x{limit})")
-            )
+            said = f"{_timing_text(change)}, p={change.p_value:.2g}, threshold x{limit})"
+            found.append(Regression(row, "slowdown", said, change))
     return found
+
+
+def against_stable(
+    found: list[Regression],
+    stable: dict[tuple[rows.Row, str], TimingChange],
+    stable_version: str,
+    thresholds: Thresholds,
+) -> tuple[list[Regression], list[Regression]]:
+    """Slowdowns of the nightly set against the stable leg's change over the same nights (its newest
+    invocation against the one before, on the same runner): where the stable build moved beyond the
+    threshold too, the host changed, and only a slowdown beyond the stable leg's own ratio is torch's.
+    Returns (regressions kept, host changes)."""
+    kept, host = [], []
+    for regression in found:
+        change = regression.change
+        twin = stable.get((regression.row, change.metric)) if change is not None else None
+        limit = (
+            thresholds.compile_ratio
+            if change is not None and change.metric == "compile_s"
+            else thresholds.latency_ratio
+        )
+        if twin is None or twin.ratio is None or twin.ratio <= limit:
+            kept.append(regression)
+            continue
+        beyond = change.ratio / twin.ratio
+        moved = f"stable {stable_version} moved x{twin.ratio:.3f} the same night"
+        if beyond > limit:
+            kept.append(
+                Regression(
+                    regression.row, "slowdown", f"{regression.message}; {moved}, x{beyond:.3f} beyond it", change
+                )
+            )
+        else:
+            said = f"host changed: {change.metric} x{change.ratio:.3f} on the nightly, {moved}"
+            host.append(Regression(regression.row, "host_changed", said, change))
+    return kept, host
 
 
 def junit_xml(

@@ -212,6 +212,7 @@ def check_lines(outcome: Outcome) -> list[str]:
     ]
     lines += [f"REGRESSION {safe(rows.label(r.row))}: {safe(r.message)}" for r in outcome.regressions]
     lines += [f"INCONCLUSIVE {safe(rows.label(r.row))}: {safe(r.message)}" for r in outcome.inconclusive]
+    lines += [f"HOST CHANGED {safe(rows.label(r.row))}: {safe(r.message)}" for r in outcome.host_changed]
     lines += [f"NOT COMPARED {safe(rows.label(c.row))}: {safe(c.note)}" for c in outcome.comparisons if c.note]
     lines += [f"NOT COMPARED {safe(rows.label(c.row))}: {safe(said)}" for c in outcome.comparisons for said in c.noisy]
     if not compared:

@@ -80,6 +80,31 @@ def test_the_benchmark_times_what_a_nightly_cpu_leg_runs():
         assert bench.leg_option(option) == timed[timed.index(option) + 1], option
 
 
+def test_the_nightly_leg_times_its_twin_and_the_gate_sets_slowdowns_against_it():
+    """The stable release the gate's --stable names is timed on the nightly's own runner, as it is timed."""
+    workflow = _workflow()
+    legs = workflow["jobs"]["cpu"]["strategy"]["matrix"]["include"]
+    (nightly,) = [leg for leg in legs if leg["torch"] == "nightly"]
+    twin = nightly["twin"]
+    steps = [s for s in workflow["jobs"]["cpu"]["steps"] if "${{ matrix.twin }}" in str(s.get("run", ""))]
+    assert len(steps) == 1 and steps[0]["if"] == "${{ matrix.twin != '' }}"
+    twin_run, leg_run = (
+        steps[0]["run"].split(),
+        next(
+            s["run"].split()
+            for s in workflow["jobs"]["cpu"]["steps"]
+            if "--torch ${{ matrix.torch }}" in str(s.get("run"))
+        ),
+    )
+    for option in ("--threads", "--repeat", "--timing-seconds", "--case"):
+        assert twin_run[twin_run.index(option) + 1] == leg_run[leg_run.index(option) + 1], option
+    check = next(
+        s["run"] for s in workflow["jobs"]["publish"]["steps"] if str(s.get("run", "")).startswith("diag check")
+    )
+    assert f"--stable {twin}" in check
+    assert all(leg["torch"] != twin for leg in legs)  # no second leg of it: one invocation a night
+
+
 def test_every_leg_keeps_the_wheels_it_tested_in_the_actions_cache():
     workflow = _workflow()
     for name in ("cpu", "cuda"):

@@ -280,6 +280,14 @@ def prune_command(keep_builds: int, keep_runs: int, thin_after: int, db_path: st
     "invocation against the one before it).",
 )
 @click.option(
+    "--stable",
+    default=None,
+    metavar="BUILD",
+    help="A pinned release the same runner ran each night beside the nightly: a latency or compile-time "
+    "slowdown it shared (its newest invocation against the one before) is reported as HOST CHANGED, "
+    "not as torch's; only the part beyond its own ratio counts.",
+)
+@click.option(
     "--compile-threshold",
     type=click.FloatRange(min=1.0),
     default=1.15,
@@ -333,6 +341,7 @@ def prune_command(keep_builds: int, keep_runs: int, thin_after: int, db_path: st
 @json_option
 def check_command(
     baseline: Optional[str],
+    stable: Optional[str],
     compile_threshold: float,
     latency_threshold: float,
     alpha: float,
@@ -358,7 +367,7 @@ def check_command(
     db = read_store(db_path)
     thresholds = regress.Thresholds(compile_threshold, latency_threshold, alpha)
     try:
-        outcome = gate.check(db, baseline, thresholds, gate.read_allow_list(allow_file))
+        outcome = gate.check(db, baseline, thresholds, gate.read_allow_list(allow_file), stable)
     except store.StoreError as exc:
         raise fail(str(exc)) from exc
     if junit_file:
@@ -386,6 +395,7 @@ def check_command(
                         {"row": rows.label(r.row), "kind": r.kind, "message": r.message} for r in outcome.regressions
                     ],
                     "inconclusive": [{"row": rows.label(r.row), "message": r.message} for r in outcome.inconclusive],
+                    "host_changed": [{"row": rows.label(r.row), "message": r.message} for r in outcome.host_changed],
                     "not_compared": [
                         {"row": rows.label(c.row), "note": note}
                         for c in outcome.comparisons
