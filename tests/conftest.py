@@ -20,11 +20,12 @@ import inspect
 import io
 import json
 import os
+import random
 import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import pytest
 from click.testing import CliRunner, Result
@@ -204,6 +205,35 @@ def recorded(
                 record.update(build)
             lines.append(json.dumps(record))
         (target / "diagnose.jsonl").write_text("\n".join(lines) + "\n")
+    return target
+
+
+def recorded_timed(
+    into: Path, tag: str, build: Optional[dict] = None, step_s: float = 1e-3, seed: int = 0, **spec: Any
+) -> Path:
+    """The recorded append_last run (fullgraph) with steady timings: 4 generations of 7 decode steps
+    of ``step_s`` with 1% jitter in each mode, the pure-Python host reference unchanged. ``spec``
+    replaces fields of its spec: ``case``, ``config`` (merged), ``run`` (merged: invocation, started_at)."""
+    rng = random.Random(seed)
+    target = recorded("append_last-fullgraph", into, tag, build)
+    written = json.loads((target / "spec.json").read_text())
+    written["config"].update(spec.pop("config", {}))
+    written["run"].update(spec.pop("run", {}))
+    written.update(spec)
+    (target / "spec.json").write_text(json.dumps(written))
+    lines = []
+    for line in (target / "time.jsonl").read_text().splitlines():
+        record = json.loads(line)
+        if record["kind"] == "timing":
+            steps = [step_s * (1 + rng.gauss(0, 0.01)) for _ in range(4 * 7)]
+            record.update(
+                step_samples_s=steps,
+                totals_s=[sum(steps[i : i + 7]) for i in range(0, 28, 7)],
+                host_samples_s=[6e-4] * 4,
+                median_ms_per_token=sorted(steps)[14] * 1e3,
+            )
+        lines.append(json.dumps(record))
+    (target / "time.jsonl").write_text("\n".join(lines) + "\n")
     return target
 
 

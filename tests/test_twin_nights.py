@@ -5,10 +5,9 @@ through the real path (assemble, save) into a real SQLite file, judged by the re
 from __future__ import annotations
 
 import json
-import random
 
 import pytest
-from conftest import NIGHTLY, diag_here, recorded, replay
+from conftest import NIGHTLY, diag_here, recorded_timed, replay
 
 STABLE = {"torch_version": "2.12.0+cpu", "git_version": "c" * 40}
 NEXT_NIGHTLY = {"torch_version": "2.14.0.dev20260102+cpu", "git_version": "d" * 40}
@@ -17,31 +16,19 @@ STEP_S = 1e-3
 
 
 def _night(into, tag: str, build: dict, invocation: str, factor: float, seed: int):
-    """RUNS recorded append_last runs on ``build``, one invocation, decode steps ``factor`` x STEP_S
-    with 1% jitter; the pure-Python host reference stays as it was (what it cannot see is the point)."""
-    made = []
-    for index in range(RUNS):
-        rng = random.Random(seed * 100 + index)
-        target = recorded("append_last-fullgraph", into, f"{tag}{index}", build)
-        spec = json.loads((target / "spec.json").read_text())
-        spec["run"]["invocation"] = invocation
-        spec["run"]["started_at"] = f"2026-12-0{1 + seed % 9}T0{index}:00:00+00:00"
-        (target / "spec.json").write_text(json.dumps(spec))
-        lines = []
-        for line in (target / "time.jsonl").read_text().splitlines():
-            record = json.loads(line)
-            if record["kind"] == "timing":
-                steps = [STEP_S * factor * (1 + rng.gauss(0, 0.01)) for _ in range(4 * 7)]
-                record.update(
-                    step_samples_s=steps,
-                    totals_s=[sum(steps[i : i + 7]) for i in range(0, 28, 7)],
-                    host_samples_s=[6e-4] * 4,
-                    median_ms_per_token=sorted(steps)[14] * 1e3,
-                )
-            lines.append(json.dumps(record))
-        (target / "time.jsonl").write_text("\n".join(lines) + "\n")
-        made.append(target)
-    return made
+    """RUNS append_last runs on ``build``, one invocation, decode steps ``factor`` x STEP_S; the
+    pure-Python host reference stays as it was (what it cannot see is the point)."""
+    return [
+        recorded_timed(
+            into,
+            f"{tag}{index}",
+            build,
+            STEP_S * factor,
+            seed * 100 + index,
+            run={"invocation": invocation, "started_at": f"2026-12-0{1 + seed % 9}T0{index}:00:00+00:00"},
+        )
+        for index in range(RUNS)
+    ]
 
 
 def _history(tmp_path, stable_factor: float, nightly_factor: float):

@@ -29,7 +29,7 @@ from markupsafe import Markup, escape
 
 from diag import __version__, artifacts, store
 from diag.contract import STATUSES
-from diag.report import charts
+from diag.report import charts, variants_page
 from diag.report.model import Cell, Matrix, RowKey, build_matrix, pages, row_label
 from diag.report.publish import MANIFEST, ReportError, publish
 from diag.text import config_text, safe
@@ -247,6 +247,7 @@ def render(
     matrix = build_matrix(store.builds(db), runs, keys, STRIP_BUILDS)
     cases = sorted({row.case for row in matrix.rows})
     paged = detailed_runs(matrix, detail_builds)
+    shown = variants_page.context(db, matrix.builds, runs)
     common = {
         "case_links": [{"name": c, "href": case_href(c)} for c in cases if not c.startswith(HF_PREFIX)],
         "has_architectures": any(c.startswith(HF_PREFIX) for c in cases),
@@ -254,6 +255,7 @@ def render(
         "data_stamp": _data_stamp(runs),
         "key_texts": store.key_texts(db),
         "detail_builds": detail_builds,
+        "has_variants": shown is not None,
     }
     drawing = charts.Drawing(matrix, cases)
     try:
@@ -306,6 +308,8 @@ def render(
                 max_lines=charts.MAX_LINES,
                 **common,
             )
+        if shown is not None:
+            files["variants.html"] = env.get_template("variants.html.j2").render(root="", v=shown, **common)
         files["datasette.json"] = json.dumps(store.datasette_metadata(db, db_name), indent=1)
         return files
     finally:

@@ -280,3 +280,61 @@ def sweep_charts(runs: list[dict[str, Any]]) -> list[tuple[str, str]]:
             _finish(axes)
             charts.append((title, _svg(figure)))
     return charts
+
+
+def _throughput_bounds(run: dict[str, Any], mode: str) -> Optional[tuple[float, float, float]]:
+    """Tokens per second of a steady run, and the bounds its median's 95% interval gives them."""
+    value = _tokens_per_second(run, mode)
+    low_ms, high_ms = run.get(f"{mode}_ms_low"), run.get(f"{mode}_ms_high")
+    if value is None or not low_ms or not high_ms:
+        return None
+    per = run["batch_size"] * 1000.0
+    return value, per / high_ms, per / low_ms
+
+
+def variant_charts(runs: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """Compiled throughput (with the interval of each point as a bar) and compiled peak memory against
+    each swept field, a line per variant (case) and fixed config: the runs of one build."""
+    charts = []
+    for field, label in SWEEPS:
+        lines: dict[tuple[str, rows.Row], dict[int, dict[str, Any]]] = {}
+        for run in runs:
+            key = rows.of(run)._replace(case="", case_source="", **{field: 0})
+            lines.setdefault((run["case"], key), {})[run[field]] = run  # newest run per point
+        swept = {k: v for k, v in lines.items() if len(v) > 1}
+        if len({case for case, _ in swept}) < 2:
+            continue
+        for title, unit, memory in (
+            (f"Compiled throughput against {label}, by variant", "tokens / s", False),
+            (f"Compiled peak memory against {label}, by variant", "MB", True),
+        ):
+            figure, axes = plt.subplots(figsize=(10, 3.6))
+            figure.subplots_adjust(left=0.1, right=0.66, bottom=0.15, top=0.9)
+            for (case, row), points in list(swept.items())[:MAX_LINES]:
+                fixed = rows.config_label(row._asdict(), sizes=tuple(n for n in rows.SIZES if n != field))
+                xs, ys, below, above = [], [], [], []
+                for x in sorted(points):
+                    if memory:
+                        value = points[x].get("peak_mem_compiled_mb")
+                        bounds = None if value is None else (value, value, value)
+                    else:
+                        bounds = _throughput_bounds(points[x], "compiled")
+                    if bounds is not None:
+                        xs.append(x)
+                        ys.append(bounds[0])
+                        below.append(bounds[0] - bounds[1])
+                        above.append(bounds[2] - bounds[0])
+                if xs:
+                    axes.errorbar(xs, ys, yerr=[below, above], marker="o", markersize=3, capsize=3,
+                                  label=safe(f"{case}: {fixed}"))  # fmt: skip
+            axes.set_xscale("log", base=2)
+            ticks = sorted({x for points in swept.values() for x in points})
+            axes.set_xticks(ticks)
+            axes.set_xticklabels([str(t) for t in ticks])
+            axes.minorticks_off()
+            axes.set_xlabel(label)
+            axes.set_ylabel(unit)
+            axes.set_title(title)
+            _finish(axes)
+            charts.append((title, _svg(figure)))
+    return charts
