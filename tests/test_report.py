@@ -270,3 +270,17 @@ def test_a_run_made_in_ci_links_its_uploaded_run_directory(tmp_path):
     assert "No artifacts found" not in page
     other = (site / "runs" / f"{bad}.html").read_text()
     assert "javascript:" not in other and "No artifacts found next to the database." in other
+
+
+def test_the_front_page_names_an_error_torch_swallowed(recorded_db, tmp_path):
+    """The 2023 nightlies' ``guards`` TypeError, caught by dynamo and logged at DEBUG only: its verdict
+    line names it, whatever the row's status, beside the errors the runs raised."""
+    site = tmp_path / "site"
+    files = report.render(store.open_db(recorded_db), site)
+    front = files["index.html"]
+    start = front.index('<tr data-case="swallowed_error"')
+    line = front[start : front.index("</tr>", start)]
+    assert "hidden (torch swallowed it):" in line
+    assert "TypeError: VariableBuilder.__init__() got an unexpected keyword argument &#39;guards&#39;" in line
+    quiet = front.index('<tr data-case="append_last"')
+    assert "hidden (torch swallowed it)" not in front[quiet : front.index("</tr>", quiet)]

@@ -143,6 +143,7 @@ class Verdict:
     errors: list[str]  # the newest build's errors, most frequent first (of each cell's deciding run)
     runs_failed: int = 0  # of the newest build's runs in these rows, how many failed
     runs: int = 0
+    hidden: list[str] = field(default_factory=list)  # hidden-error keys of the newest build's runs, most runs first
 
     @property
     def mode(self) -> str:
@@ -207,7 +208,7 @@ def build_matrix(
     transitions.sort(key=lambda t: (-position[t.first_after["id"]], t.kind != "regression", rows.sort_key(t.row)))
     changes.sort(key=lambda c: (-position[c.build["id"]], rows.sort_key(c.row)))
     matrix = Matrix(ordered, row_keys, cells, transitions, changes)
-    matrix.verdicts = verdicts(matrix, strip)
+    matrix.verdicts = verdicts(matrix, strip, keys)
     for (_, build_id), cell in cells.items():
         versions = matrix.transformers.setdefault(build_id, [])
         pythons = matrix.pythons.setdefault(build_id, [])
@@ -259,8 +260,10 @@ def _state(cells: list[Cell]) -> str:
     return "flaky" if "fails" not in states else "partly"
 
 
-def verdicts(matrix: Matrix, strip: int) -> list[Verdict]:
-    """Per case x fullgraph mode (x variant, when there are several): the answer on the newest build."""
+def verdicts(matrix: Matrix, strip: int, keys: Optional[dict[int, set[tuple[str, str]]]] = None) -> list[Verdict]:
+    """Per case x fullgraph mode (x variant, when there are several): the answer on the newest build,
+    with the hidden errors its runs there recorded (an error torch swallowed is news even when the
+    row works)."""
     variants = sorted({b["variant"] for b in matrix.builds})
     groups: dict[tuple[str, int, str], list[RowKey]] = {}
     for row in matrix.rows:
@@ -282,6 +285,13 @@ def verdicts(matrix: Matrix, strip: int) -> list[Verdict]:
         while since_index > 0 and _state(history[since_index - 1][1]) == state:
             since_index -= 1
         errors = Counter(text for c in present if (text := error_line(c.run)) and c.run["status"] not in WORKS)
+        hidden = Counter(
+            key
+            for c in present
+            for run in c.runs
+            for table, key in (keys or {}).get(run["id"], set())
+            if table == "hidden_errors"
+        )
         found.append(
             Verdict(
                 case=case,
@@ -300,6 +310,7 @@ def verdicts(matrix: Matrix, strip: int) -> list[Verdict]:
                 errors=[text for text, _ in errors.most_common()],
                 runs_failed=sum(len(c.runs) - c.working for c in present),
                 runs=sum(len(c.runs) for c in present),
+                hidden=[key for key, _ in sorted(hidden.items(), key=lambda item: (-item[1], item[0]))],
             )
         )
     return found
