@@ -44,14 +44,15 @@ def console_errors(page: Path, screenshot: Path, profile: Path) -> list[str]:
     return [line for line in done.stderr.splitlines() if "CONSOLE" in line and ("Error" in line or "Uncaught" in line)]
 
 
-def measure(page: Path, width: int, height: int, script: str, work: Path) -> Any:
-    """Load ``page`` in a ``width`` x ``height`` frame; ``script`` is a JS function body over ``w``
-    (the page's window) and ``d`` (its document) that returns what to measure."""
+def measure(page: Path, width: int, height: int, script: str, work: Path, fragment: str = "") -> Any:
+    """Load ``page`` (with ``fragment``, as ``#filter=crash``) in a ``width`` x ``height`` frame;
+    ``script`` is a JS function body over ``w`` (the page's window) and ``d`` (its document) that
+    returns what to measure."""
     work.mkdir(parents=True, exist_ok=True)
     wrapper = work / f"measure-{width}.html"
     wrapper.write_text(
         f"""<!doctype html><html><body style="margin:0">
-<iframe id="frame" src="{page.as_uri()}" style="width:{width}px;height:{height}px;border:0"></iframe>
+<iframe id="frame" src="{page.as_uri()}{fragment}" style="width:{width}px;height:{height}px;border:0"></iframe>
 <script>
 document.getElementById("frame").addEventListener("load", function () {{
   var w = this.contentWindow, d = this.contentDocument, out = document.createElement("pre");

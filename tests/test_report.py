@@ -284,3 +284,38 @@ def test_the_front_page_names_an_error_torch_swallowed(recorded_db, tmp_path):
     assert "TypeError: VariableBuilder.__init__() got an unexpected keyword argument &#39;guards&#39;" in line
     quiet = front.index('<tr data-case="append_last"')
     assert "hidden (torch swallowed it)" not in front[quiet : front.index("</tr>", quiet)]
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium package is not installed")
+def test_the_matrix_filter_matches_words_errors_and_repeats_and_lives_in_the_url(recorded_db, tmp_path):
+    site = tmp_path / "site"
+    cli("report", "--db", str(recorded_db), "--out", str(site))
+    script = """
+      var box = d.getElementById("filter");
+      function shown() {
+        return Array.from(d.querySelectorAll("#matrix tbody tr"))
+          .filter(function (tr) { return tr.style.display !== "none"; })
+          .map(function (tr) { return tr.querySelector(".rowhead a").textContent + " " +
+                                      tr.querySelector(".rowhead .counts").textContent; });
+      }
+      function typed(text) { box.value = text; box.dispatchEvent(new Event("input")); return shown(); }
+      var fromUrl = {box: box.value, rows: shown()};
+      var out = {fromUrl: fromUrl, guards: typed("guards"), hash: w.location.hash,
+                 fullgraph: typed("fullgraph"), both: typed("append_last no-fullgraph"), all: typed("").length};
+      typed("guards");
+      box.value = "something the browser restored";  // Back: the box as the browser kept it, the URL as it was
+      w.dispatchEvent(new Event("pageshow"));
+      out.back = {box: box.value, rows: shown().length};
+      return out;
+    """
+    page = site / "index.html"
+    got = browser.measure(page, 1400, 900, script, tmp_path, fragment="#filter=crash")
+    assert got["fromUrl"]["box"] == "crash" and got["fromUrl"]["rows"]
+    crashed = {row.split()[0] for row in got["fromUrl"]["rows"]}
+    assert crashed == {"segfault", "garbage_exit"}, got["fromUrl"]  # the two recorded crashes
+    assert got["guards"] and all(row.startswith("swallowed_error") for row in got["guards"]), got["guards"]
+    assert got["hash"] == "#filter=guards"
+    assert got["fullgraph"] and not any("no-fullgraph" in row for row in got["fullgraph"]), got["fullgraph"]
+    assert got["both"] and all(r.startswith("append_last") and "no-fullgraph" in r for r in got["both"])
+    assert got["back"] == {"box": "guards", "rows": len(got["guards"])}
+    assert got["all"] > len(got["guards"])

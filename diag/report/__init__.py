@@ -16,6 +16,7 @@ pages, and ``publish`` leaves files whose content did not change untouched.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -30,7 +31,7 @@ from markupsafe import Markup, escape
 from diag import __version__, artifacts, store
 from diag.contract import STATUSES
 from diag.report import charts, variants_page
-from diag.report.model import Cell, Matrix, RowKey, build_matrix, pages, row_label
+from diag.report.model import Cell, Matrix, RowKey, build_matrix, error_line, pages, row_label
 from diag.report.publish import MANIFEST, ReportError, publish
 from diag.text import config_text, safe
 
@@ -124,14 +125,24 @@ def cell_html(cell: Optional[Cell], root: str, paged: set[int]) -> Markup:
     return Markup("".join(parts))
 
 
-def row_filter(matrix: Matrix, row: RowKey, builds: list[dict[str, Any]]) -> str:
-    """What the matrix filter matches a row on: case, config, and its statuses and error types on ``builds``."""
-    words = {
-        f"{cell.run['status']} {cell.run.get('error_type') or ''}".strip()
-        for build in builds
-        if (cell := matrix.cell(row, build["id"]))
-    }
-    return " ".join([row.case, row_label(row), *sorted(words)])
+def row_filter(
+    matrix: Matrix,
+    row: RowKey,
+    builds: list[dict[str, Any]],
+    keys: Optional[dict[int, set[tuple[str, str]]]] = None,
+    texts: Optional[dict[tuple[str, str], dict[str, Any]]] = None,
+) -> str:
+    """What the matrix filter matches a row on: case and config, and on ``builds`` every run's status
+    (a crash among repeats too), its error (type and first line) and the hidden errors it recorded."""
+    words: set[str] = set()
+    for build in builds:
+        cell = matrix.cell(row, build["id"])
+        for run in cell.runs if cell else []:
+            words.update(filter(None, (run["status"], error_line(run))))
+            for table, key in (keys or {}).get(run["id"], set()):
+                if table == "hidden_errors":
+                    words.update((key, ((texts or {}).get((table, key)) or {}).get("text") or ""))
+    return " ".join([row.case, row_label(row), *sorted(w for w in words if w)])
 
 
 def compare_url(commits: Optional[str]) -> Optional[str]:
@@ -248,12 +259,13 @@ def render(
     cases = sorted({row.case for row in matrix.rows})
     paged = detailed_runs(matrix, detail_builds)
     shown = variants_page.context(db, matrix.builds, runs)
+    env.globals["row_filter"] = functools.partial(row_filter, keys=keys, texts=store.key_texts(db))
     common = {
         "case_links": [{"name": c, "href": case_href(c)} for c in cases if not c.startswith(HF_PREFIX)],
         "has_architectures": any(c.startswith(HF_PREFIX) for c in cases),
         "paged": paged,
         "data_stamp": _data_stamp(runs),
-        "key_texts": store.key_texts(db),
+        "key_texts": env.globals["row_filter"].keywords["texts"],
         "detail_builds": detail_builds,
         "has_variants": shown is not None,
     }
