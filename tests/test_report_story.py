@@ -349,3 +349,19 @@ def test_the_same_runs_stored_in_either_order_give_the_same_verdicts_and_the_sam
         outcomes.append((verdicts, checked.returncode, sorted((r["row"], r["kind"]) for r in gate_said["regressions"])))
     assert outcomes[0] == outcomes[1]
     assert outcomes[0][1] == 1 and ("append_last", "status") in [(row.split()[0], kind) for row, kind in outcomes[0][2]]
+
+
+def test_a_row_that_keeps_flipping_is_marked_flaky_with_its_count(story):
+    """The flapping row's history is many episodes, not one regression: the verdict line and the
+    transitions page say it flipped, and how often."""
+    flapping = _verdict(story, "hf_dynamic_cache", 0)
+    assert flapping["flips"] >= 4, flapping
+    steady = _verdict(story, "append_last", 1)  # one regression and its fix: two transitions, no mark
+    assert steady["flips"] == 2
+    front = (story["out"] / "index.html").read_text()
+    line = front[front.index('<tr data-case="hf_dynamic_cache" data-state') :]
+    line = line[line.index("no-fullgraph") :]
+    assert f"flaky: flipped {flapping['flips']} times" in line[: line.index("</tr>")]
+    transitions = (story["out"] / "transitions.html").read_text()
+    assert transitions.count(f"flaky row: {flapping['flips']} transitions in the history") == flapping["flips"]
+    assert "flaky: flipped" not in front[front.index('<tr data-case="append_last"') :].split("</tr>")[0]

@@ -31,7 +31,7 @@ from markupsafe import Markup, escape
 from diag import __version__, artifacts, store
 from diag.contract import STATUSES
 from diag.report import charts, variants_page
-from diag.report.model import Cell, Matrix, RowKey, build_matrix, error_line, pages, row_label
+from diag.report.model import FLAKY_FLIPS, Cell, Matrix, RowKey, build_matrix, error_line, pages, row_label
 from diag.report.publish import MANIFEST, ReportError, publish
 from diag.text import config_text, safe
 
@@ -78,6 +78,7 @@ def _environment() -> jinja2.Environment:
         compare_url=compare_url,
         cell_html=cell_html,
         row_filter=row_filter,
+        flaky_flips=FLAKY_FLIPS,
     )
     env.tests["startswith"] = lambda value, prefix: str(value).startswith(prefix)
     return env
@@ -402,6 +403,7 @@ def _index(matrix: Matrix) -> dict[str, Any]:
                 "newest": v.newest["version"],
                 "errors": v.errors,
                 "runs_failed": v.runs_failed,
+                "flips": v.flips,
                 "runs": v.runs,
                 "first_bad": v.episode.first_bad["version"] if v.episode else None,
                 "fixed_in": v.episode.fixed_in["version"] if v.episode and v.episode.fixed_in else None,

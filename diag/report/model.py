@@ -144,10 +144,18 @@ class Verdict:
     runs_failed: int = 0  # of the newest build's runs in these rows, how many failed
     runs: int = 0
     hidden: list[str] = field(default_factory=list)  # hidden-error keys of the newest build's runs, most runs first
+    flips: int = 0  # the most transitions any of its rows had over the history
+
+    @property
+    def flaky(self) -> bool:
+        return self.flips >= FLAKY_FLIPS
 
     @property
     def mode(self) -> str:
         return "fullgraph" if self.fullgraph else "no-fullgraph"
+
+
+FLAKY_FLIPS = 4  # transitions of one row (two regressions and two fixes) that make it flaky, not a one-off
 
 
 @dataclass
@@ -158,6 +166,7 @@ class Matrix:
     transitions: list[Transition]  # newest first
     key_changes: list[KeyChange]  # newest first
     verdicts: list[Verdict] = field(default_factory=list)
+    flips: dict[RowKey, int] = field(default_factory=dict)  # transitions per row, over every build
     transformers: dict[int, list[str]] = field(default_factory=dict)  # per build id: the versions its runs used
     pythons: dict[int, list[str]] = field(default_factory=dict)  # per build id: its runs' Python minor versions
 
@@ -208,6 +217,8 @@ def build_matrix(
     transitions.sort(key=lambda t: (-position[t.first_after["id"]], t.kind != "regression", rows.sort_key(t.row)))
     changes.sort(key=lambda c: (-position[c.build["id"]], rows.sort_key(c.row)))
     matrix = Matrix(ordered, row_keys, cells, transitions, changes)
+    for transition in transitions:
+        matrix.flips[transition.row] = matrix.flips.get(transition.row, 0) + 1
     matrix.verdicts = verdicts(matrix, strip, keys)
     for (_, build_id), cell in cells.items():
         versions = matrix.transformers.setdefault(build_id, [])
@@ -311,6 +322,7 @@ def verdicts(matrix: Matrix, strip: int, keys: Optional[dict[int, set[tuple[str,
                 runs_failed=sum(len(c.runs) - c.working for c in present),
                 runs=sum(len(c.runs) for c in present),
                 hidden=[key for key, _ in sorted(hidden.items(), key=lambda item: (-item[1], item[0]))],
+                flips=max(matrix.flips.get(row, 0) for row in members),
             )
         )
     return found
