@@ -118,17 +118,34 @@ def test_each_row_is_the_row_check_compares_and_every_run_of_a_cell_counts(story
         assert f'href="runs/{run["id"]}.html"' in front and (story["out"] / "runs" / f"{run['id']}.html").exists()
 
 
-def test_transitions_stay_within_a_variant(tmp_path):
+def test_transitions_stay_within_a_variant_and_a_verdict_is_one_history_across_them(tmp_path):
     db = store.open_db(tmp_path / "h.db")
     store.save_runs(db, synthetic.story(nightlies=3))
     cpu = _nightly(db, 2)
     rng = synthetic.random.Random(1)
-    cuda = identity(cpu["version"].replace("dev", "dev") + "+cu126", "c" * 40, "12.6")
+    cuda = identity(cpu["version"].split("+")[0] + "+cu126", "c" * 40, "12.6")
+    old = identity("2.0.1+cu117", "e" * 40, "11.7")
     row = {"case": "dynamic_slice", "backend": "inductor", "fullgraph": 1, "dtype": "float32"}
-    store.save_runs(db, [synthetic.record(cuda, "cuda-pass", row, "pass", rng)])
+    gone = {"case": "old_only", "backend": "inductor", "fullgraph": 1, "dtype": "float32"}
+    store.save_runs(
+        db,
+        [
+            synthetic.record(cuda, "cuda-pass", row, "pass", rng),
+            synthetic.record(old, "old-fail", row, "compile_error", rng),
+            synthetic.record(old, "old-only", gone, "compile_error", rng),
+        ],
+    )
     matrix = build_matrix(store.builds(db), store.report_runs(db), {})
     assert not [t for t in matrix.transitions if t.row.case == "dynamic_slice"]  # CPU fails, CUDA passes: no "fix"
-    assert {v.variant for v in matrix.verdicts} == {"cpu", "cu126"}
+    # one line per case and mode, not per variant: its strip names every variant's builds
+    (line,) = [v for v in matrix.verdicts if v.case == "dynamic_slice" and v.fullgraph]
+    assert line.variant is None
+    assert {cuda["version"], cpu["version"], "2.0.1+cu117"} <= {b["version"] for b, _, _ in line.strip}
+    (stale,) = [v for v in matrix.verdicts if v.case == "old_only"]
+    assert stale.newest["version"] == "2.0.1+cu117" and stale.state == "fails"
+    front = report.render(db, tmp_path / "site")["index.html"]
+    stale_line = front[front.index('<tr data-case="old_only"') :].split("</tr>")[0]
+    assert "last seen" in stale_line and "2.0.1+cu117" in stale_line
 
 
 def test_rendering_unchanged_data_changes_no_file(story, tmp_path):

@@ -127,11 +127,11 @@ class Episode:
 
 @dataclass
 class Verdict:
-    """One line of the front page: a case in one fullgraph mode (and variant), over its configs."""
+    """One line of the front page: a case in one fullgraph mode, over its configs and every build."""
 
     case: str
     fullgraph: int
-    variant: Optional[str]  # named only when the history holds several variants
+    variant: Optional[str]  # None: one history over every variant, each build naming its own
     state: str  # works | flaky | partly | fails
     working: int  # rows that work on the newest build
     total: int
@@ -272,17 +272,16 @@ def _state(cells: list[Cell]) -> str:
 
 
 def verdicts(matrix: Matrix, strip: int, keys: Optional[dict[int, set[tuple[str, str]]]] = None) -> list[Verdict]:
-    """Per case x fullgraph mode (x variant, when there are several): the answer on the newest build,
-    with the hidden errors its runs there recorded (an error torch swallowed is news even when the
-    row works)."""
-    variants = sorted({b["variant"] for b in matrix.builds})
-    groups: dict[tuple[str, int, str], list[RowKey]] = {}
+    """Per case x fullgraph mode: the answer on the newest build, one history over every build of
+    every variant (cpu, cu126, ...) in version order, so that "since which torch does this compile"
+    has one answer; each build names its variant. With the hidden errors its runs there recorded
+    (an error torch swallowed is news even when the row works)."""
+    groups: dict[tuple[str, int], list[RowKey]] = {}
     for row in matrix.rows:
-        for variant in variants:
-            groups.setdefault((row.case, row.fullgraph, variant), []).append(row)
+        groups.setdefault((row.case, row.fullgraph), []).append(row)
     found = []
-    for (case, fullgraph, variant), members in sorted(groups.items(), key=lambda g: (g[0][0], -g[0][1], g[0][2])):
-        line = [b for b in matrix.builds if b["variant"] == variant]
+    for (case, fullgraph), members in sorted(groups.items(), key=lambda g: (g[0][0], -g[0][1])):
+        line = matrix.builds
         history = []  # (build, cells), oldest first
         for build in line:
             present = [c for row in members if (c := matrix.cell(row, build["id"]))]
@@ -307,7 +306,7 @@ def verdicts(matrix: Matrix, strip: int, keys: Optional[dict[int, set[tuple[str,
             Verdict(
                 case=case,
                 fullgraph=fullgraph,
-                variant=variant if len(variants) > 1 else None,
+                variant=None,
                 state=state,
                 working=sum(c.state == "works" for c in present),
                 total=len(present),
