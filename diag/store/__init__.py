@@ -13,6 +13,7 @@ own and would split the transaction.
 """
 
 from diag.store.connection import StoreError, check_writable, explain, integrity, now, open_db, path_of
+from diag.store.descriptions import DESCRIPTIONS, datasette_metadata
 from diag.store.queries import (
     DOC_URL,
     REPORT_COLUMNS,
@@ -30,7 +31,7 @@ from diag.store.queries import (
     table_counts,
 )
 from diag.store.retention import prune, thinned
-from diag.store.schema import CHILD_TABLES, DESCRIPTIONS, MIGRATIONS, WHEEL_COLUMNS, datasette_metadata
+from diag.store.schema import CHILD_TABLES, MIGRATIONS, WHEEL_COLUMNS
 from diag.store.writes import RunRecord, merge, run_records, save_run, save_runs
 
 __all__ = [
