@@ -382,3 +382,41 @@ def test_a_row_that_keeps_flipping_is_marked_flaky_with_its_count(story):
     transitions = (story["out"] / "transitions.html").read_text()
     assert transitions.count(f"flaky row: {flapping['flips']} transitions in the history") == flapping["flips"]
     assert "flaky: flipped" not in front[front.index('<tr data-case="append_last"') :].split("</tr>")[0]
+
+
+@pytest.mark.slow  # four renders of a 15-night history
+def test_a_night_later_only_what_changed_is_rendered_and_the_site_is_what_a_full_render_makes(tmp_path):
+    """Run pages are made once (their inputs: the run, whether prune compacted it, its run directory,
+    the navigation and the code); a re-render keeps them, and the site it leaves is byte for byte the
+    one a render from scratch makes."""
+    from diag.report import inputs
+
+    per_night = len(synthetic.configs())
+    every = list(synthetic.records(per_night * 15))
+    db = store.open_db(tmp_path / "history.db")
+    store.save_runs(db, every[: per_night * 14])
+    db.execute("UPDATE runs SET capabilities = '{}'")  # what a real probe records, and prune clears
+    site, fresh = tmp_path / "site", tmp_path / "fresh"
+    report.publish(report.render(db, site), site)
+    store.save_runs(db, every[per_night * 14 :])  # one new night
+    db.execute("UPDATE runs SET capabilities = '{}' WHERE capabilities IS NULL")
+    files = report.render(db, site)
+    kept = [path for path, content in files.items() if isinstance(content, inputs.Kept)]
+    run_pages = [path for path in files if path.startswith("runs/")]
+    assert len(kept) >= len(run_pages) * 0.9, (len(kept), len(run_pages))  # the pages of 14 builds of 15
+    report.publish(files, site)
+    report.publish(report.render(db, fresh), fresh)
+
+    def site_files(root):
+        return {p.relative_to(root).as_posix(): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
+    assert site_files(site) == site_files(fresh)
+    # a compacted run's page is made again (prune changes what it shows), and only those
+    store.prune(db, keep_builds=5, keep_runs=10, thin_after=1000)
+    compacted = {row[0] for row in db.execute("SELECT id FROM runs WHERE capabilities IS NULL")}
+    again = report.render(db, site)
+    rendered = {p for p, c in again.items() if p.startswith("runs/") and not isinstance(c, inputs.Kept)}
+    assert rendered and rendered == {f"runs/{i}.html" for i in compacted if f"runs/{i}.html" in again}
+    report.publish(again, site)
+    report.publish(report.render(db, fresh), fresh)
+    assert site_files(site) == site_files(fresh)

@@ -19,20 +19,19 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import os
 import re
-import statistics
 from pathlib import Path
 from typing import Any, Optional
 
 import jinja2
 from markupsafe import Markup, escape
 
-from diag import __version__, artifacts, store
+from diag import __version__, store
 from diag.contract import STATUSES
-from diag.report import charts, variants_page
+from diag.report import charts, inputs, run_page, variants_page
 from diag.report.model import FLAKY_FLIPS, Cell, Matrix, RowKey, build_matrix, error_line, pages, row_label
 from diag.report.publish import MANIFEST, ReportError, publish
+from diag.report.run_page import ci_link
 from diag.text import config_text, safe
 
 __all__ = ["MANIFEST", "ReportError", "ci_link", "publish", "render"]
@@ -158,72 +157,6 @@ def _fmt(value: Optional[float], unit: str) -> str:
     return "-" if value is None else f"{value:.3f} {unit}"
 
 
-def _quantiles(samples: list[float]) -> dict[str, Any]:
-    ordered = sorted(samples)
-    if len(ordered) < 2:
-        value = ordered[0] if ordered else None
-        return {"n": len(ordered), "p10": value, "median": value, "p90": value}
-    deciles = statistics.quantiles(ordered, n=10)
-    return {
-        "n": len(ordered),
-        "p10": f"{deciles[0]:.6f}",
-        "median": f"{statistics.median(ordered):.6f}",
-        "p90": f"{deciles[-1]:.6f}",
-    }
-
-
-def _in_ms(timing: dict[str, Any]) -> dict[str, Any]:
-    """A timing series' n and quantiles for the run page; seconds shown as ms, as the medians beside them are."""
-    scale = 1000.0 if timing.get("unit") == "s" else 1.0
-    if timing.get("samples") is not None:
-        found = _quantiles([value * scale for value in timing["samples"]])
-    else:
-        summary = timing.get("summary") or {}
-        found = _pruned(
-            {**timing, "summary": {k: v * scale if k != "n" and v is not None else v for k, v in summary.items()}}
-        )
-    return {**timing, **found, "unit": "ms" if scale != 1.0 else timing.get("unit")}
-
-
-def _pruned(timing: dict[str, Any]) -> dict[str, Any]:
-    """A series whose raw samples diag prune replaced with its summary."""
-    summary = timing.get("summary") or {}
-    return {
-        "n": summary.get("n", 0),
-        **{q: f"{summary[q]:.6f}" if summary.get(q) is not None else None for q in ("p10", "median", "p90")},
-    }
-
-
-def _artifacts(run: dict[str, Any], out_dir: Path) -> list[tuple[str, str]]:
-    return [
-        (label, os.path.relpath(path.resolve(), (out_dir / "runs").resolve()))
-        for label, path in artifacts.listing(run.get("artifacts_dir"))
-    ]
-
-
-_REPOSITORY = re.compile(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+")
-_SERVER = re.compile(r"https://[A-Za-z0-9.-]+(:\d+)?")
-
-
-def ci_link(run: dict[str, Any]) -> Optional[dict[str, str]]:
-    """Where the CI job that made ``run`` keeps its run directory (runner.ci_provenance): the workflow
-    run's page, the artifact's name and the directory's path in it. None where the run was not made in
-    CI or what it recorded does not make a plain https link."""
-    ci = (run.get("extra") or {}).get("ci") or {}
-    server, repository, run_id = ci.get("server"), ci.get("repository"), str(ci.get("run_id") or "")
-    if not (
-        isinstance(server, str)
-        and _SERVER.fullmatch(server)
-        and isinstance(repository, str)
-        and _REPOSITORY.fullmatch(repository)
-        and run_id.isdigit()
-    ):
-        return None
-    attempt = str(ci.get("run_attempt") or "")
-    url = f"{server}/{repository}/actions/runs/{run_id}" + (f"/attempts/{attempt}" if attempt.isdigit() else "")
-    return {"url": url, "run_id": run_id, "artifact": str(ci.get("artifact") or ""), "path": str(ci.get("path") or "")}
-
-
 def detailed_runs(matrix: Matrix, detail_builds: int) -> set[int]:
     """Ids of the runs that get a page of their own: every run of a cell on the newest builds or on
     either side of a transition or key change."""
@@ -270,7 +203,19 @@ def render(
         "detail_builds": detail_builds,
         "has_variants": shown is not None,
     }
-    drawing = charts.Drawing(matrix, cases)
+    made = inputs.Pages(out_dir, (out_dir / MANIFEST).exists())
+    nav = [common["case_links"], common["has_architectures"], common["has_variants"]]
+    quiet = {**common, "data_stamp": ""}  # the pages kept from night to night carry no stamp of the data
+    by_case: dict[str, list[dict[str, Any]]] = {}
+    for run in runs:
+        by_case.setdefault(run["case"], []).append(run)
+    builds = [[b[k] for k in ("id", "version", "git_version", "nightly_date", "variant")] for b in matrix.builds]
+    drawn_cases = [
+        case
+        for case in cases
+        if made.stale(case_href(case), inputs.digest(inputs.sources(), nav, case, builds, by_case.get(case, [])))
+    ]
+    drawing = charts.Drawing(matrix, drawn_cases)
     try:
         files: dict[str, str] = {}
         files.update(
@@ -292,24 +237,37 @@ def render(
                 root="", matrix=matrix, architectures=architectures, **common
             )
         template = env.get_template("run.html.j2")
-        for run in store.full_runs(db, paged):
+        rendered = []
+        for run_id, marks in sorted(store.page_marks(db, paged).items()):
+            folder = marks[-1]
+            if made.stale(
+                f"runs/{run_id}.html",
+                inputs.digest(inputs.sources(), nav, marks, bool(folder) and Path(folder).is_dir()),
+            ):
+                rendered.append(run_id)
+            else:
+                files[f"runs/{run_id}.html"] = inputs.Kept()
+        for run in store.full_runs(db, rendered):
             for gb in run["graph_breaks"]:
                 match = store.DOC_URL.search(gb.get("reason") or "")
                 gb["doc_url"] = match.group(0) if match else None
-            stats = [_in_ms(t) for t in run["timings"]]
+            stats = [run_page.in_ms(t) for t in run["timings"]]
             files[f"runs/{run['id']}.html"] = template.render(
                 root="../",
                 run=run,
                 config_label=config_text(run),
                 timing_stats=stats,
-                artifacts=_artifacts(run, out_dir),
-                ci=ci_link(run),
-                **common,
+                artifacts=run_page.listing(run, out_dir),
+                ci=run_page.ci_link(run),
+                **quiet,
             )
         files["report.json"] = json.dumps(_index(matrix), separators=(",", ":"), default=str)
         newest = matrix.builds[-1]["id"] if matrix.builds else None
         drawn = drawing.result()
         for case in cases:
+            if case not in drawn:
+                files[case_href(case)] = inputs.Kept()
+                continue
             sweeps = charts.sweep_charts([r for r in runs if r["case"] == case and r["torch_build_id"] == newest])
             files[case_href(case)] = env.get_template("case.html.j2").render(
                 root="../",
@@ -319,11 +277,12 @@ def render(
                 newest=matrix.builds[-1] if matrix.builds else None,
                 detail=charts.DETAIL_BUILDS,
                 max_lines=charts.MAX_LINES,
-                **common,
+                **quiet,
             )
         if shown is not None:
             files["variants.html"] = env.get_template("variants.html.j2").render(root="", v=shown, **common)
         files["datasette.json"] = json.dumps(store.datasette_metadata(db, db_name), indent=1)
+        files[inputs.INPUTS] = made.written()
         return files
     finally:
         drawing.close()

@@ -39,25 +39,18 @@ def error_line(run: dict[str, Any]) -> Optional[str]:
 class Cell:
     runs: list[dict[str, Any]]  # every run of the row on the build, oldest first
     changed: bool = False  # the status differs from the previous build of the variant with a run in this row
+    run: dict[str, Any] = field(init=False)  # the deciding run: the cell's status, as ``diag check`` reads it
+    working: int = field(init=False)  # runs that worked
+    state: str = field(init=False)  # works (every run), flaky (some runs failed, some worked) or fails (none worked)
 
-    @property
-    def run(self) -> dict[str, Any]:
-        """The deciding run: the cell's status, as ``diag check`` reads it."""
-        return deciding_run(self.runs)
-
-    @property
-    def state(self) -> str:
-        """works (every run), flaky (some runs failed, some worked) or fails (no run worked)."""
-        working = self.working
-        return "works" if working == len(self.runs) else ("fails" if working == 0 else "flaky")
+    def __post_init__(self) -> None:
+        self.run = deciding_run(self.runs)
+        self.working = sum(r["status"] in WORKS for r in self.runs)
+        self.state = "works" if self.working == len(self.runs) else ("fails" if self.working == 0 else "flaky")
 
     @property
     def worst(self) -> str:
         return max((r["status"] for r in self.runs), key=lambda s: BY_NAME[s].severity if s in BY_NAME else 9)
-
-    @property
-    def working(self) -> int:
-        return sum(r["status"] in WORKS for r in self.runs)
 
     @property
     def mixed(self) -> bool:

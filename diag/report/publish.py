@@ -7,6 +7,8 @@ import os
 from pathlib import Path
 from typing import Optional
 
+from diag.report.inputs import Kept
+
 MANIFEST = ".diag-report-manifest.json"
 
 
@@ -55,6 +57,8 @@ def publish(files: dict[str, str], out_dir: Path, db_path: Optional[Path] = None
     written = 0
     for relative, content in files.items():
         target = out_dir / relative
+        if isinstance(content, Kept) and target.is_file():
+            continue  # made from the same inputs as the file there: not rendered, not written
         data = content.encode("utf-8")
         try:
             if target.read_bytes() == data:

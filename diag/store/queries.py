@@ -185,3 +185,18 @@ def runs_of_build(db: sqlite_utils.Database, build_id: int) -> list[dict[str, An
     """Full records of every run on one build, oldest first."""
     ids = [row[0] for row in db.execute("SELECT id FROM runs WHERE torch_build_id = ? ORDER BY id", [build_id])]
     return list(full_runs(db, ids))
+
+
+def page_marks(db: sqlite_utils.Database, run_ids: Iterable[int]) -> dict[int, tuple[Any, ...]]:
+    """Per run, what its report page changes with once the run is stored: its uid, whether ``diag
+    prune`` compacted it (compaction clears its capabilities), and its run directory."""
+    ids = sorted(set(run_ids))
+    found: dict[int, tuple[Any, ...]] = {}
+    for start in range(0, len(ids), 500):
+        batch = ids[start : start + 500]
+        marks = ", ".join("?" for _ in batch)
+        for run_id, *rest in db.execute(
+            f"SELECT id, uid, capabilities IS NULL, artifacts_dir FROM runs WHERE id IN ({marks})", batch
+        ):
+            found[run_id] = (run_id, *rest)
+    return found

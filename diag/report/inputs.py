@@ -1,0 +1,60 @@
+"""What each page of the site was made from: a digest of its inputs per page, kept beside the site
+(``.diag-report-inputs.json``), so that a re-render after one new night renders, and draws, only the
+pages whose inputs changed: a run page once, a case page when its case has new runs.
+
+A digest covers the code that renders (diag's version and the sources of the report, its templates
+and the text helpers), the navigation every page carries, and the page's own data; a page whose
+digest is the one published and whose file is still there is ``Kept``: not rendered, not written."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from diag import __version__
+
+INPUTS = ".diag-report-inputs.json"
+_ROOT = Path(__file__).resolve().parent
+
+
+class Kept(str):
+    """A page whose inputs are those it was published from: neither rendered nor written again."""
+
+
+@functools.lru_cache(maxsize=1)
+def sources() -> str:
+    """The code that renders the site, as one digest."""
+    files = sorted([*_ROOT.glob("*.py"), *(_ROOT / "templates").glob("*.j2"), _ROOT.parent / "text.py"])
+    hashed = hashlib.sha1(__version__.encode())
+    for path in files:
+        hashed.update(path.name.encode() + b"\0" + path.read_bytes())
+    return hashed.hexdigest()
+
+
+def digest(*parts: Any) -> str:
+    text = json.dumps(parts, sort_keys=True, default=str, separators=(",", ":"))
+    return hashlib.sha1(text.encode()).hexdigest()
+
+
+class Pages:
+    """The digests of the pages published in ``out_dir`` before, and those of this render."""
+
+    def __init__(self, out_dir: Path, published: bool) -> None:
+        self.out_dir, self.now = out_dir, {}
+        self.before: dict[str, str] = {}
+        if published:
+            try:
+                self.before = json.loads((out_dir / INPUTS).read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                self.before = {}
+
+    def stale(self, path: str, made_from: str) -> bool:
+        """Whether ``path`` must be rendered: its inputs changed, or its file is gone."""
+        self.now[path] = made_from
+        return self.before.get(path) != made_from or not (self.out_dir / path).is_file()
+
+    def written(self) -> str:
+        return json.dumps(self.now, sort_keys=True, indent=0)
