@@ -114,6 +114,22 @@ def counts(found: dict[str, list[dict[str, Any]]], status: str) -> dict[str, Opt
     }
 
 
+def recompile_split(found: dict[str, list[dict[str, Any]]], status: str) -> dict[str, Optional[int]]:
+    """Recompiles before the first decode step (the prefill's own shapes) apart from those during decode,
+    and on how many distinct decode steps decode recompiled: a fixed-size cache exists so that it
+    compiles once, and one that recompiles on every step is a finding of its own (``check`` gates
+    on it: regress.DECODE_RECOMPILE_STEPS)."""
+    if status in statuses.NEVER_COMPILED and not found["recompiles"]:
+        return {"prefill_recompiles": None, "decode_recompiles": None, "decode_recompile_steps": None}
+    prefill = [r for r in found["recompiles"] if r.get("decode_step") is None]
+    decode = [r for r in found["recompiles"] if r.get("decode_step") is not None]
+    return {
+        "prefill_recompiles": statuses.finding_total(prefill),
+        "decode_recompiles": statuses.finding_total(decode),
+        "decode_recompile_steps": len({r["decode_step"] for r in decode}),
+    }
+
+
 def capabilities(diagnosis: PassOutcome, notes: dict[str, dict[str, Any]]) -> Optional[str]:
     """What each collector could do on this torch (JSON), with the orchestrator's own notes."""
     found = dict((diagnosis.first(records.CAPABILITIES) or {}).get("capabilities") or {})
@@ -264,6 +280,7 @@ def assemble(
         "config": json.dumps(spec["config"], sort_keys=True),
         **status_fields,
         **counts(found, status),
+        **recompile_split(found, status),
         **correctness(diagnosis),
         "capabilities": capabilities(diagnosis, notes or {}),
         **timing_columns(timing),

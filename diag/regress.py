@@ -294,6 +294,9 @@ class Thresholds:
     # 10% slowdowns; 0.02 detected 19 of 20 with no false alarm on identical builds, where the
     # ratio threshold, not the test, does the refusing (docs/BENCHMARKS.md, timing fidelity).
     alpha: float = 0.02
+    # decode steps that may recompile: the first one (its shapes are not the prefill's) and one more
+    # (torch marks a size that changed as dynamic); a cache that recompiles beyond is a finding
+    decode_recompile_steps: int = 2
 
 
 @dataclass
@@ -346,6 +349,17 @@ def regressions(comparison: RowComparison, thresholds: Thresholds, allowed: set[
             if key not in allowed:
                 said = comparison.key_text(kind.table, key)
                 found.append(Regression(row, "new_key", f"new {kind.label} key {key}" + (f" ({said})" if said else "")))
+    limit = thresholds.decode_recompile_steps
+    if (after.get("decode_recompile_steps") or 0) > limit >= (before.get("decode_recompile_steps") or 0):
+        steps = max(0, (after.get("new_tokens") or 1) - 1)
+        found.append(
+            Regression(
+                row,
+                "decode_recompiles",
+                f"decode recompiles on {after['decode_recompile_steps']} of {steps} decode steps "
+                f"(was {before.get('decode_recompile_steps') or 0}; more than {limit} allowed)",
+            )
+        )
     if before.get("tokens_equal") == 1 and after.get("tokens_equal") == 0:
         found.append(
             Regression(
@@ -396,42 +410,3 @@ def against_stable(
             said = f"host changed: {change.metric} x{change.ratio:.3f} on the nightly, {moved}"
             host.append(Regression(regression.row, "host_changed", said, change))
     return kept, host
-
-
-def junit_xml(
-    comparisons: list[RowComparison], found: list[Regression], suite: str, unjudged: Sequence[Regression] = ()
-) -> str:
-    """JUnit XML: one test case per compared row, a failure element per regression; a row whose only
-    verdict is inconclusive is skipped, with why."""
-    from xml.sax.saxutils import escape, quoteattr
-
-    by_row: dict[rows.Row, list[Regression]] = {}
-    for regression in found:
-        by_row.setdefault(regression.row, []).append(regression)
-    skipped: dict[rows.Row, list[Regression]] = {}
-    for item in unjudged:
-        if item.row not in by_row:
-            skipped.setdefault(item.row, []).append(item)
-    lines = [
-        '<?xml version="1.0" encoding="UTF-8"?>',
-        f'<testsuite name={quoteattr(suite)} tests="{len(comparisons)}" failures="{len(by_row)}" '
-        f'skipped="{len(skipped)}">',
-    ]
-    for comparison in comparisons:
-        name = quoteattr(rows.label(comparison.row))
-        failures = by_row.get(comparison.row, [])
-        if not failures and comparison.row not in skipped:
-            lines.append(f'  <testcase classname="diag.check" name={name}/>')
-            continue
-        lines.append(f'  <testcase classname="diag.check" name={name}>')
-        for regression in failures:
-            lines.append(
-                f"    <failure type={quoteattr(regression.kind)} message={quoteattr(regression.message)}>"
-                f"{escape(regression.message)}</failure>"
-            )
-        if not failures:
-            message = "; ".join(item.message for item in skipped[comparison.row])
-            lines.append(f"    <skipped message={quoteattr(message)}/>")
-        lines.append("  </testcase>")
-    lines.append("</testsuite>")
-    return "\n".join(lines) + "\n"

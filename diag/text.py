@@ -100,6 +100,12 @@ def show(run: dict[str, Any]) -> str:
     lines += _section("counts")
     for field in ("graph_count", "ops_captured", "graph_break_count", "recompile_count", "hidden_error_count"):
         lines.append(f"  {field}: {_num(run.get(field), 'd', '')}")
+    if run.get("decode_recompiles") is not None:
+        decode_steps = max(0, (run.get("new_tokens") or 1) - 1)
+        lines.append(
+            f"  of the recompiles: prefill {run['prefill_recompiles']}, decode {run['decode_recompiles']} "
+            f"on {run['decode_recompile_steps']} of {decode_steps} decode steps"
+        )
     lines += _section("correctness (compiled vs eager)")
     for field in ("oracle_equal", "tokens_equal", "max_abs_diff", "first_differing_step", "eager_margin"):
         lines.append(f"  {field}: {safe(run.get(field))}")

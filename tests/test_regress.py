@@ -9,7 +9,7 @@ import xml.etree.ElementTree as ET
 import pytest
 from conftest import REPO, TEST_CASES, diag
 
-from diag import gate, regress
+from diag import gate, junit, regress
 
 
 def test_mann_whitney_detects_a_shift_and_not_noise():
@@ -98,7 +98,7 @@ def test_a_latency_verdict_is_over_runs_and_inconclusive_with_too_few():
     assert unjudged.kind == "inconclusive" and "1 -> 1 runs a side, need 4" in unjudged.message
     # a small ratio is nothing to judge, with any number of runs
     assert regress.inconclusive(regress.compare_runs(base[0], barely[0]), thresholds) == []
-    root = ET.fromstring(regress.junit_xml([single], [], "diag check", [unjudged]))
+    root = ET.fromstring(junit.junit_xml([single], [], "diag check", [unjudged]))
     assert (root.get("failures"), root.get("skipped")) == ("0", "1")
     assert "need 4" in root.find("testcase/skipped").get("message")
 
@@ -193,7 +193,7 @@ def test_check_on_one_build_pools_the_newest_invocation_against_the_one_before()
 def test_junit_has_one_case_per_row_and_a_failure_per_regression():
     comparison = regress.compare_runs(_run(1), _run(2, status="crash"))
     found = regress.regressions(comparison, regress.Thresholds(), set())
-    root = ET.fromstring(regress.junit_xml([comparison], found, "diag check"))
+    root = ET.fromstring(junit.junit_xml([comparison], found, "diag check"))
     assert root.get("tests") == "1" and root.get("failures") == "1"
     assert root.find("testcase/failure").get("type") == "status"
 
@@ -321,3 +321,59 @@ def test_compare_names_a_changed_error_and_what_each_key_stands_for():
     assert "new graph break key GB0124 (Unsupported Tensor.item() call)" in found
     # the same error on both sides is no change
     assert regress.compare_runs(after, dict(after, id=3)).error_change is None
+
+
+def test_a_decode_that_recompiles_on_every_step_is_a_finding_check_gates_on():
+    from diag.assemble import recompile_split
+
+    found = {
+        "recompiles": [
+            {"key": "r", "decode_step": None},  # the prefill's
+            *({"key": "r", "decode_step": step, "count": 2 if step == 3 else 1} for step in range(5)),
+        ]
+    }
+    assert recompile_split(found, "pass") == {
+        "prefill_recompiles": 1,
+        "decode_recompiles": 6,
+        "decode_recompile_steps": 5,
+    }
+    assert recompile_split({"recompiles": []}, "crash")["decode_recompile_steps"] is None
+    thresholds = regress.Thresholds()
+    once = _run(1, new_tokens=6, decode_recompile_steps=1)
+    every = _run(2, new_tokens=6, decode_recompile_steps=5)
+    (found_one,) = regress.regressions(regress.compare_runs(once, every), thresholds, set())
+    assert (
+        found_one.kind == "decode_recompiles" and "decode recompiles on 5 of 5 decode steps (was 1" in found_one.message
+    )
+    # already recompiling every step on the baseline: not news; within the limit: nothing
+    assert (
+        regress.regressions(
+            regress.compare_runs(every, _run(3, new_tokens=6, decode_recompile_steps=5)), thresholds, set()
+        )
+        == []
+    )
+    assert (
+        regress.regressions(
+            regress.compare_runs(once, _run(4, new_tokens=6, decode_recompile_steps=2)), thresholds, set()
+        )
+        == []
+    )
+    strict = regress.Thresholds(decode_recompile_steps=0)
+    assert [r.kind for r in regress.regressions(regress.compare_runs(_run(5), once), strict, set())] == [
+        "decode_recompiles"
+    ]
+
+
+@pytest.mark.slow
+def test_the_sliced_cache_recompiles_every_decode_step_and_the_fixed_one_never(tmp_path):
+    db = tmp_path / "r.db"
+    args = ["--case", "dynamic_slice", "--case", "append_last", "--no-fullgraph", "--backend", "eager"]
+    diag("run", *args, "--new-tokens", "6", "--no-timing", "--db", str(db), cwd=tmp_path)
+    runs = {r["case"]: r for r in json.loads(diag("runs", "--db", str(db), "--json", cwd=tmp_path).stdout)}
+    sliced = json.loads(diag("show", str(runs["dynamic_slice"]["id"]), "--db", str(db), "--json", cwd=tmp_path).stdout)
+    fixed = json.loads(diag("show", str(runs["append_last"]["id"]), "--db", str(db), "--json", cwd=tmp_path).stdout)
+    assert sliced["decode_recompile_steps"] > regress.Thresholds().decode_recompile_steps
+    assert sliced["prefill_recompiles"] + sliced["decode_recompiles"] == sliced["recompile_count"]
+    assert (fixed["decode_recompile_steps"], fixed["recompile_count"]) == (0, 0)
+    shown = diag("show", str(runs["dynamic_slice"]["id"]), "--db", str(db), cwd=tmp_path).stdout
+    assert f"on {sliced['decode_recompile_steps']} of 5 decode steps" in shown

@@ -10,7 +10,7 @@ from typing import Optional
 
 import click
 
-from diag import envs, gate, preflight, regress, store, text, variants
+from diag import envs, gate, junit, preflight, regress, store, text, variants
 from diag import row as rows
 from diag.cli.common import (
     cli,
@@ -302,6 +302,14 @@ def prune_command(keep_builds: int, keep_runs: int, thin_after: int, db_path: st
     help="Per-token latency ratio that counts as a slowdown (when significant).",
 )
 @click.option(
+    "--decode-recompile-steps",
+    type=click.IntRange(min=0),
+    default=regress.Thresholds.decode_recompile_steps,
+    show_default=True,
+    help="Decode steps a row may recompile on; beyond it, where the baseline stayed within it, is a "
+    "regression (a fixed-size cache should compile once).",
+)
+@click.option(
     "--alpha",
     type=click.FloatRange(min=0.0, max=1.0),
     default=regress.Thresholds.alpha,
@@ -344,6 +352,7 @@ def check_command(
     stable: Optional[str],
     compile_threshold: float,
     latency_threshold: float,
+    decode_recompile_steps: int,
     alpha: float,
     allow_file: Optional[str],
     junit_file: Optional[str],
@@ -365,7 +374,7 @@ def check_command(
         if path and not Path(path).resolve().parent.is_dir():
             raise fail(f"{option} {path}: directory {Path(path).resolve().parent} does not exist")
     db = read_store(db_path)
-    thresholds = regress.Thresholds(compile_threshold, latency_threshold, alpha)
+    thresholds = regress.Thresholds(compile_threshold, latency_threshold, alpha, decode_recompile_steps)
     try:
         outcome = gate.check(db, baseline, thresholds, gate.read_allow_list(allow_file), stable)
     except store.StoreError as exc:
@@ -373,7 +382,7 @@ def check_command(
     if junit_file:
         try:
             Path(junit_file).write_text(
-                regress.junit_xml(outcome.comparisons, outcome.regressions, "diag check", outcome.inconclusive),
+                junit.junit_xml(outcome.comparisons, outcome.regressions, "diag check", outcome.inconclusive),
                 encoding="utf-8",
             )
         except OSError as exc:

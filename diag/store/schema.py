@@ -327,6 +327,14 @@ def m012_what_diagnosis_costs(db: sqlite_utils.Database) -> None:
         db["runs"].add_column(column, float)
 
 
+@migration
+def m013_decode_recompiles(db: sqlite_utils.Database) -> None:
+    """Recompiles split at the first decode step: the prefill's apart from decode's, and on how many
+    distinct decode steps decode recompiled (NULL: stored before, or never compiled)."""
+    for column in ("prefill_recompiles", "decode_recompiles", "decode_recompile_steps"):
+        db["runs"].add_column(column, int)
+
+
 def row_columns(prefix: str = "") -> str:
     return ", ".join(f'{prefix}"{name}"' for name in rows.FIELDS)
 

@@ -1,0 +1,49 @@
+"""The JUnit XML of ``diag check``: one test case per compared row, a failure per regression."""
+
+from __future__ import annotations
+
+from typing import Sequence
+from xml.sax.saxutils import escape, quoteattr
+
+from diag import regress
+from diag import row as rows
+
+
+def junit_xml(
+    comparisons: list[regress.RowComparison],
+    found: list[regress.Regression],
+    suite: str,
+    unjudged: Sequence[regress.Regression] = (),
+) -> str:
+    """JUnit XML: one test case per compared row, a failure element per regression; a row whose only
+    verdict is inconclusive is skipped, with why."""
+    by_row: dict[rows.Row, list[regress.Regression]] = {}
+    for regression in found:
+        by_row.setdefault(regression.row, []).append(regression)
+    skipped: dict[rows.Row, list[regress.Regression]] = {}
+    for item in unjudged:
+        if item.row not in by_row:
+            skipped.setdefault(item.row, []).append(item)
+    lines = [
+        '<?xml version="1.0" encoding="UTF-8"?>',
+        f'<testsuite name={quoteattr(suite)} tests="{len(comparisons)}" failures="{len(by_row)}" '
+        f'skipped="{len(skipped)}">',
+    ]
+    for comparison in comparisons:
+        name = quoteattr(rows.label(comparison.row))
+        failures = by_row.get(comparison.row, [])
+        if not failures and comparison.row not in skipped:
+            lines.append(f'  <testcase classname="diag.check" name={name}/>')
+            continue
+        lines.append(f'  <testcase classname="diag.check" name={name}>')
+        for regression in failures:
+            lines.append(
+                f"    <failure type={quoteattr(regression.kind)} message={quoteattr(regression.message)}>"
+                f"{escape(regression.message)}</failure>"
+            )
+        if not failures:
+            message = "; ".join(item.message for item in skipped[comparison.row])
+            lines.append(f"    <skipped message={quoteattr(message)}/>")
+        lines.append("  </testcase>")
+    lines.append("</testsuite>")
+    return "\n".join(lines) + "\n"
