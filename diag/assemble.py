@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any, Optional
 
-from diag import noise
+from diag import guards, noise
 from diag import row as rows
 from diag.build import identity as build_identity
 from diag.contract import errors_in_stderr, records, stable_key, statuses
@@ -65,7 +65,10 @@ def _with_extra(record: dict[str, Any]) -> dict[str, Any]:
 
 def findings(diagnosis: PassOutcome) -> dict[str, list[dict[str, Any]]]:
     """Rows of each finding table, one per record the diagnosis pass wrote."""
-    return {kind.table: [_with_extra(r) for r in diagnosis.all(kind.record)] for kind in statuses.FINDING_KINDS}
+    found = {kind.table: [_with_extra(r) for r in diagnosis.all(kind.record)] for kind in statuses.FINDING_KINDS}
+    for row in found["recompiles"]:
+        row.update(guards.parse(row.get("reason")))  # what changed: subject, property, expected, actual
+    return found
 
 
 TIMING_PASS = "timing_pass"  # the source of a hidden error kept from the timing pass

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any, Optional
 
+from diag import guards
 from diag import row as rows
 from diag.contract import BY_NAME, FINDING_KINDS
 from diag.noise import HALF_WIDTH, NOT_COMPARED
@@ -137,8 +138,16 @@ def show(run: dict[str, Any]) -> str:
             f"{safe(_first_line(gb['gb_type'] or gb['reason']))}"
         )
     lines += _section(f"recompiles ({_num(run.get('recompile_count'), 'd', '')})")
+    growing = guards.grows_with_the_step(run["recompiles"])
     for rc in run["recompiles"]:
         lines.append(f"  step {rc['decode_step']}: {safe(rc['function'])} — {safe(_first_line(rc['reason']))}")
+        if rc.get("guard_subject"):
+            got = f" -> {safe(rc['guard_actual'])}" if rc.get("guard_actual") is not None else ""
+            grows = "  (grows with the decode step)" if (rc["guard_subject"], rc["guard_property"]) in growing else ""
+            lines.append(
+                f"    changed: {safe(rc['guard_subject'])} {safe(rc['guard_property'])}: "
+                f"expected {safe(rc['guard_expected'])}{got}{grows}"
+            )
     lines += _section(f"hidden errors ({_num(run.get('hidden_error_count'), 'd', '')})")
     for he in run["hidden_errors"]:
         lines.append(

@@ -377,3 +377,7 @@ def test_the_sliced_cache_recompiles_every_decode_step_and_the_fixed_one_never(t
     assert (fixed["decode_recompile_steps"], fixed["recompile_count"]) == (0, 0)
     shown = diag("show", str(runs["dynamic_slice"]["id"]), "--db", str(db), cwd=tmp_path).stdout
     assert f"on {sliced['decode_recompile_steps']} of 5 decode steps" in shown
+    # what changed, as fields: the data-dependent index of the sliced cache, one larger every step
+    changed = [r for r in sliced["recompiles"] if r["guard_subject"] == "valid_past_index"]
+    assert len(changed) >= 3 and {r["guard_property"] for r in changed} == {"item"}
+    assert "changed: valid_past_index item: expected" in shown and "(grows with the decode step)" in shown

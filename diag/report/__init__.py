@@ -26,7 +26,7 @@ from typing import Any, Optional
 import jinja2
 from markupsafe import Markup, escape
 
-from diag import __version__, store
+from diag import __version__, guards, store
 from diag.contract import STATUSES
 from diag.report import charts, inputs, run_page, variants_page
 from diag.report.model import FLAKY_FLIPS, Cell, Matrix, RowKey, build_matrix, error_line, pages, row_label
@@ -78,6 +78,7 @@ def _environment() -> jinja2.Environment:
         cell_html=cell_html,
         row_filter=row_filter,
         flaky_flips=FLAKY_FLIPS,
+        grows=guards.grows_with_the_step,
     )
     env.tests["startswith"] = lambda value, prefix: str(value).startswith(prefix)
     return env

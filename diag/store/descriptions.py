@@ -67,6 +67,10 @@ DESCRIPTIONS: dict[str, tuple[str, dict[str, str]]] = {
             "reason": "the failed guard",
             "decode_step": "the decode step that triggered it",
             "guard_failures": "guards that failed on it",
+            "guard_subject": "what the failed guard checked: an input or attribute (attention_mask, kwargs['x'])",
+            "guard_property": "size[1], stride[0], dtype, id, type, value, item, len, ...",
+            "guard_expected": "the value the compiled code was made for",
+            "guard_actual": "the value this call had, where torch says it",
         },
     ),
     "hidden_errors": (

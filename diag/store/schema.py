@@ -335,6 +335,25 @@ def m013_decode_recompiles(db: sqlite_utils.Database) -> None:
         db["runs"].add_column(column, int)
 
 
+@migration
+def m014_recompile_fields(db: sqlite_utils.Database) -> None:
+    """What changed in each recompile, as fields (diag/guards.py): the guard's subject, its property,
+    the expected and the actual value; recompiles stored before get them from their reason."""
+    from diag import guards
+
+    for column in guards.FIELDS:
+        db["recompiles"].add_column(column, str)
+    updates = [
+        (*guards.parse(reason).values(), recompile_id)
+        for recompile_id, reason in db.execute("SELECT id, reason FROM recompiles").fetchall()
+    ]
+    db.conn.executemany(
+        "UPDATE recompiles SET guard_subject = ?, guard_property = ?, guard_expected = ?, guard_actual = ? "
+        "WHERE id = ?",
+        updates,
+    )
+
+
 def row_columns(prefix: str = "") -> str:
     return ", ".join(f'{prefix}"{name}"' for name in rows.FIELDS)
 
