@@ -187,6 +187,20 @@ def profile(workload: Workload, results: Writer, folder: Path) -> None:
     results.write(records.PROFILE, trace=PROFILE_TRACE, top=top, seconds=time.perf_counter() - start)
 
 
+def _write_eager(
+    results: Writer, memory: tuple[float, str], first: Optional[float], sampled: dict[str, Any], shared: dict[str, Any]
+) -> None:
+    results.write(
+        records.TIMING,
+        mode="eager",
+        memory_kind=memory[1],
+        peak_memory_mb=memory[0],
+        first_total_s=first,
+        **sampled,
+        **shared,
+    )
+
+
 def run(workload: Workload, results: Writer, folder: Optional[Path] = None) -> None:
     """Warm-up, then each mode's peak memory, then eager and compiled generations interleaved."""
     cfg = workload.spec.config
@@ -221,32 +235,12 @@ def run(workload: Workload, results: Writer, folder: Optional[Path] = None) -> N
                 **exception_info(exc),
             )
             eager = sample(workload, {"eager": workload.eager}, cfg.repeats, cfg.timing_seconds)["eager"]
-            memory, kind = eager_memory
-            results.write(
-                records.TIMING,
-                mode="eager",
-                memory_kind=kind,
-                peak_memory_mb=memory,
-                first_total_s=eager_first,
-                **eager,
-                **shared,
-                **_host(),
-            )
+            _write_eager(results, eager_memory, eager_first, eager, {**shared, **_host()})
             return
     finally:
         notices.uninstall()
     host = _host()
-    memory, kind = eager_memory
-    results.write(
-        records.TIMING,
-        mode="eager",
-        memory_kind=kind,
-        peak_memory_mb=memory,
-        first_total_s=eager_first,
-        **sampled["eager"],
-        **shared,
-        **host,
-    )
+    _write_eager(results, eager_memory, eager_first, sampled["eager"], {**shared, **host})
     hits = _graph_cache_hits()
     compiled = sampled["compiled"]
     steady = statistics.median(compiled["totals_s"]) if compiled["totals_s"] else 0.0

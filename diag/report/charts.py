@@ -269,17 +269,22 @@ def sweep_charts(runs: list[dict[str, Any]]) -> list[tuple[str, str]]:
             if not drawn:
                 plt.close(figure)
                 continue
-            axes.set_xscale("log", base=2)
-            ticks = sorted({x for points in swept.values() for x in points})
-            axes.set_xticks(ticks)
-            axes.set_xticklabels([str(t) for t in ticks])
-            axes.minorticks_off()
-            axes.set_xlabel(label)
-            axes.set_ylabel(unit)
-            axes.set_title(title)
-            _finish(axes)
-            charts.append((title, _svg(figure)))
+            charts.append(_swept_axes(figure, axes, swept, label, unit, title))
     return charts
+
+
+def _swept_axes(figure, axes, swept: dict[Any, dict[int, Any]], label: str, unit: str, title: str) -> tuple[str, str]:
+    """A sweep chart's x axis (the swept values, log 2), labels and title: the figure as (title, SVG)."""
+    axes.set_xscale("log", base=2)
+    ticks = sorted({x for points in swept.values() for x in points})
+    axes.set_xticks(ticks)
+    axes.set_xticklabels([str(t) for t in ticks])
+    axes.minorticks_off()
+    axes.set_xlabel(label)
+    axes.set_ylabel(unit)
+    axes.set_title(title)
+    _finish(axes)
+    return title, _svg(figure)
 
 
 def _throughput_bounds(run: dict[str, Any], mode: str) -> Optional[tuple[float, float, float]]:
@@ -327,14 +332,5 @@ def variant_charts(runs: list[dict[str, Any]]) -> list[tuple[str, str]]:
                 if xs:
                     axes.errorbar(xs, ys, yerr=[below, above], marker="o", markersize=3, capsize=3,
                                   label=safe(f"{case}: {fixed}"))  # fmt: skip
-            axes.set_xscale("log", base=2)
-            ticks = sorted({x for points in swept.values() for x in points})
-            axes.set_xticks(ticks)
-            axes.set_xticklabels([str(t) for t in ticks])
-            axes.minorticks_off()
-            axes.set_xlabel(label)
-            axes.set_ylabel(unit)
-            axes.set_title(title)
-            _finish(axes)
-            charts.append((title, _svg(figure)))
+            charts.append(_swept_axes(figure, axes, swept, label, unit, title))
     return charts
