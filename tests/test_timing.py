@@ -53,7 +53,7 @@ def test_timing_pass_stores_latency_samples_and_compile_time(tmp_path, fork):
     assert run["status"] == "pass"
     assert run["eager_ms_per_token"] > 0 and run["compiled_ms_per_token"] > 0
     assert run["compile_s"] is not None and run["compile_s"] >= 0
-    assert run["peak_mem_eager_mb"] > 0 and run["memory_kind"] == "rss_high_water"
+    assert run["peak_mem_eager_mb"] >= 0 and run["memory_kind"] == "rss_rise"  # the rise over the mode's own start
     assert run["timing_error"] is None
     samples = {(t["mode"], t["metric"]): t["samples"] for t in run["timings"]}
     # 3 repeats x (5 - 1) decode steps each, and the host timed once after each generation.
