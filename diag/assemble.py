@@ -121,7 +121,7 @@ def recompile_split(found: dict[str, list[dict[str, Any]]], status: str) -> dict
     """Recompiles before the first decode step (the prefill's own shapes) apart from those during decode,
     and on how many distinct decode steps decode recompiled: a fixed-size cache exists so that it
     compiles once, and one that recompiles on every step is a finding of its own (``check`` gates
-    on it: regress.DECODE_RECOMPILE_STEPS)."""
+    on it: ``regress.Thresholds.decode_recompile_steps``)."""
     if status in statuses.NEVER_COMPILED and not found["recompiles"]:
         return {"prefill_recompiles": None, "decode_recompiles": None, "decode_recompile_steps": None}
     prefill = [r for r in found["recompiles"] if r.get("decode_step") is None]

@@ -224,6 +224,13 @@ def samples_of(run: dict[str, Any], mode: str, metric: str = "decode_step") -> l
     return next((t["samples"] for t in run.get("timings", []) if t["mode"] == mode and t["metric"] == metric), [])
 
 
+def timed_and_steady(runs: Sequence[dict[str, Any]], mode: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The runs with latency samples of ``mode``, and of those the ones whose timing was not noisy
+    (diag/noise.py): only these give a latency verdict."""
+    timed = [r for r in runs if samples_of(r, mode)]
+    return timed, [r for r in timed if not r.get("timing_noisy")]
+
+
 def compare_runs(
     before: Optional[dict[str, Any]],
     after: Optional[dict[str, Any]],
@@ -243,16 +250,17 @@ def compare_runs(
         result.removed[kind.table] = sorted(keys_before - keys_after)
     before_pool, after_pool = list(before_pool) or [before], list(after_pool) or [after]
     for mode in ("eager", "compiled"):
-        sides = [[r for r in pool if samples_of(r, mode)] for pool in (before_pool, after_pool)]
-        steady = [[r for r in side if not r.get("timing_noisy")] for side in sides]
-        if all(sides) and not all(steady):
-            noisy = [r for side in sides for r in side if r.get("timing_noisy")]
+        (timed_before, steady_before), (timed_after, steady_after) = (
+            timed_and_steady(pool, mode) for pool in (before_pool, after_pool)
+        )
+        if timed_before and timed_after and not (steady_before and steady_after):
+            noisy = [r for r in (*timed_before, *timed_after) if r.get("timing_noisy")]
             result.noisy.append(
-                f"{mode} latency {NOT_COMPARED}: {len(noisy)} of {len(sides[0]) + len(sides[1])} runs noisy "
+                f"{mode} latency {NOT_COMPARED}: {len(noisy)} of {len(timed_before) + len(timed_after)} runs noisy "
                 f"({noisy[0].get('timing_note') or 'timing noisy'})"
             )
             continue
-        change = latency_change(mode, *steady)
+        change = latency_change(mode, steady_before, steady_after)
         if change is not None:
             result.timings.append(change)
     change = compile_change(before_pool, after_pool)

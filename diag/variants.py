@@ -69,12 +69,10 @@ def verdict(ratio: float, low: float, high: float) -> str:
 
 
 def _point(label: str, mode: str, runs_a: list[dict[str, Any]], runs_b: list[dict[str, Any]]) -> Optional[Point]:
-    timed_a = [r for r in runs_a if regress.samples_of(r, mode)]
-    timed_b = [r for r in runs_b if regress.samples_of(r, mode)]
+    timed_a, steady_a = regress.timed_and_steady(runs_a, mode)
+    timed_b, steady_b = regress.timed_and_steady(runs_b, mode)
     if not timed_a or not timed_b:
         return None
-    steady_a = [r for r in timed_a if not r.get("timing_noisy")]
-    steady_b = [r for r in timed_b if not r.get("timing_noisy")]
     counts = (len(steady_a), len(steady_b))
 
     def ms(runs: list[dict[str, Any]]) -> Optional[float]:

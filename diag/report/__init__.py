@@ -194,13 +194,14 @@ def render(
     cases = sorted({row.case for row in matrix.rows})
     paged = detailed_runs(matrix, detail_builds)
     shown = variants_page.context(db, matrix.builds, runs)
-    env.globals["row_filter"] = functools.partial(row_filter, keys=keys, texts=store.key_texts(db))
+    texts = store.key_texts(db)
+    env.globals["row_filter"] = functools.partial(row_filter, keys=keys, texts=texts)
     common = {
         "case_links": [{"name": c, "href": case_href(c)} for c in cases if not c.startswith(HF_PREFIX)],
         "has_architectures": any(c.startswith(HF_PREFIX) for c in cases),
         "paged": paged,
         "data_stamp": _data_stamp(runs),
-        "key_texts": env.globals["row_filter"].keywords["texts"],
+        "key_texts": texts,
         "detail_builds": detail_builds,
         "has_variants": shown is not None,
     }
