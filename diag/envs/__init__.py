@@ -74,8 +74,8 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Options:
-    """How environments are provisioned: the CLI's --with, --index-url, --variant, --installer,
-    --python and --find-links."""
+    """How environments are provisioned: the CLI's --with, --index-url, --extra-index-url, --variant,
+    --installer, --python and --find-links."""
 
     extras: tuple[str, ...] = ()
     index_url: Optional[str] = None
@@ -83,6 +83,7 @@ class Options:
     installer: str = "pip"
     python: Optional[str] = None
     find_links: tuple[str, ...] = ()
+    extra_index_urls: tuple[str, ...] = ()
 
     def request(self, spec: str, sha256: Optional[str] = None) -> Request:
         return Request(
@@ -90,6 +91,7 @@ class Options:
             extras=tuple(self.extras),
             python=find_python(self.python),
             index_url=self.index_url,
+            extra_index_urls=tuple(self.extra_index_urls),
             variant=self.variant,
             installer=self.installer,
             find_links=tuple(self.find_links),
