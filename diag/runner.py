@@ -40,12 +40,6 @@ class Job:
         return label if self.env.spec == "current" else f"{label} torch={self.env.spec}"
 
 
-def plan(envs: list[TorchEnv], cases: list[CaseRef], configs: list[Config], repeat: int = 1) -> list[Job]:
-    """Every env x case x config, the whole matrix ``repeat`` times over (not each job ``repeat`` times
-    in a row), so that the runs of one job are spread over the invocation's time."""
-    return [Job(env, case, config) for _ in range(repeat) for env in envs for case in cases for config in configs]
-
-
 def ci_provenance(env: dict[str, str], run_dir: Path) -> Optional[dict[str, Optional[str]]]:
     """Where a CI job keeps this run's directory once the machine is gone: the GitHub Actions run, the
     artifact the job uploads its run directories in (``DIAG_ARTIFACT``, set by the workflow) and the

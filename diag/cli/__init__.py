@@ -10,10 +10,10 @@ import sys
 import click
 
 from diag import stopping, text
-from diag.cli import history, reading, running
+from diag.cli import backfilling, history, reading, running, sharding
 from diag.cli.common import cli
 
-__all__ = ["cli", "main", "history", "reading", "running"]
+__all__ = ["cli", "main", "backfilling", "history", "reading", "running", "sharding"]
 
 
 def main() -> None:

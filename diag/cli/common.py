@@ -270,6 +270,14 @@ def env_options(fn: Callable) -> Callable:
             help="Index for torch itself (default for nightly specs: the PyTorch nightly index).",
         ),
         click.option(
+            "--extra-index-url",
+            "extra_index_urls",
+            multiple=True,
+            metavar="URL",
+            help="Another index for releases and dependencies, beside the default one (for example "
+            "PyTorch's CPU index beside a nightly). Repeatable.",
+        ),
+        click.option(
             "--variant", default="cpu", show_default=True, help="Nightly index variant: cpu, cu121, cu124, ..."
         ),
         click.option("--installer", type=click.Choice(["pip", "uv"]), default="pip", show_default=True),
@@ -295,17 +303,23 @@ def env_options(fn: Callable) -> Callable:
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        kwargs["env_options"] = envs.Options(
-            extras=tuple(kwargs.pop("extras")),
-            index_url=kwargs.pop("index_url"),
-            variant=kwargs.pop("variant"),
-            installer=kwargs.pop("installer"),
-            python=kwargs.pop("python"),
-            find_links=tuple(kwargs.pop("find_links")),
-        )
+        kwargs["env_options"] = pop_env_options(kwargs)
         return fn(*args, **kwargs)
 
     return wrapper
+
+
+def pop_env_options(params: dict[str, Any]) -> envs.Options:
+    """The environment options of a command's parsed parameters, taken out of them as one value."""
+    return envs.Options(
+        extras=tuple(params.pop("extras")),
+        index_url=params.pop("index_url"),
+        extra_index_urls=tuple(params.pop("extra_index_urls")),
+        variant=params.pop("variant"),
+        installer=params.pop("installer"),
+        python=params.pop("python"),
+        find_links=tuple(params.pop("find_links")),
+    )
 
 
 def progress(message: str) -> None:

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 import click
 
-from diag import catalog, envs, preflight, runner, stopping, store, text, wheels
+from diag import catalog, envs, preflight, runner, shard, stopping, store, text, wheels
+from diag.catalog import CaseRef
+from diag.cli import sharding
 from diag.cli.common import (
     build_configs,
     cli,
@@ -25,32 +27,13 @@ from diag.cli.common import (
     progress,
     public_run,
     run_preflight,
-    sweep_configs,
 )
 from diag.config import DEFAULT_TIMEOUT_S, artifacts_root
+from diag.contract import Config
 
 
-def hf_architectures(environments: list[envs.TorchEnv]) -> list[str]:
-    """The model types ``hf:all`` stands for: every decoder-only causal-LM architecture of the
-    transformers in any of the environments (asked in each, where its transformers is installed)."""
-    found: set[str] = set()
-    for env in environments:
-        try:
-            done = subprocess.run(
-                env.probe_command("architectures"), capture_output=True, text=True, env=env.probe_environ(), timeout=600
-            )
-            listed = json.loads(done.stdout) if done.returncode == 0 else None
-        except (OSError, subprocess.TimeoutExpired, json.JSONDecodeError):
-            listed = None
-        if listed is None:
-            raise fail(f"hf:all: cannot list transformers' architectures in {env.python} (is transformers installed?)")
-        found.update(listed)
-    progress(f"hf:all: {len(found)} decoder-only causal-LM architectures")
-    return sorted(found)
-
-
-def resolve_envs(specs: tuple[str, ...], options: envs.Options) -> tuple[list[envs.TorchEnv], list[str]]:
-    """Environments for ``specs``; a spec that fails is reported and skipped, the others still run."""
+def resolve_envs(specs: tuple[str, ...], options: envs.Options) -> tuple[dict[str, envs.TorchEnv], list[str]]:
+    """Environments for ``specs``, by spec; a spec that fails is reported and skipped, the others still run."""
     try:
         for spec in specs:
             envs.parse_spec(spec)  # refuses a malformed spec before anything runs
@@ -61,10 +44,10 @@ def resolve_envs(specs: tuple[str, ...], options: envs.Options) -> tuple[list[en
                 envs.check_compile_support(spec, version)
     except envs.EnvError as exc:
         raise fail(str(exc)) from exc
-    resolved, failures = [], []
+    resolved, failures = {}, []
     for spec in specs:
         try:
-            resolved.append(envs.resolve(spec, options, log=progress))
+            resolved[spec] = envs.resolve(spec, options, log=progress)
         except envs.EnvError as exc:
             failures.append(str(exc))
             if len(specs) == 1:
@@ -78,8 +61,8 @@ def resolve_envs(specs: tuple[str, ...], options: envs.Options) -> tuple[list[en
     "--case",
     "case_values",
     multiple=True,
-    required=True,
-    help="Case name, 'all', or a path to a case file. Repeatable.",
+    help="Case name, 'all', hf:<model_type>, hf:all, or a path to a case file. Repeatable. "
+    "Required unless --matrix or --plan gives the matrix.",
 )
 @click.option(
     "--torch",
@@ -128,20 +111,46 @@ def resolve_envs(specs: tuple[str, ...], options: envs.Options) -> tuple[list[en
     metavar="N,N,...",
     help="Values for --sweep (default: batch 1,2,4,8; length 16,64,256).",
 )
+@click.option(
+    "--shard",
+    "shard_text",
+    default=None,
+    metavar="K/N|auto",
+    help="Run share K (counted from 0) of N of the whole matrix, balanced by cost; every worker "
+    "plans the same shares. auto reads K and N from Slurm, Kubernetes or Buildkite (docs/scale-out.md).",
+)
+@click.option(
+    "--matrix",
+    "matrix_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Matrix file (TOML, [[part]] tables of diag run arguments) to shard instead of this command's own.",
+)
+@click.option(
+    "--plan",
+    "plan_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="A plan written by diag plan --out: run its share --shard K/N.",
+)
+@click.option(
+    "--history",
+    "history_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="With --shard: a diag DB whose recorded durations cost the rows (the same file on every worker).",
+)
 @json_option
+@click.pass_context
 def run_command(
-    case_values: tuple[str, ...],
-    torch_specs: tuple[str, ...],
-    env_options: envs.Options,
+    ctx: click.Context,
+    shard_text: Optional[str],
+    matrix_path: Optional[str],
+    plan_path: Optional[str],
+    history_path: Optional[str],
     db_path: str,
-    timeout_s: float,
-    jobs: int,
-    timing: bool,
-    repeat: int,
-    sweep: Optional[str],
-    sweep_values: Optional[str],
     as_json: bool,
-    **config: Any,
+    **params: Any,
 ) -> None:
     """Diagnose cases under torch.compile and record the runs.
 
@@ -154,28 +163,113 @@ def run_command(
     Each run's directory (spec, records, logs, trace, tlparse and depyf output) goes
     next to the DB: for diag.db, in diag.runs/<run uid>/.
     """
-    configs = sweep_configs(build_configs(**config), sweep, sweep_values)
-    if not timing and any(c.profile for c in configs):
-        raise fail("--profile profiles after the timing pass: it cannot be combined with --no-timing")
-    every_architecture = catalog.HF_ALL in case_values
-    try:
-        refs = catalog.resolve([value for value in case_values if value != catalog.HF_ALL])
-    except catalog.CatalogError as exc:
-        raise fail(str(exc)) from exc
-    run_preflight(preflight.check_configs, configs)
+    if shard_text is None:
+        for name in ("matrix", "plan", "history"):
+            if ctx.params[f"{name}_path"] is not None:
+                raise click.UsageError(f"--{name} shards a matrix: give --shard K/N too (0/1 runs all of it)")
+        part = sharding.part_of(0, [], params)
+        if catalog.HF_ALL not in part.case_values:  # hf:all: expanded in the environments, once provisioned
+            sharding.resolve_cases([part])
+        parts, keys = [part], None
+    else:
+        parts, keys = sharded_parts(shard_text, matrix_path, plan_path, history_path, params)
+    execute(parts, keys, db_path, as_json)
+
+
+def execute(parts: list[sharding.Part], keys: Optional[set[str]], db_path: str, as_json: bool) -> None:
+    """Run the parts (the units of ``keys`` only, where sharded) into the DB, one line per run;
+    exit 1 where a torch spec could not be provisioned (the others still ran)."""
     run_preflight(preflight.check_database, db_path)
-    environments, env_failures = resolve_envs(torch_specs, env_options)
-    if every_architecture:
-        refs += [
-            catalog.hf_case(model_type)
-            for model_type in hf_architectures(environments)
-            if catalog.hf_case(model_type).name not in {ref.name for ref in refs}
-        ]
-    for env in environments:
-        run_preflight(preflight.check_environment, env, refs, configs)
-    db = open_store(db_path, create=True)
-    jobs_list = runner.plan(environments, refs, configs, repeat)
     recorded: list[dict[str, Any]] = []
+    failed = False
+    for part in parts:
+        failed |= run_part(part, keys, db_path, as_json, recorded)
+    if as_json:
+        click.echo(json.dumps([public_run(row) for row in recorded], indent=2, default=str))
+    if recorded:
+        progress(
+            f"recorded {len(recorded)} run{'' if len(recorded) == 1 else 's'} in {db_path}, run directories in "
+            f"{artifacts_root(Path(db_path).resolve())}/; next: diag show {recorded[-1]['id']} --db {db_path}, "
+            f"diag report --db {db_path}"
+        )
+    if failed:
+        sys.exit(1)
+
+
+def sharded_parts(
+    shard_text: str, matrix_path: Optional[str], plan_path: Optional[str], history_path: Optional[str], params: dict
+) -> tuple[list[sharding.Part], set[str]]:
+    """This worker's parts and the keys of its units: from a saved plan, or planned here as every
+    worker plans it. Bad input fails before anything is written."""
+    if sum(value is not None for value in (matrix_path, plan_path)) + bool(params["case_values"]) > 1:
+        raise click.UsageError("give the matrix one way: --case (this command's own), --matrix FILE or --plan FILE")
+    wanted = parse_shard(shard_text)
+    if plan_path is not None:
+        parts, keys = sharding.read_plan(plan_path, wanted)
+        announce(parts, keys, wanted)
+    else:
+        parts = sharding.read_matrix(matrix_path) if matrix_path else [sharding.part_of(0, [], params)]
+        keys = share_of(parts, wanted, history_path)
+    return parts, keys
+
+
+def parse_shard(text: str) -> shard.Shard:
+    """``--shard K/N`` or ``auto``; a one-line error for anything else."""
+    try:
+        return shard.from_environ(os.environ) if text.strip() == "auto" else shard.parse(text)
+    except shard.ShardError as exc:
+        raise fail(str(exc)) from exc
+
+
+def share_of(parts: list[sharding.Part], wanted: shard.Shard, history_path: Optional[str]) -> set[str]:
+    """The keys of this worker's units, planned here as every worker plans them."""
+    keys = sharding.plan(parts, wanted.count, history_path).share_keys(wanted.index)
+    announce(parts, keys, wanted)
+    return keys
+
+
+def announce(parts: list[sharding.Part], keys: set[str], wanted: shard.Shard) -> None:
+    runs = sum(1 for part in parts for _ in part_jobs(part, keys))
+    progress(f"shard {wanted}: {runs} runs of the matrix")
+
+
+def part_jobs(part: sharding.Part, keys: Optional[set[str]]) -> Iterator[tuple[int, str, CaseRef, Config]]:
+    """The part's (repeat, spec, case, config) in run order, those of ``keys`` only where given: the whole
+    matrix ``repeat`` times over, so that the runs of a row are spread over the invocation's time."""
+    for repeat in range(part.repeat):
+        for spec in part.torch_specs:
+            for case in part.refs or []:
+                for index, config in enumerate(part.configs):
+                    if keys is None or part.unit_key(spec, case, index, repeat) in keys:
+                        yield repeat, spec, case, config
+
+
+def run_part(
+    part: sharding.Part, keys: Optional[set[str]], db_path: str, as_json: bool, recorded: list[dict[str, Any]]
+) -> bool:
+    """Run the part's jobs (those of ``keys``, where sharded) into the DB; True where a torch spec failed."""
+    run_preflight(preflight.check_configs, part.configs)
+    specs = part.torch_specs if part.refs is None else tuple(dict.fromkeys(s for _, s, _, _ in part_jobs(part, keys)))
+    if not specs:
+        return False
+    environments, env_failures = resolve_envs(specs, part.env_options)
+    if part.refs is None:  # hf:all, unsharded: every architecture of the environments' transformers
+        part.case_values = tuple(value for value in part.case_values if value != catalog.HF_ALL)
+        sharding.resolve_cases([part])
+        names = {ref.name for ref in part.refs}
+        part.refs += [
+            catalog.hf_case(model_type)
+            for model_type in sharding.hf_architectures(list(environments.values()))
+            if catalog.hf_case(model_type).name not in names
+        ]
+    for env in environments.values():
+        run_preflight(preflight.check_environment, env, part.refs, part.configs)
+    db = open_store(db_path, create=True)
+    jobs_list = [
+        runner.Job(environments[spec], case, config)
+        for _, spec, case, config in part_jobs(part, keys)
+        if spec in environments
+    ]
     heartbeat = runner.Heartbeat(progress)
 
     def on_start(index: int, job: runner.Job) -> None:
@@ -196,23 +290,14 @@ def run_command(
 
     try:
         with heartbeat:
-            runner.run_matrix(jobs_list, Path(db_path), timeout_s, timing, jobs, on_start, on_done)
+            runner.run_matrix(jobs_list, Path(db_path), part.timeout_s, part.timing, part.jobs, on_start, on_done)
     except KeyboardInterrupt as exc:
         stop = stopping.of(exc)
         progress(f"interrupted{stop.by}: {len(recorded)} of {len(jobs_list)} runs recorded in {db_path}")
         sys.exit(stop.exit_code)
     except runner.EnvironmentFault as exc:
         raise fail(f"{exc}; {len(recorded)} runs stored before it, nothing stored for it") from exc
-    if as_json:
-        click.echo(json.dumps([public_run(row) for row in recorded], indent=2, default=str))
-    if recorded:
-        progress(
-            f"recorded {len(recorded)} run{'' if len(recorded) == 1 else 's'} in {db_path}, run directories in "
-            f"{artifacts_root(Path(db_path).resolve())}/; next: diag show {recorded[-1]['id']} --db {db_path}, "
-            f"diag report --db {db_path}"
-        )
-    if env_failures:
-        sys.exit(1)
+    return bool(env_failures)
 
 
 @cli.command("bisect")
