@@ -222,6 +222,37 @@ def test_the_nightly_path_end_to_end(real_index, tmp_path, monkeypatch):
     assert "unexpected keyword argument 'guards'" in run["error_message"]
     shown = diag("show", str(run["id"]), "--db", str(db), cwd=tmp_path).stdout
     assert "build_wheel_url: " in shown and "build_wheel_sha256: " in shown
+    # a backfill of every other day, 02 and 04 (02 found at its direct URL), sharded in two: the
+    # shards run one build each, in the environments bisect provisioned
+    backfill = ["backfill", "--from", "2.14.0.dev20260102", "--to", "2.14.0.dev20260104"]
+    part = (
+        f"--case append_last --backend eager --fullgraph --new-tokens 3 --prompt-length 8 --no-timing --index-url {url}"
+    )
+    backfilled = []
+    for k in range(2):
+        shard_db = str(tmp_path / f"backfill-{k}.db")
+        done = diag(
+            *backfill,
+            "--every",
+            "2d",
+            "--part",
+            part,
+            "--shard",
+            f"{k}/2",
+            "--db",
+            shard_db,
+            "--json",
+            cwd=tmp_path,
+            env_extra=extra,
+            timeout=1200,
+        )
+        assert len(json.loads(done.stdout)) == 1 and "2 builds to run" in done.stderr
+        backfilled += json.loads(done.stdout)
+    assert sorted(r["build_version"] for r in backfilled) == ["2.14.0.dev20260102+cpu", "2.14.0.dev20260104+cpu"]
+    assert {r["status"] for r in backfilled} == {"pass", "compile_error"}
+    # the history has every day of the range already: nothing is left to run
+    done = diag(*backfill, "--part", part, "--history", str(db), "--dry-run", "--json", cwd=tmp_path, env_extra=extra)
+    assert json.loads(done.stdout)["builds"] == [] and len(json.loads(done.stdout)["skipped"]) == 3
     # a date with no nightly is refused, not answered with some other build
     done = diag("env", "add", "2.14.0.dev20251231", "--index-url", url, cwd=tmp_path, env_extra=extra, check=False)
     assert done.returncode == 1 and "none at its direct URL" in done.stderr

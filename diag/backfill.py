@@ -1,0 +1,127 @@
+"""``diag backfill``: which nightlies of a date range to run, one every so many days.
+
+The builds come from what can be found without installing anything: the nightly index's listing
+(about two months), wheel folders, the builds the history names, and, where an end names its
+series (``2.1.0.dev20230601``), each date's wheel at its direct URL (older nightlies). Each window of
+``every`` days gets its earliest build; builds the history already has are skipped.
+"""
+
+from __future__ import annotations
+
+import datetime
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Optional
+
+from diag import envs, wheels
+from diag.bisect import index_versions
+from diag.build import Version, nightly_spec, version_key
+
+
+class BackfillError(ValueError):
+    pass
+
+
+@dataclass
+class End:
+    day: datetime.date
+    series: Optional[str]  # "2.1.0" where the end is a dated nightly
+
+
+def parse_end(text: str, option: str) -> End:
+    """A dated nightly (``2.1.0.dev20230601``) or a date (``2023-06-01``, ``20230601``)."""
+    version = Version.lenient(text)
+    if version is not None and version.nightly_date:
+        return End(datetime.date.fromisoformat(version.nightly_date), ".".join(map(str, version.release)))
+    found = re.fullmatch(r"(\d{4})-?(\d{2})-?(\d{2})", text.strip())
+    try:
+        if found:
+            return End(datetime.date(*(int(group) for group in found.groups())), None)
+    except ValueError:
+        pass
+    raise BackfillError(f"{option} {text!r}: expected a date (2023-06-01) or a dated nightly (2.1.0.dev20230601)")
+
+
+def parse_every(text: str) -> int:
+    found = re.fullmatch(r"\s*(\d+)\s*([dw])\s*", text)
+    if not found or int(found.group(1)) == 0:
+        raise BackfillError(f"--every {text!r}: expected days or weeks, such as 1d, 7d or 2w")
+    return int(found.group(1)) * (7 if found.group(2) == "w" else 1)
+
+
+@dataclass
+class Found:
+    builds: list[str] = field(default_factory=list)  # the dated nightlies to run, oldest first
+    sources: dict[str, list[str]] = field(default_factory=dict)
+    skipped: list[str] = field(default_factory=list)  # in the history already
+    empty_windows: list[str] = field(default_factory=list)  # first day of each window with no build
+    notes: list[str] = field(default_factory=list)
+
+
+def _day(version: str) -> Optional[datetime.date]:
+    parsed = Version.lenient(version)
+    return datetime.date.fromisoformat(parsed.nightly_date) if parsed and parsed.nightly_date else None
+
+
+def select(
+    first: End, last: End, every: int, request: envs.Request, folders: Iterable[Path], stored: Iterable[str]
+) -> Found:
+    if first.day > last.day:
+        raise BackfillError(f"--from {first.day} comes after --to {last.day}")
+    found = Found()
+    known: dict[str, list[str]] = {}
+    try:
+        for version in index_versions(request.index):
+            known.setdefault(version, []).append("index")
+    except envs.EnvError as exc:
+        found.notes.append(f"the index could not be listed ({exc}); using wheel folders, the history and direct URLs")
+    for wheel in wheels.local_wheels(folders, "folder"):
+        known.setdefault(wheel.base_version, []).append("folder")
+    stored_base = set()
+    for version in stored:
+        parsed = Version.lenient(version)
+        if parsed is not None:
+            stored_base.add(parsed.base)
+            known.setdefault(parsed.base, []).append("history")
+    by_day: dict[datetime.date, list[str]] = {}
+    for version in known:
+        day = _day(version)
+        if day is not None and first.day <= day <= last.day:
+            by_day.setdefault(day, []).append(version)
+    series = sorted({end.series for end in (first, last) if end.series}, key=version_key)
+    tags = wheels.supported_tags(request.python) if series else []
+    start = first.day
+    while start <= last.day:
+        window = [start + datetime.timedelta(days=offset) for offset in range(every)]
+        window = [day for day in window if day <= last.day]
+        chosen = _earliest(window, by_day, series, request, tags, known)
+        if chosen is None:
+            found.empty_windows.append(start.isoformat())
+        elif chosen in stored_base:
+            found.skipped.append(chosen)
+        else:
+            found.builds.append(chosen)
+        start += datetime.timedelta(days=every)
+    found.sources = {build: known[build] for build in found.builds + found.skipped}
+    return found
+
+
+def _earliest(
+    window: list[datetime.date],
+    by_day: dict[datetime.date, list[str]],
+    series: list[str],
+    request: envs.Request,
+    tags: list[str],
+    known: dict[str, list[str]],
+) -> Optional[str]:
+    """The window's earliest build: one already known, else one at its direct URL."""
+    for day in window:
+        if day in by_day:
+            return sorted(by_day[day], key=version_key)[-1]
+        for name in series:
+            spec = nightly_spec(name, day.strftime("%Y%m%d"))
+            if any(wheels.exists(url) for url in wheels.direct_urls(request.index, spec, request.variant, tags)):
+                known.setdefault(spec, []).append("direct URL")
+                return spec
+    return None

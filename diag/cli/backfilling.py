@@ -1,0 +1,120 @@
+"""``diag backfill``: a matrix over the nightlies of a date range, sharded as ``diag run`` is."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+from typing import Optional
+
+import click
+
+from diag import backfill, store, text
+from diag.cli import running, sharding
+from diag.cli.common import cli, db_option, fail, json_option, progress
+
+
+@cli.command("backfill")
+@click.option(
+    "--from", "first", required=True, help="First day: a date (2023-06-01) or a dated nightly (2.1.0.dev20230601)."
+)
+@click.option(
+    "--to",
+    "last",
+    required=True,
+    help="Last day, as --from. Dated nightlies at both ends also find "
+    "builds the index no longer lists, at their direct URLs.",
+)
+@click.option(
+    "--every",
+    default="1d",
+    show_default=True,
+    help="One build per this many days (1d, 7d, 2w): each window's earliest.",
+)
+@click.option(
+    "--part",
+    "part_args",
+    multiple=True,
+    required=True,
+    metavar="'RUN ARGS'",
+    help="What to run on each build: the arguments of one diag run without --torch, quoted. Repeatable. "
+    "Its --index-url, --variant and --find-links say where the nightlies are found.",
+)
+@click.option(
+    "--history",
+    "history_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="A diag DB: its builds are skipped (and named as candidates), its durations cost the rows.",
+)
+@click.option(
+    "--shard",
+    "shard_text",
+    default=None,
+    metavar="K/N|auto",
+    help="Run share K of N of the backfill (see diag run --shard).",
+)
+@click.option("--dry-run", is_flag=True, help="Print the builds it would run, and run nothing.")
+@db_option
+@json_option
+def backfill_command(
+    first: str,
+    last: str,
+    every: str,
+    part_args: tuple[str, ...],
+    history_path: Optional[str],
+    shard_text: Optional[str],
+    dry_run: bool,
+    db_path: str,
+    as_json: bool,
+) -> None:
+    """Run a matrix over the nightlies between two days, one every --every days.
+
+    Builds the history (--history, else --db) already has are skipped. Sharded with --shard,
+    every worker finds the same builds and plans the same shares, as diag run --shard does.
+    """
+    try:
+        start, end = backfill.parse_end(first, "--from"), backfill.parse_end(last, "--to")
+        days = backfill.parse_every(every)
+    except backfill.BackfillError as exc:
+        raise fail(str(exc)) from exc
+    wanted = running.parse_shard(shard_text) if shard_text is not None else None
+    parts = [sharding.parse_part(i, shlex.split(args), "--part") for i, args in enumerate(part_args)]
+    for part in parts:
+        if part.torch_specs != ("current",):
+            raise fail(f"--part {part.index}: gives --torch; backfill chooses the builds")
+    # Sharded workers each write their own DB: only --history, the same file everywhere, may decide
+    # what is skipped, or two workers would plan two different backfills.
+    history = history_path or (db_path if wanted is None and Path(db_path).is_file() else None)
+    stored = [build["version"] for build in store.builds(store.open_db(history, readonly=True))] if history else []
+    request = parts[0].env_options.request("nightly")
+    try:
+        found = backfill.select(start, end, days, request, [Path(f) for f in request.find_links], stored)
+    except backfill.BackfillError as exc:
+        raise fail(str(exc)) from exc
+    for note in found.notes:
+        progress(text.safe(note))
+    progress(
+        f"{len(found.builds)} builds to run, {len(found.skipped)} in the history already"
+        + (f", {len(found.empty_windows)} windows with no build" if found.empty_windows else "")
+    )
+    if dry_run:
+        summary = {
+            "builds": found.builds,
+            "skipped": found.skipped,
+            "empty_windows": found.empty_windows,
+            "sources": found.sources,
+        }
+        click.echo(
+            json.dumps(summary, indent=2)
+            if as_json
+            else "\n".join(f"{build}  ({', '.join(found.sources[build])})" for build in found.builds)
+        )
+        return
+    if not found.builds:
+        return
+    torch = [arg for build in found.builds for arg in ("--torch", build)]
+    parts = [sharding.parse_part(p.index, [*p.args, *torch], "--part") for p in parts]
+    sharding.resolve_cases(parts)
+    keys = running.share_of(parts, wanted, history_path) if wanted else None
+    running.execute(parts, keys, db_path, as_json)
