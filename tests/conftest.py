@@ -50,10 +50,19 @@ def _slow_by_rule(item) -> bool:
         return False
 
 
+# Tests that share an expensive session fixture run on one worker under pytest-xdist
+# (``--dist loadgroup``), so the fixture is built once, not once per worker.
+SHARED_FIXTURE_GROUPS = {"findings_db": "findings", "findings": "findings", "torch_envs_home": "provisioned"}
+
+
 def pytest_collection_modifyitems(items) -> None:
     for item in items:
         if _slow_by_rule(item):
             item.add_marker(pytest.mark.slow)
+        names = set(getattr(item, "fixturenames", ()))
+        group = next((g for name, g in SHARED_FIXTURE_GROUPS.items() if name in names), None)
+        if group:
+            item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.fixture(autouse=True)
@@ -74,8 +83,14 @@ def slow_rule(request, monkeypatch, tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def inductor_cache(tmp_path_factory) -> Path:
-    """One inductor cache for the whole session: a cold inductor compile costs tens of seconds."""
-    return tmp_path_factory.mktemp("inductor-cache")
+    """One inductor cache for the whole session, shared by pytest-xdist's workers (the cache
+    writes each entry atomically): a cold inductor compile costs tens of seconds."""
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent
+    path = base / "inductor-cache"
+    path.mkdir(exist_ok=True)
+    return path
 
 
 @pytest.fixture(autouse=True)
