@@ -104,14 +104,18 @@ def estimate(backend: str, timed: bool, hf: bool) -> float:
 
 
 def recorded_costs(runs: Iterable[Mapping]) -> dict[tuple, float]:
-    """The median recorded duration per (row, timed) over runs that recorded their passes' times."""
+    """The median recorded duration per (row, timed): a run's whole duration where it has one, else
+    the sum of its passes' times. A run is timed where it recorded a timing pass or a latency."""
     found: dict[tuple, list[float]] = {}
     for run in runs:
-        passes = [run.get("timing_pass_s"), run.get("diagnosis_pass_s"), run.get("orchestrator_s")]
-        if run.get("diagnosis_pass_s") is None:
+        seconds = run.get("duration_s")
+        if seconds is None and run.get("diagnosis_pass_s") is not None:
+            passes = (run.get("timing_pass_s"), run["diagnosis_pass_s"], run.get("orchestrator_s"))
+            seconds = sum(value for value in passes if value is not None)
+        if seconds is None:
             continue
-        key = (run["row"], run.get("timing_pass_s") is not None)
-        found.setdefault(key, []).append(sum(value for value in passes if value is not None))
+        timed = run.get("timing_pass_s") is not None or run.get("eager_ms_per_token") is not None
+        found.setdefault((run["row"], timed), []).append(seconds)
     return {key: statistics.median(values) for key, values in found.items()}
 
 
