@@ -104,7 +104,7 @@ def estimate(backend: str, timed: bool, hf: bool) -> float:
 
 
 def recorded_costs(runs: Iterable[Mapping]) -> dict[tuple, float]:
-    """The median recorded duration per (row, timed): a run's whole duration where it has one, else
+    """The median recorded duration per (row, timed): its probe's, start to exit, where it has one, else
     the sum of its passes' times. A run is timed where it recorded a timing pass or a latency."""
     found: dict[tuple, list[float]] = {}
     for run in runs:
