@@ -237,7 +237,22 @@ def scale(work: Path, total: int) -> dict:
     start = time.perf_counter()
     latest = len(db.execute("SELECT * FROM latest_status").fetchall())
     view_s = time.perf_counter() - start
+    exported = work / "export"
+    command = [sys.executable, "-m", "diag", "export", "--db", str(db_path), "--out", str(exported), "--json"]
+    export_s, export_peak, printed = timed_tree_peak(command)
+    export_rows = json.loads(printed)["rows"]
+    import duckdb
+
+    read_back = {
+        table: duckdb.sql(f"SELECT count(*) FROM read_parquet('{exported}/{table}/**/*.parquet')").fetchall()[0][0]
+        for table, count in export_rows.items()
+        if count
+    }
     return {
+        "export_s": export_s,
+        "export_peak_mb": export_peak,
+        "export_rows": sum(export_rows.values()),
+        "export_equal": all(read_back[table] == count for table, count in export_rows.items() if count),
         "runs": total,
         "ingest_s": ingest_s,
         "db_mb": db_path.stat().st_size / 2**20,
@@ -352,6 +367,8 @@ def main() -> None:
                 f"| `diag report` again, no new data | {result['again_s']:.1f} s, "
                 f"{result['rewritten']} files changed |",
                 f"| Datasette `latest_status`, every row | {result['view_s']:.2f} s ({result['view_rows']:,} rows) |",
+                f"| `diag export` (Parquet) | {result['export_s']:.1f} s, {result['export_peak_mb']:.0f} MB peak, "
+                f"{result['export_rows']:,} rows; DuckDB reads back the same counts: {result['export_equal']} |",
                 "",
             ]
         if "fidelity" in parts:

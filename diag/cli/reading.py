@@ -160,3 +160,49 @@ def report_command(db_path: str, out_dir: str, as_json: bool) -> None:
             f"{counts['files']} files: {counts['written']} written, {counts['unchanged']} unchanged, "
             f"{counts['removed']} stale removed: {index}"
         )
+
+
+@cli.command("export")
+@db_option
+@click.option(
+    "--format",
+    "out_format",
+    type=click.Choice(["parquet"]),
+    default="parquet",
+    show_default=True,
+    help="File format (Parquet, through pyarrow: pip install 'diag[export]').",
+)
+@click.option(
+    "--out",
+    "out_dir",
+    required=True,
+    type=click.Path(file_okay=False),
+    help="Folder for the datasets, one per table (an earlier export there is replaced).",
+)
+@json_option
+def export_command(db_path: str, out_format: str, out_dir: str, as_json: bool) -> None:
+    """Export the history as Parquet datasets, one per table, partitioned by build date.
+
+    For pandas, DuckDB, Polars or a notebook: runs, graph_breaks, recompiles, hidden_errors,
+    timings, frames, folded_runs and torch_builds, each in OUT/<table>/build_date=<date>/.
+    docs/data.md has the schema and three questions answered with DuckDB.
+    """
+    from diag import export
+
+    read_store(db_path)  # a missing or foreign file is a one-line error, as for every reading command
+    out = Path(out_dir)
+    why = export.check_out(out)
+    if why:
+        raise fail(why)
+    try:
+        import pyarrow  # noqa: F401 (only checks it is installed)
+    except ImportError as exc:
+        raise fail("diag export needs pyarrow: pip install 'diag[export]' (or pip install pyarrow)") from exc
+    try:
+        written = export.export(Path(db_path), out, progress=lambda message: click.echo(message, err=True))
+    except export.ExportError as exc:
+        raise fail(str(exc)) from exc
+    if as_json:
+        click.echo(json.dumps({"out": str(out), "format": out_format, "rows": written}, indent=2))
+    else:
+        click.echo(f"exported {sum(written.values())} rows of {len(written)} tables to {out}/")
