@@ -28,7 +28,7 @@ from markupsafe import Markup, escape
 
 from diag import __version__, guards, store
 from diag.contract import STATUSES
-from diag.report import charts, inputs, run_page, variants_page
+from diag.report import breaks_page, charts, inputs, run_page, variants_page
 from diag.report.model import FLAKY_FLIPS, Cell, Matrix, RowKey, build_matrix, error_line, pages, row_label
 from diag.report.publish import MANIFEST, ReportError, publish
 from diag.report.run_page import ci_link
@@ -195,6 +195,7 @@ def render(
     paged = detailed_runs(matrix, detail_builds)
     shown = variants_page.context(db, matrix.builds, runs)
     texts = store.key_texts(db)
+    breaks = breaks_page.contexts(db, matrix)
     env.globals["row_filter"] = functools.partial(row_filter, keys=keys, texts=texts)
     common = {
         "case_links": [{"name": c, "href": case_href(c)} for c in cases if not c.startswith(HF_PREFIX)],
@@ -204,9 +205,10 @@ def render(
         "key_texts": texts,
         "detail_builds": detail_builds,
         "has_variants": shown is not None,
+        "has_breaks": bool(breaks),
     }
     made = inputs.Pages(out_dir, (out_dir / MANIFEST).exists())
-    nav = [common["case_links"], common["has_architectures"], common["has_variants"]]
+    nav = [common["case_links"], common["has_architectures"], common["has_variants"], common["has_breaks"]]
     quiet = {**common, "data_stamp": ""}  # the pages kept from night to night carry no stamp of the data
     by_case: dict[str, list[dict[str, Any]]] = {}
     for run in runs:
@@ -281,6 +283,11 @@ def render(
                 max_lines=charts.MAX_LINES,
                 **quiet,
             )
+        if breaks:
+            files["breaks.html"] = env.get_template("breaks.html.j2").render(root="", breaks=breaks, **common)
+            page = env.get_template("break.html.j2")
+            for entry in breaks:
+                files[entry["href"]] = page.render(root="../", b=entry, **quiet)
         if shown is not None:
             files["variants.html"] = env.get_template("variants.html.j2").render(root="", v=shown, **common)
         files["datasette.json"] = json.dumps(store.datasette_metadata(db, db_name), indent=1)

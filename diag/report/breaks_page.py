@@ -1,0 +1,93 @@
+"""A page per graph break: per GB id (torch's own id for a kind of break, stable across builds from
+2.8), and per graph-break key for breaks without one. Where it was first and last seen, the builds
+and cases it shows up on, the message as torch words it on each build, the command that reproduces
+it, and torch's registry entry for the id."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import Any
+
+from diag import store
+from diag.report.model import Matrix
+
+REGISTRY = "https://meta-pytorch.github.io/compile-graph-break-site/gb/{id}.html"
+_GB_ID = re.compile(r"^GB\d{4}$")
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
+
+
+def href(key: str) -> str:
+    slug = _UNSAFE.sub("_", key)[:60]
+    if slug == key:
+        return f"breaks/{key}.html"
+    return f"breaks/{slug}-{hashlib.sha1(key.encode('utf-8', 'replace')).hexdigest()[:8]}.html"
+
+
+def contexts(db, matrix: Matrix) -> list[dict[str, Any]]:
+    """One dict per graph-break key of the stored runs, most widespread first (then by key)."""
+    order = {build["id"]: index for index, build in enumerate(matrix.builds)}
+    builds = {build["id"]: build for build in matrix.builds}
+    found: dict[str, dict[str, Any]] = {}
+    query = """SELECT g.key, g.gb_type, g.reason, g.resumable, g.location, g.count, r.id, r."case", r.torch_build_id
+               FROM graph_breaks g JOIN runs r ON r.id = g.run_id ORDER BY r.id"""
+    for key, gb_type, reason, resumable, location, count, run_id, case, build_id in db.execute(query).fetchall():
+        if not key or build_id not in order:
+            continue
+        entry = found.setdefault(
+            key,
+            {
+                "key": key,
+                "gb_type": gb_type,
+                "builds": {},
+                "cases": set(),
+                "runs": 0,
+                "count": 0,
+                "newest": (-1, 0),
+                "locations": set(),
+                "resumable": set(),
+            },
+        )
+        entry["builds"].setdefault(build_id, (reason or "").strip())
+        entry["cases"].add(case)
+        entry["runs"] += 1
+        entry["count"] += count or 1
+        entry["resumable"].add(resumable)
+        if location:
+            entry["locations"].add(location)
+        entry["newest"] = max(entry["newest"], (order[build_id], run_id))  # the repro: its newest run
+    pages = []
+    for key, entry in found.items():
+        seen = sorted(entry["builds"], key=order.__getitem__)
+        wordings: list[dict[str, Any]] = []
+        for build_id in seen:
+            text = entry["builds"][build_id]
+            if wordings and wordings[-1]["text"] == text:
+                wordings[-1]["last"] = builds[build_id]
+                wordings[-1]["builds"] += 1
+            else:
+                wordings.append({"text": text, "first": builds[build_id], "last": builds[build_id], "builds": 1})
+        doc = store.DOC_URL.search(" ".join(entry["builds"].values()))
+        pages.append(
+            {
+                "key": key,
+                "href": href(key),
+                "gb_id": key if _GB_ID.match(key) else None,
+                "registry": doc.group(0) if doc else (REGISTRY.format(id=key.lower()) if _GB_ID.match(key) else None),
+                "title": entry["gb_type"] or (wordings[-1]["text"].splitlines() or [key])[0],
+                "first": builds[seen[0]],
+                "last": builds[seen[-1]],
+                "newest_build": matrix.builds[-1] if matrix.builds else None,
+                "build_count": len(seen),
+                "cases": sorted(entry["cases"]),
+                "runs": entry["runs"],
+                "count": entry["count"],
+                "wordings": wordings,
+                "locations": sorted(entry["locations"])[:10],
+                "resumable": sorted(
+                    {"resumed" if value else "not resumed" for value in entry["resumable"] if value is not None}
+                ),
+                "repro_run": entry["newest"][1],
+            }
+        )
+    return sorted(pages, key=lambda page: (-page["build_count"], -page["runs"], page["key"]))
