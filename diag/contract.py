@@ -4,14 +4,15 @@ The probe runs in the target torch environment, the orchestrator in its own; onl
 statuses cross between them. What both sides must agree on is defined in the probe (it must run
 without the orchestrator) and reaches the orchestrator through this module alone: the record
 format, the statuses and finding kinds, the run's config and spec, the default model's size, the
-lifeline's variable, the case file header, and the two pure functions the orchestrator applies to
-what a dead pass left on stderr. ``tests/test_boundary.py`` holds the list of these names and fails
+lifeline's variable, the case file header, the two pure functions the orchestrator applies to
+what a dead pass left on stderr, and the GB id a graph-break message names.
+``tests/test_boundary.py`` holds the list of these names and fails
 on any other import of ``diag.probe`` from an orchestrator module.
 """
 
 from diag.probe import records, statuses
 from diag.probe.cases import CaseError, read_case_header
-from diag.probe.keys import stable_key
+from diag.probe.keys import graph_break_id, stable_key
 from diag.probe.parsers import errors_in_stderr
 from diag.probe.spec import DTYPES, LIFELINE_VARIABLE, MODES, TINY_LLAMA, Config
 from diag.probe.statuses import BY_NAME, ENVIRONMENT_ERRNOS, FINDING_KINDS, FINDING_TABLES, STATUSES, WORKS
@@ -30,6 +31,7 @@ __all__ = [
     "CaseError",
     "Config",
     "errors_in_stderr",
+    "graph_break_id",
     "read_case_header",
     "records",
     "stable_key",

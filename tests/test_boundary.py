@@ -38,6 +38,7 @@ CROSSING = {
     "errors_in_stderr",
     "read_case_header",
     "stable_key",
+    "graph_break_id",
 }
 
 

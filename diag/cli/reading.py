@@ -206,3 +206,82 @@ def export_command(db_path: str, out_format: str, out_dir: str, as_json: bool) -
         click.echo(json.dumps({"out": str(out), "format": out_format, "rows": written}, indent=2))
     else:
         click.echo(f"exported {sum(written.values())} rows of {len(written)} tables to {out}/")
+
+
+@cli.command("file-upstream")
+@click.argument("run_id", type=RUN_ID)
+@db_option
+@click.option("--break", "key", default=None, help="The finding key to report (default: the run's first with a GB id).")
+@click.option("--repo", default="pytorch/pytorch", show_default=True, help="The tracker's repository.")
+@click.option(
+    "--api-url", default="https://api.github.com", show_default=True, help="GitHub's REST API (or GitHub Enterprise's)."
+)
+@click.option(
+    "--token-env",
+    default="GITHUB_TOKEN",
+    show_default=True,
+    help="Environment variable holding a token. With one, the tracker is searched for the GB id first.",
+)
+@click.option("--file", "file_it", is_flag=True, help="File the issue when the search finds none (needs the token).")
+@json_option
+def file_upstream_command(
+    run_id: int, db_path: str, key: Optional[str], repo: str, api_url: str, token_env: str, file_it: bool, as_json: bool
+) -> None:
+    """Draft an upstream issue for a run's graph break: GB id, versions, the message, the DEBUG log
+    around it and the repro script.
+
+    Without a token, prints the draft and sends nothing. With one ($GITHUB_TOKEN, or --token-env),
+    searches the tracker for the GB id first and names the issues that already report it; --file
+    files the draft only when none does.
+    """
+    import os
+
+    from diag import repro, upstream
+
+    db = read_store(db_path)
+    run = store.get_run(db, run_id)
+    if run is None:
+        raise fail(f"no run #{run_id} in {db_path}")
+    token = os.environ.get(token_env) or None
+    if file_it and token is None:
+        raise fail(f"--file needs a token in ${token_env}")
+    try:
+        finding = upstream.choose(run, key)
+        try:
+            source = repro.script(run, repro.case_path_of(run))
+        except repro.ReproError:
+            source = None
+        title, body = upstream.draft(run, finding, source, upstream.excerpt(run, finding))
+        existing = upstream.search(api_url, repo, token, finding) if token else None
+        filed = upstream.create(api_url, repo, token, title, body) if token and file_it and not existing else None
+    except upstream.UpstreamError as exc:
+        raise fail(str(exc)) from exc
+    if as_json:
+        click.echo(
+            json.dumps(
+                {
+                    "key": finding.key,
+                    "gb_id": finding.gb_id,
+                    "title": title,
+                    "body": body,
+                    "existing": existing,
+                    "filed": filed,
+                },
+                indent=2,
+            )
+        )
+        return
+    if existing:
+        click.echo(f"already reported in {repo}; not filed again:")
+        for issue in existing:
+            click.echo(f"  #{issue['number']} ({issue['state']}) {issue['title']}: {issue['html_url']}")
+        return
+    if filed:
+        click.echo(f"filed {filed['html_url']}")
+        return
+    click.echo(f"# {title}\n\n{body}")
+    if existing is not None:
+        progress_note = f"no issue in {repo} names {finding.gb_id or finding.key}; --file files this draft"
+    else:
+        progress_note = f"a draft only: with a token in ${token_env}, the tracker is searched first"
+    click.echo(progress_note, err=True)
