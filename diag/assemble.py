@@ -7,10 +7,11 @@ fields the record format does not declare are kept in the row's ``extra`` column
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any, Optional
 
-from diag import guards, noise
+from diag import guards, noise, trace
 from diag import row as rows
 from diag.build import identity as build_identity
 from diag.contract import errors_in_stderr, records, stable_key, statuses
@@ -256,6 +257,60 @@ def build_columns(build: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def with_metrics(frames: Optional[list[dict[str, Any]]], diagnosis: PassOutcome) -> list[dict[str, Any]]:
+    """The trace's frames, each with every field torch's in-process metrics hold for it (JSON, matched
+    by compile id); where the trace has no frames (torch before 2.4), one frame per metrics entry."""
+    frames = [dict(frame) for frame in frames or []]
+    recorded = diagnosis.first(records.COMPILE_METRICS)
+    metrics = (recorded or {}).get("frames") or []
+    metrics = [_compact(m) for m in metrics]
+    by_id = {str(m.get("compile_id")): m for m in metrics}
+    for frame in frames:
+        found = by_id.get(str(frame.get("compile_id")))
+        frame["metrics"] = json.dumps(found, sort_keys=True) if found is not None else None
+    if not frames:
+        for m in metrics:
+            frame = {name: m.get(name) for name in trace.FRAME_FIELDS}
+            frame["compile_id"] = None if m.get("compile_id") is None else str(m["compile_id"])
+            frame["restart_reasons"] = json.dumps(m.get("restart_reasons") or [])
+            frame["metrics"] = json.dumps(m, sort_keys=True)
+            frames.append(frame)
+    return frames
+
+
+BULKY = 512  # characters of JSON: a field longer than this is kept as its digest on the frame
+
+
+def _compact(metrics: dict[str, Any]) -> dict[str, Any]:
+    """Every field, the bulky ones (the four config dumps, node shapes and the stack: 40 KB a frame,
+    the same on every frame of a run) as their sha256 and length; the run directory's diagnose.jsonl
+    keeps them whole."""
+    compact = {}
+    for name, value in metrics.items():
+        text = json.dumps(value, sort_keys=True, default=str)
+        if len(text) > BULKY:
+            value = {"sha256": hashlib.sha256(text.encode()).hexdigest()[:16], "chars": len(text)}
+        compact[name] = value
+    return compact
+
+
+def guard_latency(timing: Optional[PassOutcome], diagnosis: PassOutcome) -> Optional[float]:
+    """The guard check a steady decode call pays (microseconds): for each compiled code object, the
+    guard latency torch measured on its newest cache entry (the one a steady call finds first),
+    summed over the code objects. From the timing pass (logging off) where it reported metrics."""
+    for outcome in (timing, diagnosis):
+        recorded = outcome.first(records.COMPILE_METRICS) if outcome is not None else None
+        if recorded is None:
+            continue
+        newest: dict[tuple, float] = {}
+        for m in recorded.get("frames") or []:
+            if m.get("guard_latency_us") is not None:
+                newest[(m.get("co_filename"), m.get("co_name"), m.get("co_firstlineno"))] = float(m["guard_latency_us"])
+        if newest:
+            return sum(newest.values())
+    return None
+
+
 def assemble(
     files: RunFiles,
     fallback_build: dict[str, Any],
@@ -272,6 +327,7 @@ def assemble(
     status = status_fields["status"]
     timing = None if status in statuses.NOT_TIMEABLE else files.timing
     found = findings(diagnosis)
+    frames = with_metrics(frames, diagnosis)
     died = probe_failure(diagnosis) is not None
     if died:
         found["hidden_errors"] += timing_pass_evidence(files.timing)
@@ -287,6 +343,7 @@ def assemble(
         **correctness(diagnosis),
         "capabilities": capabilities(diagnosis, notes or {}),
         **timing_columns(timing),
+        "guard_latency_us": guard_latency(timing, diagnosis),
         "timing_error": timing_compile_error(files.timing)
         if died
         else timing_error(timing, compiled_expected=status not in statuses.EAGER_ONLY),

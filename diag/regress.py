@@ -263,10 +263,24 @@ def compare_runs(
         change = latency_change(mode, steady_before, steady_after)
         if change is not None:
             result.timings.append(change)
-    change = compile_change(before_pool, after_pool)
-    if change is not None:
-        result.timings.append(change)
+    for change in (compile_change(before_pool, after_pool), guard_change(before_pool, after_pool)):
+        if change is not None:
+            result.timings.append(change)
     return result
+
+
+def guard_change(before_runs: Sequence[dict[str, Any]], after_runs: Sequence[dict[str, Any]]) -> Optional[TimingChange]:
+    """The guard check a decode call pays, one value per run, on each side; None where a side has
+    none. Runs whose timing the host made noisy are left out, as they are for latency."""
+    sides = [
+        [r["guard_latency_us"] for r in runs if r.get("guard_latency_us") is not None and not r.get("timing_noisy")]
+        for runs in (before_runs, after_runs)
+    ]
+    if not all(sides):
+        return None
+    change = timing_change("guard_latency_us", sides[0], sides[1])
+    change.basis = "raw"
+    return change
 
 
 def compile_change(
@@ -298,6 +312,7 @@ def compile_change(
 class Thresholds:
     compile_ratio: float = 1.15
     latency_ratio: float = 1.05
+    guard_ratio: float = 1.15  # guard latency is one figure a run, measured once per compile, as compile time
     # 0.02, not 0.01: over 5 runs a side 0.01 tolerates one stray run, and missed 3 of 20 injected
     # 10% slowdowns; 0.02 detected 19 of 20 with no false alarm on identical builds, where the
     # ratio threshold, not the test, does the refusing (docs/BENCHMARKS.md, timing fidelity).
@@ -305,6 +320,10 @@ class Thresholds:
     # decode steps that may recompile: the first one (its shapes are not the prefill's) and one more
     # (torch marks a size that changed as dynamic); a cache that recompiles beyond is a finding
     decode_recompile_steps: int = 2
+
+    def limit(self, metric: str) -> float:
+        """The ratio a slowdown of ``metric`` must pass."""
+        return {"compile_s": self.compile_ratio, "guard_latency_us": self.guard_ratio}.get(metric, self.latency_ratio)
 
 
 @dataclass
@@ -329,7 +348,7 @@ def inconclusive(comparison: RowComparison, thresholds: Thresholds) -> list[Regr
         return found
     needed = runs_needed(thresholds.alpha)
     for change in comparison.timings:
-        limit = thresholds.compile_ratio if change.metric == "compile_s" else thresholds.latency_ratio
+        limit = thresholds.limit(change.metric)
         if change.inconclusive(limit, thresholds.alpha):
             found.append(
                 Regression(
@@ -377,7 +396,7 @@ def regressions(comparison: RowComparison, thresholds: Thresholds, allowed: set[
             )
         )
     for change in comparison.timings:
-        limit = thresholds.compile_ratio if change.metric == "compile_s" else thresholds.latency_ratio
+        limit = thresholds.limit(change.metric)
         if change.significant_slowdown(limit, thresholds.alpha):
             said = f"{_timing_text(change)}, p={change.p_value:.2g}, threshold x{limit})"
             found.append(Regression(row, "slowdown", said, change))
@@ -398,11 +417,7 @@ def against_stable(
     for regression in found:
         change = regression.change
         twin = stable.get((regression.row, change.metric)) if change is not None else None
-        limit = (
-            thresholds.compile_ratio
-            if change is not None and change.metric == "compile_s"
-            else thresholds.latency_ratio
-        )
+        limit = thresholds.limit(change.metric) if change is not None else thresholds.latency_ratio
         if twin is None or twin.ratio is None or twin.ratio <= limit:
             kept.append(regression)
             continue

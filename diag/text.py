@@ -113,7 +113,8 @@ def show(run: dict[str, Any]) -> str:
     lines += _section("timings")
     lines.append(
         f"  compile: {_num(run.get('compile_s'), '.3f', ' s')} cold, "
-        f"{_num(run.get('compile_warm_s'), '.3f', ' s')} warm"
+        f"{_num(run.get('compile_warm_s'), '.3f', ' s')} warm; guard check per decode call "
+        f"{_num(run.get('guard_latency_us'), '.0f', ' us')}"
     )
     lines.append(f"  eager: {_latency(run, 'eager')}   compiled: {_latency(run, 'compiled')}")
     if run.get("timing_noisy"):

@@ -68,6 +68,20 @@ def test_timing_pass_stores_latency_samples_and_compile_time(tmp_path, fork):
     assert [(p["name"], p["returncode"]) for p in passes] == [("time", 0), ("diagnose", 0)]
     # Only the diagnosis pass writes a structured trace: the timing pass runs with it turned off.
     assert len(list((run_dir / "trace").glob("*.log"))) == 1
+    # torch's per-frame compilation metrics, every field (bulky ones as a digest) on the frame, and
+    # the guard check a decode call pays, from the timing pass's own metrics
+    (frame,) = run["frames"]
+    metrics = json.loads(frame["metrics"])
+    assert len(metrics) > 50 and metrics["guard_latency_us"] > 0 and metrics["compile_id"] == frame["compile_id"]
+    assert set(metrics["inductor_config"]) == {"sha256", "chars"}
+    timed = [json.loads(line) for line in (run_dir / "time.jsonl").read_text().splitlines()]
+    (recorded,) = [r for r in timed if r.get("kind") == "compile_metrics"]
+    (cold,) = recorded["frames"]  # fullgraph: one frame, compiled once
+    assert run["guard_latency_us"] == cold["guard_latency_us"]
+    assert (
+        f"guard check per decode call {run['guard_latency_us']:.0f} us"
+        in diag("show", "1", "--db", str(db), cwd=tmp_path).stdout
+    )
 
 
 def test_a_case_that_does_not_compile_is_timed_eagerly_only(tmp_path):

@@ -165,3 +165,29 @@ def recompute_compiled_graphs() -> None:
     for module, flag in _graph_cache_flags():
         if isinstance(getattr(module, flag, None), bool):
             setattr(module, flag, False)
+
+
+def compilation_metrics() -> list[dict[str, Any]] | None:
+    """Every field of torch's per-frame CompilationMetrics recorded in this process so far (a
+    dataclass of about 100 fields on recent builds, guard latency among them), as JSON values;
+    None where this torch keeps no such list (before 2.3)."""
+    import dataclasses
+    import json
+
+    try:
+        from torch._dynamo import utils
+
+        getter = getattr(utils, "get_compilation_metrics", None)
+        found = list(getter()) if getter is not None else None
+    except Exception:  # a private API: its absence or change is "not available", never a failed pass
+        return None
+    if found is None:
+        return None
+    frames = []
+    for metrics in found:
+        try:
+            fields = dataclasses.asdict(metrics) if dataclasses.is_dataclass(metrics) else dict(vars(metrics))
+            frames.append(json.loads(json.dumps(fields, default=str)))
+        except (TypeError, ValueError):
+            continue
+    return frames

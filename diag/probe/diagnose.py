@@ -263,6 +263,9 @@ def run(workload: Workload, results: Writer, artifacts: Path, timing_results: Op
         summary["error_type"] = type(inner).__name__
         summary["error_location"] = error_location(error, case_path)
         summary["error_key"] = keys.stable_key(type(inner).__name__, str(inner), summary["error_location"])
+    metrics = compat.compilation_metrics()
+    if metrics is not None:
+        results.write(records.COMPILE_METRICS, frames=metrics)
     results.write(records.RESULT, **summary)
 
 

@@ -157,6 +157,11 @@ PROFILE = _kind(
     top="list",
     seconds="float",
 )
+COMPILE_METRICS = _kind(
+    "compile_metrics",
+    "every field of torch's per-frame compilation metrics after the pass's compiles (torch >= 2.3)",
+    frames="list",
+)
 TIMING_ERROR = _kind(
     "timing_error",
     "why the timing pass could not time a mode",

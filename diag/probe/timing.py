@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
-from diag.probe import capture, records
+from diag.probe import capture, compat, records
 from diag.probe.records import Writer
 from diag.probe.session import Workload, error_location, exception_info
 
@@ -239,6 +239,7 @@ def run(workload: Workload, results: Writer, folder: Optional[Path] = None) -> N
             return
     finally:
         notices.uninstall()
+    metrics = compat.compilation_metrics()  # the cold compile's frames, before the reset below
     host = _host()
     _write_eager(results, eager_memory, eager_first, sampled["eager"], {**shared, **host})
     hits = _graph_cache_hits()
@@ -265,6 +266,8 @@ def run(workload: Workload, results: Writer, folder: Optional[Path] = None) -> N
         **shared,
         **host,
     )
+    if metrics is not None:
+        results.write(records.COMPILE_METRICS, frames=metrics)
     if cfg.profile and folder is not None:
         try:
             profile(workload, results, folder)

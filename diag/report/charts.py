@@ -44,6 +44,7 @@ METRICS: list[Metric] = [
     ("Compiled per-token latency", "ms / token", lambda r: _latency(r, "compiled")),
     ("Speedup (eager / compiled)", "x", _speedup),
     ("Peak memory, compiled", "MB", lambda r: r.get("peak_mem_compiled_mb")),
+    ("Guard check per decode call", "microseconds", lambda r: r.get("guard_latency_us")),
 ]
 
 

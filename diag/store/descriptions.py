@@ -37,6 +37,8 @@ DESCRIPTIONS: dict[str, tuple[str, dict[str, str]]] = {
             "hidden_error_count": "exceptions torch swallowed or logged",
             "compile_s": "compile time, cold caches (s)",
             "compile_warm_s": "compile time, warm caches (s)",
+            "guard_latency_us": "guard check a steady decode call pays (us): each compiled frame's newest "
+            "cache entry, as torch measured it, summed",
             "eager_ms_per_token": "median eager decode step (ms)",
             "compiled_ms_per_token": "median compiled decode step (ms)",
             "eager_ms_low": "95% interval of the eager median, low end (ms)",
@@ -84,7 +86,14 @@ DESCRIPTIONS: dict[str, tuple[str, dict[str, str]]] = {
         "Timing series per run: raw samples for recent builds, a summary after `diag prune`.",
         {"samples": "JSON list of samples (NULL once pruned)", "summary": "JSON n, median, p10, p90 of pruned samples"},
     ),
-    "frames": ("Per compiled frame, torch's compilation_metrics (torch 2.4+).", {}),
+    "frames": (
+        "Per compiled frame, torch's compilation_metrics (torch 2.4+).",
+        {
+            "metrics": "every field torch's in-process compilation metrics hold for the frame, as JSON (torch "
+            "2.3+); a field over 512 characters (the config dumps) as its sha256 and length, whole in the run "
+            "directory's diagnose.jsonl"
+        },
+    ),
     "folded_runs": (
         "Runs `diag prune` folded into counts, by build, row and outcome: a row's runs of one build "
         "beyond its newest, and a row's runs on old nightlies where it does not change.",

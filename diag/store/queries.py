@@ -58,6 +58,7 @@ REPORT_COLUMNS = (
     "compiled_ms_per_token",
     "peak_mem_eager_mb",
     "peak_mem_compiled_mb",
+    "guard_latency_us",
     "timing_noisy",
     "started_at",
     "transformers_version",
