@@ -188,6 +188,6 @@ def compilation_metrics() -> list[dict[str, Any]] | None:
         try:
             fields = dataclasses.asdict(metrics) if dataclasses.is_dataclass(metrics) else dict(vars(metrics))
             frames.append(json.loads(json.dumps(fields, default=str)))
-        except (TypeError, ValueError):
+        except Exception:  # a field this torch fills with something JSON cannot hold: that frame is left out
             continue
     return frames
