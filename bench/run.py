@@ -219,6 +219,27 @@ def timed_tree_peak(command: list[str]) -> tuple[float, float, str]:
     return seconds, peak, process.stdout.read()
 
 
+def graph_break_pages(db, keys: int = 300) -> tuple[int, float]:
+    """The report's graph-break pages for ``keys`` distinct GB ids (the synthetic history's breaks
+    spread over them; it has one): how many pages, and the CPU seconds they add to a render."""
+    from diag import report
+    from diag.report import breaks_page, model
+
+    db.execute(f"UPDATE graph_breaks SET key = printf('GB%04d', id % {keys})")
+    db.conn.commit()
+    matrix = model.build_matrix(store.builds(db), store.report_runs(db), store.finding_keys(db), 30)
+    start = time.process_time()
+    found = breaks_page.contexts(db, matrix)
+    env = report._environment()
+    shared = {"case_links": [], "has_architectures": False, "has_variants": False, "has_breaks": True}
+    shared.update({"paged": set(), "data_stamp": "", "key_texts": {}, "detail_builds": 30})
+    env.get_template("breaks.html.j2").render(root="", breaks=found, **shared)
+    page = env.get_template("break.html.j2")
+    for entry in found:
+        page.render(root="../", b=entry, **shared)
+    return len(found), time.process_time() - start
+
+
 def scale(work: Path, total: int) -> dict:
     db_path = work / "scale.db"
     db = store.open_db(db_path)
@@ -237,6 +258,7 @@ def scale(work: Path, total: int) -> dict:
     start = time.perf_counter()
     latest = len(db.execute("SELECT * FROM latest_status").fetchall())
     view_s = time.perf_counter() - start
+    breaks_count, breaks_cpu = graph_break_pages(db)
     exported = work / "export"
     command = [sys.executable, "-m", "diag", "export", "--db", str(db_path), "--out", str(exported), "--json"]
     export_s, export_peak, printed = timed_tree_peak(command)
@@ -249,6 +271,8 @@ def scale(work: Path, total: int) -> dict:
         if count
     }
     return {
+        "breaks_count": breaks_count,
+        "breaks_cpu": breaks_cpu,
         "export_s": export_s,
         "export_peak_mb": export_peak,
         "export_rows": sum(export_rows.values()),
@@ -367,6 +391,8 @@ def main() -> None:
                 f"| `diag report` again, no new data | {result['again_s']:.1f} s, "
                 f"{result['rewritten']} files changed |",
                 f"| Datasette `latest_status`, every row | {result['view_s']:.2f} s ({result['view_rows']:,} rows) |",
+                f"| graph-break pages, {result['breaks_count']} GB ids (the history's breaks spread over them) | "
+                f"{result['breaks_cpu']:.2f} CPU-s added to a render |",
                 f"| `diag export` (Parquet) | {result['export_s']:.1f} s, {result['export_peak_mb']:.0f} MB peak, "
                 f"{result['export_rows']:,} rows; DuckDB reads back the same counts: {result['export_equal']} |",
                 "",
