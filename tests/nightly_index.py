@@ -117,6 +117,15 @@ def write_listing(root: Path, variant: str, listed: list[Path]) -> str:
     return f"nightly/{variant}"
 
 
+def stand_ins(root: Path, days: tuple[int, ...], listed: tuple[int, ...]) -> dict[int, Path]:
+    """Stand-ins of 2.14.0.dev202601<day> under ``root/nightly/cpu``, the listing naming ``listed``."""
+    files = root / "nightly" / "cpu"
+    files.mkdir(parents=True)
+    made = {day: stand_in(f"2.14.0.dev202601{day:02d}+cpu", files) for day in days}
+    write_listing(root, "cpu", [made[day] for day in listed])
+    return made
+
+
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
     def log_message(self, format, *args):  # noqa: A002 (the stdlib's name)
         pass

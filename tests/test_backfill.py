@@ -19,10 +19,7 @@ def sources(tmp_path, monkeypatch):
     wheel folder, 10 and 11 in the history; none for 02, 06, 07, 09, 12."""
     monkeypatch.setenv("DIAG_HOME", str(tmp_path / "home"))
     root = tmp_path / "www"
-    files = root / "nightly" / "cpu"
-    files.mkdir(parents=True)
-    made = {day: nightly_index.stand_in(f"2.14.0.dev202601{day:02d}+cpu", files) for day in (1, 3, 4, 5)}
-    nightly_index.write_listing(root, "cpu", [made[4], made[5]])
+    nightly_index.stand_ins(root, (1, 3, 4, 5), listed=(4, 5))
     folder = tmp_path / "folder"
     folder.mkdir()
     nightly_index.stand_in("2.14.0.dev20260108+cpu", folder)

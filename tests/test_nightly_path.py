@@ -27,10 +27,7 @@ def index(tmp_path, monkeypatch):
     """Stand-in nightlies 2.14.0.dev20260101..05 (no 20260102) as files; the listing names 04 and 05."""
     monkeypatch.setenv("DIAG_HOME", str(tmp_path / "home"))
     root = tmp_path / "www"
-    files = root / "nightly" / "cpu"
-    files.mkdir(parents=True)
-    made = {day: nightly_index.stand_in(f"2.14.0.dev202601{day:02d}+cpu", files) for day in (1, 3, 4, 5)}
-    nightly_index.write_listing(root, "cpu", [made[4], made[5]])
+    made = nightly_index.stand_ins(root, (1, 3, 4, 5), listed=(4, 5))
     with nightly_index.Server(root) as server:
         yield server.url + "/nightly/cpu", made
 

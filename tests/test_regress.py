@@ -390,3 +390,29 @@ def test_the_sliced_cache_recompiles_every_decode_step_and_the_fixed_one_never(t
     changed = [r for r in sliced["recompiles"] if r["guard_subject"] == "valid_past_index"]
     assert len(changed) >= 3 and {r["guard_property"] for r in changed} == {"item"}
     assert "changed: valid_past_index item: expected" in shown and "(grows with the decode step)" in shown
+
+
+def _guarded(base: float, noisy: int = 0) -> list[dict]:
+    """Five runs of one row whose guard check per decode call is ``base`` us and a little more."""
+    return [_run(i + 1, guard_latency_us=base + i, timing_noisy=noisy) for i in range(5)]
+
+
+def _guard_found(before: list[dict], after: list[dict]) -> list[regress.Regression]:
+    comparison = regress.compare_runs(before[-1], after[-1], before, after)
+    return regress.regressions(comparison, regress.Thresholds(), set())
+
+
+def test_a_guard_check_that_grew_by_half_is_a_slowdown_like_compile_time():
+    """The guard check a decode call pays is gated as compile time is: the ratio of the sides' medians
+    past x1.15 and the rank test. (A real run's figure: tests/test_timing.py.)"""
+    (found,) = _guard_found(_guarded(200), _guarded(300))
+    assert found.kind == "slowdown" and found.change.metric == "guard_latency_us"
+    assert "guard_latency_us x1.49" in found.message and "threshold x1.15" in found.message
+
+
+def test_a_guard_check_within_the_threshold_or_from_noisy_runs_is_not():
+    assert _guard_found(_guarded(200), _guarded(220)) == []  # x1.10
+    # the host made every run after noisy: left out, as for latency
+    comparison = regress.compare_runs(_guarded(200)[-1], _guarded(300, 1)[-1], _guarded(200), _guarded(300, 1))
+    assert all(change.metric != "guard_latency_us" for change in comparison.timings)
+    assert _guard_found(_guarded(200), _guarded(300, 1)) == []

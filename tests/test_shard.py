@@ -203,10 +203,7 @@ def test_plan_pins_nightly_to_todays_dated_build(tmp_path, monkeypatch):
     nightly index on 127.0.0.1: the real one cannot be reached from the test machine)."""
     monkeypatch.setenv("DIAG_HOME", str(tmp_path / "home"))
     root = tmp_path / "www"
-    files = root / "nightly" / "cpu"
-    files.mkdir(parents=True)
-    made = [nightly_index.stand_in(f"2.14.0.dev202601{day:02d}+cpu", files) for day in (4, 5)]
-    nightly_index.write_listing(root, "cpu", made)
+    nightly_index.stand_ins(root, (4, 5), listed=(4, 5))
     with nightly_index.Server(root) as server:
         part = f"--case append_last --torch nightly --torch 2.13.0 --index-url {server.url}/nightly/cpu --no-timing"
         document = _planned(tmp_path, 2, [part])
