@@ -38,3 +38,24 @@ LEG = ["--case", "all", "--threads", "1", "--repeat", "5", "--timing-seconds", "
 def leg_option(name: str) -> str:
     """A setting of the nightly CPU leg's `diag run` (tests/test_bench.py holds LEG to nightly.yml)."""
     return LEG[LEG.index(name) + 1]
+
+
+def graph_break_pages(db, keys: int = 300) -> tuple[int, float]:
+    """The report's graph-break pages for ``keys`` distinct GB ids (the synthetic history's breaks
+    spread over them; it has one): how many pages, and the CPU seconds they add to a render."""
+    from diag import report, store
+    from diag.report import breaks_page, model
+
+    db.execute(f"UPDATE graph_breaks SET key = printf('GB%04d', id % {keys})")
+    db.conn.commit()
+    matrix = model.build_matrix(store.builds(db), store.report_runs(db), store.finding_keys(db), 30)
+    start = time.process_time()
+    found = breaks_page.contexts(db, matrix)
+    env = report._environment()
+    shared = {"case_links": [], "has_architectures": False, "has_variants": False, "has_breaks": True}
+    shared.update({"paged": set(), "data_stamp": "", "key_texts": {}, "detail_builds": 30})
+    env.get_template("breaks.html.j2").render(root="", breaks=found, **shared)
+    page = env.get_template("break.html.j2")
+    for entry in found:
+        page.render(root="../", b=entry, **shared)
+    return len(found), time.process_time() - start

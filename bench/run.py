@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import synthetic  # noqa: E402 (after sys.path names the repository)
-from common import BENCH, CASES, LEG, REPO, _seconds, environ, leg_option, timed  # noqa: E402 (after sys.path names bench/)
+from common import BENCH, CASES, LEG, REPO, _seconds, environ, graph_break_pages, leg_option, timed  # noqa: E402 (after sys.path names bench/)
 from fidelity import fidelity, steadiness  # noqa: E402 (after sys.path names bench/)
 
 from diag import store  # noqa: E402 (after sys.path names the repository)
@@ -217,27 +217,6 @@ def timed_tree_peak(command: list[str]) -> tuple[float, float, str]:
     if process.returncode != 0:
         raise RuntimeError(f"{command} failed with {process.returncode}")
     return seconds, peak, process.stdout.read()
-
-
-def graph_break_pages(db, keys: int = 300) -> tuple[int, float]:
-    """The report's graph-break pages for ``keys`` distinct GB ids (the synthetic history's breaks
-    spread over them; it has one): how many pages, and the CPU seconds they add to a render."""
-    from diag import report
-    from diag.report import breaks_page, model
-
-    db.execute(f"UPDATE graph_breaks SET key = printf('GB%04d', id % {keys})")
-    db.conn.commit()
-    matrix = model.build_matrix(store.builds(db), store.report_runs(db), store.finding_keys(db), 30)
-    start = time.process_time()
-    found = breaks_page.contexts(db, matrix)
-    env = report._environment()
-    shared = {"case_links": [], "has_architectures": False, "has_variants": False, "has_breaks": True}
-    shared.update({"paged": set(), "data_stamp": "", "key_texts": {}, "detail_builds": 30})
-    env.get_template("breaks.html.j2").render(root="", breaks=found, **shared)
-    page = env.get_template("break.html.j2")
-    for entry in found:
-        page.render(root="../", b=entry, **shared)
-    return len(found), time.process_time() - start
 
 
 def scale(work: Path, total: int) -> dict:
