@@ -308,7 +308,7 @@ def compile_change(
     return change
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)  # by name only: a field added in the middle cannot shift the others
 class Thresholds:
     compile_ratio: float = 1.15
     latency_ratio: float = 1.05

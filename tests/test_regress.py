@@ -416,3 +416,10 @@ def test_a_guard_check_within_the_threshold_or_from_noisy_runs_is_not():
     comparison = regress.compare_runs(_guarded(200)[-1], _guarded(300, 1)[-1], _guarded(200), _guarded(300, 1))
     assert all(change.metric != "guard_latency_us" for change in comparison.timings)
     assert _guard_found(_guarded(200), _guarded(300, 1)) == []
+
+
+def test_thresholds_are_given_by_name():
+    """A field added in the middle (guard_ratio was) must not shift the CLI's values into others."""
+    with pytest.raises(TypeError):
+        regress.Thresholds(1.2, 1.05, 0.02)  # type: ignore[misc]
+    assert regress.Thresholds(alpha=0.05).guard_ratio == 1.15

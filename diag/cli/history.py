@@ -374,7 +374,12 @@ def check_command(
         if path and not Path(path).resolve().parent.is_dir():
             raise fail(f"{option} {path}: directory {Path(path).resolve().parent} does not exist")
     db = read_store(db_path)
-    thresholds = regress.Thresholds(compile_threshold, latency_threshold, alpha, decode_recompile_steps)
+    thresholds = regress.Thresholds(
+        compile_ratio=compile_threshold,
+        latency_ratio=latency_threshold,
+        alpha=alpha,
+        decode_recompile_steps=decode_recompile_steps,
+    )
     try:
         outcome = gate.check(db, baseline, thresholds, gate.read_allow_list(allow_file), stable)
     except store.StoreError as exc:
