@@ -81,6 +81,13 @@ def test_bad_backfill_input_is_one_line(tmp_path, args, said):
     assert "backfill chooses the builds" in done.stderr
 
 
+def test_a_history_that_is_not_there_is_one_line_not_an_empty_history(tmp_path):
+    args = ["--from", "2026-01-01", "--to", "2026-01-02", "--part", "--case append_last", "--dry-run"]
+    done = diag_here("backfill", *args, "--history", "typo.db", cwd=tmp_path)
+    assert done.returncode == 1 and "--history typo.db: no such file" in done.stderr
+    assert done.stderr.count("\n") == 1 and not (tmp_path / "typo.db").exists()
+
+
 def test_an_end_is_a_date_or_a_dated_nightly():
     assert backfill.parse_end("2.1.0.dev20230601", "--from").series == "2.1.0"
     assert str(backfill.parse_end("20230601", "--from").day) == "2023-06-01"

@@ -86,6 +86,8 @@ def backfill_command(
     # Sharded workers each write their own DB: only --history, the same file everywhere, may decide
     # what is skipped, or two workers would plan two different backfills.
     history = history_path or (db_path if wanted is None and Path(db_path).is_file() else None)
+    if history_path is not None and not Path(history_path).is_file():
+        raise fail(f"--history {history_path}: no such file (the builds it holds are the ones skipped)")
     stored = [build["version"] for build in store.builds(store.open_db(history, readonly=True))] if history else []
     request = parts[0].env_options.request("nightly")
     try:
