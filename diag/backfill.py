@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Iterable, Optional
 
 from diag import envs, wheels
-from diag.bisect import index_versions
-from diag.build import Version, nightly_spec, version_key
+from diag.bisect import at_direct_url, index_versions
+from diag.build import Version, nightly_date, version_key
 
 
 class BackfillError(ValueError):
@@ -60,8 +60,8 @@ class Found:
 
 
 def _day(version: str) -> Optional[datetime.date]:
-    parsed = Version.lenient(version)
-    return datetime.date.fromisoformat(parsed.nightly_date) if parsed and parsed.nightly_date else None
+    dated = nightly_date(version)
+    return datetime.date.fromisoformat(dated) if dated else None
 
 
 def select(
@@ -119,9 +119,8 @@ def _earliest(
     for day in window:
         if day in by_day:
             return sorted(by_day[day], key=version_key)[-1]
-        for name in series:
-            spec = nightly_spec(name, day.strftime("%Y%m%d"))
-            if any(wheels.exists(url) for url in wheels.direct_urls(request.index, spec, request.variant, tags)):
-                known.setdefault(spec, []).append("direct URL")
-                return spec
+        served = at_direct_url(series, day.strftime("%Y%m%d"), request, tags)
+        if served is not None:
+            known.setdefault(served, []).append("direct URL")
+            return served
     return None

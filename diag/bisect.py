@@ -145,15 +145,22 @@ def _walk_dates(good: str, bad: str, request: envs.Request, found: Candidates) -
         stamp = day.strftime("%Y%m%d")
         known = [nightly_spec(s, stamp) for s in series if nightly_spec(s, stamp) in found.sources]
         if not known:
-            for name in series:
-                spec = nightly_spec(name, stamp)
-                urls = wheels.direct_urls(request.index, spec, request.variant, tags)
-                if any(wheels.exists(url) for url in urls):
-                    found.sources.setdefault(spec, []).append("direct URL")
-                    break
+            served = at_direct_url(series, stamp, request, tags)
+            if served is not None:
+                found.sources.setdefault(served, []).append("direct URL")
             else:
                 found.missing_dates.append(stamp)
         day += datetime.timedelta(days=1)
+
+
+def at_direct_url(series: Iterable[str], stamp: str, request: envs.Request, tags: list[str]) -> Optional[str]:
+    """The dated nightly of ``stamp`` (YYYYMMDD) in the first of ``series`` whose wheel is served at
+    its direct URL on the request's index, or None."""
+    for name in series:
+        spec = nightly_spec(name, stamp)
+        if any(wheels.exists(url) for url in wheels.direct_urls(request.index, spec, request.variant, tags)):
+            return spec
+    return None
 
 
 def _base(version: str) -> str:
