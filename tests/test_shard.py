@@ -15,7 +15,7 @@ from conftest import diag_here
 
 from diag import row as rows
 from diag import shard
-from diag.cli import running, sharding
+from diag.cli import sharding
 
 # Parts that differ in what a unit holds: untimed (one spec a unit), timed (every spec of the part in
 # one unit), a sweep (configs that differ only in size), repeats, and a case file named like a built-in.
@@ -31,7 +31,7 @@ def _jobs(parts: list[sharding.Part], keys) -> Counter:
     return Counter(
         (part.index, repeat, spec, case.name, case.path, repr(config))
         for part in parts
-        for repeat, spec, case, config in running.part_jobs(part, keys)
+        for repeat, spec, case, config in part.runs_of(keys)
     )
 
 

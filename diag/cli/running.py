@@ -7,12 +7,11 @@ import os
 import shutil
 import sys
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Any, Optional
 
 import click
 
 from diag import catalog, envs, preflight, runner, shard, stopping, store, text, wheels
-from diag.catalog import CaseRef
 from diag.cli import sharding
 from diag.cli.common import (
     build_configs,
@@ -29,14 +28,11 @@ from diag.cli.common import (
     run_preflight,
 )
 from diag.config import DEFAULT_TIMEOUT_S, artifacts_root
-from diag.contract import Config
 
 
 def resolve_envs(specs: tuple[str, ...], options: envs.Options) -> tuple[dict[str, envs.TorchEnv], list[str]]:
     """Environments for ``specs``, by spec; a spec that fails is reported and skipped, the others still run."""
-    try:
-        for spec in specs:
-            envs.parse_spec(spec)  # refuses a malformed spec before anything runs
+    try:  # each spec was parsed when its part was made (sharding.part_of)
         if options.python is not None:
             # Every spec is checked against the interpreter before anything is installed.
             version = envs.python_version(envs.find_python(options.python))
@@ -229,19 +225,8 @@ def share_of(parts: list[sharding.Part], wanted: shard.Shard, history_path: Opti
 
 
 def announce(parts: list[sharding.Part], keys: set[str], wanted: shard.Shard) -> None:
-    runs = sum(1 for part in parts for _ in part_jobs(part, keys))
+    runs = sum(1 for part in parts for _ in part.runs_of(keys))
     progress(f"shard {wanted}: {runs} runs of the matrix")
-
-
-def part_jobs(part: sharding.Part, keys: Optional[set[str]]) -> Iterator[tuple[int, str, CaseRef, Config]]:
-    """The part's (repeat, spec, case, config) in run order, those of ``keys`` only where given: the whole
-    matrix ``repeat`` times over, so that the runs of a row are spread over the invocation's time."""
-    for repeat in range(part.repeat):
-        for spec in part.torch_specs:
-            for case in part.refs or []:
-                for index, config in enumerate(part.configs):
-                    if keys is None or part.unit_key(spec, case, index, repeat) in keys:
-                        yield repeat, spec, case, config
 
 
 def run_part(
@@ -249,7 +234,7 @@ def run_part(
 ) -> bool:
     """Run the part's jobs (those of ``keys``, where sharded) into the DB; True where a torch spec failed."""
     run_preflight(preflight.check_configs, part.configs)
-    specs = part.torch_specs if part.refs is None else tuple(dict.fromkeys(s for _, s, _, _ in part_jobs(part, keys)))
+    specs = part.torch_specs if part.refs is None else tuple(dict.fromkeys(s for _, s, _, _ in part.runs_of(keys)))
     if not specs:
         return False
     environments, env_failures = resolve_envs(specs, part.env_options)
@@ -267,7 +252,7 @@ def run_part(
     db = open_store(db_path, create=True)
     jobs_list = [
         runner.Job(environments[spec], case, config)
-        for _, spec, case, config in part_jobs(part, keys)
+        for _, spec, case, config in part.runs_of(keys)
         if spec in environments
     ]
     heartbeat = runner.Heartbeat(progress)

@@ -15,7 +15,7 @@ import shlex
 import subprocess
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any, Iterable, Iterator, Optional
 
 import click
 import tomllib
@@ -45,12 +45,30 @@ class Part:
     jobs: int
     refs: Optional[list[CaseRef]] = None  # resolved by ``resolve_cases``
 
+    def unit_specs(self, spec: str) -> tuple[str, ...]:
+        """The torch specs of the unit a run on ``spec`` belongs to: a timed row's unit holds every
+        torch spec of the part (one host times them all)."""
+        return self.torch_specs if self.timing else (spec,)
+
     def unit_key(self, spec: str, case: CaseRef, config_index: int, repeat: int) -> str:
-        """A timed row's unit holds every torch spec of the part (one host times them all)."""
-        specs = self.torch_specs if self.timing else (spec,)
         named = case.name if case.builtin else f"{case.name} [{case.path}]"
         config = f"config {config_index}: {rows.config_label(asdict(self.configs[config_index]))}"
-        return shard.unit_key(self.index, specs, named, config, repeat)
+        return shard.unit_key(self.index, self.unit_specs(spec), named, config, repeat)
+
+    def cells(self) -> Iterator[tuple[int, str, CaseRef, int, Config]]:
+        """Every (repeat, spec, case, config index, config) of the part (cases resolved), in run order:
+        the whole matrix ``repeat`` times over, so that the runs of a row spread over the invocation."""
+        for repeat in range(self.repeat):
+            for spec in self.torch_specs:
+                for case in self.refs or []:
+                    for index, config in enumerate(self.configs):
+                        yield repeat, spec, case, index, config
+
+    def runs_of(self, keys: Optional[set[str]]) -> Iterator[tuple[int, str, CaseRef, Config]]:
+        """The (repeat, spec, case, config) of the units in ``keys`` (all of them where None), in run order."""
+        for repeat, spec, case, index, config in self.cells():
+            if keys is None or self.unit_key(spec, case, index, repeat) in keys:
+                yield repeat, spec, case, config
 
 
 def part_of(index: int, args: Iterable[str], params: dict[str, Any]) -> Part:
@@ -153,20 +171,16 @@ def units(parts: list[Part], costs: dict[tuple, float]) -> list[shard.Unit]:
     """Every unit of the parts (cases resolved), its cost from ``costs`` or the estimate."""
     found: dict[str, shard.Unit] = {}
     for part in parts:
-        for repeat in range(part.repeat):
-            for spec in part.torch_specs:
-                for case in part.refs or []:
-                    for index, config in enumerate(part.configs):
-                        key = part.unit_key(spec, case, index, repeat)
-                        row = rows.of_config(asdict(config), case.name, case.source)
-                        cost = costs.get((row, part.timing)) or shard.estimate(
-                            config.backend, part.timing, case.name.startswith(catalog.HF_PREFIX)
-                        )
-                        unit = found.get(key)
-                        specs = part.torch_specs if part.timing else (spec,)
-                        found[key] = shard.Unit(
-                            key, specs, cost + (unit.cost if unit else 0.0), 1 + (unit.runs if unit else 0)
-                        )
+        for repeat, spec, case, index, config in part.cells():
+            key = part.unit_key(spec, case, index, repeat)
+            row = rows.of_config(asdict(config), case.name, case.source)
+            cost = costs.get((row, part.timing)) or shard.estimate(
+                config.backend, part.timing, case.name.startswith(catalog.HF_PREFIX)
+            )
+            unit = found.get(key)
+            found[key] = shard.Unit(
+                key, part.unit_specs(spec), cost + (unit.cost if unit else 0.0), 1 + (unit.runs if unit else 0)
+            )
     return list(found.values())
 
 
@@ -241,15 +255,10 @@ def read_plan(path: str, wanted: shard.Shard) -> tuple[list[Part], set[str]]:
 
 def actions_matrix(planned: shard.Plan) -> dict[str, Any]:
     """GitHub Actions' ``strategy.matrix`` (``fromJSON``): one job per non-empty share."""
-    loads = planned.loads()
     return {
         "include": [
-            {
-                "shard": f"{index}/{planned.shards}",
-                "runs": sum(u.runs for u in share),
-                "estimate_s": round(loads[index]),
-            }
-            for index, (share, load) in enumerate(zip(planned.shares, loads))
+            {"shard": f"{index}/{planned.shards}", "runs": sum(u.runs for u in share), "estimate_s": round(load)}
+            for index, (share, load) in enumerate(zip(planned.shares, planned.loads()))
             if share
         ]
     }
@@ -324,14 +333,15 @@ def plan_command(
     planned = plan(parts, shards, history_path)
     if out_path:
         Path(out_path).write_text(json.dumps(plan_document(parts, planned), indent=1) + "\n", encoding="utf-8")
+    matrix = json.dumps(actions_matrix(planned))
     if output_name:
         target = os.environ.get("GITHUB_OUTPUT")
         if not target:
             raise fail("--github-output: $GITHUB_OUTPUT is not set (it is, inside a GitHub Actions step)")
         with open(target, "a", encoding="utf-8") as out:
-            out.write(f"{output_name}={json.dumps(actions_matrix(planned))}\n")
+            out.write(f"{output_name}={matrix}\n")
     if as_json:
-        click.echo(json.dumps(actions_matrix(planned)))
+        click.echo(matrix)
         return
     total = sum(unit.runs for share in planned.shares for unit in share)
     for index, (share, load) in enumerate(zip(planned.shares, planned.loads())):
