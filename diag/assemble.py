@@ -260,21 +260,15 @@ def build_columns(build: dict[str, Any]) -> dict[str, Any]:
 def with_metrics(frames: Optional[list[dict[str, Any]]], diagnosis: PassOutcome) -> list[dict[str, Any]]:
     """The trace's frames, each with every field torch's in-process metrics hold for it (JSON, matched
     by compile id); where the trace has no frames (torch before 2.4), one frame per metrics entry."""
-    frames = [dict(frame) for frame in frames or []]
     recorded = diagnosis.first(records.COMPILE_METRICS)
-    metrics = (recorded or {}).get("frames") or []
-    metrics = [_compact(m) for m in metrics]
+    metrics = [_compact(m) for m in (recorded or {}).get("frames") or []]
+    if not frames:
+        return [{**trace.frame_row(m), "metrics": json.dumps(m, sort_keys=True)} for m in metrics]
     by_id = {str(m.get("compile_id")): m for m in metrics}
+    frames = [dict(frame) for frame in frames]
     for frame in frames:
         found = by_id.get(str(frame.get("compile_id")))
         frame["metrics"] = json.dumps(found, sort_keys=True) if found is not None else None
-    if not frames:
-        for m in metrics:
-            frame = {name: m.get(name) for name in trace.FRAME_FIELDS}
-            frame["compile_id"] = None if m.get("compile_id") is None else str(m["compile_id"])
-            frame["restart_reasons"] = json.dumps(m.get("restart_reasons") or [])
-            frame["metrics"] = json.dumps(m, sort_keys=True)
-            frames.append(frame)
     return frames
 
 

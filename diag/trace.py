@@ -39,6 +39,14 @@ FRAME_FIELDS = (
 Note = tuple[bool, str]
 
 
+def frame_row(metrics: dict[str, Any]) -> dict[str, Any]:
+    """A frames row from one frame's compilation metrics (the trace's record, or torch's in-process one)."""
+    row = {field: metrics.get(field) for field in FRAME_FIELDS}
+    row["compile_id"] = str(row["compile_id"]) if row["compile_id"] is not None else None
+    row["restart_reasons"] = json.dumps(metrics.get("restart_reasons") or [])
+    return row
+
+
 def trace_logs(directory: Path) -> list[Path]:
     return sorted(directory.glob("*.log")) if directory.is_dir() else []
 
@@ -59,10 +67,7 @@ def frames(directory: Path) -> tuple[list[dict[str, Any]], Note]:
                 except (ValueError, KeyError, TypeError):
                     unreadable += 1
                     continue
-                row = {field: metrics.get(field) for field in FRAME_FIELDS}
-                row["compile_id"] = str(row["compile_id"]) if row["compile_id"] is not None else None
-                row["restart_reasons"] = json.dumps(metrics.get("restart_reasons") or [])
-                rows.append(row)
+                rows.append(frame_row(metrics))
     if not rows:
         return [], (False, "the trace has no compilation_metrics records (they arrived in torch 2.4)")
     detail = f"{len(rows)} compilation_metrics records"
