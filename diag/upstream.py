@@ -9,6 +9,7 @@ without ``--file``.
 from __future__ import annotations
 
 import json
+import re
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -48,11 +49,11 @@ def findings(run: dict[str, Any]) -> list[Finding]:
     for gb in run.get("graph_breaks") or []:
         if gb.get("key"):
             said = gb.get("reason") or ""
-            gb_id = graph_break_id(said) or _gb(gb["key"])
+            gb_id = graph_break_id(said) or gb_id_of_key(gb["key"])
             found.append(Finding(gb["key"], said, gb_id, gb.get("location"), gb.get("gb_type")))
     if run.get("error_key") and run.get("error_message"):
         message = f"{run.get('error_type') or 'Error'}: {run['error_message']}"
-        gb_id = graph_break_id(message) or _gb(run["error_key"])
+        gb_id = graph_break_id(message) or gb_id_of_key(run["error_key"])
         found.append(Finding(run["error_key"], message, gb_id, run.get("error_location")))
     unique: dict[str, Finding] = {}
     for finding in found:
@@ -60,8 +61,14 @@ def findings(run: dict[str, Any]) -> list[Finding]:
     return list(unique.values())
 
 
-def _gb(key: str) -> Optional[str]:
-    return key if key.startswith("GB") and key[2:].isdigit() else None
+def gb_id_of_key(key: str) -> Optional[str]:
+    """The key itself where a finding is keyed by its GB id (diag/probe/keys.py), else None."""
+    return key if re.fullmatch(r"GB\d{4}", key) else None
+
+
+def registry_url(gb_id: str) -> str:
+    """torch's registry entry for a graph-break id."""
+    return REGISTRY.format(id=gb_id.lower())
 
 
 def choose(run: dict[str, Any], key: Optional[str]) -> Finding:
@@ -105,7 +112,7 @@ def draft(run: dict[str, Any], finding: Finding, repro_source: Optional[str], lo
         f"- status: `{run['status']}`" + (f"; where: `{finding.location}`" if finding.location else ""),
     ]
     if finding.gb_id:
-        lines.append(f"- graph break {finding.gb_id}: {REGISTRY.format(id=finding.gb_id.lower())}")
+        lines.append(f"- graph break {finding.gb_id}: {registry_url(finding.gb_id)}")
     lines += ["", "### What torch says", "", "```", finding.text.strip()[:6000], "```"]
     if log_excerpt:
         lines += ["", "### The DEBUG log around it", "", "```", log_excerpt[:8000], "```"]

@@ -17,9 +17,7 @@ pages, and ``publish`` leaves files whose content did not change untouched.
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
-import re
 from pathlib import Path
 from typing import Any, Optional
 
@@ -29,7 +27,7 @@ from markupsafe import Markup, escape
 from diag import __version__, guards, store
 from diag.contract import STATUSES
 from diag.report import breaks_page, charts, inputs, run_page, variants_page
-from diag.report.model import FLAKY_FLIPS, Cell, Matrix, RowKey, build_matrix, error_line, pages, row_label
+from diag.report.model import FLAKY_FLIPS, Cell, Matrix, RowKey, build_matrix, error_line, page_path, pages, row_label
 from diag.report.publish import MANIFEST, ReportError, publish
 from diag.report.run_page import ci_link
 from diag.text import config_text, safe
@@ -40,7 +38,6 @@ BUILDS_PER_PAGE = 25
 DETAIL_BUILDS = 30
 FRONT_LISTED = 15  # transitions and key changes on the front page; transitions.html lists them all
 STRIP_BUILDS = 30
-_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 
 
 def neutral(value: Any) -> Any:
@@ -52,10 +49,7 @@ def neutral(value: Any) -> Any:
 
 
 def case_href(case: str) -> str:
-    slug = _UNSAFE.sub("_", case)[:80]
-    if slug == case:
-        return f"cases/{case}.html"
-    return f"cases/{slug}-{hashlib.sha1(case.encode('utf-8', 'replace')).hexdigest()[:8]}.html"
+    return page_path("cases", case, 80)
 
 
 def _environment() -> jinja2.Environment:

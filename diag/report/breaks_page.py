@@ -5,23 +5,15 @@ it, and torch's registry entry for the id."""
 
 from __future__ import annotations
 
-import hashlib
-import re
 from typing import Any
 
 from diag import store
-from diag.report.model import Matrix
-
-REGISTRY = "https://meta-pytorch.github.io/compile-graph-break-site/gb/{id}.html"
-_GB_ID = re.compile(r"^GB\d{4}$")
-_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
+from diag.report.model import Matrix, page_path
+from diag.upstream import gb_id_of_key, registry_url
 
 
 def href(key: str) -> str:
-    slug = _UNSAFE.sub("_", key)[:60]
-    if slug == key:
-        return f"breaks/{key}.html"
-    return f"breaks/{slug}-{hashlib.sha1(key.encode('utf-8', 'replace')).hexdigest()[:8]}.html"
+    return page_path("breaks", key, 60)
 
 
 def contexts(db, matrix: Matrix) -> list[dict[str, Any]]:
@@ -68,12 +60,13 @@ def contexts(db, matrix: Matrix) -> list[dict[str, Any]]:
             else:
                 wordings.append({"text": text, "first": builds[build_id], "last": builds[build_id], "builds": 1})
         doc = store.DOC_URL.search(" ".join(entry["builds"].values()))
+        gb_id = gb_id_of_key(key)
         pages.append(
             {
                 "key": key,
                 "href": href(key),
-                "gb_id": key if _GB_ID.match(key) else None,
-                "registry": doc.group(0) if doc else (REGISTRY.format(id=key.lower()) if _GB_ID.match(key) else None),
+                "gb_id": gb_id,
+                "registry": doc.group(0) if doc else (registry_url(gb_id) if gb_id else None),
                 "title": entry["gb_type"] or (wordings[-1]["text"].splitlines() or [key])[0],
                 "first": builds[seen[0]],
                 "last": builds[seen[-1]],

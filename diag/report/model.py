@@ -10,6 +10,8 @@ again as ``check`` pairs them.
 
 from __future__ import annotations
 
+import hashlib
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Optional
@@ -356,3 +358,15 @@ def pages(items: list, size: int) -> list[list]:
     """``items`` in chunks of ``size``, newest chunk first (items are oldest first)."""
     chunks = [items[max(0, end - size) : end] for end in range(len(items), 0, -size)]
     return chunks or [[]]
+
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
+
+
+def page_path(folder: str, name: str, limit: int) -> str:
+    """A page's path for ``name`` under ``folder``: the name itself where it is a safe file name of at
+    most ``limit`` characters, else its safe first ``limit`` characters and a hash of the whole name."""
+    slug = _UNSAFE.sub("_", name)[:limit]
+    if slug == name:
+        return f"{folder}/{name}.html"
+    return f"{folder}/{slug}-{hashlib.sha1(name.encode('utf-8', 'replace')).hexdigest()[:8]}.html"
