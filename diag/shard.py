@@ -9,10 +9,10 @@ graph breaks only) are one unit per spec.
 Shares are balanced by cost, provisioning included: a worker that has no unit of a spec yet pays
 that spec's provisioning. The search (``balance``) keeps the largest share as small as it can while
 rows of one spec stay on the workers that have that spec, spreading to another worker only when
-balance needs it. Costs are the
-recorded durations of earlier runs of the same row (the median, timed and untimed apart) where the
-history has them, else the estimates below. Nothing here reads the clock or the environment but
-``from_environ``: the same units give the same shares on every machine.
+balance needs it. Costs are the recorded durations of earlier runs of the same row (the median,
+timed and untimed apart) where the history has them, else the estimates below. Nothing here reads
+the clock or the environment but ``from_environ``: the same units give the same shares on every
+machine.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 import statistics
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping, Optional
+from typing import Collection, Iterable, Mapping, Optional
 
 MAX_SHARDS = 256  # the most jobs one GitHub Actions matrix may hold
 
@@ -123,6 +123,11 @@ def provision_cost(spec: str) -> float:
     return 0.0 if spec == "current" else PROVISION_S
 
 
+def provisioning(specs: Iterable[str], held: Collection[str] = ()) -> float:
+    """What a worker that holds ``held`` pays to install the rest of ``specs``."""
+    return sum(provision_cost(spec) for spec in specs if spec not in held)
+
+
 @dataclass
 class Plan:
     shards: int
@@ -137,8 +142,7 @@ class Plan:
 
 def share_cost(units: Iterable[Unit]) -> float:
     units = list(units)
-    specs = {spec for unit in units for spec in unit.specs}
-    return sum(unit.cost for unit in units) + sum(provision_cost(spec) for spec in specs)
+    return sum(unit.cost for unit in units) + provisioning({spec for unit in units for spec in unit.specs})
 
 
 def balance(units: Iterable[Unit], shards: int) -> Plan:
@@ -157,8 +161,8 @@ def balance(units: Iterable[Unit], shards: int) -> Plan:
     by_size = sorted(groups.values(), key=lambda group: (-sum(u.cost for u in group), group[0].key))
     specs = {spec for unit in ordered for spec in unit.specs}
     lower = max(
-        max(unit.cost + sum(provision_cost(s) for s in unit.specs) for unit in ordered),
-        (sum(unit.cost for unit in ordered) + sum(provision_cost(s) for s in specs)) / shards,
+        max(unit.cost + provisioning(unit.specs) for unit in ordered),
+        (sum(unit.cost for unit in ordered) + provisioning(specs)) / shards,
     )
     best = _greedy(ordered, shards)
     high = max(best.loads())
@@ -180,8 +184,7 @@ def _greedy(ordered: list[Unit], shards: int) -> Plan:
     for unit in ordered:
 
         def grown(worker: int, unit: Unit = unit) -> tuple[float, int]:
-            new_specs = sum(provision_cost(spec) for spec in unit.specs if spec not in held[worker])
-            return loads[worker] + unit.cost + new_specs, worker
+            return loads[worker] + unit.cost + provisioning(unit.specs, held[worker]), worker
 
         worker = min(range(shards), key=grown)
         loads[worker] = grown(worker)[0]
@@ -201,14 +204,18 @@ def _pack(groups: list[list[Unit]], shards: int, bound: float) -> Optional[Plan]
         holders: set[int] = set()
         for unit in group:
             fits = [w for w in holders if loads[w] + unit.cost <= bound]
-            worker, extra = (min(fits, key=lambda w: (loads[w], w)), 0.0) if fits else (-1, 0.0)
-            for w in range(shards) if worker < 0 else ():
-                added = sum(provision_cost(spec) for spec in unit.specs if spec not in held[w])
-                if w not in holders and loads[w] + unit.cost + added <= bound:
-                    if worker < 0 or loads[w] < loads[worker]:
-                        worker, extra = w, added
-            if worker < 0:
-                return None
+            extra = 0.0
+            if fits:
+                worker = min(fits, key=lambda w: (loads[w], w))
+            else:
+                room = [
+                    (loads[w], w, added)
+                    for w in range(shards)
+                    if w not in holders and loads[w] + unit.cost + (added := provisioning(unit.specs, held[w])) <= bound
+                ]
+                if not room:
+                    return None
+                _, worker, extra = min(room)
             holders.add(worker)
             loads[worker] += unit.cost + extra
             held[worker].update(unit.specs)
