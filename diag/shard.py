@@ -103,6 +103,10 @@ def estimate(backend: str, timed: bool, hf: bool) -> float:
     return seconds * (HF_FACTOR if hf else 1.0)
 
 
+# What recorded_costs reads of a run, beside its row.
+COST_COLUMNS = ("duration_s", "timing_pass_s", "diagnosis_pass_s", "orchestrator_s", "eager_ms_per_token")
+
+
 def recorded_costs(runs: Iterable[Mapping]) -> dict[tuple, float]:
     """The median recorded duration per (row, timed): its probe's, start to exit, where it has one, else
     the sum of its passes' times. A run is timed where it recorded a timing pass or a latency."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shlex
+from dataclasses import replace
 from pathlib import Path
 from typing import Optional
 
@@ -115,8 +116,8 @@ def backfill_command(
         return
     if not found.builds:
         return
-    torch = [arg for build in found.builds for arg in ("--torch", build)]
-    parts = [sharding.parse_part(p.index, [*p.args, *torch], "--part") for p in parts]
+    torch = tuple(arg for build in found.builds for arg in ("--torch", build))
+    parts = [replace(part, args=(*part.args, *torch), torch_specs=tuple(found.builds)) for part in parts]
     sharding.resolve_cases(parts)
     keys = running.share_of(parts, wanted, history_path) if wanted else None
     running.execute(parts, keys, db_path, as_json)

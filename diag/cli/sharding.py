@@ -192,8 +192,10 @@ def history_costs(path: Optional[str]) -> dict[tuple, float]:
     if not Path(path).is_file():
         progress(f"--history {path}: no such file yet; every row is costed by the estimates")
         return {}
-    db = store.open_db(path, readonly=True)
-    return shard.recorded_costs({**run, "row": rows.of(run)} for run in db.query("select * from runs"))
+    wanted = [*rows.FIELDS, *shard.COST_COLUMNS]
+    columns = ", ".join(f'"{column}"' for column in wanted)
+    runs = store.open_db(path, readonly=True).query(f"SELECT {columns} FROM runs")
+    return shard.recorded_costs({**run, "row": rows.of(run)} for run in runs)
 
 
 NIGHTLY_KINDS = ("nightly", "nightly_prefix")
