@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import resource
 import subprocess
 import time
 from pathlib import Path
@@ -59,3 +60,44 @@ def graph_break_pages(db, keys: int = 300) -> tuple[int, float]:
     for entry in found:
         page.render(root="../", b=entry, **shared)
     return len(found), time.process_time() - start
+
+
+def _tree_rss_mb(root: int) -> float:
+    """Resident memory of ``root`` and all its descendants now (MB), from /proc."""
+    parents: dict[int, int] = {}
+    rss: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            parents[int(entry.name)] = int(fields[1])
+            rss[int(entry.name)] = int(fields[21]) * os.sysconf("SC_PAGE_SIZE")
+        except (OSError, IndexError, ValueError):
+            continue
+    tree, frontier = {root}, [root]
+    while frontier:
+        parent = frontier.pop()
+        children = [pid for pid, ppid in parents.items() if ppid == parent and pid not in tree]
+        tree.update(children)
+        frontier += children
+    return sum(rss.get(pid, 0) for pid in tree) / 2**20
+
+
+def tree_usage(command: list[str]) -> dict:
+    """What ``command`` cost with every process it started: wall seconds, CPU seconds (user + system,
+    of the process and of its descendants, as the kernel counts them when each ends), the peak of the
+    tree's resident memory (sampled every 50 ms), and its stdout."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    peak = 0.0
+    while process.poll() is None:
+        peak = max(peak, _tree_rss_mb(process.pid))
+        time.sleep(0.05)
+    seconds = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if process.returncode != 0:
+        raise RuntimeError(f"{command} failed with {process.returncode}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return {"wall_s": seconds, "cpu_s": cpu, "peak_mb": peak, "stdout": process.stdout.read()}

@@ -23,7 +23,6 @@ import json
 import os
 import platform
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -32,8 +31,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import report_scale  # noqa: E402 (after sys.path names bench/)
 import synthetic  # noqa: E402 (after sys.path names the repository)
-from common import BENCH, CASES, LEG, REPO, _seconds, environ, graph_break_pages, leg_option, timed  # noqa: E402 (after sys.path names bench/)
+from common import BENCH, CASES, LEG, REPO, _seconds, environ, graph_break_pages, leg_option, timed, tree_usage  # noqa: E402 (after sys.path names bench/)
 from fidelity import fidelity, steadiness  # noqa: E402 (after sys.path names bench/)
 
 from diag import store  # noqa: E402 (after sys.path names the repository)
@@ -182,43 +182,6 @@ def nightly_leg(work: Path, quick: bool) -> dict:
     }
 
 
-def _tree_rss_mb(root: int) -> float:
-    """Resident memory of ``root`` and all its descendants now (MB), from /proc."""
-    parents: dict[int, int] = {}
-    rss: dict[int, int] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            parents[int(entry.name)] = int(fields[1])
-            rss[int(entry.name)] = int(fields[21]) * os.sysconf("SC_PAGE_SIZE")
-        except (OSError, IndexError, ValueError):
-            continue
-    tree, frontier = {root}, [root]
-    while frontier:
-        parent = frontier.pop()
-        children = [pid for pid, ppid in parents.items() if ppid == parent and pid not in tree]
-        tree.update(children)
-        frontier += children
-    return sum(rss.get(pid, 0) for pid in tree) / 2**20
-
-
-def timed_tree_peak(command: list[str]) -> tuple[float, float, str]:
-    """Wall seconds, peak resident memory of the command with its worker processes (sampled every
-    50 ms), and its stdout."""
-    start = time.perf_counter()
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    peak = 0.0
-    while process.poll() is None:
-        peak = max(peak, _tree_rss_mb(process.pid))
-        time.sleep(0.05)
-    seconds = time.perf_counter() - start
-    if process.returncode != 0:
-        raise RuntimeError(f"{command} failed with {process.returncode}")
-    return seconds, peak, process.stdout.read()
-
-
 def scale(work: Path, total: int) -> dict:
     db_path = work / "scale.db"
     db = store.open_db(db_path)
@@ -228,9 +191,7 @@ def scale(work: Path, total: int) -> dict:
     db.conn.execute("PRAGMA wal_checkpoint(FULL)")
     out = work / "site"
     command = [sys.executable, "-m", "diag", "report", "--db", str(db_path), "--out", str(out), "--json"]
-    report_s, peak, _ = timed_tree_peak(command)
-    again_s, _, printed = timed_tree_peak(command)
-    rewritten = json.loads(printed)["written"]
+    renders = report_scale.renders(db_path, out, total)
     files = [p for p in out.rglob("*") if p.is_file()]
     largest = max(files, key=lambda p: p.stat().st_size)
     page = max((p for p in files if p.suffix == ".html"), key=lambda p: p.stat().st_size)
@@ -240,7 +201,8 @@ def scale(work: Path, total: int) -> dict:
     breaks_count, breaks_cpu = graph_break_pages(db)
     exported = work / "export"
     command = [sys.executable, "-m", "diag", "export", "--db", str(db_path), "--out", str(exported), "--json"]
-    export_s, export_peak, printed = timed_tree_peak(command)
+    done = tree_usage(command)
+    export_s, export_peak, printed = done["wall_s"], done["peak_mb"], done["stdout"]
     export_rows = json.loads(printed)["rows"]
     import duckdb
 
@@ -259,14 +221,11 @@ def scale(work: Path, total: int) -> dict:
         "runs": total,
         "ingest_s": ingest_s,
         "db_mb": db_path.stat().st_size / 2**20,
-        "report_s": report_s,
-        "peak_mb": peak,
+        "renders": renders,
         "files": len(files),
         "site_mb": sum(p.stat().st_size for p in files) / 2**20,
         "largest": f"{largest.relative_to(out)} ({largest.stat().st_size / 1024:.0f} KB)",
         "largest_page": f"{page.relative_to(out)} ({page.stat().st_size / 1024:.0f} KB)",
-        "again_s": again_s,
-        "rewritten": rewritten,
         "view_s": view_s,
         "view_rows": latest,
     }
@@ -362,13 +321,7 @@ def main() -> None:
                 f"| runs | {result['runs']:,} |",
                 f"| ingest (one transaction) | {result['ingest_s']:.1f} s |",
                 f"| DB size | {result['db_mb']:.1f} MB |",
-                f"| `diag report` | {result['report_s']:.1f} s |",
-                f"| `diag report` peak RSS, with its chart workers | {result['peak_mb']:.0f} MB |",
-                f"| files written | {result['files']:,} ({result['site_mb']:.0f} MB) |",
-                f"| largest file | {result['largest']} |",
-                f"| largest page | {result['largest_page']} |",
-                f"| `diag report` again, no new data | {result['again_s']:.1f} s, "
-                f"{result['rewritten']} files changed |",
+                *report_scale.table_rows(result["renders"]),
                 f"| Datasette `latest_status`, every row | {result['view_s']:.2f} s ({result['view_rows']:,} rows) |",
                 f"| graph-break pages, {result['breaks_count']} GB ids (the history's breaks spread over them) | "
                 f"{result['breaks_cpu']:.2f} CPU-s added to a render |",

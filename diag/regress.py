@@ -196,6 +196,8 @@ def deciding_run(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
     so that a failure among repeats is never outvoted; ties go to the newest start, then the uid, so
     that the same runs decide the same way in whatever order they were stored (the id, the storage
     order, only where a run has neither, as hand-made records in tests)."""
+    if len(runs) == 1:
+        return runs[0]
     return max(
         runs,
         key=lambda run: (

@@ -57,9 +57,8 @@ def of_config(config: Mapping[str, Any], case: str, case_source: str) -> Row:
 
 def of(run: Mapping[str, Any]) -> Row:
     """The row of a stored run (runs stored before case sources were recorded count as built-in)."""
-    values = {name: run.get(name) for name in FIELDS}
-    values["case_source"] = values["case_source"] or BUILTIN
-    return Row(**values)
+    row = Row._make(map(run.get, FIELDS))
+    return row if row.case_source else row._replace(case_source=BUILTIN)
 
 
 def config_label(fields: Mapping[str, Any], sizes: tuple[str, ...] = tuple(SIZES)) -> str:

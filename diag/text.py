@@ -25,6 +25,8 @@ def safe(value: Any) -> str:
     """Text that cannot drive a terminal or reorder a page: control characters (ANSI escapes, NUL)
     shown as escapes, bidirectional controls as their code points."""
     text = "" if value is None else str(value)
+    if text.isascii() and text.isprintable():  # nothing to show as an escape (most text, quickly)
+        return text
     return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text).translate(BIDI)
 
 

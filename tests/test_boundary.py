@@ -14,7 +14,7 @@ from pathlib import Path
 
 from conftest import REPO
 
-ORCHESTRATOR_ONLY = ("click", "jinja2", "sqlite_utils", "matplotlib")
+ORCHESTRATOR_ONLY = ("click", "jinja2", "sqlite_utils", "markupsafe")
 PACKAGE = REPO / "diag"
 PROBE_SIDE = (PACKAGE / "probe", PACKAGE / "cases")
 CONTRACT = PACKAGE / "contract.py"

@@ -205,7 +205,8 @@ def test_charts_are_small_multiples_with_gaps_and_a_whole_history_overview(story
         assert panel in compiled
     assert "whole history" not in " ".join(drawn)  # 31 builds: all in detail
     regressed = next(r for r in matrix.rows if r.case == "append_last" and r.backend == "inductor" and r.fullgraph)
-    values = [charts._cell_values(matrix, regressed, b, charts.METRICS[1][2]) for b in matrix.builds]
+    cells = charts.cell_table(matrix, [regressed], matrix.builds)[regressed]
+    values = [charts.values_of(cell, charts.METRICS[1][2]) for cell in cells]
     assert [bool(v) for v in values].count(False) == synthetic.FIXED - synthetic.REGRESSED  # a gap, not a bridge
     long = tmp_path / "long.db"
     longdb = store.open_db(long)
@@ -420,3 +421,30 @@ def test_a_night_later_only_what_changed_is_rendered_and_the_site_is_what_a_full
     report.publish(again, site)
     report.publish(report.render(db, fresh), fresh)
     assert site_files(site) == site_files(fresh)
+
+
+@pytest.mark.skipif(browser.CHROMIUM is None, reason="Debian's chromium package is not installed")
+@pytest.mark.parametrize("width", [1400, 420])
+def test_case_charts_draw_in_the_browser_within_the_window(story, width, tmp_path):
+    script = """
+    var charts = Array.from(d.querySelectorAll(".chart svg"));
+    var latency = Array.from(d.querySelectorAll(".chart")).find(function (c) {
+        return c.getAttribute("aria-label") === "Compiled per-token latency"; });
+    var panel = Array.from(latency.querySelectorAll("g.panel")).find(function (g) {
+        return g.dataset.title === "inductor fullgraph"; });
+    return {width: w.innerWidth, scroll: d.documentElement.scrollWidth,
+            boxes: charts.map(function (s) { var b = s.getBoundingClientRect(); return [b.left, b.right, b.height]; }),
+            lines: charts.map(function (s) { return s.querySelectorAll("path.line").length; }),
+            segments: Array.from(panel.querySelectorAll("g.series")).map(function (g) {
+                return [g.dataset.label, g.querySelectorAll("path.line").length]; }),
+            legend: Array.from(latency.querySelectorAll("g.legend text")).map(function (t) {
+                var b = t.getBoundingClientRect(), s = latency.querySelector("svg").getBoundingClientRect();
+                return b.right <= s.right + 1; })};
+    """
+    got = browser.measure(story["out"] / "cases" / "append_last.html", width, 900, script, tmp_path)
+    assert got["scroll"] <= got["width"] and len(got["boxes"]) >= 4, got
+    for left, right, height in got["boxes"]:
+        assert 0 <= left and right <= width and height > 50
+    assert all(got["lines"]) and all(got["legend"])
+    # the row that regressed has no value while it failed: its line is drawn in two pieces
+    assert 2 in [pieces for _, pieces in got["segments"]], got["segments"]

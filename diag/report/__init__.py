@@ -17,17 +17,18 @@ pages, and ``publish`` leaves files whose content did not change untouched.
 from __future__ import annotations
 
 import functools
+import gc
 import json
 from pathlib import Path
 from typing import Any, Optional
 
 import jinja2
-from markupsafe import Markup, escape
+from markupsafe import Markup
 
 from diag import __version__, guards, store
 from diag.contract import STATUSES
-from diag.report import breaks_page, charts, inputs, run_page, variants_page
-from diag.report.model import FLAKY_FLIPS, Cell, Matrix, RowKey, build_matrix, error_line, page_path, pages, row_label
+from diag.report import breaks_page, charts, inputs, matrix_html, run_page, variants_page
+from diag.report.model import FLAKY_FLIPS, Matrix, build_matrix, page_path, pages, row_label
 from diag.report.publish import MANIFEST, ReportError, publish
 from diag.report.run_page import ci_link
 from diag.text import config_text, safe
@@ -56,6 +57,7 @@ def _environment() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(Path(__file__).parent / "templates")),
         autoescape=True,
+        auto_reload=False,  # templates are package files: no stat of each one at every page
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
@@ -69,75 +71,11 @@ def _environment() -> jinja2.Environment:
         tool_version=__version__,
         statuses=STATUSES,
         compare_url=compare_url,
-        cell_html=cell_html,
-        row_filter=row_filter,
         flaky_flips=FLAKY_FLIPS,
         grows=guards.grows_with_the_step,
     )
     env.tests["startswith"] = lambda value, prefix: str(value).startswith(prefix)
     return env
-
-
-def _count(value: Optional[int]) -> str:
-    return "-" if value is None else str(value)
-
-
-def cell_html(cell: Optional[Cell], root: str, paged: set[int]) -> Markup:
-    """One matrix cell: the newest run's status (linked to its page when it has one), the ▲ of a
-    change, and with several runs how many worked, the worst, and a dot per run. Written here, not
-    as a template macro: the big matrix has tens of thousands of cells."""
-    if cell is None:
-        return Markup('<td class="cell muted">·</td>')
-
-    def link(run: dict[str, Any], inner: str) -> str:
-        if run["id"] in paged:
-            return f'<a href="{root}runs/{run["id"]}.html">{inner}</a>'
-        return f'<span title="run #{run["id"]}: diag show {run["id"]}">{inner}</span>'
-
-    run = cell.run
-    status = escape(safe(run["status"]))
-    parts = [
-        '<td class="cell changed" title="status changed at this build">' if cell.changed else '<td class="cell">',
-        link(run, f'<span class="badge s-{status}">{status}</span>'),
-    ]
-    if cell.changed:
-        parts.append('<span class="mark"> &#9650;</span>')
-    if len(cell.runs) > 1:
-        worst = escape(safe(cell.worst))
-        parts.append(
-            f'<span class="counts">{cell.tally}{f" · worst {worst}" if cell.mixed else ""}</span><span class="counts">'
-        )
-        for each in cell.runs:
-            each_status = escape(safe(each["status"]))
-            parts.append(
-                link(each, f'<span class="dot s-{each_status}" title="run #{each["id"]}: {each_status}"></span>')
-            )
-        parts.append("</span>")
-    parts.append(
-        f'<span class="counts">{_count(run.get("graph_break_count"))}b · {_count(run.get("recompile_count"))}r · '
-        f"{_count(run.get('hidden_error_count'))}h</span></td>"
-    )
-    return Markup("".join(parts))
-
-
-def row_filter(
-    matrix: Matrix,
-    row: RowKey,
-    builds: list[dict[str, Any]],
-    keys: Optional[dict[int, set[tuple[str, str]]]] = None,
-    texts: Optional[dict[tuple[str, str], dict[str, Any]]] = None,
-) -> str:
-    """What the matrix filter matches a row on: case and config, and on ``builds`` every run's status
-    (a crash among repeats too), its error (type and first line) and the hidden errors it recorded."""
-    words: set[str] = set()
-    for build in builds:
-        cell = matrix.cell(row, build["id"])
-        for run in cell.runs if cell else []:
-            words.update(filter(None, (run["status"], error_line(run))))
-            for table, key in (keys or {}).get(run["id"], set()):
-                if table == "hidden_errors":
-                    words.update((key, ((texts or {}).get((table, key)) or {}).get("text") or ""))
-    return " ".join([row.case, row_label(row), *sorted(w for w in words if w)])
 
 
 def compare_url(commits: Optional[str]) -> Optional[str]:
@@ -180,7 +118,21 @@ def render(
     db_name: Optional[str] = None,
 ) -> dict[str, str]:
     """Every page of the site for ``db``; ``out_dir`` only resolves links to run artifacts;
-    ``db_name`` is the name Datasette will give the DB (its file's stem)."""
+    ``db_name`` is the name Datasette will give the DB (its file's stem).
+
+    Python's cycle collector is paused meanwhile: the history is read into a few hundred thousand
+    objects that live until the end, and every collection walked them all again (a fifth of a
+    render); what a render makes and drops has no cycles of any size."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return _render(db, out_dir, builds_per_page, detail_builds, db_name)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _render(db, out_dir: Path, builds_per_page: int, detail_builds: int, db_name: Optional[str]) -> dict[str, str]:
     env = _environment()
     runs = store.report_runs(db)
     keys = store.finding_keys(db)
@@ -190,7 +142,9 @@ def render(
     shown = variants_page.context(db, matrix.builds, runs)
     texts = store.key_texts(db)
     breaks = breaks_page.contexts(db, matrix)
-    env.globals["row_filter"] = functools.partial(row_filter, keys=keys, texts=texts)
+    env.globals["matrix_table"] = functools.partial(
+        matrix_html.matrix_table, case_href=case_href, keys=keys, texts=texts
+    )
     common = {
         "case_links": [{"name": c, "href": case_href(c)} for c in cases if not c.startswith(HF_PREFIX)],
         "has_architectures": any(c.startswith(HF_PREFIX) for c in cases),
@@ -204,91 +158,77 @@ def render(
     made = inputs.Pages(out_dir, (out_dir / MANIFEST).exists())
     nav = [common["case_links"], common["has_architectures"], common["has_variants"], common["has_breaks"]]
     quiet = {**common, "data_stamp": ""}  # the pages kept from night to night carry no stamp of the data
-    by_case: dict[str, list[dict[str, Any]]] = {}
+    files: dict[str, str] = {}
+    files.update(
+        _matrix_pages(
+            env, matrix, {**common, "run_count": len(runs), "folded_count": store.folded_total(db)}, builds_per_page
+        )
+    )
+    files["transitions.html"] = env.get_template("transitions.html.j2").render(
+        root="",
+        matrix=matrix,
+        transitions=matrix.transitions,
+        key_changes=matrix.key_changes,
+        backends=sorted({r.backend for r in matrix.rows}),
+        **common,
+    )
+    architectures = _architectures(matrix, keys)
+    if architectures:
+        files["architectures.html"] = env.get_template("architectures.html.j2").render(
+            root="", matrix=matrix, architectures=architectures, **common
+        )
+    template = env.get_template("run.html.j2")
+    rendered = []
+    for run_id, marks in sorted(store.page_marks(db, paged).items()):
+        folder = marks[-1]
+        if made.stale(
+            f"runs/{run_id}.html", inputs.digest(inputs.sources(), nav, marks, bool(folder) and Path(folder).is_dir())
+        ):
+            rendered.append(run_id)
+        else:
+            files[f"runs/{run_id}.html"] = inputs.Kept()
+    for run in store.full_runs(db, rendered):
+        for gb in run["graph_breaks"]:
+            match = store.DOC_URL.search(gb.get("reason") or "")
+            gb["doc_url"] = match.group(0) if match else None
+        stats = [run_page.in_ms(t) for t in run["timings"]]
+        files[f"runs/{run['id']}.html"] = template.render(
+            root="../",
+            run=run,
+            config_label=config_text(run),
+            timing_stats=stats,
+            artifacts=run_page.listing(run, out_dir),
+            ci=run_page.ci_link(run),
+            **quiet,
+        )
+    files["report.json"] = json.dumps(_index(matrix), separators=(",", ":"), default=str)
+    newest = matrix.builds[-1]["id"] if matrix.builds else None
+    on_newest: dict[str, list[dict[str, Any]]] = {}
     for run in runs:
-        by_case.setdefault(run["case"], []).append(run)
-    builds = [[b[k] for k in ("id", "version", "git_version", "nightly_date", "variant")] for b in matrix.builds]
-    drawn_cases = [
-        case
-        for case in cases
-        if made.stale(case_href(case), inputs.digest(inputs.sources(), nav, case, builds, by_case.get(case, [])))
-    ]
-    drawing = charts.Drawing(matrix, drawn_cases)
-    try:
-        files: dict[str, str] = {}
-        files.update(
-            _matrix_pages(
-                env, matrix, {**common, "run_count": len(runs), "folded_count": store.folded_total(db)}, builds_per_page
-            )
+        if run["torch_build_id"] == newest:
+            on_newest.setdefault(run["case"], []).append(run)
+    for case in cases:
+        sweeps = charts.sweep_charts(on_newest.get(case, []))
+        files[case_href(case)] = env.get_template("case.html.j2").render(
+            root="../",
+            case=case,
+            charts=charts.case_charts(matrix, case),
+            sweeps=sweeps,
+            newest=matrix.builds[-1] if matrix.builds else None,
+            detail=charts.DETAIL_BUILDS,
+            max_lines=charts.MAX_LINES,
+            **quiet,
         )
-        files["transitions.html"] = env.get_template("transitions.html.j2").render(
-            root="",
-            matrix=matrix,
-            transitions=matrix.transitions,
-            key_changes=matrix.key_changes,
-            backends=sorted({r.backend for r in matrix.rows}),
-            **common,
-        )
-        architectures = _architectures(matrix, keys)
-        if architectures:
-            files["architectures.html"] = env.get_template("architectures.html.j2").render(
-                root="", matrix=matrix, architectures=architectures, **common
-            )
-        template = env.get_template("run.html.j2")
-        rendered = []
-        for run_id, marks in sorted(store.page_marks(db, paged).items()):
-            folder = marks[-1]
-            if made.stale(
-                f"runs/{run_id}.html",
-                inputs.digest(inputs.sources(), nav, marks, bool(folder) and Path(folder).is_dir()),
-            ):
-                rendered.append(run_id)
-            else:
-                files[f"runs/{run_id}.html"] = inputs.Kept()
-        for run in store.full_runs(db, rendered):
-            for gb in run["graph_breaks"]:
-                match = store.DOC_URL.search(gb.get("reason") or "")
-                gb["doc_url"] = match.group(0) if match else None
-            stats = [run_page.in_ms(t) for t in run["timings"]]
-            files[f"runs/{run['id']}.html"] = template.render(
-                root="../",
-                run=run,
-                config_label=config_text(run),
-                timing_stats=stats,
-                artifacts=run_page.listing(run, out_dir),
-                ci=run_page.ci_link(run),
-                **quiet,
-            )
-        files["report.json"] = json.dumps(_index(matrix), separators=(",", ":"), default=str)
-        newest = matrix.builds[-1]["id"] if matrix.builds else None
-        drawn = drawing.result()
-        for case in cases:
-            if case not in drawn:
-                files[case_href(case)] = inputs.Kept()
-                continue
-            sweeps = charts.sweep_charts([r for r in runs if r["case"] == case and r["torch_build_id"] == newest])
-            files[case_href(case)] = env.get_template("case.html.j2").render(
-                root="../",
-                case=case,
-                charts=drawn[case],
-                sweeps=sweeps,
-                newest=matrix.builds[-1] if matrix.builds else None,
-                detail=charts.DETAIL_BUILDS,
-                max_lines=charts.MAX_LINES,
-                **quiet,
-            )
-        if breaks:
-            files["breaks.html"] = env.get_template("breaks.html.j2").render(root="", breaks=breaks, **common)
-            page = env.get_template("break.html.j2")
-            for entry in breaks:
-                files[entry["href"]] = page.render(root="../", b=entry, **quiet)
-        if shown is not None:
-            files["variants.html"] = env.get_template("variants.html.j2").render(root="", v=shown, **common)
-        files["datasette.json"] = json.dumps(store.datasette_metadata(db, db_name), indent=1)
-        files[inputs.INPUTS] = made.written()
-        return files
-    finally:
-        drawing.close()
+    if breaks:
+        files["breaks.html"] = env.get_template("breaks.html.j2").render(root="", breaks=breaks, **common)
+        page = env.get_template("break.html.j2")
+        for entry in breaks:
+            files[entry["href"]] = page.render(root="../", b=entry, **quiet)
+    if shown is not None:
+        files["variants.html"] = env.get_template("variants.html.j2").render(root="", v=shown, **common)
+    files["datasette.json"] = json.dumps(store.datasette_metadata(db, db_name), indent=1)
+    files[inputs.INPUTS] = made.written()
+    return files
 
 
 HF_PREFIX = "hf:"  # the architecture cases (diag/catalog.py): their own page, not one link each in the nav
@@ -349,6 +289,10 @@ def _matrix_pages(
 
 
 def _index(matrix: Matrix) -> dict[str, Any]:
+    position = {b["id"]: index for index, b in enumerate(matrix.builds)}
+    by_row: dict[Any, dict[int, Any]] = {row: {} for row in matrix.rows}
+    for (row, build_id), cell in matrix.cells.items():
+        by_row[row][build_id] = cell
     return {
         "builds": [
             {k: b[k] for k in ("id", "version", "git_version", "nightly_date", "variant")} for b in matrix.builds
@@ -377,13 +321,12 @@ def _index(matrix: Matrix) -> dict[str, Any]:
                 "row": row._asdict(),
                 "label": f"{row.case} {row_label(row)}",
                 "cells": {
-                    str(b["id"]): {
+                    str(build_id): {
                         "run": c.run["id"],
                         "status": c.run["status"],
                         "runs": [[r["id"], r["status"]] for r in c.runs],
                     }
-                    for b in matrix.builds
-                    if (c := matrix.cell(row, b["id"]))
+                    for build_id, c in sorted(by_row[row].items(), key=lambda item: position[item[0]])
                 },
             }
             for row in matrix.rows

@@ -1,26 +1,15 @@
-"""Trend charts across torch builds, drawn with matplotlib and inlined as SVG."""
+"""Trend, sweep and variant charts for the report, written as SVG (``svg.chart``)."""
 
 from __future__ import annotations
 
-import io
 import math
-import multiprocessing
-import os
 import statistics
 from typing import Any, Callable, Optional
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402 (after matplotlib.use selects the file backend)
-
-from diag import row as rows  # noqa: E402 (after matplotlib.use selects the file backend)
-from diag.report.model import Matrix, RowKey  # noqa: E402 (after matplotlib.use selects the file backend)
-from diag.text import safe  # noqa: E402 (after matplotlib.use selects the file backend)
-
-# Labels are stored values (case names, configs): never read "$...$" in them as mathtext.
-# A fixed salt and no date: the same data draws byte-identical SVG (re-rendering changes no file).
-plt.rcParams.update({"svg.fonttype": "none", "font.size": 9, "text.parse_math": False, "svg.hashsalt": "diag"})
+from diag import row as rows
+from diag.report.model import Matrix, RowKey
+from diag.report.svg import Panel, Series, chart
+from diag.text import safe
 
 MAX_LINES = 8  # per panel
 DETAIL_BUILDS = 90  # builds drawn in detail; an overview shows the whole history
@@ -48,14 +37,6 @@ METRICS: list[Metric] = [
 ]
 
 
-def _svg(figure) -> str:
-    buffer = io.StringIO()
-    figure.savefig(buffer, format="svg", metadata={"Date": None, "Creator": None})
-    plt.close(figure)
-    text = buffer.getvalue()
-    return text[text.index("<svg") :]
-
-
 def _line_label(row: RowKey) -> str:
     """A row's label inside its panel: the panel already names backend and fullgraph mode."""
     shown = row._asdict()
@@ -63,156 +44,95 @@ def _line_label(row: RowKey) -> str:
     return safe(rows.describe(shown).replace(prefix, "", 1))
 
 
-def _cell_values(matrix: Matrix, row: RowKey, build: dict[str, Any], value) -> list[float]:
-    cell = matrix.cell(row, build["id"])
+Cells = dict[RowKey, list[Optional[Any]]]  # per row, its cell (or None) on each build drawn
+
+
+def cell_table(matrix: Matrix, row_keys: list[RowKey], builds: list[dict[str, Any]]) -> Cells:
+    """Each row's cell on each of ``builds``, looked up once for every metric drawn from them."""
+    return {row: [matrix.cell(row, build["id"]) for build in builds] for row in row_keys}
+
+
+def values_of(cell: Optional[Any], value: Callable[[dict[str, Any]], Optional[float]]) -> list[float]:
+    """The values ``value`` gives the runs of a cell (none for a run without one, such as a failed compile)."""
     return [] if cell is None else [y for run in cell.runs if (y := value(run)) is not None]
 
 
-def _ticks(axes, labels: list[str]) -> None:
-    step = max(1, -(-len(labels) // MAX_TICKS))
-    axes.set_xticks(range(0, len(labels), step))
-    axes.set_xticklabels([safe(label) for label in labels[::step]], rotation=30, ha="right")
+def _build_ticks(builds: list[dict[str, Any]]) -> list[tuple[float, str]]:
+    step = max(1, -(-len(builds) // MAX_TICKS))
+    return [(float(i), safe(builds[i]["version"])) for i in range(0, len(builds), step)]
 
 
-def trend(matrix: Matrix, row_keys: list[RowKey], metric: Metric, builds: list[dict[str, Any]]) -> Optional[str]:
-    """Small multiples of ``metric`` over ``builds``: a panel per backend x fullgraph mode, a line per
-    row (the median of its runs on a build; a gap where no run has a value, such as a failed compile)
-    with the band between its fastest and slowest run. The legend sits beside each panel, never on it.
-    None when no run has a value."""
+def _panel_name(backend: str, fullgraph: bool) -> str:
+    return f"{backend} {'fullgraph' if fullgraph else 'no-fullgraph'}"
+
+
+def trend(cells: Cells, metric: Metric, builds: list[dict[str, Any]], first: int = 0) -> Optional[str]:
+    """Small multiples of ``metric`` over ``builds`` (``cells`` from their ``first``-th on): a panel per
+    backend x fullgraph mode, a line per row (the median of its runs on a build; a gap where no run has
+    a value, such as a failed compile) with the band between its fastest and slowest run. The legend
+    sits beside each panel, never on it. None when no run has a value."""
     title, unit, value = metric
-    panels: dict[tuple[str, int], list[RowKey]] = {}
-    for row in row_keys:
-        panels.setdefault((row.backend, row.fullgraph), []).append(row)
-    drawn_panels = []
-    for (backend, fullgraph), members in sorted(panels.items(), key=lambda p: (p[0][0], -p[0][1])):
-        lines = []
+    grouped: dict[tuple[str, int], list[RowKey]] = {}
+    for row in cells:
+        grouped.setdefault((row.backend, row.fullgraph), []).append(row)
+    panels = []
+    for (backend, fullgraph), members in sorted(grouped.items(), key=lambda p: (p[0][0], -p[0][1])):
+        series = []
         for row in members[:MAX_LINES]:
-            values = [_cell_values(matrix, row, build, value) for build in builds]
+            values = [values_of(cell, value) for cell in cells[row][first:]]
             if any(values):
-                lines.append((row, values))
-        if lines:
-            drawn_panels.append((f"{backend} {'fullgraph' if fullgraph else 'no-fullgraph'}", lines, len(members)))
-    if not drawn_panels:
-        return None
-    height = 1.5 + 1.9 * len(drawn_panels)
-    figure, axes_list = plt.subplots(len(drawn_panels), 1, figsize=(10, height), sharex=True, squeeze=False)
-    figure.subplots_adjust(left=0.1, right=0.66, bottom=1.1 / height, top=1 - 0.55 / height, hspace=0.4)
-    xs = list(range(len(builds)))
-    marker = "o" if len(builds) <= MAX_MARKED_POINTS else None
-    for axes, (panel, lines, total) in zip((a[0] for a in axes_list), drawn_panels):
-        for row, values in lines:
-            middle = [statistics.median(v) if v else math.nan for v in values]
-            (line,) = axes.plot(xs, middle, marker=marker, markersize=3, linewidth=1.2, label=_line_label(row))
-            if any(len(v) > 1 for v in values):
-                axes.fill_between(
-                    xs,
-                    [min(v) if v else math.nan for v in values],
-                    [max(v) if v else math.nan for v in values],
-                    color=line.get_color(),
-                    alpha=0.18,
-                    linewidth=0,
+                several = any(len(v) > 1 for v in values)
+                series.append(
+                    Series(
+                        _line_label(row),
+                        [statistics.median(v) if v else None for v in values],
+                        [min(v) if v else None for v in values] if several else None,
+                        [max(v) if v else None for v in values] if several else None,
+                    )
                 )
-        more = f" (first {MAX_LINES} of {total} configs)" if total > MAX_LINES else ""
-        # a text, not set_title: matplotlib re-measures a title against the ticks on every draw
-        axes.text(0, 1.03, safe(panel) + more, transform=axes.transAxes, fontsize=9)
-        axes.set_ylabel(unit)
-        axes.grid(True, alpha=0.3)
-        axes.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
-    axes_list[-1][0].set_xlabel("torch build")
-    _ticks(axes_list[-1][0], [b["version"] for b in builds])
-    figure.suptitle(title, x=0.1, y=1 - 0.12 / height, ha="left", va="top", fontsize=10, fontweight="bold")
-    return _svg(figure)
+        more = f" (first {MAX_LINES} of {len(members)} configs)" if len(members) > MAX_LINES else ""
+        panels.append(Panel(safe(_panel_name(backend, fullgraph)) + more, series))
+    xs = [float(i) for i in range(len(builds))]
+    return chart(title, panels, xs, _build_ticks(builds), "torch build", unit, len(builds) <= MAX_MARKED_POINTS)
 
 
-def overview(matrix: Matrix, row_keys: list[RowKey], metric: Metric) -> Optional[str]:
+def overview(cells: Cells, metric: Metric, builds: list[dict[str, Any]]) -> Optional[str]:
     """The whole history in one panel: per backend x fullgraph mode, the median over its rows per build."""
     title, unit, value = metric
-    panels: dict[str, list[RowKey]] = {}
-    for row in row_keys:
-        panels.setdefault(f"{row.backend} {'fullgraph' if row.fullgraph else 'no-fullgraph'}", []).append(row)
-    figure, axes = plt.subplots(figsize=(10, 2.8))
-    figure.subplots_adjust(left=0.1, right=0.66, bottom=0.3, top=0.88)
-    drawn = 0
-    for name, members in sorted(panels.items()):
+    grouped: dict[str, list[RowKey]] = {}
+    for row in cells:
+        grouped.setdefault(_panel_name(row.backend, row.fullgraph), []).append(row)
+    series = []
+    for name, members in sorted(grouped.items()):
         ys = []
-        for build in matrix.builds:
-            values = [y for row in members for y in _cell_values(matrix, row, build, value)]
-            ys.append(statistics.median(values) if values else math.nan)
-        if any(not math.isnan(y) for y in ys):
-            axes.plot(range(len(ys)), ys, linewidth=0.9, label=safe(name))
-            drawn += 1
-    if not drawn:
-        plt.close(figure)
-        return None
-    _ticks(axes, [b["version"] for b in matrix.builds])
-    axes.set_ylabel(unit)
-    axes.text(
-        0, 1.03, f"{title}: all {len(matrix.builds)} builds (median over configs)", transform=axes.transAxes, fontsize=9
-    )
-    axes.grid(True, alpha=0.3)
-    axes.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
-    return _svg(figure)
-
-
-def _finish(axes) -> None:
-    """Grid, and the legend beside the plot, where long config labels never cover data."""
-    axes.grid(True, alpha=0.3)
-    axes.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+        for column in zip(*(cells[row] for row in members)):
+            values = [y for cell in column for y in values_of(cell, value)]
+            ys.append(statistics.median(values) if values else None)
+        series.append(Series(safe(name), ys))
+    xs = [float(i) for i in range(len(builds))]
+    heading = f"{title}: all {len(builds)} builds (median over configs)"
+    return chart(heading, [Panel("", series)], xs, _build_ticks(builds), "torch build", unit, markers=False)
 
 
 def case_charts(matrix: Matrix, case: str) -> list[tuple[str, str]]:
     """(title, svg) for every metric with data, for the rows of ``case``: the newest DETAIL_BUILDS
-    builds in detail, and when there are more, the whole history as an overview."""
+    builds (with a run of the case) in detail, and when there are more, the whole history as an overview."""
     case_rows = [row for row in matrix.rows if row.case == case]
-    builds = [b for b in matrix.builds if any(matrix.cell(row, b["id"]) for row in case_rows)]
-    charts = []
+    every = cell_table(matrix, case_rows, matrix.builds)
+    kept = [i for i, column in enumerate(zip(*every.values())) if any(column)]
+    builds = [matrix.builds[i] for i in kept]
+    cells = {row: [column[i] for i in kept] for row, column in every.items()}
+    first = max(0, len(builds) - DETAIL_BUILDS)
+    drawn = []
     for metric in METRICS:
-        svg = trend(matrix, case_rows, metric, builds[-DETAIL_BUILDS:])
+        svg = trend(cells, metric, builds[first:], first)
         if svg:
-            charts.append((metric[0], svg))
-            if len(builds) > DETAIL_BUILDS:
-                whole = overview(matrix, case_rows, metric)
+            drawn.append((metric[0], svg))
+            if first:
+                whole = overview(cells, metric, builds)
                 if whole:
-                    charts.append((f"{metric[0]}, whole history", whole))
-    return charts
-
-
-_SHARED: Optional[Matrix] = None  # the matrix forked workers draw from (inherited, never pickled)
-
-
-def _draw_case(case: str) -> list[tuple[str, str]]:
-    assert _SHARED is not None
-    return case_charts(_SHARED, case)
-
-
-class Drawing:
-    """``case_charts`` for every case, drawn in forked worker processes while the caller renders the
-    rest of the site (matplotlib is single-threaded; a year of nightlies is seconds of drawing a case).
-    Where the platform does not fork, drawn in this process when asked for."""
-
-    def __init__(self, matrix: Matrix, cases: list[str], workers: Optional[int] = None) -> None:
-        global _SHARED
-        self.matrix, self.cases, self.pool, self.pending = matrix, cases, None, None
-        workers = min(len(cases), workers or os.cpu_count() or 1)
-        if workers >= 2 and "fork" in multiprocessing.get_all_start_methods():
-            _SHARED = matrix  # inherited by the forked workers, never pickled
-            self.pool = multiprocessing.get_context("fork").Pool(workers)
-            _SHARED = None
-            self.pending = self.pool.map_async(_draw_case, cases, chunksize=1)
-
-    def close(self) -> None:
-        if self.pool is not None:
-            self.pool.terminate()
-            self.pool.join()
-
-    def result(self) -> dict[str, list[tuple[str, str]]]:
-        if self.pool is None:
-            return {case: case_charts(self.matrix, case) for case in self.cases}
-        try:
-            return dict(zip(self.cases, self.pending.get()))
-        finally:
-            self.pool.close()
-            self.pool.join()
+                    drawn.append((f"{metric[0]}, whole history", whole))
+    return drawn
 
 
 SWEEPS = [("batch_size", "batch size"), ("prompt_length", "prompt length (tokens)")]
@@ -223,12 +143,20 @@ def _tokens_per_second(run: dict[str, Any], mode: str) -> Optional[float]:
     return run["batch_size"] * 1000.0 / ms if ms else None
 
 
+def _swept(points: dict[Any, dict[int, Any]], label: str, unit: str, title: str, lines: list[Series]):
+    """A sweep chart: the swept values on a log-2 axis, a line per series. (title, SVG) or None."""
+    ticks = sorted({x for each in points.values() for x in each})
+    svg = chart(title, [Panel("", lines)], [math.log2(t) for t in ticks],
+                [(math.log2(t), str(t)) for t in ticks], label, unit)  # fmt: skip
+    return None if svg is None else (title, svg)
+
+
 def sweep_charts(runs: list[dict[str, Any]]) -> list[tuple[str, str]]:
     """Throughput and peak memory against batch size and against prompt length, where runs vary in them.
 
     ``runs`` are one case's runs on one build; a line per (config, eager|compiled).
     """
-    charts = []
+    drawn = []
     for field, label in SWEEPS:
         lines: dict[rows.Row, dict[int, dict[str, Any]]] = {}
         for run in runs:
@@ -237,6 +165,7 @@ def sweep_charts(runs: list[dict[str, Any]]) -> list[tuple[str, str]]:
         swept = {k: v for k, v in lines.items() if len(v) > 1}
         if not swept:
             continue
+        ticks = sorted({x for points in swept.values() for x in points})
         for title, unit, values in (
             (
                 f"Throughput against {label}",
@@ -255,37 +184,17 @@ def sweep_charts(runs: list[dict[str, Any]]) -> list[tuple[str, str]]:
                 ],
             ),
         ):
-            figure, axes = plt.subplots(figsize=(10, 3.6))
-            figure.subplots_adjust(left=0.1, right=0.66, bottom=0.15, top=0.9)
-            drawn = 0
+            series = []
             for row, points in list(swept.items())[:MAX_LINES]:
                 fixed = rows.config_label(row._asdict(), sizes=tuple(n for n in rows.SIZES if n != field))
-                xs = sorted(points)
                 for mode, value in values:
-                    ys = [value(points[x]) for x in xs]
-                    pairs = [(x, y) for x, y in zip(xs, ys) if y is not None]
-                    if pairs:
-                        axes.plot(*zip(*pairs), marker="o", markersize=3, label=safe(f"{fixed}, {mode}"))
-                        drawn += 1
-            if not drawn:
-                plt.close(figure)
-                continue
-            charts.append(_swept_axes(figure, axes, swept, label, unit, title))
-    return charts
-
-
-def _swept_axes(figure, axes, swept: dict[Any, dict[int, Any]], label: str, unit: str, title: str) -> tuple[str, str]:
-    """A sweep chart's x axis (the swept values, log 2), labels and title: the figure as (title, SVG)."""
-    axes.set_xscale("log", base=2)
-    ticks = sorted({x for points in swept.values() for x in points})
-    axes.set_xticks(ticks)
-    axes.set_xticklabels([str(t) for t in ticks])
-    axes.minorticks_off()
-    axes.set_xlabel(label)
-    axes.set_ylabel(unit)
-    axes.set_title(title)
-    _finish(axes)
-    return title, _svg(figure)
+                    ys = [value(points[x]) if x in points else None for x in ticks]
+                    if any(y is not None for y in ys):
+                        series.append(Series(safe(f"{fixed}, {mode}"), ys))
+            made = _swept(swept, label, unit, title, series)
+            if made:
+                drawn.append(made)
+    return drawn
 
 
 def _throughput_bounds(run: dict[str, Any], mode: str) -> Optional[tuple[float, float, float]]:
@@ -301,7 +210,7 @@ def _throughput_bounds(run: dict[str, Any], mode: str) -> Optional[tuple[float, 
 def variant_charts(runs: list[dict[str, Any]]) -> list[tuple[str, str]]:
     """Compiled throughput (with the interval of each point as a bar) and compiled peak memory against
     each swept field, a line per variant (case) and fixed config: the runs of one build."""
-    charts = []
+    drawn = []
     for field, label in SWEEPS:
         lines: dict[tuple[str, rows.Row], dict[int, dict[str, Any]]] = {}
         for run in runs:
@@ -310,28 +219,35 @@ def variant_charts(runs: list[dict[str, Any]]) -> list[tuple[str, str]]:
         swept = {k: v for k, v in lines.items() if len(v) > 1}
         if len({case for case, _ in swept}) < 2:
             continue
+        ticks = sorted({x for points in swept.values() for x in points})
         for title, unit, memory in (
             (f"Compiled throughput against {label}, by variant", "tokens / s", False),
             (f"Compiled peak memory against {label}, by variant", "MB", True),
         ):
-            figure, axes = plt.subplots(figsize=(10, 3.6))
-            figure.subplots_adjust(left=0.1, right=0.66, bottom=0.15, top=0.9)
+            series = []
             for (case, row), points in list(swept.items())[:MAX_LINES]:
                 fixed = rows.config_label(row._asdict(), sizes=tuple(n for n in rows.SIZES if n != field))
-                xs, ys, below, above = [], [], [], []
-                for x in sorted(points):
-                    if memory:
-                        value = points[x].get("peak_mem_compiled_mb")
-                        bounds = None if value is None else (value, value, value)
+                bounds: list[Optional[tuple[float, float, float]]] = []
+                for x in ticks:
+                    run = points.get(x)
+                    if run is None:
+                        bounds.append(None)
+                    elif memory:
+                        value = run.get("peak_mem_compiled_mb")
+                        bounds.append(None if value is None else (value, value, value))
                     else:
-                        bounds = _throughput_bounds(points[x], "compiled")
-                    if bounds is not None:
-                        xs.append(x)
-                        ys.append(bounds[0])
-                        below.append(bounds[0] - bounds[1])
-                        above.append(bounds[2] - bounds[0])
-                if xs:
-                    axes.errorbar(xs, ys, yerr=[below, above], marker="o", markersize=3, capsize=3,
-                                  label=safe(f"{case}: {fixed}"))  # fmt: skip
-            charts.append(_swept_axes(figure, axes, swept, label, unit, title))
-    return charts
+                        bounds.append(_throughput_bounds(run, "compiled"))
+                if any(bounds):
+                    series.append(
+                        Series(
+                            safe(f"{case}: {fixed}"),
+                            [b and b[0] for b in bounds],
+                            [b and b[1] for b in bounds],
+                            [b and b[2] for b in bounds],
+                            bars=not memory,
+                        )
+                    )
+            made = _swept(swept, label, unit, title, series)
+            if made:
+                drawn.append(made)
+    return drawn

@@ -1,6 +1,7 @@
 """What each page of the site was made from: a digest of its inputs per page, kept beside the site
 (``.diag-report-inputs.json``), so that a re-render after one new night renders, and draws, only the
-pages whose inputs changed: a run page once, a case page when its case has new runs.
+run pages whose inputs changed: a run page once. (The other pages change with every night, and cost
+little to make.)
 
 A digest covers the code that renders (diag's version and the sources of the report, its templates
 and the text helpers), the navigation every page carries, and the page's own data; a page whose

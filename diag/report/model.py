@@ -47,7 +47,7 @@ class Cell:
 
     def __post_init__(self) -> None:
         self.run = deciding_run(self.runs)
-        self.working = sum(r["status"] in WORKS for r in self.runs)
+        self.working = sum(1 for r in self.runs if r["status"] in WORKS)
         self.state = "works" if self.working == len(self.runs) else ("fails" if self.working == 0 else "flaky")
 
     @property
@@ -201,7 +201,7 @@ def build_matrix(
                     if transition:
                         transitions.append(transition)
                     change = _key_change(
-                        row, before_build, keys.get(before.run["id"], set()), build, keys.get(cell.run["id"], set())
+                        row, before_build, keys.get(before.run["id"], _NONE), build, keys.get(cell.run["id"], _NONE)
                     )
                     if change:
                         changes.append(change)
@@ -215,17 +215,14 @@ def build_matrix(
     for transition in transitions:
         matrix.flips[transition.row] = matrix.flips.get(transition.row, 0) + 1
     matrix.verdicts = verdicts(matrix, strip, keys)
+    seen: dict[int, set[tuple[str, str]]] = {}
     for (_, build_id), cell in cells.items():
-        versions = matrix.transformers.setdefault(build_id, [])
-        pythons = matrix.pythons.setdefault(build_id, [])
+        found = seen.setdefault(build_id, set())
         for run in cell.runs:
-            if run.get("transformers_version") and run["transformers_version"] not in versions:
-                versions.append(run["transformers_version"])
-            python = ".".join((run.get("python") or "").split(".")[:2])
-            if python and python not in pythons:
-                pythons.append(python)
-    for versions in [*matrix.transformers.values(), *matrix.pythons.values()]:
-        versions.sort()
+            found.add((run.get("transformers_version") or "", run.get("python") or ""))
+    for build_id, found in seen.items():
+        matrix.transformers[build_id] = sorted({version for version, _ in found if version})
+        matrix.pythons[build_id] = sorted({".".join(p.split(".")[:2]) for _, p in found if p})
     return matrix
 
 
@@ -249,7 +246,12 @@ def _transition(row: RowKey, before_build, before: Cell, build, cell: Cell) -> O
     )
 
 
+_NONE: frozenset = frozenset()
+
+
 def _key_change(row: RowKey, before_build, before: set, build, after: set) -> Optional[KeyChange]:
+    if before == after:
+        return None
     appeared, disappeared = sorted(after - before), sorted(before - after)
     if not appeared and not disappeared:
         return None

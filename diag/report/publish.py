@@ -46,7 +46,8 @@ def publish(files: dict[str, str], out_dir: Path, db_path: Optional[Path] = None
             f"{out_dir} is not empty ({', '.join(others[:3])}{' ...' if len(others) > 3 else ''}) "
             f"and holds no diag report (no {MANIFEST}); choose an empty or new --out folder"
         )
-    foreign = sorted(r for r in files if (out_dir / r).exists() and r not in set(previous))
+    ours = set(previous)
+    foreign = sorted(r for r in files if r not in ours and (out_dir / r).exists())
     if foreign:
         shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
         raise ReportError(
@@ -55,6 +56,7 @@ def publish(files: dict[str, str], out_dir: Path, db_path: Optional[Path] = None
         )
     out_dir.mkdir(parents=True, exist_ok=True)
     written = 0
+    folders: set[Path] = set()
     for relative, content in files.items():
         target = out_dir / relative
         if isinstance(content, Kept) and target.is_file():
@@ -65,13 +67,15 @@ def publish(files: dict[str, str], out_dir: Path, db_path: Optional[Path] = None
                 continue
         except OSError:
             pass
-        target.parent.mkdir(parents=True, exist_ok=True)
+        if target.parent not in folders:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            folders.add(target.parent)
         temporary = target.with_name(target.name + ".tmp")
         temporary.write_bytes(data)
         os.replace(temporary, target)
         written += 1
     removed = 0
-    for relative in set(previous) - set(files):
+    for relative in ours - set(files):
         stale = out_dir / relative
         if stale.is_file() and out_dir.resolve() in stale.resolve().parents:
             stale.unlink()

@@ -145,6 +145,27 @@ def _decode_text(raw: bytes) -> str:
     return raw.decode("utf-8", "backslashreplace")
 
 
+def dict_rows(conn: sqlite3.Connection, sql: str, params: tuple = ()) -> list[dict[str, Any]]:
+    """Every row of ``sql`` as a dict. Read with SQLite's own UTF-8 decoding, which is several times
+    quicker than a decoding function per text value; where some text is not UTF-8, read again with
+    its bad bytes escaped, as every other read does."""
+    factory = conn.text_factory
+    try:
+        conn.text_factory = str
+        cursor = conn.execute(sql, params)
+        found = cursor.fetchall()
+    except sqlite3.OperationalError as error:
+        if "decode" not in str(error):
+            raise
+        conn.text_factory = factory
+        cursor = conn.execute(sql, params)
+        found = cursor.fetchall()
+    finally:
+        conn.text_factory = factory
+    names = [column[0] for column in cursor.description]
+    return [dict(zip(names, row)) for row in found]
+
+
 def _remove_db_files(path: Path) -> None:
     """Remove a DB file this process created and could not set up: only while it is still empty,
     since a process racing to create the same DB may have filled it meanwhile."""

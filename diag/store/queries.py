@@ -11,7 +11,7 @@ import sqlite_utils
 
 from diag import row as rows
 from diag.contract import FINDING_TABLES
-from diag.store.connection import StoreError
+from diag.store.connection import StoreError, dict_rows
 from diag.store.schema import CHILD_TABLES, row_columns
 
 
@@ -71,10 +71,9 @@ REPORT_MESSAGE_CHARS = 300  # of each run's error message, what the report's fro
 def report_runs(db: sqlite_utils.Database) -> list[dict[str, Any]]:
     """The columns the report's matrix and charts need, for every run, oldest first (error messages cut short)."""
     columns = ", ".join(f'"{c}"' for c in REPORT_COLUMNS)
-    return list(
-        db.query(
-            f"SELECT {columns}, substr(error_message, 1, {REPORT_MESSAGE_CHARS}) AS error_message FROM runs ORDER BY id"
-        )
+    return dict_rows(
+        db.conn,
+        f"SELECT {columns}, substr(error_message, 1, {REPORT_MESSAGE_CHARS}) AS error_message FROM runs ORDER BY id",
     )
 
 

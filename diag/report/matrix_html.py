@@ -1,0 +1,123 @@
+"""The matrix table (a row per case x config, a column per build), written in Python, not in a
+template: the big matrix has tens of thousands of cells and a Jinja call per cell was most of a render."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Optional
+
+from markupsafe import Markup, escape
+
+from diag.report.model import Cell, Matrix, RowKey, error_line, row_label
+from diag.text import safe
+
+
+def _text(value: Any) -> str:
+    return str(escape(safe(str(value))))
+
+
+def build_label(build: dict[str, Any]) -> str:
+    """A build's version with its git commit, nightly date and variant on hover (macros' build_label)."""
+    hover = f"git {build.get('git_version') or 'unknown'}"
+    if build.get("nightly_date"):
+        hover += f", nightly {build['nightly_date']}"
+    hover += f", {build['variant']}"
+    return f'<span class="build" title="{_text(hover)}">{_text(build["version"])}</span>'
+
+
+def _count(value: Optional[int]) -> str:
+    return "-" if value is None else str(value)
+
+
+def cell_html(cell: Optional[Cell], root: str, paged: set[int]) -> Markup:
+    """One matrix cell: the newest run's status (linked to its page when it has one), the ▲ of a
+    change, and with several runs how many worked, the worst, and a dot per run. Written here, not
+    as a template macro: the big matrix has tens of thousands of cells."""
+    if cell is None:
+        return Markup('<td class="cell muted">·</td>')
+
+    def link(run: dict[str, Any], inner: str) -> str:
+        if run["id"] in paged:
+            return f'<a href="{root}runs/{run["id"]}.html">{inner}</a>'
+        return f'<span title="run #{run["id"]}: diag show {run["id"]}">{inner}</span>'
+
+    run = cell.run
+    status = escape(safe(run["status"]))
+    parts = [
+        '<td class="cell changed" title="status changed at this build">' if cell.changed else '<td class="cell">',
+        link(run, f'<span class="badge s-{status}">{status}</span>'),
+    ]
+    if cell.changed:
+        parts.append('<span class="mark"> &#9650;</span>')
+    if len(cell.runs) > 1:
+        worst = escape(safe(cell.worst))
+        parts.append(
+            f'<span class="counts">{cell.tally}{f" · worst {worst}" if cell.mixed else ""}</span><span class="counts">'
+        )
+        for each in cell.runs:
+            each_status = escape(safe(each["status"]))
+            parts.append(
+                link(each, f'<span class="dot s-{each_status}" title="run #{each["id"]}: {each_status}"></span>')
+            )
+        parts.append("</span>")
+    parts.append(
+        f'<span class="counts">{_count(run.get("graph_break_count"))}b · {_count(run.get("recompile_count"))}r · '
+        f"{_count(run.get('hidden_error_count'))}h</span></td>"
+    )
+    return Markup("".join(parts))
+
+
+def row_filter(
+    matrix: Matrix,
+    row: RowKey,
+    builds: list[dict[str, Any]],
+    keys: Optional[dict[int, set[tuple[str, str]]]] = None,
+    texts: Optional[dict[tuple[str, str], dict[str, Any]]] = None,
+) -> str:
+    """What the matrix filter matches a row on: case and config, and on ``builds`` every run's status
+    (a crash among repeats too), its error (type and first line) and the hidden errors it recorded."""
+    words: set[str] = set()
+    for build in builds:
+        cell = matrix.cell(row, build["id"])
+        for run in cell.runs if cell else []:
+            words.update(filter(None, (run["status"], error_line(run))))
+            for table, key in (keys or {}).get(run["id"], set()):
+                if table == "hidden_errors":
+                    words.update((key, ((texts or {}).get((table, key)) or {}).get("text") or ""))
+    return " ".join([row.case, row_label(row), *sorted(w for w in words if w)])
+
+
+def matrix_table(
+    matrix: Matrix,
+    builds: list[dict[str, Any]],
+    root: str,
+    paged: set[int],
+    case_href: Callable[[str], str],
+    keys: Optional[dict[int, set[tuple[str, str]]]] = None,
+    texts: Optional[dict[tuple[str, str], dict[str, Any]]] = None,
+) -> Markup:
+    """The matrix of ``builds`` (newest first as given): a header per build naming the Pythons and
+    transformers its runs used, a row per case x config with what the filter matches it on."""
+    head = ['<div class="frame"><table class="matrix" id="matrix">']
+    head.append('<thead><tr><th class="rowhead">case · config</th>')
+    for build in builds:
+        head.append(f"<th>{build_label(build)}")
+        for name, found in (("Python", matrix.pythons), ("transformers", matrix.transformers)):
+            if found.get(build["id"]):
+                head.append(
+                    f'<span class="counts" title="{name} in this build&#39;s runs">'
+                    f"{name} {_text(', '.join(found[build['id']]))}</span>"
+                )
+        head.append("</th>")
+    out = ["".join(head) + "</tr></thead>", "<tbody>"]
+    ids = [build["id"] for build in builds]
+    for row in matrix.rows:
+        case = _text(row.case)
+        out.append(
+            f'<tr data-filter="{_text(row_filter(matrix, row, builds, keys, texts))}">\n'
+            f'<th class="rowhead"><a href="{root}{_text(case_href(row.case))}">{case}</a>'
+            f'<span class="counts">{_text(row_label(row))}</span></th>\n'
+            + "".join(cell_html(matrix.cell(row, build_id), root, paged) for build_id in ids)
+            + "\n</tr>"
+        )
+    out.append("</tbody>\n</table></div>")
+    return Markup("\n".join(out))
