@@ -6,6 +6,7 @@ and a hostile case name. Real SQLite, the real renderer, and pages opened in hea
 from __future__ import annotations
 
 import json
+import random
 import sys
 from pathlib import Path
 
@@ -448,3 +449,40 @@ def test_case_charts_draw_in_the_browser_within_the_window(story, width, tmp_pat
     assert all(got["lines"]) and all(got["legend"])
     # the row that regressed has no value while it failed: its line is drawn in two pieces
     assert 2 in [pieces for _, pieces in got["segments"]], got["segments"]
+
+
+@pytest.mark.skipif(browser.CHROMIUM is None, reason="Debian's chromium package is not installed")
+def test_a_cell_whose_runs_differ_in_python_or_transformers_shows_each_side(tmp_path):
+    """One row on one build, run by two CI legs: Python 3.10 passed, Python 3.11 failed. The cell is
+    decided by the failure (whatever order the legs finished in), and it shows which side failed."""
+    rng = random.Random(0)
+    build = synthetic.nightly(0, rng)
+    row = synthetic.configs()[0]
+    legs = [
+        synthetic.record(build, "leg-310", row, "pass", rng),
+        synthetic.record(build, "leg-311", row, "fullgraph_error", rng, synthetic.SLICE_ERROR),
+        synthetic.record(build, "leg-311-tf", row, "pass", rng, transformers="4.56.2"),
+    ]
+    legs[0].run["python"] = "3.10.14"
+    db = store.open_db(tmp_path / "h.db")
+    store.save_runs(db, legs)
+    db.conn.close()
+    out = tmp_path / "site"
+    assert diag_here("report", "--db", "h.db", "--out", "site", cwd=tmp_path).returncode == 0
+    script = """
+    var cell = d.querySelector("#matrix tbody td.cell");
+    return {badge: cell.querySelector(".badge").textContent,
+            split: Array.from(cell.querySelectorAll(".split")).map(function (s) { return s.textContent; }),
+            width: w.innerWidth, scroll: d.documentElement.scrollWidth};
+    """
+    got = browser.measure(out / "index.html", 420, 900, script, tmp_path)
+    assert got["badge"] == "fullgraph_error"
+    assert got["split"] == [
+        "Python 3.10, transformers 4.57.0: pass",
+        "Python 3.11, transformers 4.56.2: pass",
+        "Python 3.11, transformers 4.57.0: fullgraph_error",
+    ], got
+    assert got["scroll"] <= got["width"]
+    cells = json.loads((out / "report.json").read_text())["rows"][0]["cells"]
+    (only,) = cells.values()
+    assert [side[0] for side in only["split"]] == [s.split(":")[0] for s in got["split"]]

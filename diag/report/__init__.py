@@ -325,6 +325,11 @@ def _index(matrix: Matrix) -> dict[str, Any]:
                         "run": c.run["id"],
                         "status": c.run["status"],
                         "runs": [[r["id"], r["status"]] for r in c.runs],
+                        **(
+                            {"split": [[label, r["id"], r["status"]] for label, r in split]}
+                            if (split := c.split)
+                            else {}
+                        ),
                     }
                     for build_id, c in sorted(by_row[row].items(), key=lambda item: position[item[0]])
                 },

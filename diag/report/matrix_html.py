@@ -29,8 +29,9 @@ def _count(value: Optional[int]) -> str:
 
 
 def cell_html(cell: Optional[Cell], root: str, paged: set[int]) -> Markup:
-    """One matrix cell: the newest run's status (linked to its page when it has one), the ▲ of a
-    change, and with several runs how many worked, the worst, and a dot per run. Written here, not
+    """One matrix cell: its deciding (worst) run's status (linked to its page when it has one), the ▲
+    of a change, with several runs how many worked and a dot per run, and where its runs differ in
+    Python or transformers, each side's status. Written here, not
     as a template macro: the big matrix has tens of thousands of cells."""
     if cell is None:
         return Markup('<td class="cell muted">·</td>')
@@ -59,6 +60,9 @@ def cell_html(cell: Optional[Cell], root: str, paged: set[int]) -> Markup:
                 link(each, f'<span class="dot s-{each_status}" title="run #{each["id"]}: {each_status}"></span>')
             )
         parts.append("</span>")
+        for label, side in cell.split:
+            side_status = escape(safe(side["status"]))
+            parts.append(f'<span class="split">{escape(safe(label))}: {link(side, side_status)}</span>')
     parts.append(
         f'<span class="counts">{_count(run.get("graph_break_count"))}b · {_count(run.get("recompile_count"))}r · '
         f"{_count(run.get('hidden_error_count'))}h</span></td>"

@@ -63,6 +63,37 @@ class Cell:
         """``3/5 work``; empty for a single run."""
         return f"{self.working}/{len(self.runs)} work" if len(self.runs) > 1 else ""
 
+    @property
+    def split(self) -> list[tuple[str, dict[str, Any]]]:
+        """Where the cell's runs differ in something the row does not name (the Python minor, the
+        transformers version), each side's label and deciding run: ``[("Python 3.10", run), ...]``.
+        Empty when every run shares them."""
+        if len(self.runs) < 2:
+            return []
+        sides: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        for run in self.runs:
+            sides.setdefault(identity_of(run), []).append(run)
+        if len(sides) < 2:
+            return []
+        pythons = {python for python, _ in sides}
+        versions = {version for _, version in sides}
+        found = []
+        for (python, version), members in sorted(sides.items()):
+            label = []
+            if len(pythons) > 1:
+                label.append(f"Python {python or '?'}")
+            if len(versions) > 1:
+                label.append(f"transformers {version or 'none'}")
+            found.append((", ".join(label), deciding_run(members)))
+        return found
+
+
+def identity_of(run: dict[str, Any]) -> tuple[str, str]:
+    """What a run's outcome may depend on beyond its row and build: its Python minor version and
+    its transformers version."""
+    python = ".".join((run.get("python") or "").split(".")[:2])
+    return python, run.get("transformers_version") or ""
+
 
 @dataclass
 class Transition:
