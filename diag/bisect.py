@@ -221,6 +221,63 @@ def _build_summary(run: Optional[dict]) -> dict:
     }
 
 
+@dataclass
+class Axis:
+    """What a bisect moves: torch builds (the default), or transformers releases with torch fixed."""
+
+    name: str = "torch"
+    torch: Optional[str] = None  # the fixed torch spec, when transformers moves
+
+    def find_stored(self, db, spec: str, row: rows.Row) -> Optional[dict]:
+        if self.name == "torch":
+            return find_stored(db, spec, row)
+        for build in reversed(store.builds(db)):
+            if _base(build["version"]) != self.torch:
+                continue
+            runs = [
+                r
+                for r in store.runs_of_build(db, build["id"])
+                if rows.of(r) == row and r.get("transformers_version") == spec
+            ]
+            if runs:
+                return runs[-1]
+        return None
+
+    def summary(self, run: Optional[dict], spec: str) -> dict:
+        found = _build_summary(run)
+        if self.name == "transformers":
+            found["transformers"] = spec
+        return found
+
+    def compare(self, last_good: dict, first_bad: dict) -> tuple[Optional[str], Optional[str]]:
+        """The range of changes between the two ends (``git log`` form) and a page that shows it."""
+        if self.name == "transformers":
+            good, bad = last_good["transformers"], first_bad["transformers"]
+            return f"v{good}..v{bad}", f"https://github.com/huggingface/transformers/compare/v{good}...v{bad}"
+        good_git, bad_git = last_good["git_version"], first_bad["git_version"]
+        if not (good_git and bad_git):
+            return None, None
+        return f"{good_git}..{bad_git}", f"https://github.com/pytorch/pytorch/compare/{good_git}...{bad_git}"
+
+
+def release_versions(listed: Iterable[str], good: str, bad: str) -> list[str]:
+    """The final releases in ``listed`` from ``good`` to ``bad`` (both always present), in order:
+    pre-releases and development versions are left out, as users pin releases."""
+    for end in (good, bad):
+        parsed = Version.lenient(end)
+        if parsed is None or parsed.pre or parsed.dev is not None:
+            raise BisectError(f"{end!r} is not a release version (for example 4.57.1)")
+    finals = []
+    for version in listed:
+        parsed = Version.lenient(version)
+        if parsed is not None and not parsed.pre and parsed.dev is None and not parsed.local:
+            finals.append(version)
+    try:
+        return between(finals, good, bad)
+    except envs.EnvError as exc:
+        raise BisectError(str(exc)) from exc
+
+
 def bisect(
     db,
     db_path: Path,
@@ -230,13 +287,16 @@ def bisect(
     provision: Callable[[str], envs.TorchEnv],
     timeout_s: float,
     log: Callable[[str], None] = lambda message: None,
+    axis: Optional[Axis] = None,
 ) -> dict:
-    """Test both ends, then search ``candidates`` (good first, bad last); a summary of the result."""
+    """Test both ends, then search ``candidates`` (good first, bad last; torch specs, or transformers
+    versions for ``axis`` transformers); a summary of the result."""
+    axis = axis or Axis()
     row = rows.of_config(asdict(config), case.name, case.source)
     probe = BuildTester(lambda spec: None, log=log)
 
     def run_build(spec: str) -> Optional[dict]:
-        stored = find_stored(db, spec, row)
+        stored = axis.find_stored(db, spec, row)
         if stored is not None:
             log(f"{spec}: reusing run #{stored['id']}")
             return stored
@@ -262,17 +322,15 @@ def bisect(
     result = search(candidates, probe.is_bad)
     summary = {
         "case": case.name,
+        "moved": axis.name,
+        "torch": axis.torch,
         "good_status": good_run["status"],
         "bad_status": bad_run["status"],
         "candidates": len(candidates),
         "tested": result.tested,
         "skipped": {spec: probe.failures.get(spec) for spec in result.skipped},
-        "last_good": _build_summary(find_stored(db, result.last_good, row)),
-        "first_bad": _build_summary(find_stored(db, result.first_bad, row)),
+        "last_good": axis.summary(axis.find_stored(db, result.last_good, row), result.last_good),
+        "first_bad": axis.summary(axis.find_stored(db, result.first_bad, row), result.first_bad),
     }
-    good_git, bad_git = summary["last_good"]["git_version"], summary["first_bad"]["git_version"]
-    summary["commit_range"] = f"{good_git}..{bad_git}" if good_git and bad_git else None
-    summary["compare_url"] = (
-        f"https://github.com/pytorch/pytorch/compare/{good_git}...{bad_git}" if good_git and bad_git else None
-    )
+    summary["commit_range"], summary["compare_url"] = axis.compare(summary["last_good"], summary["first_bad"])
     return summary

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import shlex
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -35,6 +36,43 @@ def environment(run: dict[str, Any]) -> tuple[str, str]:
     """What beside torch decides a run: the Python minor version and the transformers version."""
     python = ".".join((run.get("python") or "?").split(".")[:2])
     return python, run.get("transformers_version") or "?"
+
+
+def _row_flags(row: rows.Row) -> list[str]:
+    """The ``diag run``/``bisect`` options that select ``row``."""
+    flags = ["--case", row.case if row.case_source == rows.BUILTIN else row.case_source, "--backend", row.backend]
+    flags.append("--fullgraph" if row.fullgraph else "--no-fullgraph")
+    for name, value, default in (
+        ("--dynamic", row.dynamic, "auto"),
+        ("--mode", row.mode, "default"),
+        ("--device", row.device, "cpu"),
+        ("--dtype", row.dtype, "float32"),
+        ("--model", row.model, "tiny-random"),
+    ):
+        if value != default:
+            flags += [name, str(value)]
+    for name, value in (("--batch-size", row.batch_size), ("--prompt-length", row.prompt_length)):
+        flags += [name, str(value)]
+    return [*flags, "--new-tokens", str(row.new_tokens)]
+
+
+def both_moved(row: rows.Row, before: dict[str, Any], after: dict[str, Any]) -> str:
+    """Where a row's status changed between two builds on which torch and transformers both moved:
+    that neither alone is to blame yet, and the two bisects that tell which (each moves one side,
+    the other held where the baseline had it)."""
+    old_torch, new_torch = (str(run.get("build_version") or "").split("+", 1)[0] for run in (before, after))
+    old_tf, new_tf = before.get("transformers_version"), after.get("transformers_version")
+    if before["status"] == after["status"] or not (old_tf and new_tf and old_torch and new_torch):
+        return ""
+    if old_tf == new_tf or old_torch == new_torch:
+        return ""
+    flags = shlex.join(_row_flags(row))
+    return (
+        f". The status changed ({before['status']} -> {after['status']}) while both torch ({old_torch} -> "
+        f"{new_torch}) and transformers ({old_tf} -> {new_tf}) moved; to tell which, bisect each:"
+        f"\n      diag bisect {flags} --good {old_torch} --bad {new_torch} --with transformers=={old_tf}"
+        f"\n      diag bisect {flags} --transformers {old_tf}..{new_tf} --torch {old_torch}"
+    )
 
 
 def compare_build_runs(
@@ -72,7 +110,7 @@ def compare_build_runs(
                 comparison.note = (
                     f"not compared: the baseline ran Python {was[0]}, transformers {was[1]}; "
                     f"now Python {wanted[0]}, transformers {wanted[1]}"
-                )
+                ) + both_moved(row, regress.deciding_run(before), regress.deciding_run(after))
                 comparisons.append(comparison)
                 continue
             before = alike

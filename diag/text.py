@@ -247,9 +247,21 @@ def _build_line(build: dict[str, Any]) -> str:
     return f"{build['version']}{date}, git {build['git_version']} (run #{build['run']}: {build['status']})"
 
 
+def _release_line(end: dict[str, Any]) -> str:
+    return (
+        f"transformers {safe(end['transformers'])} on torch {safe(end['version'])} (run #{end['run']}: {end['status']})"
+    )
+
+
 def bisect_lines(summary: dict[str, Any]) -> list[str]:
-    """``diag bisect``'s answer: the last good and first bad build, the commits between, what was skipped."""
-    lines = [f"last good: {_build_line(summary['last_good'])}", f"first bad: {_build_line(summary['first_bad'])}"]
+    """``diag bisect``'s answer: which side it moved, the last good and first bad build (or transformers
+    release), the changes between, what was skipped."""
+    line = _release_line if summary.get("moved") == "transformers" else _build_line
+    lines = [
+        f"moved:     {summary.get('moved', 'torch')}"
+        + (f" (torch {safe(summary['torch'])} fixed)" if summary.get("torch") else "")
+    ]
+    lines += [f"last good: {line(summary['last_good'])}", f"first bad: {line(summary['first_bad'])}"]
     if summary["commit_range"]:
         lines.append(f"commits:   git log {summary['commit_range']}   ({summary['compare_url']})")
     lines += [f"skipped:   {spec}: {safe(reason)}" for spec, reason in summary["skipped"].items()]

@@ -1,4 +1,4 @@
-"""Commands that run cases: run and bisect."""
+"""Commands that run cases: run (bisect is in bisecting.py)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,9 @@ from typing import Any, Optional
 
 import click
 
-from diag import catalog, envs, preflight, runner, shard, stopping, store, text, wheels
+from diag import catalog, envs, preflight, runner, shard, stopping, store, text
 from diag.cli import sharding
 from diag.cli.common import (
-    build_configs,
     cli,
     config_options,
     count,
@@ -283,105 +282,3 @@ def run_part(
     except runner.EnvironmentFault as exc:
         raise fail(f"{exc}; {len(recorded)} runs stored before it, nothing stored for it") from exc
     return bool(env_failures)
-
-
-@cli.command("bisect")
-@click.option("--case", "case_value", required=True, help="Case name or path to a case file.")
-@click.option("--good", required=True, help="A torch spec that behaves (e.g. 2.1.0.dev20230601).")
-@click.option("--bad", required=True, help="A later torch spec that does not.")
-@click.option(
-    "--candidates",
-    "candidates_file",
-    type=click.Path(exists=True, dir_okay=False),
-    default=None,
-    help="File of torch specs to search, one per line (default: the versions on --index).",
-)
-@click.option(
-    "--index",
-    "listing_index",
-    default=None,
-    help="Simple index whose torch builds are the candidates (default: the PyTorch nightly index "
-    "for --variant). Installs still use --index-url, else the installer's defaults.",
-)
-@env_options
-@config_options
-@db_option
-@click.option("--timeout", "timeout_s", type=click.FloatRange(min=1), default=DEFAULT_TIMEOUT_S, show_default=True)
-@json_option
-def bisect_command(
-    case_value: str,
-    good: str,
-    bad: str,
-    candidates_file: Optional[str],
-    listing_index: Optional[str],
-    env_options: envs.Options,
-    db_path: str,
-    timeout_s: float,
-    as_json: bool,
-    **config: Any,
-) -> None:
-    """Binary-search the builds between --good and --bad for the first one whose status differs from --good's.
-
-    Builds are provisioned as needed and runs already in the DB are reused. A build
-    that fails to install is skipped and reported. Prints the first bad build, its
-    nightly date and git commit, and the commit range since the last good build.
-    """
-    from diag import bisect
-
-    config["fullgraph"] = True if config["fullgraph"] is None else config["fullgraph"]
-    run_config = build_configs(**config)[0]
-    try:
-        refs = catalog.resolve([case_value])
-        bisect.check_ends(good, bad)
-    except (catalog.CatalogError, envs.EnvError) as exc:
-        raise fail(str(exc)) from exc
-    run_preflight(preflight.check_configs, [run_config])
-    run_preflight(preflight.check_database, db_path)
-    db = open_store(db_path, create=True)
-    recorded = {b["version"].split("+", 1)[0]: b for b in store.builds(db) if b.get("wheel_url")}
-    try:
-        found = bisect.candidates(
-            good,
-            bad,
-            candidates_file,
-            listing_index,
-            env_options.variant,
-            stored=[b["version"] for b in store.builds(db)],
-            request=env_options.request(good),
-        )
-    except (catalog.CatalogError, envs.EnvError, wheels.WheelError) as exc:
-        raise fail(str(exc)) from exc
-    for note in found.notes:
-        progress(text.safe(note))
-    if found.missing_dates:
-        progress(
-            f"no nightly at its direct URL for {len(found.missing_dates)} dates in range: "
-            f"{', '.join(found.missing_dates[:10])}{' ...' if len(found.missing_dates) > 10 else ''}"
-        )
-
-    def provision(spec: str) -> envs.TorchEnv:
-        build = recorded.get(spec)
-        if build is not None:
-            # a build diag ran before: the same wheel again, checked by its sha256
-            return envs.resolve(build["wheel_url"], env_options, log=progress, sha256=build["wheel_sha256"])
-        return envs.resolve(spec, env_options, log=progress)
-
-    try:
-        summary = bisect.bisect(
-            db,
-            Path(db_path),
-            refs[0],
-            run_config,
-            found.specs,
-            provision,
-            timeout_s,
-            log=lambda message: progress(text.safe(message)),
-        )
-    except (bisect.BisectError, runner.EnvironmentFault, store.StoreError) as exc:
-        raise fail(str(exc)) from exc
-    summary["missing_dates"] = found.missing_dates
-    summary["sources"] = {spec: found.sources.get(spec, []) for spec in found.specs}
-    if as_json:
-        click.echo(json.dumps(summary, indent=2))
-        return
-    click.echo("\n".join(text.bisect_lines(summary)))

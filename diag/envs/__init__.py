@@ -10,8 +10,11 @@ used as they are (``interpreters.py``).
 from __future__ import annotations
 
 import os
+import re
+import subprocess
 import sys
 from dataclasses import dataclass, replace
+from importlib import metadata
 from pathlib import Path
 from typing import Optional
 
@@ -59,7 +62,9 @@ __all__ = [
     "find_python",
     "find_wheel",
     "listing",
+    "installed_torch_release",
     "names_transformers",
+    "package_versions",
     "parse_spec",
     "probe_path",
     "provision",
@@ -125,3 +130,30 @@ def resolve(
         log(f"{spec}: the newest is {wheel.base_version} ({wheel.origin})")
         return provision(replace(request, spec=wheel.base_version), log, wheel, label=spec)
     return provision(request, log)
+
+
+def installed_torch_release() -> str:
+    """The version of the torch installed beside diag, without its local label (``2.13.0``)."""
+    try:
+        return metadata.version("torch").split("+", 1)[0]
+    except metadata.PackageNotFoundError:
+        raise EnvError("no torch is installed here to fix; name one with --torch (e.g. --torch 2.13.0)") from None
+
+
+def package_versions(name: str, options: Options = Options()) -> list[str]:
+    """The versions of package ``name`` the installer's index offers (pip's configuration, and the
+    index options given), newest first, as ``pip index versions`` lists them."""
+    command = [find_python(options.python), "-m", "pip", "index", "versions", name, "--disable-pip-version-check"]
+    if options.index_url:
+        command += ["--index-url", options.index_url]
+    for url in options.extra_index_urls:
+        command += ["--extra-index-url", url]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise EnvError(f"cannot list the versions of {name}: {exc}") from exc
+    listed = re.search(r"^Available versions:\s*(.+)$", done.stdout, re.MULTILINE)
+    if done.returncode != 0 or listed is None:
+        reason = (done.stderr.strip().splitlines() or ["no versions listed"])[-1]
+        raise EnvError(f"cannot list the versions of {name} on the index: {reason}")
+    return [version.strip() for version in listed.group(1).split(",") if version.strip()]

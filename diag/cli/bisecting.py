@@ -1,0 +1,220 @@
+"""``diag bisect``: the first bad torch build between two, or with --transformers, the first bad
+transformers release with torch fixed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Optional
+
+import click
+
+from diag import catalog, envs, preflight, runner, store, text, wheels
+from diag.cli.common import (
+    build_configs,
+    cli,
+    config_options,
+    db_option,
+    env_options,
+    fail,
+    json_option,
+    open_store,
+    progress,
+    run_preflight,
+)
+from diag.config import DEFAULT_TIMEOUT_S
+
+
+@cli.command("bisect")
+@click.option("--case", "case_value", required=True, help="Case name or path to a case file.")
+@click.option("--good", default=None, help="A torch spec that behaves (e.g. 2.1.0.dev20230601).")
+@click.option("--bad", default=None, help="A later torch spec that does not.")
+@click.option(
+    "--transformers",
+    "transformers_range",
+    default=None,
+    metavar="GOOD..BAD",
+    help="Move transformers instead of torch: the releases from GOOD to BAD (e.g. 4.45.2..4.57.1), "
+    "each installed beside the torch of --torch.",
+)
+@click.option(
+    "--torch",
+    "torch_spec",
+    default=None,
+    help="With --transformers: the torch release or dated nightly every step uses "
+    "(default: the version of the torch installed here).",
+)
+@click.option(
+    "--candidates",
+    "candidates_file",
+    type=click.Path(exists=True, dir_okay=False),
+    default=None,
+    help="File of torch specs to search, one per line (default: the versions on --index).",
+)
+@click.option(
+    "--index",
+    "listing_index",
+    default=None,
+    help="Simple index whose torch builds are the candidates (default: the PyTorch nightly index "
+    "for --variant). Installs still use --index-url, else the installer's defaults.",
+)
+@env_options
+@config_options
+@db_option
+@click.option("--timeout", "timeout_s", type=click.FloatRange(min=1), default=DEFAULT_TIMEOUT_S, show_default=True)
+@json_option
+def bisect_command(
+    case_value: str,
+    good: Optional[str],
+    bad: Optional[str],
+    transformers_range: Optional[str],
+    torch_spec: Optional[str],
+    candidates_file: Optional[str],
+    listing_index: Optional[str],
+    env_options: envs.Options,
+    db_path: str,
+    timeout_s: float,
+    as_json: bool,
+    **config: Any,
+) -> None:
+    """Binary-search the builds between --good and --bad for the first one whose status differs from --good's.
+
+    Builds are provisioned as needed and runs already in the DB are reused. A build
+    that fails to install is skipped and reported. Prints the first bad build, its
+    nightly date and git commit, and the commit range since the last good build.
+
+    With --transformers GOOD..BAD, torch stays fixed (--torch) and the transformers
+    releases between the two are searched instead, each in an environment of its own.
+    """
+    from diag import bisect
+
+    config["fullgraph"] = True if config["fullgraph"] is None else config["fullgraph"]
+    run_config = build_configs(**config)[0]
+    if transformers_range is not None:
+        if good or bad or candidates_file or listing_index:
+            raise fail("--transformers takes the place of --good/--bad (and of --candidates/--index)")
+        _bisect_transformers(
+            case_value, transformers_range, torch_spec, run_config, env_options, db_path, timeout_s, as_json
+        )
+        return
+    if not (good and bad):
+        raise fail("bisect needs --good and --bad (torch specs), or --transformers GOOD..BAD")
+    if torch_spec is not None:
+        raise fail("--torch fixes torch for --transformers; a torch bisect moves between --good and --bad")
+    try:
+        refs = catalog.resolve([case_value])
+        bisect.check_ends(good, bad)
+    except (catalog.CatalogError, envs.EnvError) as exc:
+        raise fail(str(exc)) from exc
+    run_preflight(preflight.check_configs, [run_config])
+    run_preflight(preflight.check_database, db_path)
+    db = open_store(db_path, create=True)
+    recorded = {b["version"].split("+", 1)[0]: b for b in store.builds(db) if b.get("wheel_url")}
+    try:
+        found = bisect.candidates(
+            good,
+            bad,
+            candidates_file,
+            listing_index,
+            env_options.variant,
+            stored=[b["version"] for b in store.builds(db)],
+            request=env_options.request(good),
+        )
+    except (catalog.CatalogError, envs.EnvError, wheels.WheelError) as exc:
+        raise fail(str(exc)) from exc
+    for note in found.notes:
+        progress(text.safe(note))
+    if found.missing_dates:
+        progress(
+            f"no nightly at its direct URL for {len(found.missing_dates)} dates in range: "
+            f"{', '.join(found.missing_dates[:10])}{' ...' if len(found.missing_dates) > 10 else ''}"
+        )
+
+    def provision(spec: str) -> envs.TorchEnv:
+        build = recorded.get(spec)
+        if build is not None:
+            # a build diag ran before: the same wheel again, checked by its sha256
+            return envs.resolve(build["wheel_url"], env_options, log=progress, sha256=build["wheel_sha256"])
+        return envs.resolve(spec, env_options, log=progress)
+
+    try:
+        summary = bisect.bisect(
+            db,
+            Path(db_path),
+            refs[0],
+            run_config,
+            found.specs,
+            provision,
+            timeout_s,
+            log=lambda message: progress(text.safe(message)),
+        )
+    except (bisect.BisectError, runner.EnvironmentFault, store.StoreError) as exc:
+        raise fail(str(exc)) from exc
+    summary["missing_dates"] = found.missing_dates
+    summary["sources"] = {spec: found.sources.get(spec, []) for spec in found.specs}
+    if as_json:
+        click.echo(json.dumps(summary, indent=2))
+        return
+    click.echo("\n".join(text.bisect_lines(summary)))
+
+
+def _bisect_transformers(
+    case_value: str,
+    span: str,
+    torch_spec: Optional[str],
+    run_config: Any,
+    env_options: envs.Options,
+    db_path: str,
+    timeout_s: float,
+    as_json: bool,
+) -> None:
+    """``diag bisect --transformers GOOD..BAD``: torch fixed, transformers releases searched."""
+    from dataclasses import replace
+
+    from diag import bisect
+
+    good, sep, bad = span.partition("..")
+    if not sep or not good.strip() or not bad.strip():
+        raise fail(f"--transformers {span!r}: give two releases as GOOD..BAD, e.g. 4.45.2..4.57.1")
+    good, bad = good.strip(), bad.strip()
+    if envs.names_transformers(env_options.extras):
+        raise fail("--transformers moves transformers itself: leave it out of --with")
+    torch_spec = torch_spec or envs.installed_torch_release()
+    try:
+        refs = catalog.resolve([case_value])
+        if envs.parse_spec(torch_spec).kind not in ("release", "nightly_date"):
+            raise envs.EnvError(
+                f"--torch {torch_spec!r}: a bisect of transformers needs a torch release or dated nightly"
+            )
+        listed = envs.package_versions("transformers", env_options)
+        candidates = bisect.release_versions(listed, good, bad)
+    except (catalog.CatalogError, envs.EnvError, bisect.BisectError) as exc:
+        raise fail(str(exc)) from exc
+    progress(f"transformers {good}..{bad}: {len(candidates)} releases, torch {torch_spec} in each")
+    run_preflight(preflight.check_configs, [run_config])
+    run_preflight(preflight.check_database, db_path)
+    db = open_store(db_path, create=True)
+
+    def provision(version: str) -> envs.TorchEnv:
+        with_version = replace(env_options, extras=(*env_options.extras, f"transformers=={version}"))
+        return envs.resolve(torch_spec, with_version, log=progress)
+
+    try:
+        summary = bisect.bisect(
+            db,
+            Path(db_path),
+            refs[0],
+            run_config,
+            candidates,
+            provision,
+            timeout_s,
+            log=lambda message: progress(text.safe(message)),
+            axis=bisect.Axis("transformers", torch_spec),
+        )
+    except (bisect.BisectError, runner.EnvironmentFault, store.StoreError) as exc:
+        raise fail(str(exc)) from exc
+    summary["missing_dates"] = []
+    if as_json:
+        click.echo(json.dumps(summary, indent=2))
+        return
+    click.echo("\n".join(text.bisect_lines(summary)))

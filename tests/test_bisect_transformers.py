@@ -1,0 +1,121 @@
+"""``diag bisect --transformers``: torch fixed, transformers releases searched; and ``check`` naming the
+two bisects when torch and transformers moved together."""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import REPO, diag
+
+from diag import bisect, gate, store
+from diag import row as rows
+
+sys.path.insert(0, str(REPO / "bench"))
+import synthetic  # noqa: E402 (after sys.path names bench/)
+
+
+def test_the_releases_between_two_leave_out_pre_releases_and_keep_both_ends():
+    listed = ["5.0.0", "4.57.1", "4.57.0", "4.57.0rc1", "4.56.2", "4.56.0.dev0", "4.55.0", "4.50.0+local"]
+    assert bisect.release_versions(listed, "4.56.2", "4.57.1") == ["4.56.2", "4.57.0", "4.57.1"]
+    assert bisect.release_versions(["4.57.1"], "4.55.0", "4.57.1") == ["4.55.0", "4.57.1"]  # an end not listed
+    for good, bad in (("4.57.1", "4.56.2"), ("4.57.0rc1", "4.57.1"), ("4.56.2", "x")):
+        with pytest.raises(bisect.BisectError):
+            bisect.release_versions(listed, good, bad)
+
+
+def test_a_transformers_range_links_the_release_tags():
+    axis = bisect.Axis("transformers", "2.13.0")
+    good, bad = axis.summary(None, "4.52.4"), axis.summary(None, "4.53.0")
+    assert axis.compare(good, bad) == (
+        "v4.52.4..v4.53.0",
+        "https://github.com/huggingface/transformers/compare/v4.52.4...v4.53.0",
+    )
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--transformers", "4.45.2"], "give two releases as GOOD..BAD"),
+        (["--transformers", "4.45.2..4.57.1", "--good", "2.1.0"], "takes the place of --good/--bad"),
+        (["--transformers", "4.45.2..4.57.1", "--with", "transformers==4.50.0"], "leave it out of --with"),
+        (["--transformers", "4.45.2..4.57.1", "--torch", "nightly"], "needs a torch release or dated nightly"),
+        (["--transformers", "4.57.1..4.45.2", "--torch", "2.13.0"], "must come before"),
+        ([], "needs --good and --bad"),
+        (["--good", "2.1.0", "--bad", "2.2.0", "--torch", "2.13.0"], "--torch fixes torch for --transformers"),
+    ],
+)
+def test_bad_bisect_arguments_are_one_line_errors(args, message, tmp_path):
+    done = diag("bisect", "--case", "append_last", *args, "--db", str(tmp_path / "x.db"), cwd=tmp_path, check=False)
+    assert done.returncode != 0 and message in done.stderr, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
+    assert not (tmp_path / "x.db").exists()
+
+
+def _night(day: int, version: str, transformers: str, status: str):
+    build = synthetic.nightly(day, random.Random(day))
+    build = {**build, "version": version, "nightly_date": None, "git_version": f"{day:040x}"}
+    row = {"case": "hf_static_cache", "backend": "eager", "fullgraph": 1, "dtype": "float32"}
+    error = synthetic.SLICE_ERROR if status != "pass" else None
+    return synthetic.record(build, f"{version}-{transformers}", row, status, random.Random(day), error, transformers)
+
+
+def test_check_names_both_bisects_when_torch_and_transformers_moved_together(tmp_path):
+    db_path = tmp_path / "h.db"
+    db = store.open_db(db_path)
+    store.save_runs(db, [_night(1, "2.12.0", "4.56.2", "pass"), _night(2, "2.13.0", "4.57.0", "fullgraph_error")])
+    db.conn.close()
+    done = diag("check", "--db", str(db_path), cwd=tmp_path)
+    out = done.stdout
+    assert "both torch (2.12.0 -> 2.13.0) and transformers (4.56.2 -> 4.57.0) moved" in out, out
+    flags = "--case hf_static_cache --backend eager --fullgraph --batch-size 1 --prompt-length 16 --new-tokens 16"
+    assert f"diag bisect {flags} --good 2.12.0 --bad 2.13.0 --with transformers==4.56.2" in out
+    assert f"diag bisect {flags} --transformers 4.56.2..4.57.0 --torch 2.12.0" in out
+    # one side only moved: the row is compared as before, and no bisect pair is offered
+    run = {"status": "pass", "build_version": "2.12.0", "transformers_version": "4.56.2"}
+    fields = {"case_source": "builtin", "dynamic": "auto", "device": "cpu", "model": "tiny-random", "mode": "default"}
+    row = rows.of({**synthetic.configs()[0], **fields, "batch_size": 1, "prompt_length": 16, "new_tokens": 16})
+    assert gate.both_moved(row, run, {**run, "status": "crash", "build_version": "2.13.0"}) == ""
+    assert gate.both_moved(row, run, {**run, "transformers_version": "4.57.0"}) == ""
+
+
+def test_bisect_over_three_real_transformers_releases(tmp_path, torch_envs_home):
+    """torch 2.13.0 fixed; hf:ctrl's decode step runs on transformers 4.53.3 and fails in eager on
+    4.54.0 (ValueError: "This model does not support `cache_implementation='static'`"; by 4.57.1 the
+    failure is a RuntimeError on the attention mask's shape), as a bisect over 4.45.2..4.57.1 found.
+    Three real releases, each provisioned into an environment of its own from the package index."""
+    db = tmp_path / "tf.db"
+    done = diag(
+        "bisect",
+        "--case",
+        "hf:ctrl",
+        "--transformers",
+        "4.53.2..4.54.0",
+        "--torch",
+        "2.13.0",
+        "--backend",
+        "eager",
+        "--new-tokens",
+        "4",
+        "--db",
+        str(db),
+        "--json",
+        cwd=tmp_path,
+        timeout=1800,
+        env_extra={"DIAG_HOME": str(torch_envs_home)},
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads(done.stdout)
+    assert summary["moved"] == "transformers" and summary["torch"] == "2.13.0"
+    assert (summary["good_status"], summary["bad_status"]) == ("pass", "eager_error")
+    assert summary["candidates"] == 3 and list(summary["tested"]) == ["4.53.3"]
+    assert summary["last_good"]["transformers"] == "4.53.3"
+    assert summary["first_bad"]["transformers"] == "4.54.0"
+    assert summary["compare_url"].endswith("/compare/v4.53.3...v4.54.0")
+    stored = store.open_db(Path(db))
+    versions = {r["transformers_version"] for r in stored.query("SELECT transformers_version FROM runs")}
+    assert versions == {"4.53.2", "4.53.3", "4.54.0"}
+    assert {r["version"].split("+")[0] for r in stored.query("SELECT version FROM torch_builds")} == {"2.13.0"}
