@@ -121,3 +121,29 @@ def test_an_hf_case_builds_its_model_and_prompt_with_the_runs_seed():
     first, other, again = built(0), built(7), built(0)
     assert first == again
     assert other[0] != first[0] and other[1] != first[1]
+
+
+def test_generate_does_not_compile_the_forward_on_its_own(monkeypatch):
+    """transformers' generate compiles the forward by itself on CUDA when the cache is static, with
+    its own options; the hf: cases turn that off, so --backend and --mode are what ran. With no GPU
+    here, the model's generation config asks transformers to compile on every device (its own
+    switch), which takes the same path."""
+    import torch
+    from transformers import CompileConfig
+
+    from diag.probe import hf
+
+    model = hf.tiny_model("llama", torch.float32, "cpu", 0)
+    config = CompileConfig()
+    config._compile_all_devices = True
+    model.generation_config.compile_config = config
+    asked = []
+
+    def compiled_call(*args, **kwargs):
+        asked.append(args)
+        raise AssertionError("transformers compiled the forward itself")
+
+    monkeypatch.setattr(model, "get_compiled_call", compiled_call)
+    prompt = torch.randint(3, 500, (1, 6))
+    out = hf.decode(model, prompt, torch.ones_like(prompt), 3)
+    assert out.shape == (1, 9) and asked == []

@@ -211,14 +211,29 @@ def tiny_model(model_type: str, dtype, device: str, seed: int):
     return model.to(device=device, dtype=dtype).eval()
 
 
+def _no_auto_compile() -> dict:
+    """``generate``'s switch off its own compile of the forward, where this transformers has one.
+
+    With a static cache, transformers' ``generate`` compiles the forward by itself (on CUDA and other
+    accelerators, or everywhere when the model's generation config asks for it), with its own
+    options. diag compiles the forward with the run's --backend and --mode, so that is turned off:
+    the compile that runs is the one the run names. (transformers before the switch existed,
+    4.50, had no such compile on a static cache in the versions diag was run with.)"""
+    from transformers import GenerationConfig
+
+    return {"disable_compile": True} if hasattr(GenerationConfig(), "disable_compile") else {}
+
+
 def decode(model, prompt, attention_mask, new_tokens: int):
-    """transformers' greedy ``generate`` of exactly ``new_tokens`` with a static cache; the mask is
-    passed where the model's forward takes one (state-space and some older models refuse it)."""
+    """transformers' greedy ``generate`` of exactly ``new_tokens`` with a static cache, without
+    transformers' own compile of the forward (``_no_auto_compile``); the mask is passed where the
+    model's forward takes one (state-space and some older models refuse it)."""
     # the class's forward: inside gen.watch the instance's is a wrapper taking *args, **kwargs
     masked = {"attention_mask": attention_mask} if "attention_mask" in _parameters(type(model).forward) else {}
     return model.generate(
         prompt,
         **masked,
+        **_no_auto_compile(),
         max_new_tokens=new_tokens,
         min_new_tokens=new_tokens,
         do_sample=False,
