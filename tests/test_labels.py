@@ -8,6 +8,7 @@ from what happened.
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 import pytest
 
@@ -15,6 +16,7 @@ from diag.probe import capture, diagnose, parsers, records, statuses
 from diag.probe.parsers import Record
 
 GB_LOG = "torch._dynamo.symbolic_convert.__graph_breaks"
+VERSIONS = Path(__file__).parent / "fixtures" / "versions"
 
 
 def _collect(*recs: Record) -> capture.LogCapture:
@@ -410,3 +412,34 @@ def test_the_20_inline_binding_error_is_a_hidden_typeerror_in_the_log_and_in_std
     stderr = f"[2026-12-01 06:29:20,562] torch._dynamo.symbolic_convert: [WARNING] {INLINE_20}\nother output\n"
     (seen,) = parsers.errors_in_stderr(stderr)
     assert seen["exc_type"] == "TypeError" and seen["message"] == found.data["message"]
+
+
+def _wont_convert_222() -> str:
+    """torch 2.2.2's WON'T CONVERT record of a frame it skipped whole (from the 2.2.2 fixture of
+    hf_dynamic_cache): the only trace of the skip in the log; dynamo's counters count it as
+    ``unimplemented`` and log no graph break for it."""
+    log = (VERSIONS / "2.2.2+cu121" / "hf_dynamic_cache-no-fullgraph" / "torch_debug.log").read_text()
+    lines = log.splitlines(keepends=True)
+    start = next(i for i, line in enumerate(lines) if "WON'T CONVERT <dictcomp>" in line)
+    end = next(i for i in range(start + 1, len(lines)) if lines[i].startswith("[step "))
+    return "".join(lines[start:end])
+
+
+def test_a_skipped_frame_torch_only_counted_is_one_located_break_and_says_why(tmp_path):
+    """The frame is skipped whole: no graph-break record, a frame fallback in the log, one
+    ``unimplemented`` count. One break (not one from the counter and one from the fallback), at the
+    line the fallback names; and the run does not claim the build lacks a graph-break log."""
+    collector = capture.replay(_wont_convert_222())
+    counters = {"unimplemented": {"FOR_ITER UserDefinedObjectVariable(dict_keyiterator)": 1}}
+    extra = diagnose.graph_breaks_from_counters(collector, counters)
+    path = tmp_path / "out.jsonl"
+    with records.Writer(path) as writer:
+        breaks = diagnose.emit_findings(writer, collector, extra, {})
+    assert statuses.finding_total(breaks) == 1, breaks
+    (only,) = breaks
+    assert only["location"].endswith("transformers/utils/generic.py:985") and only["resumable"] is False
+    found, _ = records.read(path)
+    assert [h["source"] for h in records.every(found, records.HIDDEN_ERROR)] == ["frame_fallback"]
+    note = diagnose.counted_breaks_note(has_log=True)
+    assert note["name"] != "graph_breaks_log" and note["available"] is True
+    assert diagnose.counted_breaks_note(has_log=False)["name"] == "graph_breaks_log"

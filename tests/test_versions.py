@@ -30,8 +30,27 @@ def _id(run: Path) -> str:
 
 # Disagreements these checks find and diag does not explain yet: each is marked, strictly (the test
 # fails once it passes, so the mark goes with the fix), with what was seen. None today.
-KNOWN: dict[str, set[str]] = {"replay": set(), "labels": set(), "tlparse": set()}
-REASONS = {"replay": "", "labels": "", "tlparse": ""}
+KNOWN: dict[str, set[str]] = {
+    "replay": set(),
+    "labels": set(),
+    "tlparse": set(),
+    # 2.2-2.4 log a resumable break as "Graph break: from user code at: <stack>" without its reason,
+    # so no counter entry matches a logged record and each is counted again from the counters; and a
+    # frame skipped whole is logged both as "Graph break: skip: ..." and as WON'T CONVERT, each
+    # located differently (the stack's innermost user line, the function's first line). 2.6 logs the
+    # transformers mask functions' breaks once per frame where the counters hold one message.
+    "counters": {
+        f"{version}/{case}-no-fullgraph"
+        for version in ("2.2.2+cu121", "2.3.1+cu121", "2.4.1+cu121", "2.6.0+cu124")
+        for case in ("hf_dynamic_cache", "hf_static_cache")
+    },
+}
+REASONS = {
+    "replay": "",
+    "labels": "",
+    "tlparse": "",
+    "counters": "wordless 2.2-2.4 break records and skipped frames counted twice (see KNOWN)",
+}
 
 
 def _params(runs: list[Path], check: str) -> list:
@@ -110,6 +129,22 @@ def test_labels_hold_on_every_version(run):
     for item in breaks:
         if item.get("gb_type") != "frame fallback":
             assert "/torch/" not in (item.get("location") or ""), item
+
+
+@pytest.mark.parametrize("run", _params(RUNS, "counters"))
+def test_breaks_agree_with_torchs_counters_per_category(run, tmp_path):
+    """Graph breaks as today's parsers make them of each version's log, against torch's own counts:
+    every break dynamo resumed from (``graph_break``) and every one it could not (``unimplemented``,
+    a frame skipped or cut short), in total and in distinct messages. Equal, not at least: a break
+    counted twice fails here."""
+    result = records.first(_stored(run), records.RESULT)
+    if result is None or result["status"] == statuses.FULLGRAPH_ERROR:
+        return  # a fullgraph failure has no breaks (test_labels_hold_on_every_version)
+    counters = result.get("counters") or {}
+    resumed, cut = counters.get("graph_break") or {}, counters.get("unimplemented") or {}
+    breaks = records.every(_replayed(run, tmp_path), records.GRAPH_BREAK)
+    assert statuses.finding_total(breaks) == sum(resumed.values()) + sum(cut.values())
+    assert len(breaks) == len(set(resumed) | set(cut))
 
 
 def _tlparse_ids(out: Path) -> set[str]:

@@ -218,13 +218,7 @@ def run(workload: Workload, results: Writer, artifacts: Path, timing_results: Op
     fullgraph = bool(spec.config.fullgraph)
     breaks_from_counters = [] if fullgraph else graph_breaks_from_counters(collector, counters)
     if breaks_from_counters:
-        results.write(
-            records.COLLECTOR_NOTE,
-            name="graph_breaks_log",
-            available=False,
-            detail="the graph_breaks log held no graph breaks while dynamo's counters did; "
-            "graph breaks counted from the counters (no decode step, location from the message)",
-        )
+        results.write(records.COLLECTOR_NOTE, **counted_breaks_note(capabilities["graph_breaks_log"][0]))
     breaks = emit_findings(
         results,
         collector,
@@ -331,6 +325,27 @@ def graph_breaks_from_counters(collector: capture.LogCapture, counters: dict) ->
     )
 
 
+def counted_breaks_note(has_log: bool) -> dict[str, Any]:
+    """What a run says when its graph breaks came from dynamo's counters, not from the log.
+
+    Where the build has a graph-break log, the log is not missing: the breaks are ones torch only
+    counts (a frame it gives up on is skipped whole, with no graph-break record), and saying the log
+    is unavailable would be false for that build."""
+    if has_log:
+        return {
+            "name": "counted_breaks",
+            "available": True,
+            "detail": "graph breaks that torch counted without a graph-break log record (a frame skipped "
+            "whole): counted from dynamo's counters, located where a frame fallback names the line",
+        }
+    return {
+        "name": "graph_breaks_log",
+        "available": False,
+        "detail": "the graph_breaks log held no graph breaks while dynamo's counters did; "
+        "graph breaks counted from the counters (no decode step, location from the message)",
+    }
+
+
 def graph_breaks_from_messages(counted: dict[str, int], resumable: bool) -> list[dict]:
     found = []
     for message, count in counted.items():
@@ -362,6 +377,14 @@ def fallback_breaks(hidden: list[dict], breaks: list[dict]) -> list[dict]:
     for item in hidden:
         if item["source"] != "frame_fallback" or item.get("location") in logged:
             continue
+        counted = _counted_as(item, breaks)
+        if counted is not None:
+            # torch counted this fallback (the break taken from its counters): one event, one row,
+            # placed where the fallback's record names the line
+            counted["location"] = counted.get("location") or item.get("location")
+            if counted.get("decode_step") is None:
+                counted["decode_step"] = item.get("decode_step")
+            continue
         found.append(
             {
                 "key": item["key"],
@@ -374,6 +397,20 @@ def fallback_breaks(hidden: list[dict], breaks: list[dict]) -> list[dict]:
             }
         )
     return found
+
+
+def _first_line(text: Optional[str]) -> str:
+    return ((text or "").strip().splitlines() or [""])[0].strip()
+
+
+def _counted_as(fallback: dict, breaks: list[dict]) -> Optional[dict]:
+    """The break taken from dynamo's counters (no location of its own) that is ``fallback``'s event:
+    its message is the fallback's."""
+    message = _first_line(fallback.get("message"))
+    for item in breaks:
+        if item.get("location") is None and message and _first_line(item.get("reason")) == message:
+            return item
+    return None
 
 
 def agree_with_counters(breaks: list[dict], counted: dict[str, int]) -> list[dict]:
