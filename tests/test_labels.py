@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from diag.probe import capture, diagnose, parsers, records, statuses
+from diag.probe import capture, diagnose, findings, parsers, records, statuses
 from diag.probe.parsers import Record
 
 GB_LOG = "torch._dynamo.symbolic_convert.__graph_breaks"
@@ -29,7 +29,7 @@ def _collect(*recs: Record) -> capture.LogCapture:
 def _emitted(tmp_path, collector, counters=None, fullgraph=False, failed=False):
     path = tmp_path / "out.jsonl"
     with records.Writer(path) as writer:
-        breaks = diagnose.emit_findings(
+        breaks = findings.emit_findings(
             writer, collector, [], (counters or {}).get("graph_break", {}), failed_whole=fullgraph and failed
         )
     found, _ = records.read(path)
@@ -431,15 +431,15 @@ def test_a_skipped_frame_torch_only_counted_is_one_located_break_and_says_why(tm
     line the fallback names; and the run does not claim the build lacks a graph-break log."""
     collector = capture.replay(_wont_convert_222())
     counters = {"unimplemented": {"FOR_ITER UserDefinedObjectVariable(dict_keyiterator)": 1}}
-    extra = diagnose.graph_breaks_from_counters(collector, counters)
+    extra = findings.graph_breaks_from_counters(collector, counters)
     path = tmp_path / "out.jsonl"
     with records.Writer(path) as writer:
-        breaks = diagnose.emit_findings(writer, collector, extra, {})
+        breaks = findings.emit_findings(writer, collector, extra, {})
     assert statuses.finding_total(breaks) == 1, breaks
     (only,) = breaks
     assert only["location"].endswith("transformers/utils/generic.py:985") and only["resumable"] is False
     found, _ = records.read(path)
     assert [h["source"] for h in records.every(found, records.HIDDEN_ERROR)] == ["frame_fallback"]
-    note = diagnose.counted_breaks_note(has_log=True)
+    note = findings.counted_breaks_note(has_log=True)
     assert note["name"] != "graph_breaks_log" and note["available"] is True
-    assert diagnose.counted_breaks_note(has_log=False)["name"] == "graph_breaks_log"
+    assert findings.counted_breaks_note(has_log=False)["name"] == "graph_breaks_log"

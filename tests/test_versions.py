@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from diag import trace
-from diag.probe import capture, diagnose, records, statuses
+from diag.probe import capture, findings, records, statuses
 
 VERSIONS = Path(__file__).parent / "fixtures" / "versions"
 RUNS = sorted(p.parent for p in VERSIONS.glob("*/*/diagnose.jsonl"))
@@ -75,10 +75,10 @@ def _replayed(run: Path, tmp_path: Path) -> list[dict]:
     fullgraph = run.name.endswith("-fullgraph") and not run.name.endswith("no-fullgraph")
     counters = result.get("counters") or {}
     failed = result.get("error_type") is not None
-    extra = [] if fullgraph else diagnose.graph_breaks_from_counters(collector, counters)
+    extra = [] if fullgraph else findings.graph_breaks_from_counters(collector, counters)
     out = tmp_path / f"{run.parent.name}-{run.name}.jsonl"
     with records.Writer(out) as writer:
-        diagnose.emit_findings(
+        findings.emit_findings(
             writer, collector, extra, counters.get("graph_break", {}), failed_whole=fullgraph and failed
         )
     return records.read(out)[0]

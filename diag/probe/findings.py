@@ -1,0 +1,177 @@
+"""What one compile found, as records: graph breaks (logged, counted, or a frame that fell back),
+recompiles and hidden errors, counted once each and checked against dynamo's own counters.
+
+Imports: standard library and the probe's own modules (no torch): the orchestrator's tests replay
+each torch version's logs through these functions.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any, Optional
+
+from diag.probe import capture, keys, parsers, records, statuses
+from diag.probe.records import Writer
+
+
+def group(items: list[dict], by: tuple[str, ...], count_field: str = "count") -> list[dict]:
+    """Items with equal ``by`` fields merged into one, counted, keeping the first occurrence."""
+    grouped: "OrderedDict[tuple, dict]" = OrderedDict()
+    for item in items:
+        ident = tuple(item.get(field) for field in by)
+        if ident in grouped:
+            grouped[ident][count_field] += 1
+        else:
+            grouped[ident] = {**item, count_field: 1}
+    return list(grouped.values())
+
+
+def graph_breaks_from_counters(collector: capture.LogCapture, counters: dict) -> list[dict]:
+    """Graph breaks from dynamo's counters, for a torch whose graph_breaks log does not report them (2.1).
+
+    torch counts a break it resumes from under "graph_break" and one it cannot resume from under
+    "unimplemented"; both are used only when the log gave no graph-break record at all.
+    """
+    if collector.of_kind("graph_break"):
+        return []
+    return graph_breaks_from_messages(counters.get("graph_break", {}), resumable=True) + graph_breaks_from_messages(
+        counters.get("unimplemented", {}), resumable=False
+    )
+
+
+def counted_breaks_note(has_log: bool) -> dict[str, Any]:
+    """What a run says when its graph breaks came from dynamo's counters, not from the log.
+
+    Where the build has a graph-break log, the log is not missing: the breaks are ones torch only
+    counts (a frame it gives up on is skipped whole, with no graph-break record), and saying the log
+    is unavailable would be false for that build."""
+    if has_log:
+        return {
+            "name": "counted_breaks",
+            "available": True,
+            "detail": "graph breaks that torch counted without a graph-break log record (a frame skipped "
+            "whole): counted from dynamo's counters, located where a frame fallback names the line",
+        }
+    return {
+        "name": "graph_breaks_log",
+        "available": False,
+        "detail": "the graph_breaks log held no graph breaks while dynamo's counters did; "
+        "graph breaks counted from the counters (no decode step, location from the message)",
+    }
+
+
+def graph_breaks_from_messages(counted: dict[str, int], resumable: bool) -> list[dict]:
+    found = []
+    for message, count in counted.items():
+        location = parsers.innermost_user_frame(message)
+        gb_type = parsers.gb_type(message)
+        found.append(
+            {
+                "key": keys.stable_key("Unsupported", message, location, gb_type),
+                "reason": message,
+                "gb_type": gb_type,
+                "location": location,
+                "resumable": resumable,
+                "decode_step": None,
+                "count": count,
+            }
+        )
+    return found
+
+
+def fallback_breaks(hidden: list[dict], breaks: list[dict]) -> list[dict]:
+    """A graph break for each frame that fell back to eager where no graph break was logged.
+
+    A frame (or its remainder) that runs eagerly did not compile whole: for the user that is a
+    graph break, whether torch logged it as one or only as a swallowed WON'T CONVERT. Counting it
+    here, as a graph-break record, keeps one count for the status and for what is stored.
+    """
+    logged = {item.get("location") for item in breaks}
+    found = []
+    for item in hidden:
+        if item["source"] != "frame_fallback" or item.get("location") in logged:
+            continue
+        counted = _counted_as(item, breaks)
+        if counted is not None:
+            # torch counted this fallback (the break taken from its counters): one event, one row,
+            # placed where the fallback's record names the line
+            counted["location"] = counted.get("location") or item.get("location")
+            if counted.get("decode_step") is None:
+                counted["decode_step"] = item.get("decode_step")
+            continue
+        found.append(
+            {
+                "key": item["key"],
+                "reason": f"the frame fell back to eager: {item['exc_type']}: {item['message']}",
+                "gb_type": "frame fallback",
+                "location": item.get("location"),
+                "resumable": False,
+                "decode_step": item.get("decode_step"),
+                "count": item.get("count") or 1,
+            }
+        )
+    return found
+
+
+def _first_line(text: Optional[str]) -> str:
+    return ((text or "").strip().splitlines() or [""])[0].strip()
+
+
+def _counted_as(fallback: dict, breaks: list[dict]) -> Optional[dict]:
+    """The break taken from dynamo's counters (no location of its own) that is ``fallback``'s event:
+    its message is the fallback's."""
+    message = _first_line(fallback.get("message"))
+    for item in breaks:
+        if item.get("location") is None and message and _first_line(item.get("reason")) == message:
+            return item
+    return None
+
+
+def agree_with_counters(breaks: list[dict], counted: dict[str, int]) -> list[dict]:
+    """Break counts raised to dynamo's ``graph_break`` counters, which count every break.
+
+    Some torch versions (2.1) log each unique break once. A counter entry is matched to the logged
+    breaks whose reason contains its message; a shortfall goes to the first of them, and an entry
+    that matches none becomes a break of its own. Where the log already counts as many breaks as
+    the counters, nothing changes (the counters' wording may differ from the log's).
+    """
+    if sum(counted.values()) <= statuses.finding_total(breaks):
+        return breaks
+    result = [dict(item) for item in breaks]
+    for message, count in counted.items():
+        text = message.strip()
+        matched = [
+            item
+            for item in result
+            if text and (text in item["reason"] or item["reason"].splitlines()[0].strip() in text)
+        ]
+        have = sum(item["count"] for item in matched)
+        if matched and have < count:
+            matched[0]["count"] += count - have
+        elif not matched:
+            result += graph_breaks_from_messages({message: count}, resumable=True)
+    return result
+
+
+def emit_findings(
+    results: Writer,
+    collector: capture.LogCapture,
+    extra_breaks: list[dict],
+    counted: Optional[dict[str, int]] = None,
+    failed_whole: bool = False,
+) -> list[dict]:
+    """Write the findings of one compile; returns the graph-break records written (the one count).
+
+    ``failed_whole``: a fullgraph compile that raised has no graph breaks, whatever torch logged
+    on the way; its error is the finding (the count no longer depends on the error's type).
+    """
+    breaks = group(collector.of_kind("graph_break"), ("key", "location")) + extra_breaks
+    hidden = group(collector.of_kind("hidden_error"), ("key", "location"))
+    breaks = [] if failed_whole else agree_with_counters(breaks + fallback_breaks(hidden, breaks), counted or {})
+    for item in breaks:
+        results.write(records.GRAPH_BREAK, **item)
+    for item in collector.of_kind("recompile"):
+        results.write(records.RECOMPILE, **item)
+    for item in hidden:
+        results.write(records.HIDDEN_ERROR, **item)
+    return breaks
