@@ -134,6 +134,14 @@ def recompile_split(found: dict[str, list[dict[str, Any]]], status: str) -> dict
     }
 
 
+def second_call(diagnosis: PassOutcome) -> dict[str, Any]:
+    """What a second compiled generation right after the first recompiled (``records.SECOND_CALL``)."""
+    found = diagnosis.first(records.SECOND_CALL)
+    if found is None:
+        return {"second_call_recompiles": None, "second_call_error": None}
+    return {"second_call_recompiles": found.get("recompiles"), "second_call_error": found.get("error")}
+
+
 def capabilities(diagnosis: PassOutcome, notes: dict[str, dict[str, Any]]) -> Optional[str]:
     """What each collector could do on this torch (JSON), with the orchestrator's own notes."""
     found = dict((diagnosis.first(records.CAPABILITIES) or {}).get("capabilities") or {})
@@ -334,6 +342,7 @@ def assemble(
         **status_fields,
         **counts(found, status),
         **recompile_split(found, status),
+        **second_call(diagnosis),
         **correctness(diagnosis),
         "capabilities": capabilities(diagnosis, notes or {}),
         **timing_columns(timing),

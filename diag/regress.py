@@ -389,6 +389,15 @@ def regressions(comparison: RowComparison, thresholds: Thresholds, allowed: set[
                 f"(was {before.get('decode_recompile_steps') or 0}; more than {limit} allowed)",
             )
         )
+    if (after.get("second_call_recompiles") or 0) > 0 and before.get("second_call_recompiles") == 0:
+        found.append(
+            Regression(
+                row,
+                "second_call_recompiles",
+                f"a second generate call recompiles {after['second_call_recompiles']} times (was 0): "
+                "every call of a served model would",
+            )
+        )
     if before.get("tokens_equal") == 1 and after.get("tokens_equal") == 0:
         found.append(
             Regression(

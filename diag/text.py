@@ -109,6 +109,9 @@ def show(run: dict[str, Any]) -> str:
             f"  of the recompiles: prefill {run['prefill_recompiles']}, decode {run['decode_recompiles']} "
             f"on {run['decode_recompile_steps']} of {decode_steps} decode steps"
         )
+    if run.get("second_call_recompiles") is not None:
+        error = f", and it failed: {safe(run['second_call_error'])}" if run.get("second_call_error") else ""
+        lines.append(f"  a second generate call right after: {run['second_call_recompiles']} recompiles{error}")
     lines += _section("correctness (compiled vs eager)")
     for field in ("oracle_equal", "tokens_equal", "max_abs_diff", "first_differing_step", "eager_margin"):
         lines.append(f"  {field}: {safe(run.get(field))}")

@@ -373,6 +373,32 @@ def test_a_decode_that_recompiles_on_every_step_is_a_finding_check_gates_on():
     ]
 
 
+def test_a_second_generate_call_that_recompiles_is_a_finding_check_gates_on():
+    clean, again = _run(1, second_call_recompiles=0), _run(2, second_call_recompiles=3)
+    (found,) = regress.regressions(regress.compare_runs(clean, again), regress.Thresholds(), set())
+    assert found.kind == "second_call_recompiles" and "recompiles 3 times (was 0)" in found.message
+    # recompiling on the baseline too, or not measured there (stored before): not news
+    for before in (_run(3, second_call_recompiles=2), _run(4)):
+        assert regress.regressions(regress.compare_runs(before, again), regress.Thresholds(), set()) == []
+
+
+@pytest.mark.slow
+def test_a_second_generate_call_recompiles_where_the_step_guards_on_the_call(tmp_path):
+    """transformers' compile tests call generate twice and require no recompile between: a step
+    guarded on a per-call Python value passes its first call and recompiles on the second."""
+    db = tmp_path / "r.db"
+    case = str(REPO / "tests" / "cases" / "counts_calls.py")
+    args = ["--case", case, "--case", "append_last", "--no-fullgraph", "--backend", "eager", "--no-timing"]
+    diag("run", *args, "--new-tokens", "3", "--db", str(db), cwd=tmp_path)
+    runs = {r["case"]: r for r in json.loads(diag("runs", "--db", str(db), "--json", cwd=tmp_path).stdout)}
+    counted = json.loads(diag("show", str(runs["counts_calls"]["id"]), "--db", str(db), "--json", cwd=tmp_path).stdout)
+    fixed = json.loads(diag("show", str(runs["append_last"]["id"]), "--db", str(db), "--json", cwd=tmp_path).stdout)
+    assert counted["status"] == "pass" and counted["second_call_recompiles"] >= 1, counted
+    assert (fixed["second_call_recompiles"], fixed["second_call_error"]) == (0, None)
+    shown = diag("show", str(runs["counts_calls"]["id"]), "--db", str(db), cwd=tmp_path).stdout
+    assert f"a second generate call right after: {counted['second_call_recompiles']} recompiles" in shown
+
+
 @pytest.mark.slow
 def test_the_sliced_cache_recompiles_every_decode_step_and_the_fixed_one_never(tmp_path):
     db = tmp_path / "r.db"

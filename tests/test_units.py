@@ -6,7 +6,8 @@ import pytest
 
 from diag.assemble import probe_failure
 from diag.probe import keys
-from diag.probe.diagnose import classify, group
+from diag.probe.diagnose import classify
+from diag.probe.findings import group
 from diag.probe.parsers import Record, parse_graph_break, parse_hidden_error, parse_recompile
 from diag.rundir import PassOutcome
 
@@ -161,7 +162,7 @@ class _NoBreaks:
 
 def test_graph_breaks_fall_back_to_dynamo_counters_when_the_log_has_none():
     """torch 2.1's graph_breaks log reports only WON'T CONVERT; its counters still count the breaks."""
-    from diag.probe.diagnose import graph_breaks_from_counters
+    from diag.probe.findings import graph_breaks_from_counters
 
     counters = {
         "unimplemented": {"Dynamic slicing on data-dependent value is not supported": 1},

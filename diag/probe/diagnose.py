@@ -249,6 +249,9 @@ def run(workload: Workload, results: Writer, artifacts: Path, timing_results: Op
     if metrics is not None:
         results.write(records.COMPILE_METRICS, frames=metrics)
     results.write(records.RESULT, **summary)
+    if compiled is not None and error is None:
+        # after the verdict is written: what the second call does cannot change the first's record
+        second_call(workload, artifacts, results)
 
 
 def own_reference(eager, new_tokens: int):
@@ -292,6 +295,30 @@ def compile_once(workload: Workload, artifacts: Path, use_depyf: bool):
         workload.step_listeners.remove(collector.keep)
         collector.uninstall()
     return collector, compiled, error
+
+
+def second_call(workload: Workload, artifacts: Path, results: Writer) -> None:
+    """One more compiled generation, right after the first, its recompiles counted apart: what
+    recompiles here would recompile at every generate call of a served model (a guard on an object
+    made anew per call, a counter, a Python value), however clean the first call looked."""
+    collector = capture.LogCapture(artifacts / "torch_debug.second_call.log", lambda: workload.current_step)
+    collector.install()
+    workload.step_listeners.append(collector.keep)
+    failed = None
+    try:
+        workload.compiled()
+    except Exception as exc:  # the second call's own failure is recorded beside it, not as the run's
+        failed = f"{type(exc).__name__}: {str(exc)[:500]}"
+    finally:
+        workload.step_listeners.remove(collector.keep)
+        collector.uninstall()
+    found = collector.of_kind("recompile")
+    results.write(
+        records.SECOND_CALL,
+        recompiles=statuses.finding_total(found),
+        reasons=[item["reason"][:300] for item in found[:5]],
+        error=failed,
+    )
 
 
 def _raised_in_depyf(error: BaseException) -> bool:

@@ -112,6 +112,14 @@ CORRECTNESS = _kind(
     eager_margin="float?",
     within_tolerance="bool",
 )
+SECOND_CALL = _kind(
+    "second_call",
+    "a second compiled generation right after the first (same prompt and sizes), as transformers' "
+    "compile tests make one: a decode step that compiles once recompiles nothing here",
+    recompiles="int",
+    reasons="list",
+    error="str?",
+)
 RESULT = _kind(
     "result",
     "the diagnosis pass's verdict: one status (see statuses.py) and its evidence",

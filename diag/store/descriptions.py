@@ -34,6 +34,9 @@ DESCRIPTIONS: dict[str, tuple[str, dict[str, str]]] = {
             "prefill_recompiles": "of them, before the first decode step (the prefill's shapes)",
             "decode_recompiles": "of them, during decode steps",
             "decode_recompile_steps": "distinct decode steps that recompiled: a cache that compiles once has 0 or 1",
+            "second_call_recompiles": "recompiles of a second compiled generation right after the first "
+            "(same prompt and sizes): a decode step that compiles once has 0",
+            "second_call_error": "how that second generation failed, if it did",
             "hidden_error_count": "exceptions torch swallowed or logged",
             "compile_s": "compile time, cold caches (s)",
             "compile_warm_s": "compile time, warm caches (s)",

@@ -363,6 +363,14 @@ def m015_compile_metrics(db: sqlite_utils.Database) -> None:
     db["runs"].add_column("guard_latency_us", float)
 
 
+@migration
+def m016_second_call(db: sqlite_utils.Database) -> None:
+    """What a second compiled generation right after the first recompiled, and how it failed if it
+    did (NULL: stored before, or the first call did not compile)."""
+    db["runs"].add_column("second_call_recompiles", int)
+    db["runs"].add_column("second_call_error", str)
+
+
 def row_columns(prefix: str = "") -> str:
     return ", ".join(f'{prefix}"{name}"' for name in rows.FIELDS)
 
