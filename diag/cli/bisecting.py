@@ -137,25 +137,18 @@ def bisect_command(
             return envs.resolve(build["wheel_url"], env_options, log=progress, sha256=build["wheel_sha256"])
         return envs.resolve(spec, env_options, log=progress)
 
-    try:
-        summary = bisect.bisect(
-            db,
-            Path(db_path),
-            refs[0],
-            run_config,
-            found.specs,
-            provision,
-            timeout_s,
-            log=lambda message: progress(text.safe(message)),
-        )
-    except (bisect.BisectError, runner.EnvironmentFault, store.StoreError) as exc:
-        raise fail(str(exc)) from exc
-    summary["missing_dates"] = found.missing_dates
-    summary["sources"] = {spec: found.sources.get(spec, []) for spec in found.specs}
-    if as_json:
-        click.echo(json.dumps(summary, indent=2))
-        return
-    click.echo("\n".join(text.bisect_lines(summary)))
+    _search(
+        db,
+        db_path,
+        refs[0],
+        run_config,
+        found.specs,
+        provision,
+        timeout_s,
+        as_json,
+        missing_dates=found.missing_dates,
+        sources={spec: found.sources.get(spec, []) for spec in found.specs},
+    )
 
 
 def _bisect_transformers(
@@ -199,21 +192,40 @@ def _bisect_transformers(
         with_version = replace(env_options, extras=(*env_options.extras, f"transformers=={version}"))
         return envs.resolve(torch_spec, with_version, log=progress)
 
+    axis = bisect.Axis("transformers", torch_spec)
+    _search(db, db_path, refs[0], run_config, candidates, provision, timeout_s, as_json, axis, missing_dates=[])
+
+
+def _search(
+    db,
+    db_path: str,
+    ref: catalog.CaseRef,
+    run_config: Any,
+    candidates: list[str],
+    provision,
+    timeout_s: float,
+    as_json: bool,
+    axis: Optional[Any] = None,
+    **extra: Any,
+) -> None:
+    """Run the search and print its answer (``extra``: fields added to the summary)."""
+    from diag import bisect
+
     try:
         summary = bisect.bisect(
             db,
             Path(db_path),
-            refs[0],
+            ref,
             run_config,
             candidates,
             provision,
             timeout_s,
             log=lambda message: progress(text.safe(message)),
-            axis=bisect.Axis("transformers", torch_spec),
+            axis=axis,
         )
     except (bisect.BisectError, runner.EnvironmentFault, store.StoreError) as exc:
         raise fail(str(exc)) from exc
-    summary["missing_dates"] = []
+    summary.update(extra)
     if as_json:
         click.echo(json.dumps(summary, indent=2))
         return

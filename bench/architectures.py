@@ -1,0 +1,98 @@
+"""The architecture table of docs/coverage.md, from a recorded run of every transformers architecture.
+
+    python bench/architectures.py record --db arch.db   # diag run --case hf:all (about 25 min on 2 cores)
+    python bench/architectures.py record --db arch.db --stored   # the runs already in arch.db
+
+writes docs/architectures.json: the command, the torch, transformers and Python the runs used, when,
+and per model type the status, the error type and the run's uid. docs/coverage.md's table is made
+from that file by cog (``table()``; `cog -r docs/coverage.md`), and tests/test_docs.py fails when the
+page and the file disagree: the table says what a recorded run found, never what someone typed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+RECORD = REPO / "docs" / "architectures.json"
+COMMAND = ["diag", "run", "--case", "hf:all", "--backend", "eager", "--fullgraph", "--no-timing", "--new-tokens", "4"]
+PREFIX = "hf:"
+
+
+def summarise(db_path: Path) -> dict:
+    """The newest run of each architecture in ``db_path`` (one torch build, one transformers)."""
+    sys.path.insert(0, str(REPO))
+    from diag import store
+
+    db = store.open_db(db_path, readonly=True)
+    runs = [r for r in db.query("SELECT * FROM run_summary ORDER BY id") if r["case"].startswith(PREFIX)]
+    if not runs:
+        raise SystemExit(f"{db_path} holds no hf: runs")
+    newest = {r["case"][len(PREFIX) :]: r for r in runs}
+    full = {r["id"]: r for r in db.query("SELECT id, uid, python, error_type FROM runs")}
+    builds = {r["torch_version"] for r in newest.values()}
+    versions = {r["transformers_version"] for r in newest.values()}
+    if len(builds) > 1 or len(versions) > 1:
+        raise SystemExit(f"one torch and one transformers per table: found {sorted(builds)}, {sorted(versions)}")
+    pythons = {".".join((full[r["id"]]["python"] or "?").split(".")[:3]) for r in newest.values()}
+    return {
+        "command": " ".join(COMMAND),
+        "torch": builds.pop(),
+        "transformers": versions.pop(),
+        "python": sorted(pythons),
+        "recorded": min(r["started_at"] or "" for r in newest.values())[:10],
+        "architectures": {
+            name: {"status": r["status"], "error_type": full[r["id"]]["error_type"], "uid": full[r["id"]]["uid"]}
+            for name, r in sorted(newest.items())
+        },
+    }
+
+
+def table(record: dict | None = None) -> str:
+    """The markdown table: how many architectures there are, how many compile, and which fail how."""
+    record = record or json.loads(RECORD.read_text())
+    found = record["architectures"]
+    by_status: dict[str, list[str]] = {}
+    for name, entry in found.items():
+        by_status.setdefault(entry["status"], []).append(name)
+    lines = [
+        f"`{record['command']} --jobs 2` on torch {record['torch']} with transformers {record['transformers']} "
+        f"(Python {', '.join(record['python'])}), recorded {record['recorded']}, in "
+        "[architectures.json](architectures.json):",
+        "",
+        "| | architectures |",
+        "|---|---|",
+        f"| decoder-only causal-LM model types transformers {record['transformers']} lists | {len(found)} |",
+        f"| compile fullgraph and match eager (`pass`) | {len(by_status.get('pass', []))} |",
+    ]
+    for status in sorted(s for s in by_status if s not in ("pass", "eager_error")):
+        errors = Counter(found[name]["error_type"] for name in by_status[status] if found[name]["error_type"])
+        said = f" ({', '.join(f'{e} {n}' for e, n in sorted(errors.items()))})" if errors else ""
+        lines.append(f"| `{status}`{said} | {len(by_status[status])}: {', '.join(sorted(by_status[status]))} |")
+    skipped = len(by_status.get("eager_error", []))
+    lines.append(f"| skipped: `eager_error`, they do not generate with a tiny config | {skipped} |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("action", choices=["record", "table"])
+    parser.add_argument("--db", type=Path, default=Path("architectures.db"))
+    parser.add_argument("--stored", action="store_true", help="summarise the runs already in --db")
+    args = parser.parse_args()
+    if args.action == "table":
+        print(table(), end="")
+        return
+    if not args.stored:
+        subprocess.run([*COMMAND, "--jobs", "2", "--db", str(args.db)], check=True)
+    RECORD.write_text(json.dumps(summarise(args.db), indent=1, sort_keys=True) + "\n")
+    print(f"wrote {RECORD}")
+
+
+if __name__ == "__main__":
+    main()
