@@ -140,7 +140,7 @@ def show(run: dict[str, Any]) -> str:
     lines += _section(f"graph breaks ({_num(run.get('graph_break_count'), 'd', '')})")
     for gb in run["graph_breaks"]:
         lines.append(
-            f"  [{safe(gb['key'])}] x{gb['count']} at {safe(gb['location'] or '?')}  "
+            f"  [{safe(gb['key'])}] x{gb['count']} at {safe(gb['location'] or '?')}{_resumed(gb)}  "
             f"{safe(_first_line(gb['gb_type'] or gb['reason']))}"
         )
     lines += _section(f"recompiles ({_num(run.get('recompile_count'), 'd', '')})")
@@ -186,6 +186,11 @@ def statuses_table() -> str:
         f"{status.name:<{width}}  {'works' if status.works else 'fails'}  {status.meaning}"
         for status in BY_NAME.values()
     )
+
+
+def _resumed(gb: dict) -> str:
+    """How torch went on after a break: resumed in a new graph, or ran the rest of the frame eagerly."""
+    return {1: " (resumed)", 0: " (not resumed: rest of frame eager)"}.get(gb.get("resumable"), "")
 
 
 def _first_line(text: Optional[str]) -> str:

@@ -112,3 +112,23 @@ def test_local_checkpoint_via_model_option(tmp_path):
     assert run["model"] == str(checkpoint)
     assert run["status"] == "pass"
     assert run["oracle_equal"] == 1
+
+
+@pytest.mark.slow
+def test_a_break_resumed_and_the_same_break_not_resumed_are_two_rows_as_torch_counts_them(tmp_path):
+    """One `.item()` line reached where dynamo resumes after it and where it cannot (in a loop):
+    torch counts the first under "graph_break" and the second under "unimplemented"; diag had merged
+    them into one row marked resumed."""
+    db = tmp_path / "b.db"
+    case = str(REPO / "tests" / "cases" / "breaks_both_ways.py")
+    args = ["--case", case, "--no-fullgraph", "--backend", "eager", "--no-timing", "--new-tokens", "3"]
+    diag("run", *args, "--db", str(db), cwd=tmp_path)
+    run = show(db, 1, tmp_path)
+    counted = {kind: sum(run["counters"].get(kind, {}).values()) for kind in ("graph_break", "unimplemented")}
+    rows = run["graph_breaks"]
+    assert sum(gb["count"] for gb in rows if gb["resumable"]) == counted["graph_break"] > 0, rows
+    assert sum(gb["count"] for gb in rows if not gb["resumable"]) == counted["unimplemented"] > 0, rows
+    at_item = [gb for gb in rows if gb["location"] == f"{case}:11"]
+    assert sorted(bool(gb["resumable"]) for gb in at_item) == [False, True], at_item
+    shown = diag("show", "1", "--db", str(db), cwd=tmp_path).stdout
+    assert f"at {case}:11 (resumed)" in shown and f"at {case}:11 (not resumed: rest of frame eager)" in shown

@@ -145,6 +145,11 @@ def test_breaks_agree_with_torchs_counters_per_category(run, tmp_path):
     breaks = records.every(_replayed(run, tmp_path), records.GRAPH_BREAK)
     assert statuses.finding_total(breaks) == sum(resumed.values()) + sum(cut.values())
     assert len(breaks) == len(set(resumed) | set(cut))
+    # and per kind: the rows marked resumed are what torch resumed from, the others what it could not
+    by_kind = {
+        kind: statuses.finding_total([gb for gb in breaks if bool(gb["resumable"]) == kind]) for kind in (True, False)
+    }
+    assert by_kind == {True: sum(resumed.values()), False: sum(cut.values())}, breaks
 
 
 def _tlparse_ids(out: Path) -> set[str]:

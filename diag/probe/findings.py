@@ -165,7 +165,9 @@ def emit_findings(
     ``failed_whole``: a fullgraph compile that raised has no graph breaks, whatever torch logged
     on the way; its error is the finding (the count no longer depends on the error's type).
     """
-    breaks = group(collector.of_kind("graph_break"), ("key", "location")) + extra_breaks
+    # one row per break and per way torch handled it: a break it resumed from and the same break
+    # where it could not (the rest of the frame ran eagerly) are two rows, as torch counts them
+    breaks = group(collector.of_kind("graph_break"), ("key", "location", "resumable")) + extra_breaks
     hidden = group(collector.of_kind("hidden_error"), ("key", "location"))
     breaks = [] if failed_whole else agree_with_counters(breaks + fallback_breaks(hidden, breaks), counted or {})
     for item in breaks:
