@@ -118,7 +118,7 @@ def test_local_checkpoint_via_model_option(tmp_path):
 def test_a_break_resumed_and_the_same_break_not_resumed_are_two_rows_as_torch_counts_them(tmp_path):
     """One `.item()` line reached where dynamo resumes after it and where it cannot (in a loop):
     torch counts the first under "graph_break" and the second under "unimplemented"; diag had merged
-    them into one row marked resumed."""
+    them into one row marked resumed, and shown the one skipped frame as two hidden errors."""
     db = tmp_path / "b.db"
     case = str(REPO / "tests" / "cases" / "breaks_both_ways.py")
     args = ["--case", case, "--no-fullgraph", "--backend", "eager", "--no-timing", "--new-tokens", "3"]
@@ -130,5 +130,9 @@ def test_a_break_resumed_and_the_same_break_not_resumed_are_two_rows_as_torch_co
     assert sum(gb["count"] for gb in rows if not gb["resumable"]) == counted["unimplemented"] > 0, rows
     at_item = [gb for gb in rows if gb["location"] == f"{case}:11"]
     assert sorted(bool(gb["resumable"]) for gb in at_item) == [False, True], at_item
+    # the frame torch skipped for it is one hidden error, located at the break, though torch reports
+    # it twice (the graph-break log, and convert_frame at the skipped frame's line)
+    fell_back = [h for h in run["hidden_errors"] if h["source"] == "frame_fallback"]
+    assert [(h["location"], h["count"]) for h in fell_back] == [(f"{case}:11", 1)], fell_back
     shown = diag("show", "1", "--db", str(db), cwd=tmp_path).stdout
     assert f"at {case}:11 (resumed)" in shown and f"at {case}:11 (not resumed: rest of frame eager)" in shown

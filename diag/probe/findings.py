@@ -113,6 +113,37 @@ def fallback_breaks(hidden: list[dict], breaks: list[dict]) -> list[dict]:
     return found
 
 
+def one_fallback_each(hidden: list[dict]) -> list[dict]:
+    """Hidden errors with a frame fallback torch reported twice made one.
+
+    torch ≥ 2.7 reports a break it cannot resume from on the graph-break log ("Failed to handle graph
+    break gracefully. Skipping the function ...") and the same event again from convert_frame, whose
+    traceback places it at the skipped frame's line. The graph-break record names the user's line
+    of the break; it is kept, and the echo (same key, same first message line, same decode step,
+    another logger) is dropped, pair by pair.
+    """
+    echoes = [
+        item
+        for item in hidden
+        if item["source"] == "frame_fallback" and not (item.get("logger") or "").endswith("__graph_breaks")
+    ]
+    dropped: set[int] = set()
+    for item in hidden:
+        if item["source"] != "frame_fallback" or not (item.get("logger") or "").endswith("__graph_breaks"):
+            continue
+        for echo in echoes:
+            same = (echo["key"], _first_line(echo["message"]), echo.get("decode_step")) == (
+                item["key"],
+                _first_line(item["message"]),
+                item.get("decode_step"),
+            )
+            if same and id(echo) not in dropped:
+                dropped.add(id(echo))
+                item["count"] = max(item.get("count") or 1, echo.get("count") or 1)
+                break
+    return [item for item in hidden if id(item) not in dropped]
+
+
 def _first_line(text: Optional[str]) -> str:
     return ((text or "").strip().splitlines() or [""])[0].strip()
 
@@ -174,6 +205,6 @@ def emit_findings(
         results.write(records.GRAPH_BREAK, **item)
     for item in collector.of_kind("recompile"):
         results.write(records.RECOMPILE, **item)
-    for item in hidden:
+    for item in one_fallback_each(hidden):
         results.write(records.HIDDEN_ERROR, **item)
     return breaks
