@@ -136,3 +136,17 @@ def test_a_break_resumed_and_the_same_break_not_resumed_are_two_rows_as_torch_co
     assert [(h["location"], h["count"]) for h in fell_back] == [(f"{case}:11", 1)], fell_back
     shown = diag("show", "1", "--db", str(db), cwd=tmp_path).stdout
     assert f"at {case}:11 (resumed)" in shown and f"at {case}:11 (not resumed: rest of frame eager)" in shown
+
+
+@pytest.mark.slow
+def test_a_break_inside_a_custom_op_is_located_at_the_users_call_on_every_decode_step(tmp_path):
+    """torch logs the break again on the next decode step with the user stack suppressed as a
+    duplicate, its innermost frame torch's custom_ops.py: the row names the user's call of the op."""
+    db = tmp_path / "c.db"
+    case = str(REPO / "tests" / "cases" / "custom_op_break.py")
+    args = ["--case", case, "--no-fullgraph", "--backend", "eager", "--no-timing", "--new-tokens", "3"]
+    diag("run", *args, "--db", str(db), cwd=tmp_path)
+    run = show(db, 1, tmp_path)
+    call = next(n for n in range(1, 60) if "return scale_rows(logits)" in linecache.getline(case, n))
+    assert run["graph_break_count"] >= 2, run["graph_breaks"]
+    assert {gb["location"] for gb in run["graph_breaks"]} == {f"{case}:{call}"}, run["graph_breaks"]

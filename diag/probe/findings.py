@@ -113,6 +113,32 @@ def fallback_breaks(hidden: list[dict], breaks: list[dict]) -> list[dict]:
     return found
 
 
+def _in_torch(location: Optional[str]) -> bool:
+    return bool(location) and parsers.is_torch_file(location.rsplit(":", 1)[0])
+
+
+def located_as_before(items: list[dict]) -> list[dict]:
+    """Breaks placed in torch's own file moved to the user's line of the same break seen before.
+
+    torch logs a break again with "user stack suppressed due to duplicate graph break" and only its
+    innermost frame, which is torch's own where the user called into torch (a custom op's
+    ``__call__`` in custom_ops.py): the user's line is the one the first record of that break (same
+    key, same reason up to the traceback) named, where there is exactly one such line."""
+
+    def same(item: dict) -> tuple:
+        return item["key"], item["reason"].split("User code traceback:")[0].strip()
+
+    seen: dict[tuple, set] = {}
+    for item in items:
+        if item.get("location") and not _in_torch(item["location"]):
+            seen.setdefault(same(item), set()).add(item["location"])
+    for item in items:
+        lines = seen.get(same(item), set())
+        if _in_torch(item.get("location")) and len(lines) == 1:
+            item["location"] = next(iter(lines))
+    return items
+
+
 def one_fallback_each(hidden: list[dict]) -> list[dict]:
     """Hidden errors with a frame fallback torch reported twice made one.
 
@@ -198,7 +224,7 @@ def emit_findings(
     """
     # one row per break and per way torch handled it: a break it resumed from and the same break
     # where it could not (the rest of the frame ran eagerly) are two rows, as torch counts them
-    breaks = group(collector.of_kind("graph_break"), ("key", "location", "resumable")) + extra_breaks
+    breaks = group(located_as_before(collector.of_kind("graph_break")), ("key", "location", "resumable")) + extra_breaks
     hidden = group(collector.of_kind("hidden_error"), ("key", "location"))
     breaks = [] if failed_whole else agree_with_counters(breaks + fallback_breaks(hidden, breaks), counted or {})
     for item in breaks:
