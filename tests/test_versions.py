@@ -152,6 +152,21 @@ def test_breaks_agree_with_torchs_counters_per_category(run, tmp_path):
     assert by_kind == {True: sum(resumed.values()), False: sum(cut.values())}, breaks
 
 
+TORCH_20 = [run for run in RUNS if run.parent.name.startswith("2.0.")]
+
+
+@pytest.mark.parametrize("run", TORCH_20, ids=_id)
+def test_on_torch_20_each_counted_break_is_placed_where_its_log_names_the_users_line(run, tmp_path):
+    """torch 2.0 has no graph-break log: the breaks come from dynamo's counters, without a location.
+    Its DEBUG log still names, where a graph ended at a break, the reason and the user frames
+    ("COMPILING GRAPH due to GraphCompileReason(reason=..., user_stack=[...])"): every break is
+    placed there, at a file that is not torch's own."""
+    breaks = records.every(_replayed(run, tmp_path), records.GRAPH_BREAK)
+    for item in breaks:
+        assert item["location"] and "/torch/" not in item["location"], item
+        assert item["decode_step"] is not None, item
+
+
 def _tlparse_ids(out: Path) -> set[str]:
     directory = json.loads((out / "compile_directory.json").read_text())
     ids = set()

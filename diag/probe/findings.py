@@ -34,9 +34,29 @@ def graph_breaks_from_counters(collector: capture.LogCapture, counters: dict) ->
     """
     if collector.of_kind("graph_break"):
         return []
-    return graph_breaks_from_messages(counters.get("graph_break", {}), resumable=True) + graph_breaks_from_messages(
+    found = graph_breaks_from_messages(counters.get("graph_break", {}), resumable=True) + graph_breaks_from_messages(
         counters.get("unimplemented", {}), resumable=False
     )
+    return placed_at_sites(found, collector.of_kind("break_site"))
+
+
+def placed_at_sites(breaks: list[dict], sites: list[dict]) -> list[dict]:
+    """Counted breaks with no location placed where torch 2.0 said a graph ended at them.
+
+    A site whose reason is a break's message places that break; a site that names only the
+    instruction (``step_unsupported``, ``generic_jump``: the break was raised there) places the
+    next counted break no named site placed, in the order both were seen."""
+    named = {site["reason"]: site for site in reversed(sites)}
+    unnamed = [site for site in sites if site["reason"] not in {b["reason"] for b in breaks}]
+    for item in breaks:
+        if item.get("location"):
+            continue
+        site = named.get(item["reason"]) or (unnamed.pop(0) if unnamed else None)
+        if site is not None:
+            item["location"] = site["location"]
+            if item.get("decode_step") is None:
+                item["decode_step"] = site["decode_step"]
+    return breaks
 
 
 def counted_breaks_note(has_log: bool) -> dict[str, Any]:

@@ -373,4 +373,35 @@ def errors_in_stderr(text: str) -> list[dict]:
     return found
 
 
-PARSERS: list[Callable[[Record], Optional[Finding]]] = [parse_graph_break, parse_recompile, parse_hidden_error]
+# torch 2.0 logs no graph-break record: where a graph ended early it says why and at which user frames
+# ("COMPILING GRAPH due to GraphCompileReason(reason='...', user_stack=[<FrameSummary file F, line N in fn>])")
+_COMPILE_REASON = re.compile(
+    r"COMPILING GRAPH due to GraphCompileReason\(reason=(?P<q>['\"])(?P<reason>.*?)(?P=q), user_stack=\["
+)
+_FRAME_SUMMARY = re.compile(r"<FrameSummary file (?P<file>.+?), line (?P<line>\d+) in ")
+# the graph ended because the frame ended, not at a break
+_NOT_A_BREAK = ("return_value",)
+
+
+def parse_break_site(record: Record) -> Optional[Finding]:
+    """Where torch 2.0 ended a graph at a break: the reason (a break's message, or ``step_unsupported``
+    / ``generic_jump`` for one raised at that instruction) and the innermost user frame. Used to
+    place the breaks taken from dynamo's counters, which carry no location."""
+    if not record.logger.endswith("output_graph"):
+        return None
+    found = _COMPILE_REASON.search(record.message)
+    if not found or found["reason"] in _NOT_A_BREAK:
+        return None
+    frames = [f"{m['file']}:{m['line']}" for m in _FRAME_SUMMARY.finditer(record.message[found.end() :])]
+    users = [frame for frame in frames if not is_torch_file(frame.rsplit(":", 1)[0])]
+    if not users:
+        return None
+    return Finding("break_site", {"reason": found["reason"], "location": users[-1], "decode_step": record.step})
+
+
+PARSERS: list[Callable[[Record], Optional[Finding]]] = [
+    parse_graph_break,
+    parse_recompile,
+    parse_hidden_error,
+    parse_break_site,
+]
