@@ -150,3 +150,22 @@ def test_a_break_inside_a_custom_op_is_located_at_the_users_call_on_every_decode
     call = next(n for n in range(1, 60) if "return scale_rows(logits)" in linecache.getline(case, n))
     assert run["graph_break_count"] >= 2, run["graph_breaks"]
     assert {gb["location"] for gb in run["graph_breaks"]} == {f"{case}:{call}"}, run["graph_breaks"]
+
+
+@pytest.mark.slow
+def test_a_padded_batch_of_two_compiles_whole_once_and_matches_eager(tmp_path):
+    """transformers' own compile tests generate for a padded batch of two: the second prompt is
+    left-padded (its mask starts with zeros), and the static-cache decode step must compile whole,
+    match eager, and not recompile on a second generate call."""
+    from diag import regress
+    from diag.probe import llama
+
+    _, mask = llama.make_prompt(2, 16, 100, seed=0, device="cpu")
+    assert mask[0].all() and not mask[1, 0] and mask[1, -1]
+    db = tmp_path / "p.db"
+    args = ["--case", "hf_static_cache", "--batch-size", "2", "--fullgraph", "--backend", "eager", "--no-timing"]
+    diag("run", *args, "--new-tokens", "3", "--db", str(db), cwd=tmp_path)
+    run = show(db, 1, tmp_path)
+    assert (run["status"], run["batch_size"], run["oracle_equal"], run["tokens_equal"]) == ("pass", 2, 1, 1), run
+    assert run["second_call_recompiles"] == 0
+    assert run["decode_recompile_steps"] <= regress.Thresholds().decode_recompile_steps
