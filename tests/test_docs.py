@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -102,6 +103,17 @@ def test_the_cli_reference_is_generated_and_current():
     )
     assert done.returncode == 0, "docs/cli.md is stale: run cog -r docs/cli.md\n" + done.stdout + done.stderr
     assert "## diag run\n" in (REPO / "docs" / "cli.md").read_text()
+
+
+def test_the_architecture_table_is_the_recorded_runs():
+    """docs/coverage.md's architecture table is written by cog from docs/architectures.json, which
+    bench/architectures.py writes from a recorded hf:all run: a hand edit of either fails here."""
+    done = subprocess.run(
+        [sys.executable, "-m", "cogapp", "--check", "docs/coverage.md"], cwd=REPO, capture_output=True, text=True
+    )
+    assert done.returncode == 0, "docs/coverage.md is stale: run cog -r docs/coverage.md\n" + done.stdout + done.stderr
+    record = json.loads((REPO / "docs" / "architectures.json").read_text())
+    assert len(record["architectures"]) >= 100 and all(len(e["uid"]) >= 16 for e in record["architectures"].values())
 
 
 def _named_commands() -> list[tuple[str, str]]:
