@@ -18,6 +18,8 @@ from diag.contract import errors_in_stderr, records, stable_key, statuses
 from diag.rundir import STDERR_TAIL_BYTES, PassOutcome, RunFiles
 from diag.store import RunRecord
 
+SIGKILL = 9  # what the kernel's OOM killer sends
+
 
 def probe_failure(outcome: PassOutcome) -> Optional[dict[str, Any]]:
     """Status fields when the probe died, hung or wrote no verdict; None when it finished."""
@@ -28,6 +30,15 @@ def probe_failure(outcome: PassOutcome) -> Optional[dict[str, Any]]:
             "error_message": f"probe exceeded its time limit after {outcome.duration_s:.0f}s",
         }
     if outcome.signal:
+        if outcome.signal == SIGKILL and outcome.oom_kills:
+            # the kernel says it ended a process for want of memory while this one ran
+            return {
+                "status": statuses.CRASH,
+                "error_type": "OutOfMemory",
+                "signal": outcome.signal,
+                "error_message": f"probe killed by signal {outcome.signal}: out of memory (the kernel's OOM "
+                f"killer ended {outcome.oom_kills} process{'es' if outcome.oom_kills > 1 else ''} while it ran)",
+            }
         return {
             "status": statuses.CRASH,
             "error_type": "Signal",

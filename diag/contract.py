@@ -4,8 +4,9 @@ The probe runs in the target torch environment, the orchestrator in its own; onl
 statuses cross between them. What both sides must agree on is defined in the probe (it must run
 without the orchestrator) and reaches the orchestrator through this module alone: the record
 format, the statuses and finding kinds, the run's config and spec, the default model's size, the
-lifeline's variable, the case file header, the two pure functions the orchestrator applies to
-what a dead pass left on stderr, and the GB id a graph-break message names.
+lifeline's variable, the host's count of OOM kills (read before and after a process), the case
+file header, the two pure functions the orchestrator applies to what a dead pass left on stderr,
+and the GB id a graph-break message names.
 ``tests/test_boundary.py`` holds the list of these names and fails
 on any other import of ``diag.probe`` from an orchestrator module.
 """
@@ -16,6 +17,7 @@ from diag.probe.keys import graph_break_id, stable_key
 from diag.probe.parsers import errors_in_stderr
 from diag.probe.spec import DTYPES, LIFELINE_VARIABLE, MODES, TINY_LLAMA, Config
 from diag.probe.statuses import BY_NAME, ENVIRONMENT_ERRNOS, FINDING_KINDS, FINDING_TABLES, STATUSES, WORKS
+from diag.probe.supervise import oom_kills, oom_kills_since
 
 __all__ = [
     "BY_NAME",
@@ -32,6 +34,8 @@ __all__ = [
     "Config",
     "errors_in_stderr",
     "graph_break_id",
+    "oom_kills",
+    "oom_kills_since",
     "read_case_header",
     "records",
     "stable_key",

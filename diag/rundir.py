@@ -39,6 +39,7 @@ class PassOutcome:
     stderr_tail: str
     records: list[dict[str, Any]] = field(default_factory=list)
     unreadable_lines: int = 0
+    oom_kills: Optional[int] = None  # processes the kernel's OOM killer ended while it ran
 
     def first(self, kind: str) -> Optional[dict[str, Any]]:
         return records.first(self.records, kind)
@@ -79,6 +80,7 @@ def pass_outcome(run_dir: Path, name: str, exits: list[dict[str, Any]], probe_ex
             stderr,
             found,
             bad,
+            exit_record.get("oom_kills"),
         )
     probe_stderr = tail(run_dir / f"{PROBE_OUTPUT}.stderr.txt")
     return PassOutcome(
@@ -89,6 +91,7 @@ def pass_outcome(run_dir: Path, name: str, exits: list[dict[str, Any]], probe_ex
         "\n".join(t for t in (probe_stderr, stderr) if t),
         found,
         bad,
+        probe_exit.get("oom_kills"),
     )
 
 

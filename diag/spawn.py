@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
-from diag.contract import LIFELINE_VARIABLE
+from diag.contract import LIFELINE_VARIABLE, oom_kills, oom_kills_since
 
 
 class ProcessTracker:
@@ -69,6 +69,7 @@ def run_probe(
     tracker = tracker or ProcessTracker()
     log_dir.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
+    oom_before = oom_kills()
     # The lifeline: this process holds the write end; the probe reads the other and kills its whole
     # group at EOF, which the kernel delivers when this process dies, even by SIGKILL.
     lifeline, held = os.pipe()
@@ -108,4 +109,5 @@ def run_probe(
         "signal": -code if code is not None and code < 0 and not timed_out else None,
         "timed_out": timed_out,
         "duration_s": time.monotonic() - start,
+        "oom_kills": oom_kills_since(oom_before),
     }

@@ -39,6 +39,8 @@ CROSSING = {
     "read_case_header",
     "stable_key",
     "graph_break_id",
+    "oom_kills",
+    "oom_kills_since",
 }
 
 

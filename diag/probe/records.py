@@ -190,6 +190,7 @@ EXIT = _kind(
     signal="int?",
     timed_out="bool",
     duration_s="float",
+    oom_kills="int?",
 )
 CASE_CHECK = _kind(
     "case_check",

@@ -185,14 +185,41 @@ def _wait(pid: int, timeout_s: float) -> tuple[Optional[int], Optional[int], boo
     return os.WEXITSTATUS(status), None, False
 
 
+def oom_kills() -> Optional[int]:
+    """How many processes the kernel's OOM killer has ended since boot, on the whole host or in any
+    memory cgroup (``oom_kill`` in /proc/vmstat, Linux ≥ 4.13); None where it is not said."""
+    try:
+        with open("/proc/vmstat", encoding="ascii") as vmstat:
+            for line in vmstat:
+                name, _, value = line.partition(" ")
+                if name == "oom_kill":
+                    return int(value)
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def oom_kills_since(before: Optional[int]) -> Optional[int]:
+    after = oom_kills()
+    return None if before is None or after is None else after - before
+
+
 def run_pass(name: str, argv: list[str], run_dir: Path, timeout_s: float, log: records.Writer) -> dict:
     start = time.monotonic()
+    oom_before = oom_kills()
     pid = _start(argv, run_dir, name, quiet_trace=name == "time")
     code, sig, timed_out = _wait(pid, timeout_s)
     _reap_leftovers()
     for stream in ("stdout", "stderr"):
         cap_output(run_dir / f"{name}.{stream}.txt")
-    record = dict(name=name, returncode=code, signal=sig, timed_out=timed_out, duration_s=time.monotonic() - start)
+    record = dict(
+        name=name,
+        returncode=code,
+        signal=sig,
+        timed_out=timed_out,
+        duration_s=time.monotonic() - start,
+        oom_kills=oom_kills_since(oom_before),
+    )
     log.write(records.EXIT, **record)
     return record
 
