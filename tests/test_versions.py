@@ -152,6 +152,31 @@ def test_breaks_agree_with_torchs_counters_per_category(run, tmp_path):
     assert by_kind == {True: sum(resumed.values()), False: sum(cut.values())}, breaks
 
 
+TRACED = [run for run in RUNS if (run / "trace.log").exists()]
+TRACED_WITH_COUNTERS = [
+    run for run in TRACED if ((records.first(_stored(run), records.RESULT) or {}).get("counters") or {}).get("frames")
+]
+
+
+@pytest.mark.parametrize("run", TRACED_WITH_COUNTERS, ids=_id)
+def test_frames_compiled_and_skipped_agree_with_torchs_frame_counters(run, tmp_path):
+    """The frames diag stores (one per compilation_metrics record of the trace, torch >= 2.4)
+    against dynamo's ``frames`` counters: every frame torch gave up on (total - ok) is a stored frame
+    with a fail type, and the frames stored as compiled are among those torch counts ok (it also
+    counts ok a frame it converted without compiling a graph, which leaves no metrics)."""
+    directory = tmp_path / "trace"
+    directory.mkdir()
+    shutil.copy(run / "trace.log", directory / "trace.log")
+    rows, (has_metrics, why) = trace.frames(directory)
+    counted = (records.first(_stored(run), records.RESULT) or {}).get("counters", {}).get("frames", {})
+    if not has_metrics:
+        assert run.parent.name.startswith("2.3."), why  # the trace has compilation metrics from 2.4 on
+        return
+    failed = [row for row in rows if row["fail_type"]]
+    assert len(failed) == counted.get("total", 0) - counted.get("ok", 0), (failed, counted)
+    assert len(rows) - len(failed) <= counted.get("ok", 0), (len(rows), counted)
+
+
 TORCH_20 = [run for run in RUNS if run.parent.name.startswith("2.0.")]
 
 
@@ -175,9 +200,6 @@ def _tlparse_ids(out: Path) -> set[str]:
         if found:
             ids.add(f"{found[1]}/{found[2]}")
     return ids
-
-
-TRACED = [run for run in RUNS if (run / "trace.log").exists()]
 
 
 def _trace_compiles(trace_log: Path) -> dict[tuple[int, int], dict]:
