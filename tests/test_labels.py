@@ -29,9 +29,7 @@ def _collect(*recs: Record) -> capture.LogCapture:
 def _emitted(tmp_path, collector, counters=None, fullgraph=False, failed=False):
     path = tmp_path / "out.jsonl"
     with records.Writer(path) as writer:
-        breaks = findings.emit_findings(
-            writer, collector, [], (counters or {}).get("graph_break", {}), failed_whole=fullgraph and failed
-        )
+        breaks = findings.emit_findings(writer, collector, [], counters or {}, failed_whole=fullgraph and failed)
     found, _ = records.read(path)
     return breaks, found
 

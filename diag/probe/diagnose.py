@@ -208,11 +208,7 @@ def run(workload: Workload, results: Writer, artifacts: Path, timing_results: Op
     if breaks_from_counters:
         results.write(records.COLLECTOR_NOTE, **counted_breaks_note(capabilities["graph_breaks_log"][0]))
     breaks = emit_findings(
-        results,
-        collector,
-        breaks_from_counters,
-        counters.get("graph_break", {}),
-        failed_whole=fullgraph and error is not None,
+        results, collector, breaks_from_counters, counters, failed_whole=fullgraph and error is not None
     )
 
     stats = counters.get("stats", {})

@@ -204,37 +204,57 @@ def _counted_as(fallback: dict, breaks: list[dict]) -> Optional[dict]:
     return None
 
 
-def agree_with_counters(breaks: list[dict], counted: dict[str, int]) -> list[dict]:
-    """Break counts raised to dynamo's ``graph_break`` counters, which count every break.
+def _says(item: dict, message: str) -> bool:
+    """Whether a break's record is the event torch counted under ``message``."""
+    reason = item.get("reason") or ""
+    return bool(message) and (message in reason or _first_line(reason) in message)
 
-    Some torch versions (2.1) log each unique break once. A counter entry is matched to the logged
-    breaks whose reason contains its message; a shortfall goes to the first of them, and an entry
-    that matches none becomes a break of its own. Where the log already counts as many breaks as
-    the counters, nothing changes (the counters' wording may differ from the log's).
+
+FELL_BACK_ON_A_BREAK = "the frame fell back to eager: Unsupported:"
+
+
+def as_torch_counted(breaks: list[dict], counters: dict) -> list[dict]:
+    """The breaks, a row per message dynamo counted, where what the log gave does not add up to
+    dynamo's counters: ``graph_break`` (a break it resumed from, each time it was hit) and
+    ``unimplemented`` (an Unsupported it could not turn into a resumed break: the frame, or the
+    rest of it, ran eagerly).
+
+    Torch logs do not count: 2.1 to 2.4 log a break once per place however often it is hit, some
+    log a break without its words ("Graph break: from user code at:"), and a frame skipped whole is
+    logged again as a fallback ("Graph break: skip:", WON'T CONVERT). Each counted message takes the
+    location, key and decode step of the first record that says it (one handled the same way, with a
+    location, first); a message no record says is a row of its own. A frame that fell back on an
+    exception that is no break (torch counts it nowhere) stays a row.
     """
-    if sum(counted.values()) <= statuses.finding_total(breaks):
+    resumed, cut = counters.get("graph_break") or {}, counters.get("unimplemented") or {}
+    wanted = sum(resumed.values()) + sum(cut.values())
+    if not wanted or statuses.finding_total(breaks) == wanted:
         return breaks
-    result = [dict(item) for item in breaks]
-    for message, count in counted.items():
-        text = message.strip()
-        matched = [
-            item
-            for item in result
-            if text and (text in item["reason"] or item["reason"].splitlines()[0].strip() in text)
-        ]
-        have = sum(item["count"] for item in matched)
-        if matched and have < count:
-            matched[0]["count"] += count - have
-        elif not matched:
-            result += graph_breaks_from_messages({message: count}, resumable=True)
-    return result
+    result: list[dict] = []
+    used: set[int] = set()
+    for counted, resumable in ((resumed, True), (cut, False)):
+        for message, count in counted.items():
+            text = message.strip()
+            matched = [i for i, item in enumerate(breaks) if _says(item, text)]
+            matched.sort(key=lambda i: (bool(breaks[i]["resumable"]) != resumable, breaks[i].get("location") is None))
+            used.update(matched)
+            row = dict(breaks[matched[0]]) if matched else graph_breaks_from_messages({message: count}, resumable)[0]
+            row.update(count=count, resumable=resumable)
+            result.append(row)
+    return result + [
+        item
+        for i, item in enumerate(breaks)
+        if i not in used
+        and item.get("gb_type") == "frame fallback"
+        and not item["reason"].startswith(FELL_BACK_ON_A_BREAK)
+    ]
 
 
 def emit_findings(
     results: Writer,
     collector: capture.LogCapture,
     extra_breaks: list[dict],
-    counted: Optional[dict[str, int]] = None,
+    counters: Optional[dict] = None,
     failed_whole: bool = False,
 ) -> list[dict]:
     """Write the findings of one compile; returns the graph-break records written (the one count).
@@ -246,7 +266,7 @@ def emit_findings(
     # where it could not (the rest of the frame ran eagerly) are two rows, as torch counts them
     breaks = group(located_as_before(collector.of_kind("graph_break")), ("key", "location", "resumable")) + extra_breaks
     hidden = group(collector.of_kind("hidden_error"), ("key", "location"))
-    breaks = [] if failed_whole else agree_with_counters(breaks + fallback_breaks(hidden, breaks), counted or {})
+    breaks = [] if failed_whole else as_torch_counted(breaks + fallback_breaks(hidden, breaks), counters or {})
     for item in breaks:
         results.write(records.GRAPH_BREAK, **item)
     for item in collector.of_kind("recompile"):

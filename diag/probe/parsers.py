@@ -23,6 +23,9 @@ _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+)')
 _BREAK_AT = re.compile(r"Graph break.*? in user code at (?P<where>\S+:\d+)")
 
 _REASON = re.compile(r"Graph Break Reason: (?P<reason>.*)", re.S)
+# a record that names only where the break was: "Graph break: from user code at:" (2.3, 2.4), and
+# "Graph break: skip: from user code at:" for a frame skipped whole (2.4 to 2.6)
+_WORDLESS = re.compile(r"\s*Graph break: (?:skip: )?from user code at:")
 
 _RECOMPILING = re.compile(r"Recompiling function (?P<fn>\S+) in (?P<where>\S+:\d+)")
 
@@ -177,6 +180,9 @@ def parse_graph_break(record: Record) -> Optional[Finding]:
         return None
     reason_match = _REASON.search(text)
     reason = reason_match["reason"].strip() if reason_match else text.strip()
+    if not reason_match and record.exc is not None and _WORDLESS.match(text):
+        # 2.3 and 2.4 say a break's words only in the exception the record carries
+        reason = record.exc.message.strip() or reason
     kind = gb_type(reason)
     location = break_location(text)
     return Finding(
