@@ -30,18 +30,8 @@ def _id(run: Path) -> str:
 
 # Disagreements these checks find and diag does not explain yet: each is marked, strictly (the test
 # fails once it passes, so the mark goes with the fix), with what was seen. None today.
-KNOWN: dict[str, set[str]] = {
-    "replay": set(),
-    "labels": set(),
-    "tlparse": set(),
-    "counters": set(),
-}
-REASONS = {
-    "replay": "",
-    "labels": "",
-    "tlparse": "",
-    "counters": "",
-}
+KNOWN: dict[str, set[str]] = {"replay": set(), "labels": set(), "tlparse": set(), "counters": set()}
+REASONS = {"replay": "", "labels": "", "tlparse": "", "counters": ""}
 
 
 def _params(runs: list[Path], check: str) -> list:

@@ -213,7 +213,7 @@ def _says(item: dict, message: str) -> bool:
 FELL_BACK_ON_A_BREAK = "the frame fell back to eager: Unsupported:"
 
 
-def as_torch_counted(breaks: list[dict], counters: dict) -> list[dict]:
+def as_torch_counted(breaks: list[dict], counters: dict, sites: Optional[list[dict]] = None) -> list[dict]:
     """The breaks, a row per message dynamo counted, where what the log gave does not add up to
     dynamo's counters: ``graph_break`` (a break it resumed from, each time it was hit) and
     ``unimplemented`` (an Unsupported it could not turn into a resumed break: the frame, or the
@@ -224,7 +224,8 @@ def as_torch_counted(breaks: list[dict], counters: dict) -> list[dict]:
     logged again as a fallback ("Graph break: skip:", WON'T CONVERT). Each counted message takes the
     location, key and decode step of the first record that says it (one handled the same way, with a
     location, first); a message no record says is a row of its own. A frame that fell back on an
-    exception that is no break (torch counts it nowhere) stays a row.
+    exception that is no break (torch counts it nowhere) stays a row. A message no record places
+    is placed where the DEBUG log says a graph ended for it (``sites``, parse_break_site).
     """
     resumed, cut = counters.get("graph_break") or {}, counters.get("unimplemented") or {}
     wanted = sum(resumed.values()) + sum(cut.values())
@@ -240,6 +241,12 @@ def as_torch_counted(breaks: list[dict], counters: dict) -> list[dict]:
             used.update(matched)
             row = dict(breaks[matched[0]]) if matched else graph_breaks_from_messages({message: count}, resumable)[0]
             row.update(count=count, resumable=resumable)
+            site = None if row.get("location") else next((x for x in sites or [] if _says(x, text)), None)
+            if site is not None:
+                row["location"] = site["location"]
+                row["decode_step"] = (
+                    row.get("decode_step") if row.get("decode_step") is not None else site["decode_step"]
+                )
             result.append(row)
     return result + [
         item
@@ -266,7 +273,11 @@ def emit_findings(
     # where it could not (the rest of the frame ran eagerly) are two rows, as torch counts them
     breaks = group(located_as_before(collector.of_kind("graph_break")), ("key", "location", "resumable")) + extra_breaks
     hidden = group(collector.of_kind("hidden_error"), ("key", "location"))
-    breaks = [] if failed_whole else as_torch_counted(breaks + fallback_breaks(hidden, breaks), counters or {})
+    breaks = (
+        []
+        if failed_whole
+        else as_torch_counted(breaks + fallback_breaks(hidden, breaks), counters or {}, collector.of_kind("break_site"))
+    )
     for item in breaks:
         results.write(records.GRAPH_BREAK, **item)
     for item in collector.of_kind("recompile"):
