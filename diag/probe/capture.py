@@ -15,6 +15,7 @@ import functools
 import logging
 import os
 import re
+import sys
 from pathlib import Path
 from typing import Callable, Optional, TextIO
 
@@ -279,6 +280,16 @@ class LogCapture(logging.Handler):
 
     def of_kind(self, kind: str) -> list[dict]:
         return [f.data for f in self.findings if f.kind == kind]
+
+
+def quiet_structured_trace() -> None:
+    """No more TORCH_TRACE from this process (torch set it up at import from the environment): the
+    timing pass must not pay for it, and the second generate call is not part of the diagnosed trace."""
+    os.environ.pop("TORCH_TRACE", None)
+    internal = getattr(getattr(sys.modules.get("torch"), "_logging", None), "_internal", None)
+    trace_log = getattr(internal, "trace_log", None)
+    for handler in list(getattr(trace_log, "handlers", [])):
+        trace_log.removeHandler(handler)
 
 
 LEGACY_LOGGERS = ("torch._dynamo", "torch._inductor", "torch._functorch")

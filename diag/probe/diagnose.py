@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Optional
 
-from diag.probe import capture, compat, keys, llama, records, statuses, supervise
+from diag.probe import capture, compat, keys, llama, records, statuses
 from diag.probe.findings import counted_breaks_note, emit_findings, graph_breaks_from_counters
 from diag.probe.records import Writer
 from diag.probe.session import Workload, error_location, exception_info
@@ -301,7 +301,7 @@ def second_call(workload: Workload, artifacts: Path, results: Writer) -> None:
     collector.install()
     # the structured trace holds the diagnosed call alone, as its frames and recompiles do (torch 2.3
     # and 2.4 would start a second trace file here, when logging is set up again)
-    supervise.quiet_structured_trace()
+    capture.quiet_structured_trace()
     workload.step_listeners.append(collector.keep)
     failed = None
     try:

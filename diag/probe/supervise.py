@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Optional
 
 from diag.probe import records
+from diag.probe.capture import quiet_structured_trace
 from diag.probe.spec import LIFELINE_VARIABLE
 
 POLL_S = 0.05
@@ -49,15 +50,6 @@ def preload() -> None:
         import depyf  # noqa: F401 (imported before forking, so that both passes inherit it)
     except ImportError:
         pass
-
-
-def quiet_structured_trace() -> None:
-    """The timing pass must not pay for TORCH_TRACE, which torch set up at import from the environment."""
-    os.environ.pop("TORCH_TRACE", None)
-    internal = getattr(getattr(sys.modules.get("torch"), "_logging", None), "_internal", None)
-    trace_log = getattr(internal, "trace_log", None)
-    for handler in list(getattr(trace_log, "handlers", [])):
-        trace_log.removeHandler(handler)
 
 
 def watch_lifeline() -> None:
