@@ -36,6 +36,26 @@ def test_ticks_are_round_and_cover_the_range(low, high, expected):
     assert ticks[0] <= min(low, high) and ticks[-1] >= max(low, high)
 
 
+@pytest.mark.parametrize("scale", [1e-300, 1e-20, 1e-13, 1e-9, 1.0, 1e6, 1e15, 1e300])
+@pytest.mark.parametrize("spread", [0.0, 1e-3, 1.0])
+def test_ticks_stay_apart_at_any_magnitude(scale, spread):
+    """Ticks are rounded relative to their step: tiny values (a guard check of 1e-13 s, say) once
+    rounded to twelve decimals all became 0, and the chart divided by a zero span."""
+    low, high = scale, scale * (1 + spread)
+    ticks = svg.nice_ticks(low, high)
+    assert len(set(ticks)) == len(ticks) >= 2 and ticks[0] <= low and ticks[-1] >= high
+    drawn = svg.chart("t", [Panel("p", [Series("a", [low, high, low])])], [0.0, 1.0, 2.0], [], "x", "u")
+    _parse(drawn)
+
+
+def test_values_apart_by_float_rounding_only_are_one_value():
+    """Medians of 1.5 computed two ways (1.4999999999999998, 1.5000000000000002) drew ticks closer
+    than floats can tell apart, two of them equal."""
+    ticks = svg.nice_ticks(1.4999999999999998, 1.5000000000000002)
+    assert len(set(ticks)) == len(ticks) >= 2 and ticks[0] < 1.49 and ticks[-1] > 1.51
+    svg.chart("t", [Panel("p", [Series("a", [1.4999999999999998, 1.5000000000000002])])], [0.0, 1.0], [], "x", "u")
+
+
 def test_tick_labels_carry_the_decimals_their_step_needs():
     assert [svg.number(t, [0, 0.25]) for t in (0, 0.25, 0.5)] == ["0.00", "0.25", "0.50"]
     assert [svg.number(t, [0, 200]) for t in (0, 200, 1000)] == ["0", "200", "1000"]

@@ -54,14 +54,18 @@ def nice_ticks(low: float, high: float, count: int = TICKS) -> list[float]:
         raise ValueError(f"ticks for a range that is not finite: {low}, {high}")
     if high < low:
         low, high = high, low
-    if high == low:
+    if high - low <= 1e-9 * max(abs(low), abs(high)):
+        # equal, or apart by float rounding only (1.4999999999999998 and 1.5): one value, padded
         spread = abs(low) * 0.1 or 1.0
         low, high = low - spread, high + spread
     raw = (high - low) / count
-    power = 10 ** math.floor(math.log10(raw))
+    power = 10.0 ** math.floor(math.log10(raw))
     step = next(m * power for m in (1, 2, 2.5, 5, 10) if m * power >= raw * (1 - 1e-9))
     first, last = math.floor(low / step + 1e-9), math.ceil(high / step - 1e-9)
-    return [round(i * step, 12) for i in range(first, last + 1)]
+    # rounded to a few digits below the step (0.1 + 0.2 prints as 0.3), never to a fixed number of
+    # decimals: at 1e-13 that would make every tick 0
+    digits = 3 - math.floor(math.log10(step))
+    return [round(i * step, digits) for i in range(first, last + 1)]
 
 
 def number(value: float, ticks: Sequence[float]) -> str:
