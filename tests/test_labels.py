@@ -441,3 +441,12 @@ def test_a_skipped_frame_torch_only_counted_is_one_located_break_and_says_why(tm
     note = findings.counted_breaks_note(has_log=True)
     assert note["name"] != "graph_breaks_log" and note["available"] is True
     assert findings.counted_breaks_note(has_log=False)["name"] == "graph_breaks_log"
+
+
+def test_counted_breaks_take_their_place_from_a_record_that_says_them():
+    """Where the log and the counters disagree, a counted message is placed by a record whose words
+    contain it, never by one with no words at all (an empty first line is in every message)."""
+    wordless = {"key": "k0", "reason": " ", "gb_type": None, "location": "a.py:1", "resumable": True, "count": 1}
+    said = {"key": "k1", "reason": "Unsupported X\nmore", "gb_type": None, "location": "b.py:2", "resumable": True}
+    rows = findings.as_torch_counted([wordless, {**said, "count": 1}], {"graph_break": {"Unsupported X": 3}})
+    assert [(r["key"], r["location"], r["count"]) for r in rows] == [("k1", "b.py:2", 3)]

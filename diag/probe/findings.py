@@ -207,7 +207,8 @@ def _counted_as(fallback: dict, breaks: list[dict]) -> Optional[dict]:
 def _says(item: dict, message: str) -> bool:
     """Whether a break's record is the event torch counted under ``message``."""
     reason = item.get("reason") or ""
-    return bool(message) and (message in reason or _first_line(reason) in message)
+    first = _first_line(reason)
+    return bool(message) and (message in reason or (bool(first) and first in message))
 
 
 FELL_BACK_ON_A_BREAK = "the frame fell back to eager: Unsupported:"
