@@ -379,7 +379,8 @@ def errors_in_stderr(text: str) -> list[dict]:
     return found
 
 
-# torch 2.0 logs no graph-break record: where a graph ended early it says why and at which user frames
+# Where a graph ended early, dynamo's DEBUG log says why and at which user frames (2.0, which logs no
+# graph-break record, to 2.4 at least)
 # ("COMPILING GRAPH due to GraphCompileReason(reason='...', user_stack=[<FrameSummary file F, line N in fn>])")
 _COMPILE_REASON = re.compile(
     r"COMPILING GRAPH due to GraphCompileReason\(reason=(?P<q>['\"])(?P<reason>.*?)(?P=q), user_stack=\["
@@ -390,9 +391,9 @@ _NOT_A_BREAK = ("return_value",)
 
 
 def parse_break_site(record: Record) -> Optional[Finding]:
-    """Where torch 2.0 ended a graph at a break: the reason (a break's message, or ``step_unsupported``
+    """Where dynamo ended a graph at a break: the reason (a break's message, or ``step_unsupported``
     / ``generic_jump`` for one raised at that instruction) and the innermost user frame. Used to
-    place the breaks taken from dynamo's counters, which carry no location."""
+    place the breaks taken from dynamo's counters, which carry no location (findings.py)."""
     if not record.logger.endswith("output_graph"):
         return None
     found = _COMPILE_REASON.search(record.message)
