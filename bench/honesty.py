@@ -11,6 +11,8 @@ Parts:
 - variants: the same case under two names (bench/cases/extra_cost.py and extra_cost_twin.py),
   `diag run --case A --case B --repeat 5`, then `diag compare --case A --case B`: ``--trials``
   times as A/A (want "no difference") and as A/B with the twin 5% slower (want "slower").
+- race: the same two cases raced in one probe (`diag race --case A --case B`), ``--trials`` times
+  as A/A and as A/B with the twin 5% slower; with ``--spin N``, N processes spin meanwhile.
 - memory: tests/cases/holds_memory.py twice: each mode's peak measured twice, and the compiled
   mode's 100 MB more.
 """
@@ -113,21 +115,49 @@ def variants(work: Path, trials: int) -> list[str]:
             point = next(p for p in json.loads(out)["points"] if p["mode"] == "compiled")
             found[label].append(point)
 
-    def said(points: list[dict]) -> str:
-        return ", ".join(
-            f"{p['ratio']:.3f} ({p['low']:.3f}-{p['high']:.3f}) {p['verdict']}"
-            if p["low"] is not None
-            else p["verdict"]
-            for p in points
-        )
-
     aa = sum(p["verdict"] == "no difference" for p in found["aa"])
     ab = sum(p["verdict"] == "slower" for p in found["ab"])
     return [
         "| trial kind | compiled ratio twin / original (95% interval) and verdict, per trial | wanted |",
         "|---|---|---|",
-        f"| A/A | {said(found['aa'])} | no difference: {aa} of {trials} |",
-        f"| A/B, twin 5% slower | {said(found['ab'])} | slower: {ab} of {trials} |",
+        f"| A/A | {_said(found['aa'])} | no difference: {aa} of {trials} |",
+        f"| A/B, twin 5% slower | {_said(found['ab'])} | slower: {ab} of {trials} |",
+    ]
+
+
+def _said(points: list[dict]) -> str:
+    return ", ".join(
+        f"{p['ratio']:.3f} ({p['low']:.3f}-{p['high']:.3f}) {p['verdict']}" if p["low"] is not None else p["verdict"]
+        for p in points
+    )
+
+
+def races(work: Path, trials: int, spin: int) -> list[str]:
+    args = [sys.executable, "-m", "diag", "race", "--case", str(CASES / "extra_cost.py")]
+    args += ["--case", str(CASES / "extra_cost_twin.py"), "--backend", "eager", "--fullgraph", "--new-tokens", "8"]
+    args += ["--json"]
+    found: dict[str, list[dict]] = {"aa": [], "ab": []}
+    seconds: list[float] = []
+    loads: list[float] = []
+    with Spinners(spin):
+        for _ in range(trials):
+            for label, slowdown in (("aa", "0"), ("ab", "0.05")):
+                took, out = timed(args, environ(DIAG_BENCH_SLOWDOWN_TWIN=slowdown), work)
+                raced = json.loads(out)["races"][0]
+                found[label].append(raced["verdicts"][0])
+                seconds.append(took)
+                loads.append(raced["load_1m"] or 0.0)
+    aa = sum(p["verdict"] == "no difference" for p in found["aa"])
+    ab = sum(p["verdict"] == "slower" for p in found["ab"])
+    rounds = [p["rounds"] for p in found["aa"] + found["ab"]]
+    return [
+        "| trial kind | twin / original per round, median (95% interval) and verdict, per trial | wanted |",
+        "|---|---|---|",
+        f"| A/A | {_said(found['aa'])} | no difference: {aa} of {trials} |",
+        f"| A/B, twin 5% slower | {_said(found['ab'])} | slower: {ab} of {trials} |",
+        "",
+        f"{spin} spinning processes; {min(rounds)}-{max(rounds)} rounds per race; each `diag race` "
+        f"{min(seconds):.1f}-{max(seconds):.1f} s wall; load average {min(loads):.1f}-{max(loads):.1f}.",
     ]
 
 
@@ -151,7 +181,8 @@ def memory(work: Path, trials: int) -> list[str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--parts", default="busy,variants,memory")
+    parser.add_argument("--parts", default="busy,variants,race,memory")
+    parser.add_argument("--spin", type=int, default=0, help="race: processes that spin during the races")
     parser.add_argument("--idle", type=int, default=4, help="busy: runs on the machine as it is")
     parser.add_argument("--busy", type=int, default=10, help="busy: runs while two processes spin")
     parser.add_argument("--trials", type=int, default=20, help="variants: A/A and A/B trials; memory: runs")
@@ -169,6 +200,9 @@ def main() -> None:
                 *variants(work, args.trials),
             ]
             lines.append("")
+        if "race" in parts:
+            lines += ["### Variants raced in one process (`diag race --case A --case B`)", ""]
+            lines += [*races(work, args.trials, args.spin), ""]
         if "memory" in parts:
             lines += ["### Peak memory per mode (`rss_rise`)", "", *memory(work, min(args.trials, 5)), ""]
     print("\n".join(lines))

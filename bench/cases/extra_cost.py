@@ -19,7 +19,12 @@ import append_last  # noqa: E402 (after sys.path names the built-in cases)
 
 @case("bench_extra_cost", "append_last, each decode step DIAG_BENCH_SLOWDOWN (a fraction) slower")
 def generate(gen):
-    fraction = float(os.environ.get("DIAG_BENCH_SLOWDOWN", "0"))
+    slowed_generate(gen, float(os.environ.get("DIAG_BENCH_SLOWDOWN", "0")))
+
+
+def slowed_generate(gen, fraction):
+    """append_last with each decode step ``fraction`` slower (the twin passes its own fraction:
+    raced in one process, the two cases read their fractions from one environment)."""
     steps = gen.steps
 
     def slowed():

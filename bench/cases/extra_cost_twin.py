@@ -13,5 +13,4 @@ import extra_cost  # noqa: E402 (after sys.path names this folder)
 
 @case("bench_extra_cost_twin", "bench_extra_cost, each decode step DIAG_BENCH_SLOWDOWN_TWIN (a fraction) slower")
 def generate(gen):
-    os.environ["DIAG_BENCH_SLOWDOWN"] = os.environ.get("DIAG_BENCH_SLOWDOWN_TWIN", "0")
-    extra_cost.generate(gen)
+    extra_cost.slowed_generate(gen, float(os.environ.get("DIAG_BENCH_SLOWDOWN_TWIN", "0")))

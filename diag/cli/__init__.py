@@ -10,10 +10,10 @@ import sys
 import click
 
 from diag import stopping, text
-from diag.cli import backfilling, bisecting, history, reading, running, sharding
+from diag.cli import backfilling, bisecting, history, racing, reading, running, sharding
 from diag.cli.common import cli
 
-__all__ = ["cli", "main", "backfilling", "bisecting", "history", "reading", "running", "sharding"]
+__all__ = ["cli", "main", "backfilling", "bisecting", "history", "racing", "reading", "running", "sharding"]
 
 
 def main() -> None:

@@ -4,6 +4,7 @@
     python -m diag.probe time     --spec spec.json --out results.jsonl
     python -m diag.probe check    --out checks.jsonl [--device cuda:0 ...] [CASE_FILE ...]
     python -m diag.probe run      --spec spec.json --dir RUN_DIR --timeout S [--no-timing]
+    python -m diag.probe race     --spec a.json --spec b.json [...] --out race.jsonl
 
 ``run`` is what the orchestrator starts: both passes forked from one import (supervise.py).
 
@@ -32,6 +33,9 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     run.add_argument("--dir", required=True)
     run.add_argument("--timeout", type=float, required=True, help="seconds each pass may take")
     run.add_argument("--no-timing", action="store_true")
+    race = sub.add_parser("race", help="compiled variants of one config timed side by side (diag race)")
+    race.add_argument("--spec", action="append", required=True, help="one per variant, the same config in each")
+    race.add_argument("--out", required=True)
     sub.add_parser(
         "architectures",
         help="print, as JSON, the decoder-only causal-LM model types of the installed "
@@ -73,6 +77,17 @@ def _check(files: list[str], devices: list[str], out: str) -> int:
     return 0
 
 
+def _race(spec_paths: list[str], out: str) -> int:
+    from diag.probe import race
+    from diag.probe.session import build
+    from diag.probe.spec import Spec
+
+    with records.Writer(out) as writer:
+        writer.write(records.BUILD, **build())
+        race.run([Spec.load(path) for path in spec_paths], writer)
+    return 0
+
+
 def main(argv: list[str]) -> int:
     args = _parse(argv)
     if args.command == "check":
@@ -84,6 +99,8 @@ def main(argv: list[str]) -> int:
 
         print(json.dumps(hf.architectures()))
         return 0
+    if args.command == "race":
+        return _race(args.spec, args.out)
     if args.command == "run":
         import os
 

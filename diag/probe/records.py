@@ -180,6 +180,20 @@ TIMING_ERROR = _kind(
     environment_error="str?",
     error_location="str?",
 )
+RACE = _kind(
+    "race",
+    "compiled variants timed side by side in one process (diag race): per variant, the median "
+    "decode step of each timed generation, the generations of one round paired by index; and why "
+    "a variant could not be raced",
+    variants="list",
+    generation_median_s="dict",
+    errors="dict",
+    order="str",
+    threads="int?",
+    load_1m="float?",
+    cpus="int?",
+    seconds="float",
+)
 # How a process ended: each pass as the probe saw it (passes.jsonl), and the probe itself as the
 # orchestrator saw it (probe.jsonl), so that a run directory alone holds everything a run is made of.
 EXIT = _kind(

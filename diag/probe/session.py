@@ -82,7 +82,8 @@ def error_location(exc: BaseException, case_path: str) -> Optional[str]:
 class Workload:
     """The model and prompt of one spec, and the means to run its case eagerly or compiled."""
 
-    def __init__(self, spec: Spec, case: Case) -> None:
+    def __init__(self, spec: Spec, case: Case, like: Optional["Workload"] = None) -> None:
+        """``like``: a workload of the same config whose model and prompt this one shares (a race)."""
         import torch
 
         from diag.probe import llama
@@ -93,10 +94,13 @@ class Workload:
         if cfg.threads:
             torch.set_num_threads(cfg.threads)
         self.dtype = getattr(torch, DTYPES[cfg.dtype])
-        self.model = llama.build_model(cfg.model, self.dtype, cfg.device, cfg.seed)
-        self.input_ids, self.attention_mask = llama.make_prompt(
-            cfg.batch_size, cfg.prompt_length, self.model.config.vocab_size, cfg.seed, cfg.device
-        )
+        if like is not None and like.spec.config == cfg:
+            self.model, self.input_ids, self.attention_mask = like.model, like.input_ids, like.attention_mask
+        else:
+            self.model = llama.build_model(cfg.model, self.dtype, cfg.device, cfg.seed)
+            self.input_ids, self.attention_mask = llama.make_prompt(
+                cfg.batch_size, cfg.prompt_length, self.model.config.vocab_size, cfg.seed, cfg.device
+            )
         self.current_step: Optional[int] = None
         self.step_listeners: list[Callable[[], None]] = []  # called at each decode step's boundary
 

@@ -19,7 +19,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from diag.probe import capture, compat, records
 from diag.probe.records import Writer
@@ -110,30 +110,46 @@ def _timed(workload: Workload, generate) -> tuple[float, Any]:
     return time.perf_counter() - start, gen
 
 
-def sample(workload: Workload, modes: dict[str, Any], repeats: int, min_seconds: float) -> dict[str, dict[str, Any]]:
+def interleaved(
+    workload: Workload,
+    modes: dict[str, Callable[[], Any]],
+    repeats: int,
+    min_seconds: float,
+    each: Callable[[str, float, Any], None],
+) -> None:
     """Timed generations of every mode, interleaved in one process: rounds of one generation per
     mode, the order reversed every other round (ABBA), so that a change of the host's speed lands on
     every mode alike. At least ``repeats`` rounds, going on until the rounds span ``min_seconds``
-    per mode; the host reference is timed after each generation."""
-    found = {mode: {"totals_s": [], "step_samples_s": [], "host_samples_s": []} for mode in modes}
+    per mode; ``each(mode, seconds, generation)`` after each generation."""
     names = list(modes)
     since = time.perf_counter()
     rounds = 0
     while rounds < repeats or time.perf_counter() - since < min_seconds * len(names):
         for mode in names if rounds % 2 == 0 else names[::-1]:
             total, gen = _timed(workload, modes[mode])
-            into = found[mode]
-            into["totals_s"].append(total)
-            into["step_samples_s"].extend(gen.step_seconds)
-            into["host_samples_s"].append(host_reference())
+            each(mode, total, gen)
         rounds += 1
+
+
+def sample(workload: Workload, modes: dict[str, Any], repeats: int, min_seconds: float) -> dict[str, dict[str, Any]]:
+    """Each mode's generation totals and decode steps from :func:`interleaved` rounds; the host
+    reference is timed after each generation."""
+    found = {mode: {"totals_s": [], "step_samples_s": [], "host_samples_s": []} for mode in modes}
+
+    def each(mode: str, total: float, gen: Any) -> None:
+        into = found[mode]
+        into["totals_s"].append(total)
+        into["step_samples_s"].extend(gen.step_seconds)
+        into["host_samples_s"].append(host_reference())
+
+    interleaved(workload, modes, repeats, min_seconds, each)
     for into in found.values():
         samples = into["step_samples_s"]
         into["median_ms_per_token"] = statistics.median(samples) * 1e3 if samples else None
     return found
 
 
-def _host() -> dict[str, Any]:
+def host() -> dict[str, Any]:
     """What the timing pass shared its machine with: the 1-minute load average and the CPUs it could use."""
     try:
         load: Optional[float] = os.getloadavg()[0]
@@ -235,13 +251,13 @@ def run(workload: Workload, results: Writer, folder: Optional[Path] = None) -> N
                 **exception_info(exc),
             )
             eager = sample(workload, {"eager": workload.eager}, cfg.repeats, cfg.timing_seconds)["eager"]
-            _write_eager(results, eager_memory, eager_first, eager, {**shared, **_host()})
+            _write_eager(results, eager_memory, eager_first, eager, {**shared, **host()})
             return
     finally:
         notices.uninstall()
     metrics = compat.compilation_metrics()  # the cold compile's frames, before the reset below
-    host = _host()
-    _write_eager(results, eager_memory, eager_first, sampled["eager"], {**shared, **host})
+    machine = host()
+    _write_eager(results, eager_memory, eager_first, sampled["eager"], {**shared, **machine})
     hits = _graph_cache_hits()
     compiled = sampled["compiled"]
     steady = statistics.median(compiled["totals_s"]) if compiled["totals_s"] else 0.0
@@ -264,7 +280,7 @@ def run(workload: Workload, results: Writer, folder: Optional[Path] = None) -> N
         graph_cache_hits=hits,
         **compiled,
         **shared,
-        **host,
+        **machine,
     )
     if metrics is not None:
         results.write(records.COMPILE_METRICS, frames=metrics)

@@ -1,0 +1,180 @@
+"""diag race: compiled variants of one build timed side by side in one probe process."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import shutil
+import tempfile
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, Optional
+
+import click
+
+from diag import catalog, envs, preflight, race, runner, text
+from diag import row as rows
+from diag.cli.common import (
+    build_configs,
+    cli,
+    config_options,
+    env_options,
+    fail,
+    json_option,
+    progress,
+    run_preflight,
+    sweep_configs,
+)
+from diag.config import DEFAULT_TIMEOUT_S
+from diag.contract import records
+from diag.spawn import run_probe
+
+IDENTITY = ("torch_version", "git_version", "cuda_version", "python", "transformers_version")
+
+
+@cli.command("race")
+@click.option(
+    "--case",
+    "case_values",
+    multiple=True,
+    required=True,
+    help="A case name, hf:<model_type> or a case file; two or more. The first is the baseline.",
+)
+@click.option(
+    "--torch",
+    "torch_spec",
+    default="current",
+    show_default=True,
+    help="Torch environment, as diag run takes it (current, 2.13.0, 2.1.0.dev20230621, a python).",
+)
+@env_options
+@config_options
+@click.option(
+    "--sweep",
+    type=click.Choice(["batch", "length"]),
+    default=None,
+    help="Race at each batch size or prompt length (see --sweep-values): one race per point.",
+)
+@click.option("--sweep-values", default=None, metavar="N,N,...", help="Values for --sweep.")
+@click.option(
+    "--timeout",
+    "timeout_s",
+    type=click.FloatRange(min=1),
+    default=DEFAULT_TIMEOUT_S,
+    show_default=True,
+    help="Seconds each variant may take to compile and race.",
+)
+@json_option
+def race_command(
+    case_values: tuple[str, ...],
+    torch_spec: str,
+    sweep: Optional[str],
+    sweep_values: Optional[str],
+    timeout_s: float,
+    as_json: bool,
+    env_options: envs.Options,
+    **params: Any,
+) -> None:
+    """Which variant's compiled decode step is faster, by how much, how sure: the cases timed
+    side by side in one process, on one build and config.
+
+    Each case is compiled and warmed, then timed in rounds of one compiled generation per case,
+    the order reversed every other round, so that whatever the machine does lands on every case
+    alike. Per case after the first: the median over rounds of its median decode step divided by
+    the first case's in the same round, the 95% interval of that median, and a verdict (faster,
+    slower, no difference; noisy where the interval reaches past +-10%). --timing-seconds sets
+    how long each case is timed (default 1 s; more rounds give narrower intervals). Nothing is
+    stored; --json prints the per-round figures too. Exits 0 whenever the race ran, whatever a
+    case's compile did (a case that fails is named, with its error, and not raced).
+    """
+    configs = sweep_configs(
+        build_configs(**{name: params[name] for name in inspect.signature(build_configs).parameters}),
+        sweep,
+        sweep_values,
+    )
+    if any(config.profile for config in configs):
+        raise fail("--profile belongs to diag run: a race times compiled generations only")
+    try:
+        refs = catalog.resolve(list(case_values))
+    except catalog.CatalogError as exc:
+        raise fail(str(exc)) from exc
+    names = [ref.name for ref in refs]
+    if len(refs) < 2 or len(set(names)) != len(names):
+        raise fail(
+            f"a race needs two or more different cases, got {', '.join(case_values)}"
+            " (to race a case against itself, copy its file under another case name)"
+        )
+    run_preflight(preflight.check_configs, configs)
+    try:
+        envs.parse_spec(torch_spec)  # a malformed spec is refused before anything is provisioned
+        env = envs.resolve(torch_spec, env_options, log=progress)
+    except envs.EnvError as exc:
+        raise fail(str(exc)) from exc
+    run_preflight(preflight.check_environment, env, refs, configs)
+    results, build = [], {}
+    for index, config in enumerate(configs, 1):
+        label = rows.config_label(asdict(config))
+        progress(f"[{index}/{len(configs)}] racing {', '.join(names)}: {label}")
+        build, record = _race(env, refs, config, timeout_s * (len(refs) + 1))
+        verdicts = race.judge(record)
+        results.append((label, config, record, verdicts))
+        if not as_json:
+            click.echo(
+                "\n".join(text.safe(line) for line in race.lines(label, build["torch_version"], record, verdicts))
+            )
+    if as_json:
+        click.echo(
+            json.dumps(
+                {
+                    "build": {
+                        k: build.get(k) for k in ("torch_version", "git_version", "python", "transformers_version")
+                    },
+                    "baseline": names[0],
+                    "races": [
+                        {
+                            "config": asdict(config),
+                            "label": label,
+                            "verdicts": [v.as_dict() for v in verdicts],
+                            "errors": record["errors"],
+                            "generation_median_s": record["generation_median_s"],
+                            "threads": record.get("threads"),
+                            "load_1m": record.get("load_1m"),
+                        }
+                        for label, config, record, verdicts in results
+                    ],
+                },
+                indent=2,
+            )
+        )
+
+
+def _race(
+    env: envs.TorchEnv, refs: list[catalog.CaseRef], config: Any, timeout_s: float
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """One race probe for ``config``: its ``build`` and ``race`` records. Its files are kept, and
+    named, when it ended without them."""
+    folder = Path(tempfile.mkdtemp(prefix="diag-race-"))
+    specs = []
+    for ref in refs:
+        path = folder / f"{len(specs)}.spec.json"
+        path.write_text(json.dumps({"case": ref.name, "case_path": ref.path, "config": asdict(config)}), "utf-8")
+        specs += ["--spec", str(path)]
+    out = folder / "race.jsonl"
+    with tempfile.TemporaryDirectory(prefix="diag-inductor-race-") as cache:
+        environ = runner.probe_environ(env.probe_environ(), folder, cache)
+        environ.pop("TORCH_TRACE")
+        ended = run_probe(env.probe_command("race", *specs, "--out", str(out)), folder, environ, timeout_s, "race")
+    written = records.read(out)[0] if out.exists() else []
+    found = {r["kind"]: r for r in written}
+    if records.RACE not in found or records.BUILD not in found:
+        raise fail(f"the race ended without a result ({_how(ended)}); its files are in {folder}")
+    shutil.rmtree(folder, ignore_errors=True)
+    return found[records.BUILD], found[records.RACE]
+
+
+def _how(ended: dict[str, Any]) -> str:
+    if ended["timed_out"]:
+        return f"timed out after {ended['duration_s']:.0f} s"
+    if ended["signal"]:
+        return f"killed by signal {ended['signal']}" + (", out of memory" if ended.get("oom_kills") else "")
+    return f"exit status {ended['returncode']}"
