@@ -11,7 +11,7 @@ from typing import Any, Callable, Optional
 import click
 
 from diag import __version__, envs, preflight, store
-from diag.config import DEFAULT_DB
+from diag.config import DEFAULT_DB, DEFAULT_TIMEOUT_S
 from diag.contract import DTYPES, MODES, Config
 
 BACKENDS = ("inductor", "eager", "aot_eager", "cudagraphs")
@@ -49,6 +49,12 @@ def db_option(fn: Callable) -> Callable:
 
 def json_option(fn: Callable) -> Callable:
     return click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")(fn)
+
+
+def timeout_option(help: str) -> Callable[[Callable], Callable]:
+    return click.option(
+        "--timeout", "timeout_s", type=click.FloatRange(min=1), default=DEFAULT_TIMEOUT_S, show_default=True, help=help
+    )
 
 
 def config_options(fn: Callable) -> Callable:

@@ -24,8 +24,8 @@ from diag.cli.common import (
     progress,
     run_preflight,
     sweep_configs,
+    timeout_option,
 )
-from diag.config import DEFAULT_TIMEOUT_S
 from diag.contract import records
 from diag.spawn import run_probe
 
@@ -56,14 +56,7 @@ IDENTITY = ("torch_version", "git_version", "cuda_version", "python", "transform
     help="Race at each batch size or prompt length (see --sweep-values): one race per point.",
 )
 @click.option("--sweep-values", default=None, metavar="N,N,...", help="Values for --sweep.")
-@click.option(
-    "--timeout",
-    "timeout_s",
-    type=click.FloatRange(min=1),
-    default=DEFAULT_TIMEOUT_S,
-    show_default=True,
-    help="Seconds each variant may take to compile and race.",
-)
+@timeout_option("Seconds each variant may take to compile and race.")
 @json_option
 def race_command(
     case_values: tuple[str, ...],

@@ -25,8 +25,9 @@ from diag.cli.common import (
     progress,
     public_run,
     run_preflight,
+    timeout_option,
 )
-from diag.config import DEFAULT_TIMEOUT_S, artifacts_root
+from diag.config import artifacts_root
 
 
 def resolve_envs(specs: tuple[str, ...], options: envs.Options) -> tuple[dict[str, envs.TorchEnv], list[str]]:
@@ -71,14 +72,7 @@ def resolve_envs(specs: tuple[str, ...], options: envs.Options) -> tuple[dict[st
 @env_options
 @config_options
 @db_option
-@click.option(
-    "--timeout",
-    "timeout_s",
-    type=click.FloatRange(min=1),
-    default=DEFAULT_TIMEOUT_S,
-    show_default=True,
-    help="Seconds each pass (timing, diagnosis) may run.",
-)
+@timeout_option("Seconds each pass (timing, diagnosis) may run.")
 @click.option("--jobs", type=count(), default=1, show_default=True, help="Probes run in parallel.")
 @click.option(
     "--timing/--no-timing",
