@@ -24,6 +24,7 @@ TABLES = {
     "hidden_errors": "run_id",
     "timings": "run_id",
     "frames": "run_id",
+    "races": "torch_build_id",
 }
 UNDATED = "unknown"  # a build with neither a nightly date nor a first-seen time
 

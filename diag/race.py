@@ -8,19 +8,22 @@ figure is the median of those ratios, and its 95% interval the median's exact bo
 ``faster`` where the interval leaves out 1 and the ratio is at least 2% away from it,
 ``no difference`` otherwise; ``noisy`` where the interval reaches further than 10% of the ratio
 on either side (noise.HALF_WIDTH: the rule a run's own timing is held to), ``too few rounds``
-under ``MIN_ROUNDS``.
+under ``MIN_ROUNDS``, ``not raced`` where either side failed to build or compile (its error kept).
 """
 
 from __future__ import annotations
 
+import json
 import statistics
 from dataclasses import asdict, dataclass
 from typing import Any, Optional
 
 from diag import noise, variants
+from diag import row as rows
 from diag.stats import median_interval
 
 MIN_ROUNDS = 6
+NOT_RACED = "not raced"
 
 
 @dataclass
@@ -34,18 +37,24 @@ class Verdict:
     low: Optional[float]
     high: Optional[float]
     verdict: str
+    failed: Optional[str] = None  # not raced: the case that failed (a or b)
+    error: Optional[dict[str, Any]] = None  # its error_type, error_message, error_location
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
-def judge(record: dict[str, Any]) -> list[Verdict]:
-    """Each raced variant after the first against the first, from a ``race`` record."""
-    names = record["variants"]
+def judge(record: dict[str, Any], names: list[str]) -> list[Verdict]:
+    """Each of ``names`` after the first (the baseline) against the first, from a ``race`` record."""
     medians = record["generation_median_s"]
+    errors = record.get("errors") or {}
+    a = names[0]
     found = []
     for b in names[1:]:
-        a = names[0]
+        failed = a if a in errors else b if b in errors else None
+        if failed is not None:
+            found.append(Verdict(a, b, 0, None, None, None, None, None, NOT_RACED, failed, errors[failed]))
+            continue
         pairs = [(x, y) for x, y in zip(medians[a], medians[b]) if x > 0 and y > 0]
         ms_a = statistics.median(x for x, _ in pairs) * 1e3 if pairs else None
         ms_b = statistics.median(y for _, y in pairs) * 1e3 if pairs else None
@@ -67,6 +76,13 @@ def lines(label: str, build: str, record: dict[str, Any], verdicts: list[Verdict
     """What ``diag race`` prints for one config."""
     out = [f"{label} on torch {build}:"]
     for v in verdicts:
+        if v.error is not None:
+            error = v.error
+            where = f" at {error['error_location']}" if error.get("error_location") else ""
+            first = (error.get("error_message") or "").strip().splitlines()
+            said = f"{error['error_type']}{where}: {first[0][:200] if first else ''}"
+            out.append(f"  {v.b} / {v.a}: not raced, {v.failed} failed: {said}")
+            continue
         figures = (
             f"{v.ratio:.3f} (95% {v.low:.3f}-{v.high:.3f})"
             if v.ratio is not None and v.low is not None and v.high is not None
@@ -74,8 +90,49 @@ def lines(label: str, build: str, record: dict[str, Any], verdicts: list[Verdict
         )
         ms = " / ".join("-" if m is None else f"{m:.3f}" for m in (v.ms_b, v.ms_a))
         out.append(f"  {v.b} / {v.a}: {figures} {v.verdict}, {v.rounds} rounds, {ms} ms/token")
-    for name, error in record.get("errors", {}).items():
-        where = f" at {error['error_location']}" if error.get("error_location") else ""
-        first = (error.get("error_message") or "").strip().splitlines()
-        out.append(f"  {name}: not raced, {error['error_type']}{where}: {first[0][:200] if first else ''}")
     return out
+
+
+def stored(
+    race_uid: str,
+    started_at: str,
+    build: dict[str, Any],
+    config: dict[str, Any],
+    sources: dict[str, str],
+    record: dict[str, Any],
+    verdicts: list[Verdict],
+) -> list[dict[str, Any]]:
+    """The ``races`` rows of one race: one per variant against the baseline, with the row's fields
+    (the variant's case, the config), the build's Python and transformers, and the paired samples."""
+    medians = record["generation_median_s"]
+    found = []
+    for v in verdicts:
+        error = v.error or {}
+        found.append(
+            {
+                "uid": race_uid,
+                "started_at": started_at,
+                **rows.columns(config, v.b, sources[v.b]),
+                "baseline": v.a,
+                "baseline_source": sources[v.a],
+                "python": build.get("python"),
+                "transformers_version": build.get("transformers_version"),
+                "rounds": v.rounds,
+                "ms_baseline": v.ms_a,
+                "ms_case": v.ms_b,
+                "ratio": v.ratio,
+                "low": v.low,
+                "high": v.high,
+                "verdict": v.verdict,
+                "failed": v.failed,
+                "error_type": error.get("error_type"),
+                "error_message": error.get("error_message"),
+                "error_location": error.get("error_location"),
+                "threads": record.get("threads"),
+                "load_1m": record.get("load_1m"),
+                "cpus": record.get("cpus"),
+                "seconds": record.get("seconds"),
+                "samples": json.dumps({"baseline": medians.get(v.a, []), "case": medians.get(v.b, [])}),
+            }
+        )
+    return found

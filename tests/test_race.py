@@ -6,10 +6,11 @@ import json
 import random
 from pathlib import Path
 
+import browser
 import pytest
 from conftest import diag, diag_here
 
-from diag import race, variants
+from diag import build, race, store, variants
 
 REPO = Path(__file__).resolve().parents[1]
 BENCH_CASES = REPO / "bench" / "cases"
@@ -31,9 +32,13 @@ def _drifting(rounds, effect, seed):
     return a, b
 
 
+def _judge(record):
+    return race.judge(record, ["a", "b"])
+
+
 def test_a_five_percent_slower_variant_is_found_through_a_host_that_doubles_its_speed():
     a, b = _drifting(80, 0.05, 1)
-    (verdict,) = race.judge(_record(a, b))
+    (verdict,) = _judge(_record(a, b))
     assert verdict.verdict == "slower" and verdict.low > 1.03 and abs(verdict.ratio - 1.05) < 0.01
     # The same samples judged as two unpaired sets, as runs timed apart are: the drift hides the 5%.
     low, high = variants.ratio_interval(a, b)
@@ -42,19 +47,76 @@ def test_a_five_percent_slower_variant_is_found_through_a_host_that_doubles_its_
 
 def test_the_same_variant_twice_is_no_difference_and_faster_is_faster():
     a, same = _drifting(80, 0.0, 2)
-    assert race.judge(_record(a, same))[0].verdict == "no difference"
+    assert _judge(_record(a, same))[0].verdict == "no difference"
     a, quicker = _drifting(80, -0.05, 3)
-    assert race.judge(_record(a, quicker))[0].verdict == "faster"
+    assert _judge(_record(a, quicker))[0].verdict == "faster"
 
 
 def test_too_few_rounds_and_scattered_pairs_get_no_speed_verdict():
     a, b = _drifting(4, 0.2, 4)
-    assert race.judge(_record(a, b))[0].verdict == "too few rounds"
+    assert _judge(_record(a, b))[0].verdict == "too few rounds"
     rng = random.Random(5)
     a = [1e-3] * 40
     scattered = [1e-3 * rng.choice([0.5, 1.0, 2.0]) for _ in range(40)]
-    (verdict,) = race.judge(_record(a, scattered))
+    (verdict,) = _judge(_record(a, scattered))
     assert verdict.verdict == "noisy" and verdict.ratio is not None
+
+
+def _stored_race(db_path, version, effect, seed):
+    """One race of two rows stored as ``diag race`` stores it: mine against append_last (paired
+    samples, ``effect`` slower) and dynamic_slice, which failed to compile."""
+    a, b = _drifting(40, effect, seed)
+    record = {
+        "variants": ["append_last", "mine"],
+        "generation_median_s": {"append_last": a, "mine": b},
+        "errors": {
+            "dynamic_slice": {"error_type": "UserError", "error_message": "data-dependent", "error_location": "x.py:3"}
+        },
+        "threads": 1,
+        "load_1m": 0.5,
+        "cpus": 2,
+        "seconds": 3.0,
+    }
+    names = ["append_last", "mine", "dynamic_slice"]
+    verdicts = race.judge(record, names)
+    config = {"backend": "eager", "fullgraph": True, "device": "cpu", "dtype": "float32", "batch_size": 1}
+    config |= {"prompt_length": 16, "new_tokens": 8}
+    sources = {"append_last": "builtin", "mine": "./mine.py", "dynamic_slice": "builtin"}
+    rows = race.stored(f"uid-{seed}", "2026-12-03T00:00:00", {"python": "3.11.7"}, config, sources, record, verdicts)
+    db = store.open_db(db_path)
+    store.save_races(db, build.identity(version, None, None), rows)
+    db.conn.close()
+    return verdicts
+
+
+def test_races_are_stored_merged_once_and_exported(tmp_path):
+    shard = tmp_path / "shard.db"
+    verdicts = _stored_race(shard, "2.13.0", 0.05, 6)
+    assert [(v.b, v.verdict, v.failed) for v in verdicts] == [
+        ("mine", "slower", None),
+        ("dynamic_slice", "not raced", "dynamic_slice"),
+    ]
+    found = store.races(store.open_db(shard))
+    assert [(r["case"], r["baseline"], r["verdict"], r["torch_version"]) for r in found] == [
+        ("mine", "append_last", "slower", "2.13.0"),
+        ("dynamic_slice", "append_last", "not raced", "2.13.0"),
+    ]
+    assert found[0]["case_source"] == "./mine.py" and found[0]["fullgraph"] == 1 and found[0]["python"] == "3.11.7"
+    assert len(json.loads(found[0]["samples"])["case"]) == 40 and found[1]["error_location"] == "x.py:3"
+    # merged into another history (a CI leg's DB into the published one): once, whatever the repeats
+    target = tmp_path / "target.db"
+    _stored_race(target, "2.14.1", 0.0, 7)
+    for _ in range(2):
+        assert diag_here("merge", str(target), str(shard), cwd=tmp_path).returncode == 0
+    merged = store.races(store.open_db(target))
+    assert sorted((r["torch_version"], r["case"]) for r in merged) == [
+        ("2.13.0", "dynamic_slice"),
+        ("2.13.0", "mine"),
+        ("2.14.1", "dynamic_slice"),
+        ("2.14.1", "mine"),
+    ]
+    done = diag_here("export", "--db", str(target), "--out", str(tmp_path / "out"), "--json", cwd=tmp_path)
+    assert json.loads(done.stdout)["rows"]["races"] == 4
 
 
 @pytest.mark.parametrize(
@@ -74,21 +136,46 @@ def test_bad_input_is_one_line(args, said, tmp_path):
 
 
 @pytest.mark.slow
-def test_a_real_race_finds_the_slower_twin_and_names_a_variant_that_does_not_compile(tmp_path):
+def test_a_real_race_finds_the_slower_twin_names_a_variant_that_does_not_compile_and_is_reported(tmp_path):
     """Three cases in one probe on the eager backend: bench_extra_cost, its twin 30% slower at each
-    decode step, and dynamic_slice, whose data-dependent slice fullgraph refuses."""
+    decode step, and dynamic_slice, whose data-dependent slice fullgraph refuses; stored, then shown
+    on the report's variants page in the browser."""
+    db = tmp_path / "race.db"
     args = ["race", "--case", str(BENCH_CASES / "extra_cost.py"), "--case", str(BENCH_CASES / "extra_cost_twin.py")]
     args += ["--case", "dynamic_slice", "--backend", "eager", "--fullgraph", "--new-tokens", "6"]
-    args += ["--timing-seconds", "0.5"]
+    args += ["--timing-seconds", "0.5", "--db", str(db)]
     slowed = {"DIAG_BENCH_SLOWDOWN_TWIN": "0.3", "DIAG_BENCH_SLOWDOWN": "0"}
     found = json.loads(diag(*args, "--json", cwd=tmp_path, env_extra=slowed).stdout)
     (raced,) = found["races"]
-    (verdict,) = raced["verdicts"]
-    assert (verdict["a"], verdict["b"], verdict["verdict"]) == ("bench_extra_cost", "bench_extra_cost_twin", "slower")
-    assert 1.15 < verdict["ratio"] < 1.5 and verdict["rounds"] >= race.MIN_ROUNDS
-    assert set(raced["errors"]) == {"dynamic_slice"}
-    assert raced["errors"]["dynamic_slice"]["error_location"].endswith("dynamic_slice.py:24")
+    twin, failed = raced["verdicts"]
+    assert (twin["a"], twin["b"], twin["verdict"]) == ("bench_extra_cost", "bench_extra_cost_twin", "slower")
+    assert 1.15 < twin["ratio"] < 1.5 and twin["rounds"] >= race.MIN_ROUNDS
+    assert (failed["b"], failed["verdict"], failed["failed"]) == ("dynamic_slice", "not raced", "dynamic_slice")
+    assert failed["error"]["error_location"].endswith("dynamic_slice.py:24")
     assert raced["threads"] == 1 and found["build"]["torch_version"]
     text = diag(*args, cwd=tmp_path, env_extra=slowed).stdout
     assert "bench_extra_cost_twin / bench_extra_cost:" in text and "slower" in text
-    assert "dynamic_slice: not raced" in text
+    assert "dynamic_slice / bench_extra_cost: not raced, dynamic_slice failed: UserError at " in text
+    assert f"recorded 1 race in {db}" in text
+    stored = store.races(store.open_db(db))
+    assert [r["verdict"] for r in stored] == ["slower", "not raced", "slower", "not raced"]
+    assert {r["case_source"] for r in stored if r["case"] == "bench_extra_cost_twin"} == {
+        str(BENCH_CASES / "extra_cost_twin.py")
+    }
+    if browser.CHROMIUM is None:
+        pytest.skip("Debian's chromium package is not installed: the variants page is not looked at")
+    out = tmp_path / "site"
+    assert diag_here("report", "--db", str(db), "--out", str(out), cwd=tmp_path).returncode == 0
+    script = """
+      return Array.from(d.querySelectorAll("table.races tbody tr")).map(function (tr) {
+        return Array.from(tr.cells).map(function (td) { return td.textContent.trim(); });
+      });
+    """
+    shown = browser.measure(out / "variants.html", 1400, 900, script, tmp_path)
+    assert len(shown) == 4
+    assert [row[2] for row in shown[:2]] == ["bench_extra_cost_twin", "dynamic_slice"]
+    assert shown[0][6] == "slower" and shown[0][5].startswith("x1.")
+    assert (
+        shown[1][6].startswith("not raced: dynamic_slice failed, UserError at ")
+        and "dynamic_slice.py:24" in shown[1][6]
+    )

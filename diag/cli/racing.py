@@ -6,21 +6,25 @@ import inspect
 import json
 import shutil
 import tempfile
+import uuid
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Optional
 
 import click
 
-from diag import catalog, envs, preflight, race, runner, text
+from diag import catalog, envs, preflight, race, runner, store, text
 from diag import row as rows
+from diag.build import identity
 from diag.cli.common import (
     build_configs,
     cli,
     config_options,
+    db_option,
     env_options,
     fail,
     json_option,
+    open_store,
     progress,
     run_preflight,
     sweep_configs,
@@ -57,6 +61,7 @@ IDENTITY = ("torch_version", "git_version", "cuda_version", "python", "transform
 )
 @click.option("--sweep-values", default=None, metavar="N,N,...", help="Values for --sweep.")
 @timeout_option("Seconds each variant may take to compile and race.")
+@db_option
 @json_option
 def race_command(
     case_values: tuple[str, ...],
@@ -64,6 +69,7 @@ def race_command(
     sweep: Optional[str],
     sweep_values: Optional[str],
     timeout_s: float,
+    db_path: str,
     as_json: bool,
     env_options: envs.Options,
     **params: Any,
@@ -76,9 +82,10 @@ def race_command(
     alike. Per case after the first: the median over rounds of its median decode step divided by
     the first case's in the same round, the 95% interval of that median, and a verdict (faster,
     slower, no difference; noisy where the interval reaches past +-10%). --timing-seconds sets
-    how long each case is timed (default 1 s; more rounds give narrower intervals). Nothing is
-    stored; --json prints the per-round figures too. Exits 0 whenever the race ran, whatever a
-    case's compile did (a case that fails is named, with its error, and not raced).
+    how long each case is timed (default 1 s; more rounds give narrower intervals). Each race is
+    stored in the DB (the races table; the report's variants page shows them), --json prints the
+    per-round figures too. Exits 0 whenever the race ran, whatever a case's compile did (a case
+    that fails is named, with its error, and not raced).
     """
     configs = sweep_configs(
         build_configs(**{name: params[name] for name in inspect.signature(build_configs).parameters}),
@@ -98,47 +105,52 @@ def race_command(
             " (to race a case against itself, copy its file under another case name)"
         )
     run_preflight(preflight.check_configs, configs)
+    db = open_store(db_path, create=True)
     try:
         envs.parse_spec(torch_spec)  # a malformed spec is refused before anything is provisioned
         env = envs.resolve(torch_spec, env_options, log=progress)
     except envs.EnvError as exc:
         raise fail(str(exc)) from exc
     run_preflight(preflight.check_environment, env, refs, configs)
+    sources = {ref.name: ref.source for ref in refs}
     results, build = [], {}
     for index, config in enumerate(configs, 1):
         label = rows.config_label(asdict(config))
         progress(f"[{index}/{len(configs)}] racing {', '.join(names)}: {label}")
+        started = store.now()
         build, record = _race(env, refs, config, timeout_s * (len(refs) + 1))
-        verdicts = race.judge(record)
+        verdicts = race.judge(record, names)
+        stored = race.stored(uuid.uuid4().hex, started, build, asdict(config), sources, record, verdicts)
+        try:
+            store.save_races(db, _identity(build, env), stored)
+        except store.StoreError as exc:
+            raise fail(f"cannot store the race: {exc}; {len(results)} races stored before it") from exc
         results.append((label, config, record, verdicts))
         if not as_json:
-            click.echo(
-                "\n".join(text.safe(line) for line in race.lines(label, build["torch_version"], record, verdicts))
-            )
+            said = race.lines(label, build["torch_version"], record, verdicts)
+            click.echo("\n".join(text.safe(line) for line in said))
     if as_json:
-        click.echo(
-            json.dumps(
-                {
-                    "build": {
-                        k: build.get(k) for k in ("torch_version", "git_version", "python", "transformers_version")
-                    },
-                    "baseline": names[0],
-                    "races": [
-                        {
-                            "config": asdict(config),
-                            "label": label,
-                            "verdicts": [v.as_dict() for v in verdicts],
-                            "errors": record["errors"],
-                            "generation_median_s": record["generation_median_s"],
-                            "threads": record.get("threads"),
-                            "load_1m": record.get("load_1m"),
-                        }
-                        for label, config, record, verdicts in results
-                    ],
-                },
-                indent=2,
-            )
-        )
+        races = [
+            {
+                "config": asdict(config),
+                "label": label,
+                "verdicts": [v.as_dict() for v in verdicts],
+                "generation_median_s": record["generation_median_s"],
+                "threads": record.get("threads"),
+                "load_1m": record.get("load_1m"),
+            }
+            for label, config, record, verdicts in results
+        ]
+        identity = {k: build.get(k) for k in IDENTITY}
+        click.echo(json.dumps({"build": identity, "baseline": names[0], "races": races}, indent=2))
+    else:
+        click.echo(f"recorded {len(results)} race{'s' if len(results) != 1 else ''} in {db_path}")
+
+
+def _identity(build: dict[str, Any], env: envs.TorchEnv) -> dict[str, Any]:
+    """The build as the store keys it, from the probe's own build record."""
+    wheel = (env.known_build or {}).get("wheel")
+    return identity(build["torch_version"], build.get("git_version"), build.get("cuda_version"), wheel)
 
 
 def _race(

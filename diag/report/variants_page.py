@@ -1,34 +1,68 @@
-"""The variants page: on the newest build, each timed case set against the first one by name
-(``diag compare --case A --case B``'s verdicts, per point of a sweep), and throughput and peak memory
-against the swept parameter, a line per variant with the 95% interval of each point as a bar."""
+"""The variants page: on the newest build, the races stored there (``diag race``: variants timed in
+one probe, a row per variant against the race's first case), each timed case set against the first
+one by name (``diag compare --case A --case B``'s verdicts, per point of a sweep), and throughput and
+peak memory against the swept parameter, a line per variant with the 95% interval of each point as a
+bar."""
 
 from __future__ import annotations
 
 from typing import Any, Optional
 
-from diag import store, variants
+from diag import build, store, variants
+from diag import row as rows
 from diag.report import charts
 
 
 def context(db, builds: list[dict[str, Any]], runs: list[dict[str, Any]]) -> Optional[dict[str, Any]]:
-    """What variants.html shows, or None where the newest build has fewer than two timed cases."""
-    if not builds:
-        return None
-    newest = builds[-1]
-    timed = [r for r in runs if r["torch_build_id"] == newest["id"] and r.get("eager_ms_per_token") is not None]
+    """What variants.html shows, or None where no build has a race and the newest fewer than two timed
+    cases. ``builds``: the builds with runs, oldest first; races are shown of the newest build that has
+    any, which may have no runs."""
+    raced_on = _newest_raced(db)
+    # the newest race first, each race's rows in the order its cases were given
+    found = (
+        sorted(store.races(db, raced_on["id"]), key=lambda r: (r["started_at"], -r["id"]), reverse=True)
+        if raced_on
+        else []
+    )
+    raced = [_race_row(race) for race in found]
+    newest = builds[-1] if builds else None
+    timed = [r for r in runs if newest and r["torch_build_id"] == newest["id"] and r.get("eager_ms_per_token")]
     cases = sorted({r["case"] for r in timed})
     if len(cases) < 2:
-        return None
+        if not raced:
+            return None
+        cases, timed = [], []
     full = list(store.full_runs(db, [r["id"] for r in timed]))
     by_case: dict[str, list[dict[str, Any]]] = {}
     for run in full:
         by_case.setdefault(run["case"], []).append(run)
-    reference = cases[0]
+    reference = cases[0] if cases else None
     against = [(case, variants.compare(by_case[reference], by_case[case])) for case in cases[1:]]
     return {
-        "build": newest,
+        "build": newest if cases else raced_on,
+        "raced_on": raced_on,
+        "races": raced,
         "reference": reference,
         "against": [(case, points) for case, points in against if points],
         "charts": charts.variant_charts(full),
         "min_effect": variants.MIN_EFFECT,
     }
+
+
+def _newest_raced(db) -> Optional[dict[str, Any]]:
+    """The newest build (in build order) with a stored race, or None."""
+    if "races" not in db.table_names():  # a history no diag that races has opened for writing
+        return None
+    raced = {row[0] for row in db.execute("SELECT DISTINCT torch_build_id FROM races")}
+    candidates = [b for b in store.builds(db) if b["id"] in raced]
+    return max(candidates, key=build.order) if candidates else None
+
+
+def _race_row(race: dict[str, Any]) -> dict[str, Any]:
+    """A stored race row as the page's table shows it: its config label, and the error of a variant
+    that was not raced in one line."""
+    shown = dict(race)
+    shown["config"] = rows.config_label(race)
+    message = (race.get("error_message") or "").strip().splitlines()
+    shown["error_line"] = message[0][:300] if message else None
+    return shown

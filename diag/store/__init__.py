@@ -3,7 +3,7 @@
 - ``schema``: tables, named migrations, the Datasette views and what each column holds;
 - ``connection``: opening a DB (migrated under one write lock), one-line reasons for a DB diag
   cannot use;
-- ``writes``: a run and its child rows in one transaction; merging DBs;
+- ``writes``: a run and its child rows in one transaction; a race's rows; merging DBs;
 - ``queries``: what commands, the gate and the report read;
 - ``policy`` (pure) and ``retention``: what ``diag prune`` keeps, compacts and folds, and doing it.
 
@@ -26,6 +26,7 @@ from diag.store.queries import (
     get_run,
     key_texts,
     page_marks,
+    races,
     recent_runs,
     report_runs,
     runs_of_build,
@@ -33,7 +34,7 @@ from diag.store.queries import (
 )
 from diag.store.retention import prune, thinned
 from diag.store.schema import CHILD_TABLES, MIGRATIONS, WHEEL_COLUMNS
-from diag.store.writes import RunRecord, merge, run_records, save_run, save_runs
+from diag.store.writes import RunRecord, merge, run_records, save_races, save_run, save_runs
 
 __all__ = [
     "CHILD_TABLES",
@@ -62,10 +63,12 @@ __all__ = [
     "page_marks",
     "path_of",
     "prune",
+    "races",
     "recent_runs",
     "report_runs",
     "run_records",
     "runs_of_build",
+    "save_races",
     "save_run",
     "save_runs",
     "table_counts",

@@ -106,6 +106,24 @@ DESCRIPTIONS: dict[str, tuple[str, dict[str, str]]] = {
             "last_started_at": "when the last of them started",
         },
     ),
+    "races": (
+        "Variants raced in one probe (`diag race`): one row per variant against the race's first case, "
+        "timed in rounds of one compiled generation each, the order reversed every other round.",
+        {
+            "uid": "the race: its rows share it, one per variant after the baseline",
+            "case": "the variant",
+            "baseline": "the race's first case, which each variant is set against",
+            "rounds": "rounds whose two generations were both timed",
+            "ms_baseline": "median over rounds of the baseline's median decode step (ms)",
+            "ms_case": "the same for the variant (ms)",
+            "ratio": "median over rounds of the variant's median decode step over the baseline's in the round",
+            "low": "95% interval of that median, low end",
+            "high": "95% interval of that median, high end",
+            "verdict": "slower, faster, no difference, noisy, too few rounds, or not raced",
+            "failed": "not raced: the case that failed to build or compile",
+            "samples": "JSON: each round's median decode step (s) of the baseline and of the variant",
+        },
+    ),
     "run_summary": ("Every run with its build's version: the table to filter and facet.", {}),
     "latest_status": ("The newest run of each row on each build: the report's matrix as a table.", {}),
 }

@@ -371,6 +371,49 @@ def m016_second_call(db: sqlite_utils.Database) -> None:
     db["runs"].add_column("second_call_error", str)
 
 
+@migration
+def m017_races(db: sqlite_utils.Database) -> None:
+    """Variants raced in one probe (diag race): a row per variant against the race's baseline, with
+    the row's fields (the variant's case and the config), the verdict and the paired samples."""
+    db["races"].create(
+        {
+            "id": int,
+            "uid": str,
+            "torch_build_id": int,
+            "started_at": str,
+            **{name: str for name in rows.FIELDS},
+            "fullgraph": int,
+            "batch_size": int,
+            "prompt_length": int,
+            "new_tokens": int,
+            "baseline": str,
+            "baseline_source": str,
+            "python": str,
+            "transformers_version": str,
+            "rounds": int,
+            "ms_baseline": float,
+            "ms_case": float,
+            "ratio": float,
+            "low": float,
+            "high": float,
+            "verdict": str,
+            "failed": str,
+            "error_type": str,
+            "error_message": str,
+            "error_location": str,
+            "threads": int,
+            "load_1m": float,
+            "cpus": int,
+            "seconds": float,
+            "samples": str,
+        },
+        pk="id",
+        foreign_keys=[("torch_build_id", "torch_builds", "id")],
+    )
+    db["races"].create_index(["torch_build_id"])
+    db["races"].create_index(["uid", "case"], unique=True)
+
+
 def row_columns(prefix: str = "") -> str:
     return ", ".join(f'{prefix}"{name}"' for name in rows.FIELDS)
 

@@ -66,10 +66,43 @@ def save_runs(db: sqlite_utils.Database, records: Iterable[RunRecord]) -> list[i
         raise StoreError(explain(exc, path_of(db))) from exc
 
 
+BUILD_COLUMNS = ("build_key", "version", "git_version", "nightly_date", "variant", "cuda_version", *WHEEL_COLUMNS)
+
+
+def _builds_by_id(db: sqlite_utils.Database) -> dict[int, dict[str, Any]]:
+    return {row["id"]: {k: row[k] for k in BUILD_COLUMNS} for row in db.query("SELECT * FROM torch_builds")}
+
+
+def save_races(db: sqlite_utils.Database, build: dict[str, Any], races: list[dict[str, Any]]) -> int:
+    """Write the rows of one race (diag/race.py, ``stored``) on ``build`` in one transaction; how many."""
+    try:
+        with db.conn:
+            begin_writing(db.conn, path_of(db))
+            build_id = _build_id(db.conn, build)
+            for race in races:
+                insert(db.conn, "races", {**race, "torch_build_id": build_id})
+        return len(races)
+    except sqlite3.Error as exc:
+        raise StoreError(explain(exc, path_of(db))) from exc
+
+
+def _races_to_merge(target: sqlite_utils.Database, shard: sqlite_utils.Database) -> list[tuple[dict, dict]]:
+    """(build, race row) of each race row of ``shard`` that ``target`` lacks (matched by uid and case)."""
+    if "races" not in shard.table_names():
+        return []
+    known = {(uid, case) for uid, case in target.execute('SELECT uid, "case" FROM races')}
+    builds = _builds_by_id(shard)
+    found = []
+    for row in shard.query("SELECT * FROM races ORDER BY id"):
+        if (row["uid"], row["case"]) not in known:
+            row.pop("id")
+            found.append((builds[row.pop("torch_build_id")], row))
+    return found
+
+
 def run_records(db: sqlite_utils.Database) -> Iterable[RunRecord]:
     """Every run of ``db`` as a RunRecord (ids dropped), for copying into another DB."""
-    build_columns = ("build_key", "version", "git_version", "nightly_date", "variant", "cuda_version", *WHEEL_COLUMNS)
-    builds_by_id = {row["id"]: {k: row[k] for k in build_columns} for row in db.query("SELECT * FROM torch_builds")}
+    builds_by_id = _builds_by_id(db)
     ids = [row[0] for row in db.execute("SELECT id FROM runs ORDER BY id")]
     for start in range(0, len(ids), 500):
         batch = ids[start : start + 500]
@@ -89,7 +122,8 @@ def run_records(db: sqlite_utils.Database) -> Iterable[RunRecord]:
 
 
 def merge(target: sqlite_utils.Database, shard: sqlite_utils.Database) -> tuple[int, int]:
-    """Copy the runs of ``shard`` that ``target`` lacks (matched by uid), in one transaction.
+    """Copy the runs of ``shard`` that ``target`` lacks (matched by uid), and its races (by uid and
+    case), in one transaction.
 
     Returns (added, already present). Merging the same shard twice adds nothing.
     """
@@ -106,7 +140,16 @@ def merge(target: sqlite_utils.Database, shard: sqlite_utils.Database) -> tuple[
 
         fresh = [record for record in run_records(shard) if absent(record)]
         seen = sum(1 for _ in shard.execute("SELECT 1 FROM runs")) - len(fresh)
+        races = _races_to_merge(target, shard)
     except sqlite3.DatabaseError as exc:
         raise StoreError(f"the shard cannot be read ({exc}); nothing merged") from exc
-    save_runs(target, fresh)
+    try:
+        with target.conn:
+            begin_writing(target.conn, path_of(target))
+            for record in fresh:
+                _write_run(target.conn, record)
+            for build, race in races:
+                insert(target.conn, "races", {**race, "torch_build_id": _build_id(target.conn, build)})
+    except sqlite3.Error as exc:
+        raise StoreError(explain(exc, path_of(target))) from exc
     return len(fresh), seen
