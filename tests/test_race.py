@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
 from pathlib import Path
 
 import browser
@@ -179,3 +180,18 @@ def test_a_real_race_finds_the_slower_twin_names_a_variant_that_does_not_compile
         shown[1][6].startswith("not raced: dynamic_slice failed, UserError at ")
         and "dynamic_slice.py:24" in shown[1][6]
     )
+
+
+@pytest.mark.slow
+def test_a_race_that_runs_out_of_time_is_one_line_naming_its_files(tmp_path):
+    done = diag(
+        "race", "--case", "append_last", "--case", "dynamic_slice", "--timeout", "1", "--db", str(tmp_path / "r.db"),
+        cwd=tmp_path, check=False,
+    )  # fmt: skip
+    assert done.returncode == 1 and done.stdout == ""
+    (line,) = done.stderr.strip().splitlines()[-1:]
+    assert "the race ended without a result (timed out after 3 s); its files are in " in line
+    folder = Path(line.rsplit(" ", 1)[1])
+    assert (folder / "race.stderr.txt").exists() and (folder / "0.spec.json").exists()
+    shutil.rmtree(folder)
+    assert store.races(store.open_db(tmp_path / "r.db")) == []

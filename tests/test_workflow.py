@@ -18,7 +18,7 @@ from conftest import REPO, diag_here
 from diag import regress
 from diag.cli import sharding
 
-TESTED = {"run", "merge", "report", "env", "prune", "check", "plan"}
+TESTED = {"run", "merge", "report", "env", "prune", "check", "plan", "race"}
 MATRIX = REPO / ".github" / "nightly-matrix.toml"
 
 
@@ -58,7 +58,7 @@ def test_every_run_step_is_an_install_or_a_tested_diag_command():
         assert words[0] == "diag" and words[1] in TESTED, command
     specs = {spec for words in _parts() for spec in _values(words, "--torch")}
     assert {"nightly", "2.15.0"} <= specs and len(specs) >= 4
-    assert set(workflow["jobs"]["publish"]["needs"]) == {"shard", "cuda", "extra"}
+    assert set(workflow["jobs"]["publish"]["needs"]) == {"shard", "cuda", "extra", "race"}
 
 
 def test_the_shard_jobs_run_the_plans_shares():
@@ -152,7 +152,8 @@ def test_the_workflow_gates_and_publishes_without_losing_history():
     assert (REPO / ".github" / "diag-allow.txt").exists()
     pages = next(step for step in steps if str(step.get("uses", "")).startswith("peaceiris/actions-gh-pages"))
     assert pages["with"].get("force_orphan") is True and "keep_files" not in pages["with"]
-    for name, artifact in (("shard", "shard-cpu-"), ("cuda", "shard-cuda-"), ("extra", "shard-extra-")):
+    legs = (("shard", "shard-cpu-"), ("cuda", "shard-cuda-"), ("extra", "shard-extra-"), ("race", "shard-race-"))
+    for name, artifact in legs:
         upload = next(s for s in jobs[name]["steps"] if str(s.get("uses", "")).startswith("actions/upload-artifact"))
         assert "shard.db*" in upload["with"]["path"] and "shard.runs/" in upload["with"]["path"]
         # the runs record the artifact they are uploaded in (DIAG_ARTIFACT), so the name must be that one
@@ -260,3 +261,17 @@ def test_a_planned_matrix_is_one_actionlint_accepts(tmp_path):
 def test_the_sanitizer_hides_expressions_as_actionlint_does():
     assert _sanitized("diag run --torch ${{ matrix.torch }} x") == "diag run --torch " + "_" * 19 + " x"
     assert _sanitized("a ${{ x }} b ${{\n y }}") == "a " + "_" * 8 + " b " + "_" * 9
+
+
+def test_the_nightly_race_is_a_race_the_command_line_takes():
+    """The race job's command, its expressions filled in, parses as ``diag race`` parses it: the
+    append-last cache against the sliced one, without fullgraph (the sliced one breaks), swept."""
+    from diag.cli import cli
+
+    workflow = _workflow()
+    (command,) = [s["run"] for s in workflow["jobs"]["race"]["steps"] if str(s.get("run", "")).startswith("diag race")]
+    words = shlex.split(command.replace("${{ env.TRANSFORMERS }}", workflow["env"]["TRANSFORMERS"]))
+    with cli.commands["race"].make_context("diag race", words[2:]) as ctx:
+        params = ctx.params
+    assert params["case_values"] == ("append_last", "dynamic_slice") and params["fullgraph"] is False
+    assert params["torch_spec"] == "nightly" and params["sweep"] == "batch" and params["db_path"] == "shard.db"

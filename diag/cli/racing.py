@@ -165,10 +165,15 @@ def _race(
         path.write_text(json.dumps({"case": ref.name, "case_path": ref.path, "config": asdict(config)}), "utf-8")
         specs += ["--spec", str(path)]
     out = folder / "race.jsonl"
-    with tempfile.TemporaryDirectory(prefix="diag-inductor-race-") as cache:
-        environ = runner.probe_environ(env.probe_environ(), folder, cache)
-        environ.pop("TORCH_TRACE")
-        ended = run_probe(env.probe_command("race", *specs, "--out", str(out)), folder, environ, timeout_s, "race")
+    try:
+        with tempfile.TemporaryDirectory(prefix="diag-inductor-race-") as cache:
+            environ = runner.probe_environ(env.probe_environ(), folder, cache)
+            environ.pop("TORCH_TRACE")
+            command = env.probe_command("race", *specs, "--out", str(out))
+            ended = run_probe(command, folder, environ, timeout_s, "race")
+    except BaseException:  # Ctrl-C, a stop signal: the probe is killed with its group, nothing kept
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
     written = records.read(out)[0] if out.exists() else []
     found = {r["kind"]: r for r in written}
     if records.RACE not in found or records.BUILD not in found:
