@@ -16,20 +16,8 @@ import click
 from diag import catalog, envs, preflight, race, runner, store, text
 from diag import row as rows
 from diag.build import identity
-from diag.cli.common import (
-    build_configs,
-    cli,
-    config_options,
-    db_option,
-    env_options,
-    fail,
-    json_option,
-    open_store,
-    progress,
-    run_preflight,
-    sweep_configs,
-    timeout_option,
-)
+from diag.cli import common
+from diag.cli.common import cli
 from diag.contract import records
 from diag.spawn import run_probe
 
@@ -51,8 +39,8 @@ IDENTITY = ("torch_version", "git_version", "cuda_version", "python", "transform
     show_default=True,
     help="Torch environment, as diag run takes it (current, 2.13.0, 2.1.0.dev20230621, a python).",
 )
-@env_options
-@config_options
+@common.env_options
+@common.config_options
 @click.option(
     "--sweep",
     type=click.Choice(["batch", "length"]),
@@ -60,9 +48,9 @@ IDENTITY = ("torch_version", "git_version", "cuda_version", "python", "transform
     help="Race at each batch size or prompt length (see --sweep-values): one race per point.",
 )
 @click.option("--sweep-values", default=None, metavar="N,N,...", help="Values for --sweep.")
-@timeout_option("Seconds each variant may take to compile and race.")
-@db_option
-@json_option
+@common.timeout_option("Seconds each variant may take to compile and race.")
+@common.db_option
+@common.json_option
 def race_command(
     case_values: tuple[str, ...],
     torch_spec: str,
@@ -87,36 +75,36 @@ def race_command(
     per-round figures too. Exits 0 whenever the race ran, whatever a case's compile did (a case
     that fails is named, with its error, and not raced).
     """
-    configs = sweep_configs(
-        build_configs(**{name: params[name] for name in inspect.signature(build_configs).parameters}),
+    configs = common.sweep_configs(
+        common.build_configs(**{name: params[name] for name in inspect.signature(common.build_configs).parameters}),
         sweep,
         sweep_values,
     )
     if any(config.profile for config in configs):
-        raise fail("--profile belongs to diag run: a race times compiled generations only")
+        raise common.fail("--profile belongs to diag run: a race times compiled generations only")
     try:
         refs = catalog.resolve(list(case_values))
     except catalog.CatalogError as exc:
-        raise fail(str(exc)) from exc
+        raise common.fail(str(exc)) from exc
     names = [ref.name for ref in refs]
     if len(refs) < 2 or len(set(names)) != len(names):
-        raise fail(
+        raise common.fail(
             f"a race needs two or more different cases, got {', '.join(case_values)}"
             " (to race a case against itself, copy its file under another case name)"
         )
-    run_preflight(preflight.check_configs, configs)
-    db = open_store(db_path, create=True)
+    common.run_preflight(preflight.check_configs, configs)
+    db = common.open_store(db_path, create=True)
     try:
         envs.parse_spec(torch_spec)  # a malformed spec is refused before anything is provisioned
-        env = envs.resolve(torch_spec, env_options, log=progress)
+        env = envs.resolve(torch_spec, env_options, log=common.progress)
     except envs.EnvError as exc:
-        raise fail(str(exc)) from exc
-    run_preflight(preflight.check_environment, env, refs, configs)
+        raise common.fail(str(exc)) from exc
+    common.run_preflight(preflight.check_environment, env, refs, configs)
     sources = {ref.name: ref.source for ref in refs}
     results, build = [], {}
     for index, config in enumerate(configs, 1):
         label = rows.config_label(asdict(config))
-        progress(f"[{index}/{len(configs)}] racing {', '.join(names)}: {label}")
+        common.progress(f"[{index}/{len(configs)}] racing {', '.join(names)}: {label}")
         started = store.now()
         build, record = _race(env, refs, config, timeout_s * (len(refs) + 1))
         verdicts = race.judge(record, names)
@@ -124,7 +112,7 @@ def race_command(
         try:
             store.save_races(db, _identity(build, env), stored)
         except store.StoreError as exc:
-            raise fail(f"cannot store the race: {exc}; {len(results)} races stored before it") from exc
+            raise common.fail(f"cannot store the race: {exc}; {len(results)} races stored before it") from exc
         results.append((label, config, record, verdicts))
         if not as_json:
             said = race.lines(label, build["torch_version"], record, verdicts)
@@ -177,7 +165,7 @@ def _race(
     written = records.read(out)[0] if out.exists() else []
     found = {r["kind"]: r for r in written}
     if records.RACE not in found or records.BUILD not in found:
-        raise fail(f"the race ended without a result ({_how(ended)}); its files are in {folder}")
+        raise common.fail(f"the race ended without a result ({_how(ended)}); its files are in {folder}")
     shutil.rmtree(folder, ignore_errors=True)
     return found[records.BUILD], found[records.RACE]
 

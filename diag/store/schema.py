@@ -287,12 +287,11 @@ def m010_folded_runs(db: sqlite_utils.Database) -> None:
     leg re-runs its build every night), and a row's runs on an old nightly where the row does not
     change. One row per build, row and outcome (status, error key and finding keys): how many runs,
     when the first and the last of them started."""
-    whole = {"fullgraph", "batch_size", "prompt_length", "new_tokens"}
     db["folded_runs"].create(
         {
             "id": int,
             "torch_build_id": int,
-            **{name: int if name in whole else str for name in rows.FIELDS},
+            **_row_types(),
             "status": str,
             "error_key": str,
             "finding_keys": str,
@@ -375,43 +374,31 @@ def m016_second_call(db: sqlite_utils.Database) -> None:
 def m017_races(db: sqlite_utils.Database) -> None:
     """Variants raced in one probe (diag race): a row per variant against the race's baseline, with
     the row's fields (the variant's case and the config), the verdict and the paired samples."""
+    text = ("baseline", "baseline_source", "python", "transformers_version", "verdict", "failed", "error_type")
+    text += ("error_message", "error_location", "samples")
+    numbers = ("ms_baseline", "ms_case", "ratio", "low", "high", "load_1m", "seconds")
     db["races"].create(
         {
             "id": int,
             "uid": str,
             "torch_build_id": int,
             "started_at": str,
-            **{name: str for name in rows.FIELDS},
-            "fullgraph": int,
-            "batch_size": int,
-            "prompt_length": int,
-            "new_tokens": int,
-            "baseline": str,
-            "baseline_source": str,
-            "python": str,
-            "transformers_version": str,
-            "rounds": int,
-            "ms_baseline": float,
-            "ms_case": float,
-            "ratio": float,
-            "low": float,
-            "high": float,
-            "verdict": str,
-            "failed": str,
-            "error_type": str,
-            "error_message": str,
-            "error_location": str,
-            "threads": int,
-            "load_1m": float,
-            "cpus": int,
-            "seconds": float,
-            "samples": str,
+            **_row_types(),
+            **dict.fromkeys(text, str),
+            **dict.fromkeys(("rounds", "threads", "cpus"), int),
+            **dict.fromkeys(numbers, float),
         },
         pk="id",
         foreign_keys=[("torch_build_id", "torch_builds", "id")],
     )
     db["races"].create_index(["torch_build_id"])
     db["races"].create_index(["uid", "case"], unique=True)
+
+
+def _row_types() -> dict[str, type]:
+    """The row's columns (diag/row.py) and their types."""
+    whole = {"fullgraph", "batch_size", "prompt_length", "new_tokens"}
+    return {name: int if name in whole else str for name in rows.FIELDS}
 
 
 def row_columns(prefix: str = "") -> str:
