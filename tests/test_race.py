@@ -118,6 +118,26 @@ def test_races_are_stored_merged_once_and_exported(tmp_path):
     ]
     done = diag_here("export", "--db", str(target), "--out", str(tmp_path / "out"), "--json", cwd=tmp_path)
     assert json.loads(done.stdout)["rows"]["races"] == 4
+    if browser.CHROMIUM is None:
+        pytest.skip("Debian's chromium package is not installed: the variants page is not looked at")
+    # the report: the newest raced build's races in a table, and each pair's ratio drawn by build
+    out = tmp_path / "site"
+    assert diag_here("report", "--db", str(target), "--out", str(out), cwd=tmp_path).returncode == 0
+    script = """
+      var chart = d.querySelector('.chart[aria-label^="Raced variants by build"] svg');
+      return {
+        heading: d.querySelector("h2").textContent,
+        rows: d.querySelectorAll("table.races tbody tr").length,
+        ticks: chart ? Array.from(chart.querySelectorAll("text")).map(function (t) { return t.textContent; }) : null,
+        bars: chart ? chart.querySelectorAll("line").length : 0,
+        overflow: d.documentElement.scrollWidth > w.innerWidth + 1
+      };
+    """
+    got = browser.measure(out / "variants.html", 420, 900, script, tmp_path)
+    assert got["heading"] == "Raced in one process on torch 2.14.1" and got["rows"] == 2
+    assert got["ticks"] and {"2.13.0", "2.14.1", "mine / append_last"} <= set(got["ticks"])
+    assert "dynamic_slice / append_last" not in got["ticks"]  # never raced: no line, its error in the table
+    assert got["bars"] > 0 and not got["overflow"]
 
 
 @pytest.mark.parametrize(

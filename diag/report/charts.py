@@ -251,3 +251,44 @@ def variant_charts(runs: list[dict[str, Any]]) -> list[tuple[str, str]]:
             if made:
                 drawn.append(made)
     return drawn
+
+
+RACE_TITLE = "Raced variants by build: the variant's decode step over the first case's, per round (median, 95%)"
+
+
+def race_trend(races: list[dict[str, Any]], builds: list[dict[str, Any]]) -> Optional[tuple[str, str]]:
+    """Each raced pair's ratio (with its interval as a bar) on every build it was raced on, oldest
+    first: a panel per config, a line per variant against its baseline, the newest race of a build
+    drawn (a gap where the variant was not raced or the race was noisy; no line where it never was).
+    None under two builds."""
+    position = {build["id"]: index for index, build in enumerate(builds)}
+    lines: dict[str, dict[str, dict[int, dict[str, Any]]]] = {}
+    for race in sorted(races, key=lambda r: r["id"]):
+        if race["torch_build_id"] in position:
+            series = f"{race['case']} / {race['baseline']}"
+            lines.setdefault(rows.config_label(race), {}).setdefault(series, {})[race["torch_build_id"]] = race
+    drawn = sorted({position[b] for panel in lines.values() for points in panel.values() for b in points})
+    if len(drawn) < 2:
+        return None
+    shown = [builds[i] for i in drawn]
+    panels = []
+    for config, panel in sorted(lines.items()):
+        series = []
+        for label, points in sorted(panel.items())[:MAX_LINES]:
+            picked = [points.get(build["id"]) for build in shown]
+            kept = [r if r and r["ratio"] is not None and r["verdict"] != "noisy" else None for r in picked]
+            if not any(kept):  # never raced on these builds: its error is in the table, not a line
+                continue
+            series.append(
+                Series(
+                    safe(label),
+                    [r and r["ratio"] for r in kept],
+                    [r and r["low"] for r in kept],
+                    [r and r["high"] for r in kept],
+                    bars=True,
+                )
+            )
+        panels.append(Panel(safe(config), series))
+    xs = [float(i) for i in range(len(shown))]
+    made = chart(RACE_TITLE, panels, xs, _build_ticks(shown), "torch build", "variant / first", len(shown) <= 40)
+    return (RACE_TITLE, made) if made else None

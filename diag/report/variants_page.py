@@ -17,7 +17,7 @@ def context(db, builds: list[dict[str, Any]], runs: list[dict[str, Any]]) -> Opt
     """What variants.html shows, or None where no build has a race and the newest fewer than two timed
     cases. ``builds``: the builds with runs, oldest first; races are shown of the newest build that has
     any, which may have no runs."""
-    raced_on = _newest_raced(db)
+    raced_on, raced_builds = _raced_builds(db)
     # the newest race first, each race's rows in the order its cases were given
     found = (
         sorted(store.races(db, raced_on["id"]), key=lambda r: (r["started_at"], -r["id"]), reverse=True)
@@ -44,18 +44,23 @@ def context(db, builds: list[dict[str, Any]], runs: list[dict[str, Any]]) -> Opt
         "races": raced,
         "reference": reference,
         "against": [(case, points) for case, points in against if points],
-        "charts": charts.variant_charts(full),
+        "charts": [made for made in [charts.race_trend(_all_races(db), raced_builds)] if made]
+        + charts.variant_charts(full),
         "min_effect": variants.MIN_EFFECT,
     }
 
 
-def _newest_raced(db) -> Optional[dict[str, Any]]:
-    """The newest build (in build order) with a stored race, or None."""
+def _raced_builds(db) -> tuple[Optional[dict[str, Any]], list[dict[str, Any]]]:
+    """The newest build (in build order) with a stored race, or None; and every build with one, oldest first."""
     if "races" not in db.table_names():  # a history no diag that races has opened for writing
-        return None
+        return None, []
     raced = {row[0] for row in db.execute("SELECT DISTINCT torch_build_id FROM races")}
-    candidates = [b for b in store.builds(db) if b["id"] in raced]
-    return max(candidates, key=build.order) if candidates else None
+    ordered = sorted((b for b in store.builds(db) if b["id"] in raced), key=build.order)
+    return (ordered[-1] if ordered else None), ordered
+
+
+def _all_races(db) -> list[dict[str, Any]]:
+    return store.races(db) if "races" in db.table_names() else []
 
 
 def _race_row(race: dict[str, Any]) -> dict[str, Any]:
