@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
+import signal
 from pathlib import Path
 
 import browser
@@ -107,6 +109,32 @@ def test_rerun_updates_in_place_and_keeps_foreign_files(findings_db, tmp_path):
     assert (out / "runs" / "999999.html").exists()
     assert not (out / "runs" / "old-page.html").exists()
     assert stale.exists()
+
+
+class _InterruptedAfter(dict):
+    """The pages of a render, whose walk is stopped by a real SIGINT (Ctrl-C) after ``count`` pages."""
+
+    count = 3
+
+    def items(self):
+        for index, item in enumerate(super().items()):
+            if index == self.count:
+                os.kill(os.getpid(), signal.SIGINT)
+            yield item
+
+
+def test_a_report_interrupted_partway_is_taken_up_by_the_next(findings_db, tmp_path):
+    out = tmp_path / "site"
+    db = store.open_db(findings_db, readonly=True)
+    files = report.render(db, out)
+    with pytest.raises(KeyboardInterrupt):
+        report.publish(_InterruptedAfter(files), out)
+    left = {str(p.relative_to(out)) for p in out.rglob("*") if p.is_file() and not p.name.startswith(".")}
+    assert 0 < len(left) < len(files)
+    done = diag("report", "--db", str(findings_db), "--out", str(out), "--json", cwd=tmp_path)
+    assert json.loads(done.stdout)["files"] == len(files)
+    assert sorted(json.loads((out / report.MANIFEST).read_text())) == sorted(files)
+    assert all((out / name).is_file() for name in files)
 
 
 def _build(id_, version, date=None):

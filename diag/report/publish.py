@@ -55,6 +55,11 @@ def publish(files: dict[str, str], out_dir: Path, db_path: Optional[Path] = None
             "move them or choose another --out"
         )
     out_dir.mkdir(parents=True, exist_ok=True)
+    # Claimed before the first write: a publish interrupted partway (Ctrl-C, a killed job) leaves
+    # files the manifest already names, so the next publish takes them as its own and goes on.
+    claimed = json.dumps(sorted(ours | set(files)))
+    if claimed != json.dumps(sorted(ours)) or not manifest_path.exists():
+        _write_atomically(manifest_path, claimed.encode("utf-8"))
     written = 0
     folders: set[Path] = set()
     for relative, content in files.items():
@@ -70,9 +75,7 @@ def publish(files: dict[str, str], out_dir: Path, db_path: Optional[Path] = None
         if target.parent not in folders:
             target.parent.mkdir(parents=True, exist_ok=True)
             folders.add(target.parent)
-        temporary = target.with_name(target.name + ".tmp")
-        temporary.write_bytes(data)
-        os.replace(temporary, target)
+        _write_atomically(target, data)
         written += 1
     removed = 0
     for relative in ours - set(files):
@@ -81,6 +84,13 @@ def publish(files: dict[str, str], out_dir: Path, db_path: Optional[Path] = None
             stale.unlink()
             removed += 1
     manifest = json.dumps(sorted(files))
-    if not manifest_path.exists() or manifest_path.read_text(encoding="utf-8") != manifest:
-        manifest_path.write_text(manifest, encoding="utf-8")
+    if manifest != claimed:
+        _write_atomically(manifest_path, manifest.encode("utf-8"))
     return {"files": len(files), "written": written, "unchanged": len(files) - written, "removed": removed}
+
+
+def _write_atomically(target: Path, data: bytes) -> None:
+    """The whole file or the one before it, never a part: a web server never serves half a page."""
+    temporary = target.with_name(target.name + ".tmp")
+    temporary.write_bytes(data)
+    os.replace(temporary, target)
