@@ -215,3 +215,18 @@ def test_a_race_that_runs_out_of_time_is_one_line_naming_its_files(tmp_path):
     assert (folder / "race.stderr.txt").exists() and (folder / "0.spec.json").exists()
     shutil.rmtree(folder)
     assert store.races(store.open_db(tmp_path / "r.db")) == []
+
+
+@pytest.mark.slow
+def test_a_variant_that_fails_partway_is_named_and_the_others_race_on(tmp_path):
+    """fails_later compiles and warms up, then raises at its fourth generation, inside the rounds."""
+    args = ["race", "--case", "append_last", "--case", str(REPO / "tests" / "cases" / "fails_later.py")]
+    args += ["--case", str(BENCH_CASES / "extra_cost.py"), "--backend", "eager", "--fullgraph", "--new-tokens", "4"]
+    args += ["--timing-seconds", "0.3", "--db", str(tmp_path / "r.db"), "--json"]
+    (raced,) = json.loads(diag(*args, cwd=tmp_path).stdout)["races"]
+    failed, other = raced["verdicts"]
+    assert (failed["b"], failed["verdict"], failed["failed"]) == ("fails_later", "not raced", "fails_later")
+    assert failed["error"]["error_type"] == "RuntimeError" and "generation 4" in failed["error"]["error_message"]
+    assert failed["error"]["error_location"].endswith("fails_later.py:19")
+    assert other["b"] == "bench_extra_cost" and other["verdict"] != "not raced" and other["rounds"] >= race.MIN_ROUNDS
+    assert set(raced["generation_median_s"]) == {"append_last", "bench_extra_cost"}

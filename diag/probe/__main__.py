@@ -81,7 +81,9 @@ def _race(spec_paths: list[str], out: str) -> int:
     from diag.probe import race
     from diag.probe.session import build
     from diag.probe.spec import Spec
+    from diag.probe.supervise import watch_lifeline
 
+    watch_lifeline()  # an orchestrator killed outright takes the race with it
     with records.Writer(out) as writer:
         writer.write(records.BUILD, **build())
         race.run([Spec.load(path) for path in spec_paths], writer)

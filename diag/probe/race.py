@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from typing import Any
+from typing import Any, Callable
 
 from diag.probe import records
 from diag.probe.cases import load_case_file
@@ -46,14 +46,31 @@ def run(specs: list[Spec], results: Writer) -> None:
             continue
         ready.append(workload)
     medians: dict[str, list[float]] = {w.spec.case: [] for w in ready}
+    running: list[Workload] = []  # the variant whose generation is under way
 
     def each(name: str, _total: float, gen: Any) -> None:
         medians[name].append(statistics.median(gen.step_seconds) if gen.step_seconds else _total)
 
-    if len(ready) >= 2:
+    def timed(workload: Workload) -> Callable[[], Any]:
+        def generate() -> Any:
+            running[:] = [workload]
+            return workload.compiled()
+
+        return generate
+
+    while len(ready) >= 2:
         cfg = ready[0].spec.config
-        modes = {w.spec.case: w.compiled for w in ready}
-        interleaved(ready[0], modes, cfg.repeats, cfg.timing_seconds, each)
+        try:
+            interleaved(ready[0], {w.spec.case: timed(w) for w in ready}, cfg.repeats, cfg.timing_seconds, each)
+            break
+        except Exception as exc:  # a variant that compiled and then failed: the others race on without it
+            (failed,) = running
+            errors[failed.spec.case] = _error(exc, failed.spec.case_path)
+            ready.remove(failed)
+            del medians[failed.spec.case]
+            whole = min(len(m) for m in medians.values())  # the rounds every other variant finished
+            for kept in medians.values():
+                del kept[whole:]
     results.write(
         records.RACE,
         variants=[w.spec.case for w in ready],
