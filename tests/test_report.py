@@ -127,8 +127,13 @@ def test_a_report_interrupted_partway_is_taken_up_by_the_next(findings_db, tmp_p
     out = tmp_path / "site"
     db = store.open_db(findings_db, readonly=True)
     files = report.render(db, out)
-    with pytest.raises(KeyboardInterrupt):
-        report.publish(_InterruptedAfter(files), out)
+    # Python's own Ctrl-C handler, whatever this process inherited (a background job ignores SIGINT)
+    saved = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            report.publish(_InterruptedAfter(files), out)
+    finally:
+        signal.signal(signal.SIGINT, saved)
     left = {str(p.relative_to(out)) for p in out.rglob("*") if p.is_file() and not p.name.startswith(".")}
     assert 0 < len(left) < len(files)
     done = diag("report", "--db", str(findings_db), "--out", str(out), "--json", cwd=tmp_path)
