@@ -106,7 +106,11 @@ def race_command(
         label = rows.config_label(asdict(config))
         common.progress(f"[{index}/{len(configs)}] racing {', '.join(names)}: {label}")
         started = store.now()
-        build, record = _race(env, refs, config, timeout_s * (len(refs) + 1))
+        try:
+            build, record = _race(env, refs, config, timeout_s * (len(refs) + 1))
+        except click.ClickException as exc:
+            stored_before = f"; {len(results)} races stored before it in {db_path}" if results else ""
+            raise common.fail(exc.format_message() + stored_before) from exc
         verdicts = race.judge(record, names)
         stored = race.stored(uuid.uuid4().hex, started, build, asdict(config), sources, record, verdicts)
         try:
@@ -148,8 +152,8 @@ def _race(
     named, when it ended without them."""
     folder = Path(tempfile.mkdtemp(prefix="diag-race-"))
     specs = []
-    for ref in refs:
-        path = folder / f"{len(specs)}.spec.json"
+    for index, ref in enumerate(refs):
+        path = folder / f"{index}.spec.json"
         path.write_text(json.dumps({"case": ref.name, "case_path": ref.path, "config": asdict(config)}), "utf-8")
         specs += ["--spec", str(path)]
     out = folder / "race.jsonl"
