@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 import sqlite_utils
 
@@ -56,14 +57,22 @@ def save_run(db: sqlite_utils.Database, record: RunRecord) -> int:
     return save_runs(db, [record])[0]
 
 
-def save_runs(db: sqlite_utils.Database, records: Iterable[RunRecord]) -> list[int]:
-    """Write many runs in one transaction (bulk loads: merges, benchmarks); all or none."""
+@contextlib.contextmanager
+def _transaction(db: sqlite_utils.Database) -> Iterator[sqlite3.Connection]:
+    """One write transaction, all or none; StoreError with one line (a full disk, a read-only file,
+    ...) when it cannot be made."""
     try:
         with db.conn:
             begin_writing(db.conn, path_of(db))
-            return [_write_run(db.conn, record) for record in records]
+            yield db.conn
     except sqlite3.Error as exc:
         raise StoreError(explain(exc, path_of(db))) from exc
+
+
+def save_runs(db: sqlite_utils.Database, records: Iterable[RunRecord]) -> list[int]:
+    """Write many runs in one transaction (bulk loads: merges, benchmarks); all or none."""
+    with _transaction(db) as conn:
+        return [_write_run(conn, record) for record in records]
 
 
 BUILD_COLUMNS = ("build_key", "version", "git_version", "nightly_date", "variant", "cuda_version", *WHEEL_COLUMNS)
@@ -75,15 +84,11 @@ def _builds_by_id(db: sqlite_utils.Database) -> dict[int, dict[str, Any]]:
 
 def save_races(db: sqlite_utils.Database, build: dict[str, Any], races: list[dict[str, Any]]) -> int:
     """Write the rows of one race (diag/race.py, ``stored``) on ``build`` in one transaction; how many."""
-    try:
-        with db.conn:
-            begin_writing(db.conn, path_of(db))
-            build_id = _build_id(db.conn, build)
-            for race in races:
-                insert(db.conn, "races", {**race, "torch_build_id": build_id})
-        return len(races)
-    except sqlite3.Error as exc:
-        raise StoreError(explain(exc, path_of(db))) from exc
+    with _transaction(db) as conn:
+        build_id = _build_id(conn, build)
+        for race in races:
+            insert(conn, "races", {**race, "torch_build_id": build_id})
+    return len(races)
 
 
 def _races_to_merge(target: sqlite_utils.Database, shard: sqlite_utils.Database) -> list[tuple[dict, dict]]:
@@ -143,13 +148,9 @@ def merge(target: sqlite_utils.Database, shard: sqlite_utils.Database) -> tuple[
         races = _races_to_merge(target, shard)
     except sqlite3.DatabaseError as exc:
         raise StoreError(f"the shard cannot be read ({exc}); nothing merged") from exc
-    try:
-        with target.conn:
-            begin_writing(target.conn, path_of(target))
-            for record in fresh:
-                _write_run(target.conn, record)
-            for build, race in races:
-                insert(target.conn, "races", {**race, "torch_build_id": _build_id(target.conn, build)})
-    except sqlite3.Error as exc:
-        raise StoreError(explain(exc, path_of(target))) from exc
+    with _transaction(target) as conn:
+        for record in fresh:
+            _write_run(conn, record)
+        for build, race in races:
+            insert(conn, "races", {**race, "torch_build_id": _build_id(conn, build)})
     return len(fresh), seen
