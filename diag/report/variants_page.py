@@ -17,14 +17,13 @@ def context(db, builds: list[dict[str, Any]], runs: list[dict[str, Any]]) -> Opt
     """What variants.html shows, or None where no build has a race and the newest fewer than two timed
     cases. ``builds``: the builds with runs, oldest first; races are shown of the newest build that has
     any, which may have no runs."""
-    raced_on, raced_builds = _raced_builds(db)
+    every_race = store.races(db) if "races" in db.table_names() else []  # an old history has no such table
+    raced_ids = {race["torch_build_id"] for race in every_race}
+    raced_builds = sorted((b for b in store.builds(db) if b["id"] in raced_ids), key=build.order)
+    raced_on = raced_builds[-1] if raced_builds else None
     # the newest race first, each race's rows in the order its cases were given
-    found = (
-        sorted(store.races(db, raced_on["id"]), key=lambda r: (r["started_at"], -r["id"]), reverse=True)
-        if raced_on
-        else []
-    )
-    raced = [_race_row(race) for race in found]
+    found = [race for race in every_race if raced_on and race["torch_build_id"] == raced_on["id"]]
+    raced = [_race_row(race) for race in sorted(found, key=lambda r: (r["started_at"], -r["id"]), reverse=True)]
     newest = builds[-1] if builds else None
     timed = [r for r in runs if newest and r["torch_build_id"] == newest["id"] and r.get("eager_ms_per_token")]
     cases = sorted({r["case"] for r in timed})
@@ -44,23 +43,10 @@ def context(db, builds: list[dict[str, Any]], runs: list[dict[str, Any]]) -> Opt
         "races": raced,
         "reference": reference,
         "against": [(case, points) for case, points in against if points],
-        "charts": [made for made in [charts.race_trend(_all_races(db), raced_builds)] if made]
+        "charts": [made for made in [charts.race_trend(every_race, raced_builds)] if made]
         + charts.variant_charts(full),
         "min_effect": variants.MIN_EFFECT,
     }
-
-
-def _raced_builds(db) -> tuple[Optional[dict[str, Any]], list[dict[str, Any]]]:
-    """The newest build (in build order) with a stored race, or None; and every build with one, oldest first."""
-    if "races" not in db.table_names():  # a history no diag that races has opened for writing
-        return None, []
-    raced = {row[0] for row in db.execute("SELECT DISTINCT torch_build_id FROM races")}
-    ordered = sorted((b for b in store.builds(db) if b["id"] in raced), key=build.order)
-    return (ordered[-1] if ordered else None), ordered
-
-
-def _all_races(db) -> list[dict[str, Any]]:
-    return store.races(db) if "races" in db.table_names() else []
 
 
 def _race_row(race: dict[str, Any]) -> dict[str, Any]:
