@@ -202,12 +202,10 @@ def page_marks(db: sqlite_utils.Database, run_ids: Iterable[int]) -> dict[int, t
     return found
 
 
-def races(db: sqlite_utils.Database, build_id: Optional[int] = None) -> list[dict[str, Any]]:
-    """Stored race rows (of one build), oldest first, each with its build's version."""
-    where, params = ("WHERE r.torch_build_id = ?", (build_id,)) if build_id is not None else ("", ())
+def races(db: sqlite_utils.Database) -> list[dict[str, Any]]:
+    """Every stored race row, oldest first, each with its build's version."""
     return dict_rows(
         db.conn,
-        f"SELECT r.*, b.version AS torch_version FROM races r JOIN torch_builds b ON b.id = r.torch_build_id "
-        f"{where} ORDER BY r.id",
-        params,
+        "SELECT r.*, b.version AS torch_version FROM races r JOIN torch_builds b ON b.id = r.torch_build_id "
+        "ORDER BY r.id",
     )
