@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import inspect
 import re
 from dataclasses import replace
 from pathlib import Path
@@ -229,6 +230,13 @@ def sweep_configs(configs: list[Config], sweep: Optional[str], values: Optional[
         raise click.BadParameter(f"values must be integers from 1 to {limit}", param_hint="--sweep-values")
     field = "batch_size" if sweep == "batch" else "prompt_length"
     return [replace(config, **{field: number}) for config in configs for number in numbers]
+
+
+def configs_of(params: dict[str, Any]) -> list[Config]:
+    """The configs a command's parsed options ask for: the config options (config_options), over
+    the points of --sweep / --sweep-values."""
+    chosen = {name: params[name] for name in inspect.signature(build_configs).parameters}
+    return sweep_configs(build_configs(**chosen), params["sweep"], params["sweep_values"])
 
 
 def open_store(db_path: str, create: bool = False, readonly: bool = False) -> Any:

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import inspect
 import json
 import shutil
 import tempfile
 import uuid
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import click
 
@@ -54,8 +53,6 @@ IDENTITY = ("torch_version", "git_version", "cuda_version", "python", "transform
 def race_command(
     case_values: tuple[str, ...],
     torch_spec: str,
-    sweep: Optional[str],
-    sweep_values: Optional[str],
     timeout_s: float,
     db_path: str,
     as_json: bool,
@@ -75,11 +72,7 @@ def race_command(
     per-round figures too. Exits 0 whenever the race ran, whatever a case's compile did (a case
     that fails is named, with its error, and not raced).
     """
-    configs = common.sweep_configs(
-        common.build_configs(**{name: params[name] for name in inspect.signature(common.build_configs).parameters}),
-        sweep,
-        sweep_values,
-    )
+    configs = common.configs_of(params)  # with --sweep and --sweep-values
     if any(config.profile for config in configs):
         raise common.fail("--profile belongs to diag run: a race times compiled generations only")
     try:

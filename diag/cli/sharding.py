@@ -8,7 +8,6 @@ transformers beside diag, not in each torch environment, so that planning provis
 
 from __future__ import annotations
 
-import inspect
 import json
 import os
 import shlex
@@ -23,7 +22,7 @@ import tomllib
 from diag import catalog, envs, shard, store
 from diag import row as rows
 from diag.catalog import CaseRef
-from diag.cli.common import build_configs, cli, fail, json_option, pop_env_options, progress, sweep_configs
+from diag.cli.common import cli, configs_of, fail, json_option, pop_env_options, progress
 from diag.contract import Config
 
 # Options of diag run that belong to the invocation, not to a part of the matrix.
@@ -73,8 +72,7 @@ class Part:
 
 def part_of(index: int, args: Iterable[str], params: dict[str, Any]) -> Part:
     """A part from ``diag run``'s parsed parameters."""
-    config = {name: params[name] for name in inspect.signature(build_configs).parameters}
-    configs = sweep_configs(build_configs(**config), params["sweep"], params["sweep_values"])
+    configs = configs_of(params)
     if not params["timing"] and any(c.profile for c in configs):
         raise fail("--profile profiles after the timing pass: it cannot be combined with --no-timing")
     if not params["case_values"]:
