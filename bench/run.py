@@ -5,7 +5,8 @@
 
 1. Overhead: `diag run` (both passes) against bench/bare.py doing the same compile and timing by
    hand, each starting from an empty inductor cache; and the diagnosis pass against bare.py with
-   TORCH_LOGS="+dynamo,+aot,+inductor" written to a file.
+   TORCH_LOGS="+dynamo,+aot,+inductor" written to a file. ``--rounds N`` alternates N pairs of
+   `diag run` and the bare script per case and reports the median ratio.
 2. Matrix throughput: the four cases x fullgraph on/off with --jobs 1 and --jobs 2. And (part "leg",
    not in the default set: about 20 minutes) the nightly workflow's CPU leg as it runs there.
 3. Storage and report at scale: synthetic history, `diag report` wall time and peak memory.
@@ -39,42 +40,48 @@ from fidelity import fidelity, steadiness  # noqa: E402 (after sys.path names be
 from diag import store  # noqa: E402 (after sys.path names the repository)
 
 
-def overhead(work: Path, cases: list[str], backend: str, new_tokens: int, repeats: int) -> list[tuple]:
+def overhead(work: Path, cases: list[str], backend: str, new_tokens: int, repeats: int, rounds: int = 1) -> list[tuple]:
+    """Per case: ``rounds`` pairs of `diag run` and the bare script, alternated so that a drift of the
+    machine's speed lands on both, each from an empty inductor cache; then the diagnosis pass alone and
+    the bare script with TORCH_LOGS once. The row holds the medians and each round's ratio."""
     rows = []
     for case in cases:
-        cold_diag, cold_bare = work / f"cache-diag-{case}", work / f"cache-bare-{case}"
-        diag_s, _ = timed(
-            [
-                sys.executable,
-                "-m",
-                "diag",
-                "run",
-                "--case",
-                case,
-                "--fullgraph",
-                "--backend",
-                backend,
-                "--new-tokens",
-                str(new_tokens),
-                "--repeats",
-                str(repeats),
-                "--db",
-                str(work / "o.db"),
-            ],
-            environ(TORCHINDUCTOR_CACHE_DIR=str(cold_diag)),
-            work,
-        )
-        bare_s, _ = timed(
-            [sys.executable, str(BENCH / "bare.py"), case, backend, str(new_tokens), str(repeats)],
-            environ(TORCHINDUCTOR_CACHE_DIR=str(cold_bare)),
-        )
-        run_dir = sorted((work / "o.runs").glob("*/spec.json"), key=os.path.getmtime)[-1].parent
+        diag_runs, bare_runs, passes = [], [], {}
+        for n in range(rounds):
+            cold_diag, cold_bare = work / f"cache-diag-{case}-{n}", work / f"cache-bare-{case}-{n}"
+            diag_s, _ = timed(
+                [
+                    sys.executable,
+                    "-m",
+                    "diag",
+                    "run",
+                    "--case",
+                    case,
+                    "--fullgraph",
+                    "--backend",
+                    backend,
+                    "--new-tokens",
+                    str(new_tokens),
+                    "--repeats",
+                    str(repeats),
+                    "--db",
+                    str(work / "o.db"),
+                ],
+                environ(TORCHINDUCTOR_CACHE_DIR=str(cold_diag)),
+                work,
+            )
+            bare_s, _ = timed(
+                [sys.executable, str(BENCH / "bare.py"), case, backend, str(new_tokens), str(repeats)],
+                environ(TORCHINDUCTOR_CACHE_DIR=str(cold_bare)),
+            )
+            diag_runs.append(diag_s)
+            bare_runs.append(bare_s)
+            run_dir = sorted((work / "o.runs").glob("*/spec.json"), key=os.path.getmtime)[-1].parent
+            if (run_dir / "passes.jsonl").exists():  # diag before forked passes wrote no such file
+                for line in (run_dir / "passes.jsonl").read_text().splitlines():
+                    record = json.loads(line)
+                    passes.setdefault(record["name"], []).append(record["duration_s"])
         spec = json.loads((run_dir / "spec.json").read_text())
-        passes = {}
-        if (run_dir / "passes.jsonl").exists():  # diag before forked passes wrote no such file
-            for line in (run_dir / "passes.jsonl").read_text().splitlines():
-                record = json.loads(line)
-                passes[record["name"]] = record["duration_s"]
         spec_path = work / f"spec-{case}.json"
         spec_path.write_text(json.dumps(spec))
         diagnose_s, _ = timed(
@@ -90,7 +97,11 @@ def overhead(work: Path, cases: list[str], backend: str, new_tokens: int, repeat
                 "--artifacts",
                 str(work / f"a-{case}"),
             ],
-            environ(TORCHINDUCTOR_CACHE_DIR=str(cold_diag), TORCH_TRACE=str(work / f"t-{case}"), PYTHONPATH=str(REPO)),
+            environ(
+                TORCHINDUCTOR_CACHE_DIR=str(work / f"cache-alone-{case}"),
+                TORCH_TRACE=str(work / f"t-{case}"),
+                PYTHONPATH=str(REPO),
+            ),
         )
         logged_s, _ = timed(
             [sys.executable, str(BENCH / "bare.py"), case, backend, str(new_tokens), str(repeats)],
@@ -100,7 +111,19 @@ def overhead(work: Path, cases: list[str], backend: str, new_tokens: int, repeat
                 TORCH_LOGS_OUT=str(work / f"logs-{case}.txt"),
             ),
         )
-        rows.append((case, diag_s, bare_s, diagnose_s, logged_s, passes.get("time"), passes.get("diagnose")))
+        median = statistics.median
+        rows.append(
+            (
+                case,
+                median(diag_runs),
+                median(bare_runs),
+                diagnose_s,
+                logged_s,
+                median(passes["time"]) if passes.get("time") else None,
+                median(passes["diagnose"]) if passes.get("diagnose") else None,
+                [d / b for d, b in zip(diag_runs, bare_runs)],
+            )
+        )
     return rows
 
 
@@ -240,6 +263,9 @@ def main() -> None:
         default="overhead,matrix,scale,fidelity",
         help="comma-separated: overhead, matrix, scale, fidelity, profile, leg",
     )
+    parser.add_argument(
+        "--rounds", type=int, default=1, help="overhead: diag/bare pairs per case, alternated (medians reported)"
+    )
     parser.add_argument("--pairs", type=int, default=20, help="fidelity: A/A and A/B pairs (full run)")
     args = parser.parse_args()
     parts = set(args.parts.split(","))
@@ -257,18 +283,20 @@ def main() -> None:
         work = Path(tmp)
         if "overhead" in parts:
             backend = "eager" if quick else "inductor"
-            rows = overhead(work, CASES[:1] if quick else CASES, backend, 8, 1 if quick else 5)
+            rows = overhead(work, CASES[:1] if quick else CASES, backend, 8, 1 if quick else 5, args.rounds)
             lines += [
                 f"### 1. Overhead ({backend} backend, fullgraph=True, 8 new tokens, empty inductor caches)",
                 "",
+                f"Medians of {args.rounds} alternated round(s) of `diag run` and the bare script.",
+                "",
                 "| case | diag run (both passes) | of which timing / diagnosis pass | bare script | ratio "
-                "| diagnosis pass alone | bare + TORCH_LOGS | ratio |",
-                "|---|---|---|---|---|---|---|---|",
+                "| each round's ratio | diagnosis pass alone | bare + TORCH_LOGS | ratio |",
+                "|---|---|---|---|---|---|---|---|---|",
             ]
             lines += [
-                f"| {c} | {d:.1f} s | {_seconds(tp)} / {_seconds(dg)} | {b:.1f} s | {d / b:.2f} | {dp:.1f} s "
-                f"| {lg:.1f} s | {dp / lg:.2f} |"
-                for c, d, b, dp, lg, tp, dg in rows
+                f"| {c} | {d:.1f} s | {_seconds(tp)} / {_seconds(dg)} | {b:.1f} s | {statistics.median(each):.2f} "
+                f"| {', '.join(f'{r:.2f}' for r in each)} | {dp:.1f} s | {lg:.1f} s | {dp / lg:.2f} |"
+                for c, d, b, dp, lg, tp, dg, each in rows
             ]
             lines += [
                 "",

@@ -23,7 +23,7 @@ from diag.config import artifacts_root
 from diag.contract import ENVIRONMENT_ERRNOS, Config, records, statuses
 from diag.envs import TorchEnv
 from diag.spawn import ProcessTracker, run_probe
-from diag.store import RunRecord, now
+from diag.store import RunRecord, newest_status, now
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,16 @@ def ci_provenance(env: dict[str, str], run_dir: Path) -> Optional[dict[str, Opti
     }
 
 
-def write_spec(job: Job, run_dir: Path, timing: bool, invocation: Optional[str]) -> Path:
+def lowered_before(db_path: Optional[Path], job: Job) -> Optional[bool]:
+    """Whether the newest stored run of the job's row reached the backend's compiler (None: no such
+    run). A hint for the probe's imports only (supervise.preload): nothing of the run depends on it."""
+    status = newest_status(db_path, job.row()) if db_path is not None else None
+    return None if status is None else status not in statuses.NEVER_LOWERED
+
+
+def write_spec(
+    job: Job, run_dir: Path, timing: bool, invocation: Optional[str], db_path: Optional[Path] = None
+) -> Path:
     """spec.json: what the probe runs, and the run's identity (so that the directory alone makes the run)."""
     spec = {
         "case": job.case.name,
@@ -65,6 +74,7 @@ def write_spec(job: Job, run_dir: Path, timing: bool, invocation: Optional[str])
         "config": asdict(job.config),
         "timing": timing,
         "wheel": (job.env.known_build or {}).get("wheel"),
+        "lowered_before": lowered_before(db_path, job),
         "run": {
             "uid": run_dir.name,
             "started_at": now(),
@@ -95,7 +105,7 @@ def execute(
     """
     run_dir = artifacts_root(db_path.resolve()) / uuid.uuid4().hex
     try:
-        return _execute(job, run_dir, timeout_s, timing, tracker, invocation)
+        return _execute(job, run_dir, timeout_s, timing, tracker, invocation, db_path)
     except OSError as exc:
         if exc.errno not in ENVIRONMENT_ERRNOS:
             raise
@@ -110,9 +120,10 @@ def _execute(
     timing: bool,
     tracker: Optional[ProcessTracker],
     invocation: Optional[str],
+    db_path: Optional[Path] = None,
 ) -> RunRecord:
     run_dir.mkdir(parents=True, exist_ok=True)
-    spec_path = write_spec(job, run_dir, timing, invocation)
+    spec_path = write_spec(job, run_dir, timing, invocation, db_path)
     command = job.env.probe_command(
         "run",
         "--spec",

@@ -75,6 +75,8 @@ NOT_TIMEABLE = frozenset({EAGER_ERROR, CRASH, TIMEOUT})
 EAGER_ONLY = frozenset({FULLGRAPH_ERROR, COMPILE_ERROR})
 # A run that compiled nothing has no graph-break, recompile or hidden-error counts: "-", not 0.
 NEVER_COMPILED = NOT_TIMEABLE
+# After these the backend's compiler was never called: dynamo failed, fell back or never ran.
+NEVER_LOWERED = frozenset({FULLGRAPH_ERROR, EAGER_FALLBACK, EAGER_ERROR})
 
 
 @dataclass(frozen=True)

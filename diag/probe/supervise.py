@@ -15,13 +15,15 @@ RUN_DIR/passes.jsonl; the orchestrator reads nothing else from this process.
 Where os.fork is missing (or DIAG_PROBE_NO_FORK is set), each pass is a fresh
 interpreter instead.
 
-Imports: standard library; torch and transformers, imported before forking.
+Imports: standard library; torch, transformers and (see ``preload``) the backend's compiler, imported
+before forking.
 """
 
 from __future__ import annotations
 
 import atexit
 import ctypes
+import json
 import os
 import signal
 import subprocess
@@ -39,17 +41,55 @@ from diag.probe.spec import LIFELINE_VARIABLE
 POLL_S = 0.05
 
 
-def preload() -> None:
-    """Import what both passes need, so that the children inherit it."""
+# The module a backend imports at its first compile (inductor: about 1 s on a 2020s core).
+BACKEND_MODULES = {"inductor": "torch._inductor.compile_fx", "aot_eager": "torch._functorch.aot_autograd"}
+
+
+def preload(backend: Optional[str] = None) -> None:
+    """Import what both passes need, so that the children inherit it instead of importing it twice.
+
+    transformers exports its model classes lazily: the Llama every pass builds costs about 1 s to
+    import, paid in both passes unless imported here. ``backend``: also import that backend's
+    compiler (see BACKEND_MODULES). That pays only where dynamo reaches the backend: on a fullgraph
+    error neither pass would import it, so the caller names the backend only where the row's
+    newest stored run reached it, or where the row has none yet. Inductor is imported with its
+    compile-worker pool kept cold (``TORCH_WARM_POOL=0``): some torch releases start that pool when
+    inductor's code cache is imported, and forked children must not share one.
+    """
     import torch  # noqa: F401 (imported before forking, so that both passes inherit it)
     import torch._dynamo  # noqa: F401 (imported before forking, so that both passes inherit it)
 
     from diag.probe import diagnose, llama, timing  # noqa: F401 (imported before forking, so that both passes inherit it)
 
+    for module in ("depyf", "transformers.models.llama.modeling_llama"):
+        try:
+            __import__(module)
+        except ImportError:
+            pass  # the passes say what is missing, where they need it
+    if backend not in BACKEND_MODULES:
+        return
+    warm_pool = os.environ.get("TORCH_WARM_POOL")
+    os.environ["TORCH_WARM_POOL"] = "0"
     try:
-        import depyf  # noqa: F401 (imported before forking, so that both passes inherit it)
-    except ImportError:
+        __import__(BACKEND_MODULES[backend])
+    except Exception:  # a torch without this module: each pass imports what its torch has, as before
         pass
+    finally:
+        if warm_pool is None:
+            del os.environ["TORCH_WARM_POOL"]
+        else:
+            os.environ["TORCH_WARM_POOL"] = warm_pool
+
+
+def backend_to_preload(spec_path: str) -> Optional[str]:
+    """The backend whose compiler ``preload`` imports: the spec's, unless the row's newest stored run
+    never reached it (``lowered_before`` false in the spec)."""
+    try:
+        raw = json.loads(Path(spec_path).read_text(encoding="utf-8"))
+        backend = raw["config"]["backend"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None  # the passes report an unreadable spec themselves
+    return None if raw.get("lowered_before") is False else backend
 
 
 def watch_lifeline() -> None:
@@ -258,7 +298,7 @@ def main(spec: str, run_dir: Path, timeout_s: float, timing: bool) -> int:
     watch_lifeline()
     stop_with_the_group()
     _become_subreaper()
-    preload()
+    preload(backend_to_preload(spec))
     passes = []
     if timing:
         passes.append(("time", ["time", "--spec", spec, "--out", str(run_dir / "time.jsonl")]))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
+from pathlib import Path
 from typing import Any, Iterable, Optional
 
 import sqlite_utils
@@ -32,6 +33,27 @@ def recent_runs(db: sqlite_utils.Database, limit: int = 20, case: Optional[str] 
             [*params, limit],
         )
     )
+
+
+def newest_status(path: Path, row: rows.Row) -> Optional[str]:
+    """The status of the newest stored run of ``row`` (on any build) in the DB at ``path``; None
+    when there is no such run or no readable DB. Read-only: the runner asks it before each run,
+    while the DB may be written by the command that started the run."""
+    if not path.is_file():
+        return None
+    where = " AND ".join(f'"{field}" IS ?' for field in rows.FIELDS)
+    values = list(row)
+    if row.case_source == rows.BUILTIN:  # runs stored before case sources were recorded are built-in
+        where = where.replace('"case_source" IS ?', '("case_source" IS ? OR "case_source" IS NULL)')
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=5)
+        try:
+            found = conn.execute(f"SELECT status FROM runs WHERE {where} ORDER BY id DESC LIMIT 1", values).fetchone()
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return None
+    return found[0] if found else None
 
 
 def table_counts(db: sqlite_utils.Database, tables: Iterable[str] = ("runs", *CHILD_TABLES)) -> dict[str, int]:
