@@ -40,6 +40,11 @@ from fidelity import fidelity, steadiness  # noqa: E402 (after sys.path names be
 from diag import store  # noqa: E402 (after sys.path names the repository)
 
 
+def diag_run(*args: str) -> list[str]:
+    """The command line of `diag run ARGS` in this interpreter."""
+    return [sys.executable, "-m", "diag", "run", *args]
+
+
 def overhead(work: Path, cases: list[str], backend: str, new_tokens: int, repeats: int, rounds: int = 1) -> list[tuple]:
     """Per case: ``rounds`` pairs of `diag run` and the bare script, alternated so that a drift of the
     machine's speed lands on both, each from an empty inductor cache; then the diagnosis pass alone and
@@ -50,23 +55,8 @@ def overhead(work: Path, cases: list[str], backend: str, new_tokens: int, repeat
         for n in range(rounds):
             cold_diag, cold_bare = work / f"cache-diag-{case}-{n}", work / f"cache-bare-{case}-{n}"
             diag_s, _ = timed(
-                [
-                    sys.executable,
-                    "-m",
-                    "diag",
-                    "run",
-                    "--case",
-                    case,
-                    "--fullgraph",
-                    "--backend",
-                    backend,
-                    "--new-tokens",
-                    str(new_tokens),
-                    "--repeats",
-                    str(repeats),
-                    "--db",
-                    str(work / "o.db"),
-                ],
+                diag_run("--case", case, "--fullgraph", "--backend", backend, "--new-tokens", str(new_tokens))
+                + ["--repeats", str(repeats), "--db", str(work / "o.db")],
                 environ(TORCHINDUCTOR_CACHE_DIR=str(cold_diag)),
                 work,
             )
@@ -160,22 +150,8 @@ def profile_cost(work: Path, cases: list[str], repeats: int) -> list[tuple]:
         for index in range(repeats):
             for flag, into in (("--no-profile", plain), ("--profile", profiled)):
                 seconds, _ = timed(
-                    [
-                        sys.executable,
-                        "-m",
-                        "diag",
-                        "run",
-                        "--case",
-                        case,
-                        "--backend",
-                        "aot_eager",
-                        "--fullgraph",
-                        "--timing-seconds",
-                        "0",
-                        flag,
-                        "--db",
-                        str(work / f"profile-{case}-{index}{flag}.db"),
-                    ],
+                    diag_run("--case", case, "--backend", "aot_eager", "--fullgraph", "--timing-seconds", "0", flag)
+                    + ["--db", str(work / f"profile-{case}-{index}{flag}.db")],
                     environ(),
                     work,
                 )
