@@ -73,8 +73,16 @@ class Spec:
     case: str
     case_path: str
     config: Config
+    # whether the row's newest stored run reached the backend's compiler (None: no such run); a hint
+    # for what the probe imports before forking (supervise.preload), nothing else
+    lowered_before: Optional[bool] = None
 
     @classmethod
     def load(cls, path: str) -> "Spec":
         raw = json.loads(Path(path).read_text(encoding="utf-8"))
-        return cls(case=raw["case"], case_path=raw["case_path"], config=Config(**raw["config"]))
+        return cls(
+            case=raw["case"],
+            case_path=raw["case_path"],
+            config=Config(**raw["config"]),
+            lowered_before=raw.get("lowered_before"),
+        )

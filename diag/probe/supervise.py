@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import atexit
 import ctypes
-import json
 import os
 import signal
 import subprocess
@@ -36,7 +35,7 @@ from typing import Optional
 
 from diag.probe import records
 from diag.probe.capture import quiet_structured_trace
-from diag.probe.spec import LIFELINE_VARIABLE
+from diag.probe.spec import LIFELINE_VARIABLE, Spec
 
 POLL_S = 0.05
 
@@ -85,11 +84,10 @@ def backend_to_preload(spec_path: str) -> Optional[str]:
     """The backend whose compiler ``preload`` imports: the spec's, unless the row's newest stored run
     never reached it (``lowered_before`` false in the spec)."""
     try:
-        raw = json.loads(Path(spec_path).read_text(encoding="utf-8"))
-        backend = raw["config"]["backend"]
+        spec = Spec.load(spec_path)
     except (OSError, ValueError, KeyError, TypeError):
         return None  # the passes report an unreadable spec themselves
-    return None if raw.get("lowered_before") is False else backend
+    return None if spec.lowered_before is False else spec.config.backend
 
 
 def watch_lifeline() -> None:

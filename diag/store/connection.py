@@ -84,7 +84,7 @@ def open_db(path: str | Path, create: bool = True, readonly: bool = False) -> sq
 
 
 def _open(path: Path, readonly: bool) -> sqlite_utils.Database:
-    conn = _connect(path, readonly)
+    conn = connect(path, readonly)
     try:
         return _set_up(conn, path, readonly)
     except BaseException:
@@ -92,17 +92,19 @@ def _open(path: Path, readonly: bool) -> sqlite_utils.Database:
         raise
 
 
-def _connect(path: Path, readonly: bool) -> sqlite3.Connection:
+def connect(path: Path, readonly: bool, timeout: float = 60) -> sqlite3.Connection:
+    """A bare connection to the DB at ``path`` (no migration, no checks): ``open_db``'s, and that of
+    a quick read beside a command that writes (``timeout``: how long to wait for a lock)."""
     if readonly and not Path(f"{path}-wal").exists() and os.access(path, os.W_OK) and os.access(path.parent, os.W_OK):
         # A read-only connection to a WAL database leaves the -wal and -shm files it opened behind
         # (a published site would carry them). With no -wal there is nothing to checkpoint, so a
         # read-write connection that refuses writes reads the same and removes them when it closes.
-        conn = sqlite3.connect(str(path), timeout=60)
+        conn = sqlite3.connect(str(path), timeout=timeout)
         conn.execute("PRAGMA query_only = ON")
     elif readonly:
-        conn = _read_only(path)
+        conn = _read_only(path, timeout)
     else:
-        conn = sqlite3.connect(str(path), timeout=60)
+        conn = sqlite3.connect(str(path), timeout=timeout)
     return conn
 
 
@@ -125,12 +127,12 @@ def _set_up(conn: sqlite3.Connection, path: Path, readonly: bool) -> sqlite_util
     return db
 
 
-def _read_only(path: Path) -> sqlite3.Connection:
+def _read_only(path: Path, timeout: float) -> sqlite3.Connection:
     """A connection that never writes. A WAL database in a folder this user cannot write cannot
     be opened so: SQLite cannot create the -shm file a reader shares with writers. Nothing can
     write beside it either, so it is then read as an immutable file, as it is on disk."""
     uri = path.resolve().as_uri()
-    conn = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=60)
+    conn = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=timeout)
     try:
         conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
         return conn
@@ -138,7 +140,7 @@ def _read_only(path: Path) -> sqlite3.Connection:
         if _writable(path.parent):
             raise
         conn.close()
-    return sqlite3.connect(f"{uri}?mode=ro&immutable=1", uri=True, timeout=60)
+    return sqlite3.connect(f"{uri}?mode=ro&immutable=1", uri=True, timeout=timeout)
 
 
 def _decode_text(raw: bytes) -> str:

@@ -12,7 +12,7 @@ import sqlite_utils
 
 from diag import row as rows
 from diag.contract import FINDING_TABLES
-from diag.store.connection import StoreError, dict_rows
+from diag.store.connection import StoreError, connect, dict_rows
 from diag.store.schema import CHILD_TABLES, row_columns
 
 
@@ -41,14 +41,19 @@ def newest_status(path: Path, row: rows.Row) -> Optional[str]:
     while the DB may be written by the command that started the run."""
     if not path.is_file():
         return None
-    where = " AND ".join(f'"{field}" IS ?' for field in rows.FIELDS)
-    values = list(row)
-    if row.case_source == rows.BUILTIN:  # runs stored before case sources were recorded are built-in
-        where = where.replace('"case_source" IS ?', '("case_source" IS ? OR "case_source" IS NULL)')
+    clauses = [
+        # runs stored before case sources were recorded are built-in (rows.of)
+        '("case_source" IS ? OR "case_source" IS NULL)'
+        if field == "case_source" and value == rows.BUILTIN
+        else f'"{field}" IS ?'
+        for field, value in zip(rows.FIELDS, row)
+    ]
     try:
-        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=5)
+        conn = connect(path, readonly=True, timeout=5)
         try:
-            found = conn.execute(f"SELECT status FROM runs WHERE {where} ORDER BY id DESC LIMIT 1", values).fetchone()
+            found = conn.execute(
+                f"SELECT status FROM runs WHERE {' AND '.join(clauses)} ORDER BY id DESC LIMIT 1", list(row)
+            ).fetchone()
         finally:
             conn.close()
     except sqlite3.Error:
