@@ -1,6 +1,7 @@
 """The diag command line. Commands stay thin: the work lives in the modules they call.
 
-``common`` holds the group and the option bundles; each other module registers its commands on it.
+``common`` holds the group and the option bundles; each other module registers its commands on it,
+and is imported when one of its commands is first looked up (``common.COMMAND_MODULES``).
 """
 
 from __future__ import annotations
@@ -10,10 +11,9 @@ import sys
 import click
 
 from diag import stopping, text
-from diag.cli import backfilling, bisecting, history, racing, reading, running, sharding
 from diag.cli.common import cli
 
-__all__ = ["cli", "main", "backfilling", "bisecting", "history", "racing", "reading", "running", "sharding"]
+__all__ = ["cli", "main"]
 
 
 def main() -> None:

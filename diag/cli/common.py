@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import functools
+import importlib
 import inspect
 import re
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 import click
 
-from diag import __version__, envs, preflight, store
+from diag import __version__, store
 from diag.config import DEFAULT_DB, DEFAULT_TIMEOUT_S
 from diag.contract import DTYPES, MODES, Config
+
+if TYPE_CHECKING:  # imported where used: commands that read a DB (report, show) need neither
+    from diag import envs
 
 BACKENDS = ("inductor", "eager", "aot_eager", "cudagraphs")
 
@@ -252,13 +256,71 @@ def read_store(db_path: str) -> Any:
 
 
 def run_preflight(check: Callable[..., None], *args: Any) -> None:
+    from diag import preflight
+
     try:
         check(*args)
     except (preflight.PreflightError, store.StoreError) as exc:
         raise fail(str(exc)) from exc
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+# Where each top-level command is defined: a command's module (and what it imports) is imported
+# only when that command runs, so ``diag report`` does not pay for the run, bisect and backfill code.
+COMMAND_MODULES = {
+    "backfill": "backfilling",
+    "bisect": "bisecting",
+    "cases": "reading",
+    "check": "history",
+    "compare": "history",
+    "env": "history",
+    "export": "reading",
+    "file-upstream": "reading",
+    "merge": "history",
+    "plan": "sharding",
+    "prune": "history",
+    "race": "racing",
+    "repro": "reading",
+    "report": "reading",
+    "run": "running",
+    "runs": "reading",
+    "show": "reading",
+    "statuses": "reading",
+}
+
+
+class LazyGroup(click.Group):
+    """A group whose commands' modules are imported on first use (``COMMAND_MODULES``); reading
+    ``commands`` imports them all, as help, the reference and the tests see every command."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._loaded = False
+        super().__init__(*args, **kwargs)
+
+    @property  # type: ignore[override]
+    def commands(self) -> dict[str, click.Command]:
+        if not self._loaded:
+            self._loaded = True
+            for module in sorted(set(COMMAND_MODULES.values())):
+                importlib.import_module(f"diag.cli.{module}")
+        return self._own
+
+    @commands.setter
+    def commands(self, value: dict[str, click.Command]) -> None:
+        self._own = dict(value)
+
+    def add_command(self, cmd: click.Command, name: Optional[str] = None) -> None:
+        self._own[name or cmd.name] = cmd  # type: ignore[index]
+
+    def get_command(self, ctx: Optional[click.Context], cmd_name: str) -> Optional[click.Command]:
+        if cmd_name not in self._own and cmd_name in COMMAND_MODULES:
+            importlib.import_module(f"diag.cli.{COMMAND_MODULES[cmd_name]}")
+        return self._own.get(cmd_name)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(self._own) | set(COMMAND_MODULES))
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="diag")
 def cli() -> None:
     """Compile diagnostics for torch.compile'd LLM decode steps.
@@ -325,6 +387,8 @@ def env_options(fn: Callable) -> Callable:
 
 def pop_env_options(params: dict[str, Any]) -> envs.Options:
     """The environment options of a command's parsed parameters, taken out of them as one value."""
+    from diag import envs
+
     return envs.Options(
         extras=tuple(params.pop("extras")),
         index_url=params.pop("index_url"),

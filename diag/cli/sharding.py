@@ -102,7 +102,7 @@ def parse_part(index: int, args: list[str], source: str) -> Part:
         option = arg.split("=", 1)[0]
         if option in NOT_IN_A_PART:
             raise fail(f"{source}: part {index} gives {option}, an option of the whole invocation, not of a part")
-    command = cli.commands["run"]
+    command = cli.get_command(None, "run")
     try:
         with command.make_context("diag run", list(args), resilient_parsing=False) as ctx:
             return part_of(index, args, ctx.params)

@@ -26,6 +26,7 @@ import jinja2
 from markupsafe import Markup
 
 from diag import __version__, guards, store
+from diag.config import diag_home
 from diag.contract import STATUSES
 from diag.report import breaks_page, charts, inputs, matrix_html, run_page, variants_page
 from diag.report.model import FLAKY_FLIPS, Matrix, build_matrix, page_path, pages, row_label
@@ -53,9 +54,31 @@ def case_href(case: str) -> str:
     return page_path("cases", case, 80)
 
 
+class _CompiledTemplates(jinja2.FileSystemBytecodeCache):
+    """The templates compiled to Python once per template source (jinja checks each against its
+    checksum), under DIAG_HOME: compiling them was a tenth of a render. Where that folder cannot be
+    written, templates are compiled at each render, as without a cache."""
+
+    def dump_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
+        try:
+            super().dump_bytecode(bucket)
+        except OSError:
+            pass
+
+
+def _compiled_templates() -> Optional[jinja2.BytecodeCache]:
+    folder = diag_home() / "report-templates"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    return _CompiledTemplates(str(folder))
+
+
 def _environment() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(Path(__file__).parent / "templates")),
+        bytecode_cache=_compiled_templates(),
         autoescape=True,
         auto_reload=False,  # templates are package files: no stat of each one at every page
         undefined=jinja2.StrictUndefined,
@@ -94,7 +117,7 @@ def detailed_runs(matrix: Matrix, detail_builds: int) -> set[int]:
     """Ids of the runs that get a page of their own: every run of a cell on the newest builds or on
     either side of a transition or key change."""
     newest = {b["id"] for b in matrix.builds[-detail_builds:]} if detail_builds > 0 else set()
-    cells = [cell for (_, build_id), cell in matrix.cells.items() if build_id in newest]
+    cells = [cell for _, build_id, cell in matrix.cells() if build_id in newest]
     for row, before, after in [(t.row, t.last_before, t.first_after) for t in matrix.transitions] + [
         (c.row, c.previous, c.build) for c in matrix.key_changes
     ]:
@@ -290,9 +313,7 @@ def _matrix_pages(
 
 def _index(matrix: Matrix) -> dict[str, Any]:
     position = {b["id"]: index for index, b in enumerate(matrix.builds)}
-    by_row: dict[Any, dict[int, Any]] = {row: {} for row in matrix.rows}
-    for (row, build_id), cell in matrix.cells.items():
-        by_row[row][build_id] = cell
+    by_row = matrix.by_row
     return {
         "builds": [
             {k: b[k] for k in ("id", "version", "git_version", "nightly_date", "variant")} for b in matrix.builds

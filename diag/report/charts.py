@@ -17,23 +17,37 @@ MAX_TICKS = 12
 MAX_MARKED_POINTS = 40  # beyond this many builds, markers only clutter the line and bloat the SVG
 
 
-def _speedup(run: dict[str, Any]) -> Optional[float]:
-    eager, compiled = _latency(run, "eager"), _latency(run, "compiled")
-    return eager / compiled if eager and compiled else None
-
-
 def _latency(run: dict[str, Any], mode: str) -> Optional[float]:
     """A run's per-token latency, where its timing was not noisy (a noisy run draws no point)."""
     return None if run.get("timing_noisy") else run.get(f"{mode}_ms_per_token")
 
 
+def run_values(run: dict[str, Any]) -> tuple[Optional[float], ...]:
+    """A run's value of each of ``METRICS``, in their order (None where it has none), in one pass."""
+    noisy = run.get("timing_noisy")
+    eager = None if noisy else run.get("eager_ms_per_token")
+    compiled = None if noisy else run.get("compiled_ms_per_token")
+    return (
+        run.get("compile_s"),
+        compiled,
+        eager / compiled if eager and compiled else None,
+        run.get("peak_mem_compiled_mb"),
+        run.get("guard_latency_us"),
+    )
+
+
 Metric = tuple[str, str, Callable[[dict[str, Any]], Optional[float]]]
 METRICS: list[Metric] = [
-    ("Compile time", "seconds", lambda r: r.get("compile_s")),
-    ("Compiled per-token latency", "ms / token", lambda r: _latency(r, "compiled")),
-    ("Speedup (eager / compiled)", "x", _speedup),
-    ("Peak memory, compiled", "MB", lambda r: r.get("peak_mem_compiled_mb")),
-    ("Guard check per decode call", "microseconds", lambda r: r.get("guard_latency_us")),
+    (title, unit, lambda run, index=index: run_values(run)[index])
+    for index, (title, unit) in enumerate(
+        [
+            ("Compile time", "seconds"),
+            ("Compiled per-token latency", "ms / token"),
+            ("Speedup (eager / compiled)", "x"),
+            ("Peak memory, compiled", "MB"),
+            ("Guard check per decode call", "microseconds"),
+        ]
+    )
 ]
 
 
@@ -45,16 +59,37 @@ def _line_label(row: RowKey) -> str:
 
 
 Cells = dict[RowKey, list[Optional[Any]]]  # per row, its cell (or None) on each build drawn
+# per row, on each build drawn: per metric, the values of the cell's runs (None: no cell)
+Values = dict[RowKey, list[Optional[tuple[list[float], ...]]]]
 
 
 def cell_table(matrix: Matrix, row_keys: list[RowKey], builds: list[dict[str, Any]]) -> Cells:
     """Each row's cell on each of ``builds``, looked up once for every metric drawn from them."""
-    return {row: [matrix.cell(row, build["id"]) for build in builds] for row in row_keys}
+    ids = [build["id"] for build in builds]
+    table: Cells = {}
+    for row in row_keys:
+        column = matrix.column(row)
+        table[row] = [column.get(build_id) for build_id in ids]
+    return table
 
 
 def values_of(cell: Optional[Any], value: Callable[[dict[str, Any]], Optional[float]]) -> list[float]:
     """The values ``value`` gives the runs of a cell (none for a run without one, such as a failed compile)."""
     return [] if cell is None else [y for run in cell.runs if (y := value(run)) is not None]
+
+
+def cell_values(cell: Optional[Any]) -> Optional[tuple[list[float], ...]]:
+    """Per metric of ``METRICS``, the values of a cell's runs (``values_of`` for each, in one pass)."""
+    if cell is None:
+        return None
+    if len(cell.runs) == 1:  # most cells: no list per metric to fill
+        return tuple([] if y is None else [y] for y in run_values(cell.runs[0]))
+    found: tuple[list[float], ...] = tuple([] for _ in METRICS)
+    for run in cell.runs:
+        for values, y in zip(found, run_values(run)):
+            if y is not None:
+                values.append(y)
+    return found
 
 
 def _build_ticks(builds: list[dict[str, Any]]) -> list[tuple[float, str]]:
@@ -66,28 +101,28 @@ def _panel_name(backend: str, fullgraph: bool) -> str:
     return f"{backend} {'fullgraph' if fullgraph else 'no-fullgraph'}"
 
 
-def trend(cells: Cells, metric: Metric, builds: list[dict[str, Any]], first: int = 0) -> Optional[str]:
-    """Small multiples of ``metric`` over ``builds`` (``cells`` from their ``first``-th on): a panel per
-    backend x fullgraph mode, a line per row (the median of its runs on a build; a gap where no run has
-    a value, such as a failed compile) with the band between its fastest and slowest run. The legend
-    sits beside each panel, never on it. None when no run has a value."""
-    title, unit, value = metric
+def trend(values: Values, metric: int, builds: list[dict[str, Any]], first: int = 0) -> Optional[str]:
+    """Small multiples of ``METRICS[metric]`` over ``builds`` (``values`` from their ``first``-th on): a
+    panel per backend x fullgraph mode, a line per row (the median of its runs on a build; a gap where
+    no run has a value, such as a failed compile) with the band between its fastest and slowest run.
+    The legend sits beside each panel, never on it. None when no run has a value."""
+    title, unit, _ = METRICS[metric]
     grouped: dict[tuple[str, int], list[RowKey]] = {}
-    for row in cells:
+    for row in values:
         grouped.setdefault((row.backend, row.fullgraph), []).append(row)
     panels = []
     for (backend, fullgraph), members in sorted(grouped.items(), key=lambda p: (p[0][0], -p[0][1])):
         series = []
         for row in members[:MAX_LINES]:
-            values = [values_of(cell, value) for cell in cells[row][first:]]
-            if any(values):
-                several = any(len(v) > 1 for v in values)
+            points = [cell[metric] if cell else [] for cell in values[row][first:]]
+            if any(points):
+                several = any(len(v) > 1 for v in points)
                 series.append(
                     Series(
                         _line_label(row),
-                        [statistics.median(v) if v else None for v in values],
-                        [min(v) if v else None for v in values] if several else None,
-                        [max(v) if v else None for v in values] if several else None,
+                        [statistics.median(v) if v else None for v in points],
+                        [min(v) if v else None for v in points] if several else None,
+                        [max(v) if v else None for v in points] if several else None,
                     )
                 )
         more = f" (first {MAX_LINES} of {len(members)} configs)" if len(members) > MAX_LINES else ""
@@ -96,18 +131,18 @@ def trend(cells: Cells, metric: Metric, builds: list[dict[str, Any]], first: int
     return chart(title, panels, xs, _build_ticks(builds), "torch build", unit, len(builds) <= MAX_MARKED_POINTS)
 
 
-def overview(cells: Cells, metric: Metric, builds: list[dict[str, Any]]) -> Optional[str]:
+def overview(values: Values, metric: int, builds: list[dict[str, Any]]) -> Optional[str]:
     """The whole history in one panel: per backend x fullgraph mode, the median over its rows per build."""
-    title, unit, value = metric
+    title, unit, _ = METRICS[metric]
     grouped: dict[str, list[RowKey]] = {}
-    for row in cells:
+    for row in values:
         grouped.setdefault(_panel_name(row.backend, row.fullgraph), []).append(row)
     series = []
     for name, members in sorted(grouped.items()):
         ys = []
-        for column in zip(*(cells[row] for row in members)):
-            values = [y for cell in column for y in values_of(cell, value)]
-            ys.append(statistics.median(values) if values else None)
+        for column in zip(*(values[row] for row in members)):
+            found = [y for cell in column if cell for y in cell[metric]]
+            ys.append(statistics.median(found) if found else None)
         series.append(Series(safe(name), ys))
     xs = [float(i) for i in range(len(builds))]
     heading = f"{title}: all {len(builds)} builds (median over configs)"
@@ -121,17 +156,17 @@ def case_charts(matrix: Matrix, case: str) -> list[tuple[str, str]]:
     every = cell_table(matrix, case_rows, matrix.builds)
     kept = [i for i, column in enumerate(zip(*every.values())) if any(column)]
     builds = [matrix.builds[i] for i in kept]
-    cells = {row: [column[i] for i in kept] for row, column in every.items()}
+    values = {row: [cell_values(column[i]) for i in kept] for row, column in every.items()}
     first = max(0, len(builds) - DETAIL_BUILDS)
     drawn = []
-    for metric in METRICS:
-        svg = trend(cells, metric, builds[first:], first)
+    for index, (title, _, _) in enumerate(METRICS):
+        svg = trend(values, index, builds[first:], first)
         if svg:
-            drawn.append((metric[0], svg))
+            drawn.append((title, svg))
             if first:
-                whole = overview(cells, metric, builds)
+                whole = overview(values, index, builds)
                 if whole:
-                    drawn.append((f"{metric[0]}, whole history", whole))
+                    drawn.append((f"{title}, whole history", whole))
     return drawn
 
 

@@ -80,8 +80,9 @@ def row_filter(
     """What the matrix filter matches a row on: case and config, and on ``builds`` every run's status
     (a crash among repeats too), its error (type and first line) and the hidden errors it recorded."""
     words: set[str] = set()
+    column = matrix.column(row)
     for build in builds:
-        cell = matrix.cell(row, build["id"])
+        cell = column.get(build["id"])
         for run in cell.runs if cell else []:
             words.update(filter(None, (run["status"], error_line(run))))
             for table, key in (keys or {}).get(run["id"], set()):
@@ -115,12 +116,12 @@ def matrix_table(
     out = ["".join(head) + "</tr></thead>", "<tbody>"]
     ids = [build["id"] for build in builds]
     for row in matrix.rows:
-        case = _text(row.case)
+        case, column = _text(row.case), matrix.column(row)
         out.append(
             f'<tr data-filter="{_text(row_filter(matrix, row, builds, keys, texts))}">\n'
             f'<th class="rowhead"><a href="{root}{_text(case_href(row.case))}">{case}</a>'
             f'<span class="counts">{_text(row_label(row))}</span></th>\n'
-            + "".join(cell_html(matrix.cell(row, build_id), root, paged) for build_id in ids)
+            + "".join(cell_html(column.get(build_id), root, paged) for build_id in ids)
             + "\n</tr>"
         )
     out.append("</tbody>\n</table></div>")

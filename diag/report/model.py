@@ -14,7 +14,7 @@ import hashlib
 import re
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 from diag import row as rows
 from diag.build import order as build_order
@@ -188,7 +188,7 @@ FLAKY_FLIPS = 4  # transitions of one row (two regressions and two fixes) that m
 class Matrix:
     builds: list[dict[str, Any]]  # oldest first
     rows: list[RowKey]
-    cells: dict[tuple[RowKey, int], Cell]
+    by_row: dict[RowKey, dict[int, Cell]]  # per row, its cell on each build id it has runs on
     transitions: list[Transition]  # newest first
     key_changes: list[KeyChange]  # newest first
     verdicts: list[Verdict] = field(default_factory=list)
@@ -196,8 +196,23 @@ class Matrix:
     transformers: dict[int, list[str]] = field(default_factory=dict)  # per build id: the versions its runs used
     pythons: dict[int, list[str]] = field(default_factory=dict)  # per build id: its runs' Python minor versions
 
+    # Cells are looked up per row, then per build id: a row key is a tuple of a dozen fields, hashed
+    # again at every lookup, and a history has hundreds of thousands of lookups. Loops over builds
+    # take ``column(row)`` once.
+    def column(self, row: RowKey) -> dict[int, Cell]:
+        return self.by_row.get(row, _NO_CELLS)
+
     def cell(self, row: RowKey, build_id: int) -> Optional[Cell]:
-        return self.cells.get((row, build_id))
+        return self.by_row.get(row, _NO_CELLS).get(build_id)
+
+    def cells(self) -> Iterator[tuple[RowKey, int, Cell]]:
+        """Every cell: (row, build id, cell)."""
+        for row, column in self.by_row.items():
+            for build_id, cell in column.items():
+                yield row, build_id, cell
+
+
+_NO_CELLS: dict[int, Cell] = {}
 
 
 def _transformers(runs: list[dict[str, Any]]) -> Optional[str]:
@@ -208,21 +223,22 @@ def build_matrix(
     builds: list[dict[str, Any]], runs: list[dict[str, Any]], keys: dict[int, set[tuple[str, str]]], strip: int = 30
 ) -> Matrix:
     """Every run of each row x build, with status changes, transitions, key changes and verdicts."""
-    grouped: dict[tuple[RowKey, int], list[dict[str, Any]]] = {}
+    grouped: dict[RowKey, dict[int, list[dict[str, Any]]]] = {}
     for run in sorted(runs, key=lambda r: r["id"]):
-        grouped.setdefault((rows.of(run), run["torch_build_id"]), []).append(run)
-    row_keys = sorted({row for row, _ in grouped}, key=rows.sort_key)
-    used = {build_id for _, build_id in grouped}
+        grouped.setdefault(rows.of(run), {}).setdefault(run["torch_build_id"], []).append(run)
+    row_keys = sorted(grouped, key=rows.sort_key)
+    used = {build_id for column in grouped.values() for build_id in column}
     ordered = [b for b in sorted(builds, key=build_order) if b["id"] in used]
-    cells = {key: Cell(group) for key, group in grouped.items()}
+    by_row = {row: {build_id: Cell(group) for build_id, group in grouped[row].items()} for row in row_keys}
     transitions: list[Transition] = []
     changes: list[KeyChange] = []
     for variant in sorted({b["variant"] for b in ordered}):
         line = [b for b in ordered if b["variant"] == variant]
         for row in row_keys:
+            column = by_row[row]
             previous: Optional[tuple[dict[str, Any], Cell]] = None
             for build in line:
-                cell = cells.get((row, build["id"]))
+                cell = column.get(build["id"])
                 if cell is None:
                     continue
                 if previous is not None:
@@ -242,15 +258,16 @@ def build_matrix(
     position = {build["id"]: index for index, build in enumerate(ordered)}
     transitions.sort(key=lambda t: (-position[t.first_after["id"]], t.kind != "regression", rows.sort_key(t.row)))
     changes.sort(key=lambda c: (-position[c.build["id"]], rows.sort_key(c.row)))
-    matrix = Matrix(ordered, row_keys, cells, transitions, changes)
+    matrix = Matrix(ordered, row_keys, by_row, transitions, changes)
     for transition in transitions:
         matrix.flips[transition.row] = matrix.flips.get(transition.row, 0) + 1
     matrix.verdicts = verdicts(matrix, strip, keys)
     seen: dict[int, set[tuple[str, str]]] = {}
-    for (_, build_id), cell in cells.items():
-        found = seen.setdefault(build_id, set())
-        for run in cell.runs:
-            found.add((run.get("transformers_version") or "", run.get("python") or ""))
+    for column in by_row.values():
+        for build_id, cell in column.items():
+            found = seen.setdefault(build_id, set())
+            for run in cell.runs:
+                found.add((run.get("transformers_version") or "", run.get("python") or ""))
     for build_id, found in seen.items():
         matrix.transformers[build_id] = sorted({version for version, _ in found if version})
         matrix.pythons[build_id] = sorted({".".join(p.split(".")[:2]) for _, p in found if p})
@@ -310,9 +327,11 @@ def verdicts(matrix: Matrix, strip: int, keys: Optional[dict[int, set[tuple[str,
     found = []
     for (case, fullgraph), members in sorted(groups.items(), key=lambda g: (g[0][0], -g[0][1])):
         line = matrix.builds
+        columns = [matrix.column(row) for row in members]
         history = []  # (build, cells), oldest first
         for build in line:
-            present = [c for row in members if (c := matrix.cell(row, build["id"]))]
+            build_id = build["id"]
+            present = [c for column in columns if (c := column.get(build_id))]
             if present:
                 history.append((build, present))
         if not history:
@@ -359,8 +378,9 @@ def episodes(matrix: Matrix, row: RowKey, line: list[dict[str, Any]]) -> list[Ep
     """The stretches of builds (of ``line``, one variant's builds in order) on which ``row`` failed."""
     found: list[Episode] = []
     previous: Optional[dict[str, Any]] = None
+    column = matrix.column(row)
     for build in line:
-        cell = matrix.cell(row, build["id"])
+        cell = column.get(build["id"])
         if cell is None:
             continue
         bad = cell.run["status"] not in WORKS
