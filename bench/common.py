@@ -62,17 +62,17 @@ def graph_break_pages(db, keys: int = 300) -> tuple[int, float]:
     return len(found), time.process_time() - start
 
 
-def _tree_rss_mb(root: int) -> float:
-    """Resident memory of ``root`` and all its descendants now (MB), from /proc."""
+def _tree_memory_mb(root: int) -> tuple[float, float]:
+    """The memory of ``root`` and all its descendants now (MB), from /proc: the sum of their
+    proportional set sizes (a page shared by n processes, as a forked child shares its parent's,
+    counted 1/n in each: the tree's memory, counted once) and the largest resident set of one of them."""
     parents: dict[int, int] = {}
-    rss: dict[int, int] = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
             fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
             parents[int(entry.name)] = int(fields[1])
-            rss[int(entry.name)] = int(fields[21]) * os.sysconf("SC_PAGE_SIZE")
         except (OSError, IndexError, ValueError):
             continue
     tree, frontier = {root}, [root]
@@ -81,23 +81,41 @@ def _tree_rss_mb(root: int) -> float:
         children = [pid for pid, ppid in parents.items() if ppid == parent and pid not in tree]
         tree.update(children)
         frontier += children
-    return sum(rss.get(pid, 0) for pid in tree) / 2**20
+    pss, rss = 0, 0
+    for pid in tree:
+        try:
+            found = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines()[1:])
+        except (OSError, ValueError):
+            continue  # ended meanwhile
+        pss += int(found["Pss"].split()[0])
+        rss = max(rss, int(found["Rss"].split()[0]))
+    return pss / 1024, rss / 1024
 
 
 def tree_usage(command: list[str]) -> dict:
     """What ``command`` cost with every process it started: wall seconds, CPU seconds (user + system,
-    of the process and of its descendants, as the kernel counts them when each ends), the peak of the
-    tree's resident memory (sampled every 50 ms), and its stdout."""
+    of the process and of its descendants, as the kernel counts them when each ends; also apart), the
+    peak of the tree's memory (``_tree_memory_mb``: proportional set sizes summed, and the largest
+    resident set of one process; sampled every 50 ms), and its stdout."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    peak = 0.0
+    peak, largest = 0.0, 0.0
     while process.poll() is None:
-        peak = max(peak, _tree_rss_mb(process.pid))
+        pss, rss = _tree_memory_mb(process.pid)
+        peak, largest = max(peak, pss), max(largest, rss)
         time.sleep(0.05)
     seconds = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if process.returncode != 0:
         raise RuntimeError(f"{command} failed with {process.returncode}")
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return {"wall_s": seconds, "cpu_s": cpu, "peak_mb": peak, "stdout": process.stdout.read()}
+    user, system = after.ru_utime - before.ru_utime, after.ru_stime - before.ru_stime
+    return {
+        "wall_s": seconds,
+        "cpu_s": user + system,
+        "user_s": user,
+        "system_s": system,
+        "peak_mb": peak,
+        "largest_rss_mb": largest,
+        "stdout": process.stdout.read(),
+    }

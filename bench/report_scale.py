@@ -2,10 +2,15 @@
 
 Three renders into one folder, as a nightly publish job makes them: from scratch (an empty folder),
 one night later (96 new runs, the pages made before kept), and again with no new data. For each:
-wall seconds, CPU seconds of the whole process tree (user + system), peak resident memory of the
-tree, and how many files were written. ``--busy N`` starts N processes that spin on the CPU for the
-whole measurement (a shared CI runner); ``--repeats`` runs the three renders that many times in
-fresh folders and prints the median with the range.
+wall seconds, CPU seconds of the whole process tree (user + system, and the system part alone),
+the peak memory of the tree (the proportional set sizes of its processes summed: a page a forked
+child shares with its parent counted once) with the largest resident set of one process, and how
+many files were written. Dirty pages of the step before are written out before each render.
+
+``--busy N`` starts N processes that spin on the CPU for the whole measurement (a shared CI
+runner); ``--repeats`` runs the three renders that many times in fresh folders and prints the
+median with the range; each trial renders with ``--processes 2`` and with ``--processes 1`` in
+turn, so that the two are compared under the same load.
 
     python bench/report_scale.py                 # idle machine
     python bench/report_scale.py --busy 2        # both cores of a 2-core machine held by others
@@ -16,11 +21,13 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import os
 import statistics
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -33,24 +40,30 @@ from diag import store  # noqa: E402 (after sys.path names the repository)
 KINDS = ("from scratch", "one night later", "no new data")
 
 
-def _render(db_path: Path, out: Path) -> dict:
+def _render(db_path: Path, out: Path, processes: Optional[int]) -> dict:
     command = [sys.executable, "-m", "diag", "report", "--db", str(db_path), "--out", str(out), "--json"]
+    command += ["--processes", str(processes)] if processes else []
+    # what the step before left to write (the DB copied, the night stored) is written out first: on
+    # a disk mounted with discard, creating files while 60 MB are written back costs the render
+    # seconds of system time that are not its own
+    os.sync()
     done = tree_usage(command)
     printed = json.loads(done.pop("stdout"))
     return {**done, "written": printed["written"], "files": printed["files"]}
 
 
-def renders(db_path: Path, out: Path, total: int) -> dict[str, dict]:
-    """The three renders of the history in ``db_path`` (``total`` runs); the night is added to it."""
-    found = {KINDS[0]: _render(db_path, out)}
+def renders(db_path: Path, out: Path, total: int, processes: Optional[int] = None) -> dict[str, dict]:
+    """The three renders of the history in ``db_path`` (``total`` runs); the night is added to it.
+    ``processes``: ``diag report --processes`` (None: its default)."""
+    found = {KINDS[0]: _render(db_path, out, processes)}
     night = len(synthetic.configs())
     made = max(1, total // night) * night  # records() makes whole nights
     db = store.open_db(db_path)
     store.save_runs(db, itertools.islice(synthetic.records(made + night), made, None))
     db.conn.execute("PRAGMA wal_checkpoint(FULL)")
     db.conn.close()
-    found[KINDS[1]] = _render(db_path, out)
-    found[KINDS[2]] = _render(db_path, out)
+    found[KINDS[1]] = _render(db_path, out, processes)
+    found[KINDS[2]] = _render(db_path, out, processes)
     return found
 
 
@@ -58,7 +71,8 @@ def table_rows(found: dict[str, dict]) -> list[str]:
     """Markdown table rows (| measure | value |) for one set of renders."""
     return [
         f"| `diag report`, {kind} | {r['wall_s']:.1f} s wall, {r['cpu_s']:.1f} CPU-s (process tree), "
-        f"{r['peak_mb']:.0f} MB peak; {r['written']:,} of {r['files']:,} files written |"
+        f"{r['peak_mb']:.0f} MB peak (the tree's proportional set sizes); {r['written']:,} of {r['files']:,} "
+        "files written |"
         for kind, r in found.items()
     ]
 
@@ -72,10 +86,19 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=50_000)
     parser.add_argument("--busy", type=int, default=0, help="processes spinning on the CPU meanwhile")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument(
+        "--processes",
+        type=int,
+        choices=(1, 2),
+        action="append",
+        help="diag report --processes; repeat to compare (each trial alternates them). Default: 2 and 1",
+    )
     args = parser.parse_args()
+    variants = args.processes or [2, 1]
     spinners = [
         subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.busy)
     ]  # fmt: skip
+    trials: dict[int, list[dict[str, dict]]] = {processes: [] for processes in variants}
     try:
         with tempfile.TemporaryDirectory(prefix="diag-report-scale-") as tmp:
             work = Path(tmp)
@@ -84,24 +107,31 @@ def main() -> None:
             store.save_runs(db, synthetic.records(args.runs))
             db.conn.execute("PRAGMA wal_checkpoint(FULL)")
             db.conn.close()
-            trials = []
             for trial in range(args.repeats):
-                copy = work / f"trial{trial}.db"
-                copy.write_bytes(seed.read_bytes())
-                trials.append(renders(copy, work / f"site{trial}", args.runs))
+                for processes in variants:
+                    copy = work / f"trial{trial}-{processes}.db"
+                    copy.write_bytes(seed.read_bytes())
+                    trials[processes].append(renders(copy, work / f"site{trial}-{processes}", args.runs, processes))
     finally:
         for spinner in spinners:
             spinner.kill()
             spinner.wait()
     print(f"{args.runs:,} synthetic runs, {args.busy} busy processes, {args.repeats} trials: median (range)")
-    print("| render | wall | CPU, process tree | peak memory | files written |")
-    print("|---|---|---|---|---|")
+    print(
+        "| render | processes | wall | CPU, process tree | of it, system | peak memory of the tree (PSS) "
+        "| largest process (RSS) | files written |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
     for kind in KINDS:
-        each = [t[kind] for t in trials]
-        print(
-            f"| {kind} | {_spread([e['wall_s'] for e in each], 's')} | {_spread([e['cpu_s'] for e in each], 's')} | "
-            f"{_spread([e['peak_mb'] for e in each], 'MB', 0)} | {each[0]['written']:,} of {each[0]['files']:,} |"
-        )
+        for processes in variants:
+            each = [t[kind] for t in trials[processes]]
+            print(
+                f"| {kind} | {processes} | {_spread([e['wall_s'] for e in each], 's')} | "
+                f"{_spread([e['cpu_s'] for e in each], 's')} | {_spread([e['system_s'] for e in each], 's')} | "
+                f"{_spread([e['peak_mb'] for e in each], 'MB', 0)} | "
+                f"{_spread([e['largest_rss_mb'] for e in each], 'MB', 0)} | "
+                f"{each[0]['written']:,} of {each[0]['files']:,} |"
+            )
 
 
 if __name__ == "__main__":

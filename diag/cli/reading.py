@@ -130,8 +130,14 @@ def repro_command(run_id: int, output: Optional[str], db_path: str) -> None:
     type=click.Path(file_okay=False),
     help="Output directory; updated in place, never overwriting files of yours.",
 )
+@click.option(
+    "--processes",
+    type=click.IntRange(1, 2),
+    default=None,
+    help="1: render in one process; 2: the run pages in a second one meanwhile. Default: 2 on two or more cores.",
+)
 @json_option
-def report_command(db_path: str, out_dir: str, as_json: bool) -> None:
+def report_command(db_path: str, out_dir: str, processes: Optional[int], as_json: bool) -> None:
     """Render the static HTML report: the status matrix across torch builds, transitions, trends, run pages.
 
     Opens from disk or any static host (no server, no CDN). Re-running updates
@@ -147,7 +153,9 @@ def report_command(db_path: str, out_dir: str, as_json: bool) -> None:
     if out.exists() and not out.is_dir():
         raise fail(f"--out {out_dir} is not a directory")
     try:
-        counts = report.publish(report.render(db, out, db_name=Path(db_path).stem), out, Path(db_path))
+        counts = report.publish(
+            report.render(db, out, db_name=Path(db_path).stem, processes=processes), out, Path(db_path)
+        )
     except report.ReportError as exc:
         raise fail(str(exc)) from exc
     except OSError as exc:

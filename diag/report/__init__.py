@@ -20,7 +20,7 @@ import functools
 import gc
 import json
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 import jinja2
 from markupsafe import Markup
@@ -28,7 +28,7 @@ from markupsafe import Markup
 from diag import __version__, guards, store
 from diag.config import diag_home
 from diag.contract import STATUSES
-from diag.report import breaks_page, charts, inputs, matrix_html, run_page, variants_page
+from diag.report import breaks_page, charts, forked, inputs, matrix_html, run_page, variants_page
 from diag.report.model import FLAKY_FLIPS, Matrix, build_matrix, page_path, pages, row_label
 from diag.report.publish import MANIFEST, ReportError, publish
 from diag.report.run_page import ci_link
@@ -139,9 +139,12 @@ def render(
     builds_per_page: int = BUILDS_PER_PAGE,
     detail_builds: int = DETAIL_BUILDS,
     db_name: Optional[str] = None,
+    processes: Optional[int] = None,
 ) -> dict[str, str]:
     """Every page of the site for ``db``; ``out_dir`` only resolves links to run artifacts;
-    ``db_name`` is the name Datasette will give the DB (its file's stem).
+    ``db_name`` is the name Datasette will give the DB (its file's stem). With ``processes`` 2 (by
+    default, where the machine has two cores) a forked helper renders the run pages meanwhile
+    (forked.py); with 1 everything is rendered in this process. The pages are the same either way.
 
     Python's cycle collector is paused meanwhile: the history is read into a few hundred thousand
     objects that live until the end, and every collection walked them all again (a fifth of a
@@ -149,14 +152,66 @@ def render(
     collecting = gc.isenabled()
     gc.disable()
     try:
-        return _render(db, out_dir, builds_per_page, detail_builds, db_name)
+        return _render(db, out_dir, builds_per_page, detail_builds, db_name, processes)
     finally:
         if collecting:
             gc.enable()
 
 
-def _render(db, out_dir: Path, builds_per_page: int, detail_builds: int, db_name: Optional[str]) -> dict[str, str]:
+def _run_pages(
+    source, template: jinja2.Template, run_ids: list[int], out_dir: Path, context: dict[str, Any]
+) -> Iterator[tuple[str, str]]:
+    """(path, page) of each run of ``run_ids``, read from ``source`` (a DB)."""
+    for run in store.full_runs(source, run_ids):
+        for gb in run["graph_breaks"]:
+            match = store.DOC_URL.search(gb.get("reason") or "")
+            gb["doc_url"] = match.group(0) if match else None
+        yield (
+            f"runs/{run['id']}.html",
+            template.render(
+                root="../",
+                run=run,
+                config_label=config_text(run),
+                timing_stats=[run_page.in_ms(t) for t in run["timings"]],
+                artifacts=run_page.listing(run, out_dir),
+                ci=run_page.ci_link(run),
+                **context,
+            ),
+        )
+
+
+def _render(
+    db, out_dir: Path, builds_per_page: int, detail_builds: int, db_name: Optional[str], processes: Optional[int]
+) -> dict[str, str]:
     env = _environment()
+    template = env.get_template("run.html.j2")
+    # the run pages' renderer, forked before the history is read: it shares only the imports with
+    # this process, so the model this process builds and walks is never copied into it
+    path = store.path_of(db)
+    made = inputs.Pages(out_dir, (out_dir / MANIFEST).exists())
+    helper = forked.Helper.when(
+        (processes or forked.cores()) > 1 and made.fresh() and forked.can_fork() and path.name != "",
+        lambda task: _run_pages(store.open_db(path, readonly=True), template, task[0], out_dir, task[1]),
+    )
+    with helper:
+        files, rendered, quiet = _pages(db, env, out_dir, made, builds_per_page, detail_builds, db_name, helper)
+        pages = helper.result()
+    files.update(_run_pages(db, template, rendered, out_dir, quiet) if pages is None else pages)
+    return files
+
+
+def _pages(
+    db,
+    env: jinja2.Environment,
+    out_dir: Path,
+    made: inputs.Pages,
+    builds_per_page: int,
+    detail_builds: int,
+    db_name: Optional[str],
+    helper: forked.Helper | forked.NoHelper,
+) -> tuple[dict[str, str], list[int], dict[str, Any]]:
+    """Every page but the run pages, with the ids of the runs whose pages are to be rendered and
+    what those pages share; those are handed to ``helper`` where there are enough of them."""
     runs = store.report_runs(db)
     keys = store.finding_keys(db)
     matrix = build_matrix(store.builds(db), runs, keys, STRIP_BUILDS)
@@ -178,10 +233,20 @@ def _render(db, out_dir: Path, builds_per_page: int, detail_builds: int, db_name
         "has_variants": shown is not None,
         "has_breaks": bool(breaks),
     }
-    made = inputs.Pages(out_dir, (out_dir / MANIFEST).exists())
     nav = [common["case_links"], common["has_architectures"], common["has_variants"], common["has_breaks"]]
     quiet = {**common, "data_stamp": ""}  # the pages kept from night to night carry no stamp of the data
     files: dict[str, str] = {}
+    rendered = []
+    for run_id, marks in sorted(store.page_marks(db, paged).items()):
+        folder = marks[-1]
+        if made.stale(
+            f"runs/{run_id}.html", inputs.digest(inputs.sources(), nav, marks, bool(folder) and Path(folder).is_dir())
+        ):
+            rendered.append(run_id)
+        else:
+            files[f"runs/{run_id}.html"] = inputs.Kept()
+    if forked.worth_forking(len(rendered)):
+        helper.send((rendered, quiet))
     files.update(
         _matrix_pages(
             env, matrix, {**common, "run_count": len(runs), "folded_count": store.folded_total(db)}, builds_per_page
@@ -199,30 +264,6 @@ def _render(db, out_dir: Path, builds_per_page: int, detail_builds: int, db_name
     if architectures:
         files["architectures.html"] = env.get_template("architectures.html.j2").render(
             root="", matrix=matrix, architectures=architectures, **common
-        )
-    template = env.get_template("run.html.j2")
-    rendered = []
-    for run_id, marks in sorted(store.page_marks(db, paged).items()):
-        folder = marks[-1]
-        if made.stale(
-            f"runs/{run_id}.html", inputs.digest(inputs.sources(), nav, marks, bool(folder) and Path(folder).is_dir())
-        ):
-            rendered.append(run_id)
-        else:
-            files[f"runs/{run_id}.html"] = inputs.Kept()
-    for run in store.full_runs(db, rendered):
-        for gb in run["graph_breaks"]:
-            match = store.DOC_URL.search(gb.get("reason") or "")
-            gb["doc_url"] = match.group(0) if match else None
-        stats = [run_page.in_ms(t) for t in run["timings"]]
-        files[f"runs/{run['id']}.html"] = template.render(
-            root="../",
-            run=run,
-            config_label=config_text(run),
-            timing_stats=stats,
-            artifacts=run_page.listing(run, out_dir),
-            ci=run_page.ci_link(run),
-            **quiet,
         )
     files["report.json"] = json.dumps(_index(matrix), separators=(",", ":"), default=str)
     newest = matrix.builds[-1]["id"] if matrix.builds else None
@@ -251,7 +292,7 @@ def _render(db, out_dir: Path, builds_per_page: int, detail_builds: int, db_name
         files["variants.html"] = env.get_template("variants.html.j2").render(root="", v=shown, **common)
     files["datasette.json"] = json.dumps(store.datasette_metadata(db, db_name), indent=1)
     files[inputs.INPUTS] = made.written()
-    return files
+    return files, rendered, quiet
 
 
 HF_PREFIX = "hf:"  # the architecture cases (diag/catalog.py): their own page, not one link each in the nav

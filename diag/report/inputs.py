@@ -13,7 +13,7 @@ import functools
 import hashlib
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 from diag import __version__
 
@@ -46,11 +46,17 @@ class Pages:
     def __init__(self, out_dir: Path, published: bool) -> None:
         self.out_dir, self.now = out_dir, {}
         self.before: dict[str, str] = {}
+        self.sources_before: Optional[str] = None
         if published:
             try:
-                self.before = json.loads((out_dir / INPUTS).read_text(encoding="utf-8"))
-            except (OSError, ValueError):
+                kept = json.loads((out_dir / INPUTS).read_text(encoding="utf-8"))
+                self.before, self.sources_before = dict(kept["pages"]), kept["sources"]
+            except (OSError, ValueError, KeyError, TypeError):
                 self.before = {}
+
+    def fresh(self) -> bool:
+        """Whether most pages will be rendered: nothing published here yet, or by other code."""
+        return not self.before or self.sources_before != sources()
 
     def stale(self, path: str, made_from: str) -> bool:
         """Whether ``path`` must be rendered: its inputs changed, or its file is gone."""
@@ -58,4 +64,4 @@ class Pages:
         return self.before.get(path) != made_from or not (self.out_dir / path).is_file()
 
     def written(self) -> str:
-        return json.dumps(self.now, sort_keys=True, indent=0)
+        return json.dumps({"sources": sources(), "pages": self.now}, sort_keys=True, indent=0)

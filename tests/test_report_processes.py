@@ -1,0 +1,132 @@
+"""``diag report --processes``: the run pages rendered by a forked helper give the site that one
+process gives, byte for byte; a helper that fails leaves the parent to render them; no helper is
+forked beside other threads or for a re-render. And the command line imports only the module of the
+command it runs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+from conftest import diag
+
+from diag import store
+from diag.report import forked
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+import synthetic  # noqa: E402 (after sys.path names bench/)
+
+NIGHTS = 4  # x 96 configs: every run of them has a page, more than forked.FORK_AT
+
+# Renders argv[1] into argv[2] with --processes argv[3] and prints what each helper returned (the
+# number of pages, or null where the parent rendered them itself). argv[4] "fail": the helper
+# cannot open the DB (only the helper opens one during a render).
+RENDER = """
+import json, sys
+from pathlib import Path
+from diag import report, store
+from diag.report import forked
+
+returned = []
+original = forked.Helper.result
+def result(self):
+    found = original(self)
+    returned.append(None if found is None else len(found))
+    return found
+forked.Helper.result = result
+db = store.open_db(sys.argv[1], readonly=True)
+if sys.argv[4] == "fail":
+    def refuse(*args, **kwargs):
+        raise store.StoreError("the helper cannot open the DB")
+    store.open_db = refuse
+out = Path(sys.argv[2])
+report.publish(report.render(db, out, processes=int(sys.argv[3])), out, Path(sys.argv[1]))
+print(json.dumps(returned))
+"""
+
+
+@pytest.fixture(scope="module")
+def history(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("processes") / "history.db"
+    db = store.open_db(path)
+    store.save_runs(db, synthetic.records(NIGHTS * len(synthetic.configs())))
+    db.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    db.conn.close()
+    return path
+
+
+def _render(history: Path, out: Path, processes: int, how: str = "ok") -> list:
+    done = subprocess.run(
+        [sys.executable, "-c", RENDER, str(history), str(out), str(processes), how],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def _tree(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_a_helper_renders_the_run_pages_and_the_site_is_the_one_process_site(history, tmp_path):
+    assert _render(history, tmp_path / "one", 1) == []
+    assert _render(history, tmp_path / "two", 2) == [NIGHTS * len(synthetic.configs())]
+    one, two = _tree(tmp_path / "one"), _tree(tmp_path / "two")
+    assert len([p for p in one if p.startswith("runs/")]) == NIGHTS * len(synthetic.configs())
+    assert one == two
+
+
+def test_a_failed_helper_leaves_the_pages_to_the_parent(history, tmp_path):
+    assert _render(history, tmp_path / "one", 1) == []
+    assert _render(history, tmp_path / "failed", 2, "fail") == [None]
+    assert _tree(tmp_path / "one") == _tree(tmp_path / "failed")
+
+
+def test_a_re_render_by_the_same_code_forks_no_helper(history, tmp_path):
+    assert _render(history, tmp_path / "site", 2) == [NIGHTS * len(synthetic.configs())]
+    assert _render(history, tmp_path / "site", 2) == []  # a night's pages at most: not worth a fork
+
+
+def test_no_helper_is_forked_beside_another_thread():
+    assert forked.can_fork() == (sys.platform.startswith("linux") and threading.active_count() == 1)
+    release = threading.Event()
+    other = threading.Thread(target=release.wait)
+    other.start()
+    try:
+        assert not forked.can_fork()
+    finally:
+        release.set()
+        other.join()
+
+
+def test_processes_out_of_range_is_a_one_line_error(history, tmp_path):
+    done = diag("report", "--db", str(history), "--out", "site", "--processes", "3", cwd=tmp_path, check=False)
+    assert done.returncode == 2
+    assert len(done.stderr.strip().splitlines()) == 1 and "--processes" in done.stderr
+
+
+def test_a_command_imports_only_its_own_module():
+    probe = (
+        "import sys\n"
+        "from diag.cli import cli\n"
+        "assert cli.get_command(None, 'report') is not None\n"
+        "print(sorted(m for m in sys.modules if m.startswith(('diag.cli.', 'diag.runner', 'diag.bisect'))))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout.strip() == "['diag.cli.common', 'diag.cli.reading']"
+
+
+def test_every_command_is_listed_where_it_is_defined():
+    from diag.cli import cli
+    from diag.cli.common import COMMAND_MODULES
+
+    commands = cli.commands  # imports every command module
+    assert sorted(commands) == sorted(COMMAND_MODULES)
+    for name, command in commands.items():
+        assert command.callback.__module__ == f"diag.cli.{COMMAND_MODULES[name]}", name
