@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Iterator, Optional
 
 import jinja2
-from markupsafe import Markup
+from markupsafe import Markup, escape
 
 from diag import __version__, guards, store
 from diag.config import diag_home
@@ -93,6 +93,8 @@ def _environment() -> jinja2.Environment:
         fmt=_fmt,
         tool_version=__version__,
         statuses=STATUSES,
+        # the badge colours every page's style sheet carries: made once, not in a loop per page
+        status_css=Markup("".join(f".s-{escape(s.name)} {{ background: {escape(s.colour)}; }}\n" for s in STATUSES)),
         compare_url=compare_url,
         flaky_flips=FLAKY_FLIPS,
         grows=guards.grows_with_the_step,

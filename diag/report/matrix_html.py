@@ -3,6 +3,7 @@ template: the big matrix has tens of thousands of cells and a Jinja call per cel
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable, Optional
 
 from markupsafe import Markup, escape
@@ -28,6 +29,18 @@ def _count(value: Optional[int]) -> str:
     return "-" if value is None else str(value)
 
 
+@functools.lru_cache(maxsize=4096)
+def _word(value: str) -> str:
+    """A status (a word from a small vocabulary, stored data all the same), escaped once per render."""
+    return str(escape(safe(value)))
+
+
+def _link(run: dict[str, Any], inner: str, root: str, paged: set[int]) -> str:
+    if run["id"] in paged:
+        return f'<a href="{root}runs/{run["id"]}.html">{inner}</a>'
+    return f'<span title="run #{run["id"]}: diag show {run["id"]}">{inner}</span>'
+
+
 def cell_html(cell: Optional[Cell], root: str, paged: set[int]) -> Markup:
     """One matrix cell: its deciding (worst) run's status (linked to its page when it has one), the ▲
     of a change, with several runs how many worked and a dot per run, and where its runs differ in
@@ -35,34 +48,34 @@ def cell_html(cell: Optional[Cell], root: str, paged: set[int]) -> Markup:
     as a template macro: the big matrix has tens of thousands of cells."""
     if cell is None:
         return Markup('<td class="cell muted">·</td>')
-
-    def link(run: dict[str, Any], inner: str) -> str:
-        if run["id"] in paged:
-            return f'<a href="{root}runs/{run["id"]}.html">{inner}</a>'
-        return f'<span title="run #{run["id"]}: diag show {run["id"]}">{inner}</span>'
-
     run = cell.run
-    status = escape(safe(run["status"]))
+    status = _word(run["status"])
     parts = [
         '<td class="cell changed" title="status changed at this build">' if cell.changed else '<td class="cell">',
-        link(run, f'<span class="badge s-{status}">{status}</span>'),
+        _link(run, f'<span class="badge s-{status}">{status}</span>', root, paged),
     ]
     if cell.changed:
         parts.append('<span class="mark"> &#9650;</span>')
     if len(cell.runs) > 1:
-        worst = escape(safe(cell.worst))
+        worst = _word(cell.worst)
         parts.append(
             f'<span class="counts">{cell.tally}{f" · worst {worst}" if cell.mixed else ""}</span><span class="counts">'
         )
         for each in cell.runs:
-            each_status = escape(safe(each["status"]))
+            each_status = _word(each["status"])
             parts.append(
-                link(each, f'<span class="dot s-{each_status}" title="run #{each["id"]}: {each_status}"></span>')
+                _link(
+                    each,
+                    f'<span class="dot s-{each_status}" title="run #{each["id"]}: {each_status}"></span>',
+                    root,
+                    paged,
+                )
             )
         parts.append("</span>")
         for label, side in cell.split:
-            side_status = escape(safe(side["status"]))
-            parts.append(f'<span class="split">{escape(safe(label))}: {link(side, side_status)}</span>')
+            parts.append(
+                f'<span class="split">{escape(safe(label))}: {_link(side, _word(side["status"]), root, paged)}</span>'
+            )
     parts.append(
         f'<span class="counts">{_count(run.get("graph_break_count"))}b · {_count(run.get("recompile_count"))}r · '
         f"{_count(run.get('hidden_error_count'))}h</span></td>"

@@ -14,6 +14,7 @@ import hashlib
 import re
 from collections import Counter
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any, Iterator, Optional
 
 from diag import row as rows
@@ -46,6 +47,11 @@ class Cell:
     state: str = field(init=False)  # works (every run), flaky (some runs failed, some worked) or fails (none worked)
 
     def __post_init__(self) -> None:
+        if len(self.runs) == 1:  # most cells: decided without a sort or a count
+            self.run = self.runs[0]
+            works = self.run["status"] in WORKS
+            self.working, self.state = (1, "works") if works else (0, "fails")
+            return
         self.run = deciding_run(self.runs)
         self.working = sum(1 for r in self.runs if r["status"] in WORKS)
         self.state = "works" if self.working == len(self.runs) else ("fails" if self.working == 0 else "flaky")
@@ -224,7 +230,7 @@ def build_matrix(
 ) -> Matrix:
     """Every run of each row x build, with status changes, transitions, key changes and verdicts."""
     grouped: dict[RowKey, dict[int, list[dict[str, Any]]]] = {}
-    for run in sorted(runs, key=lambda r: r["id"]):
+    for run in sorted(runs, key=itemgetter("id")):
         grouped.setdefault(rows.of(run), {}).setdefault(run["torch_build_id"], []).append(run)
     row_keys = sorted(grouped, key=rows.sort_key)
     used = {build_id for column in grouped.values() for build_id in column}
