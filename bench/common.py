@@ -7,6 +7,7 @@ import resource
 import subprocess
 import time
 from pathlib import Path
+from typing import Optional
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -92,14 +93,14 @@ def _tree_memory_mb(root: int) -> tuple[float, float]:
     return pss / 1024, rss / 1024
 
 
-def tree_usage(command: list[str]) -> dict:
+def tree_usage(command: list[str], cwd: Optional[Path] = None) -> dict:
     """What ``command`` cost with every process it started: wall seconds, CPU seconds (user + system,
     of the process and of its descendants, as the kernel counts them when each ends; also apart), the
     peak of the tree's memory (``_tree_memory_mb``: proportional set sizes summed, and the largest
     resident set of one process; sampled every 50 ms), and its stdout."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=cwd)
     peak, largest = 0.0, 0.0
     while process.poll() is None:
         pss, rss = _tree_memory_mb(process.pid)

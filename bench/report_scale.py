@@ -10,7 +10,8 @@ many files were written. Dirty pages of the step before are written out before e
 ``--busy N`` starts N processes that spin on the CPU for the whole measurement (a shared CI
 runner); ``--repeats`` runs the three renders that many times in fresh folders and prints the
 median with the range; each trial renders with ``--processes 2`` and with ``--processes 1`` in
-turn, so that the two are compared under the same load.
+turn, so that the two are compared under the same load, and with ``--against DIR`` also with the
+diag checked out in DIR (another commit), from the same history.
 
     python bench/report_scale.py                 # idle machine
     python bench/report_scale.py --busy 2        # both cores of a 2-core machine held by others
@@ -27,7 +28,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -40,30 +41,33 @@ from diag import store  # noqa: E402 (after sys.path names the repository)
 KINDS = ("from scratch", "one night later", "no new data")
 
 
-def _render(db_path: Path, out: Path, processes: Optional[int]) -> dict:
-    command = [sys.executable, "-m", "diag", "report", "--db", str(db_path), "--out", str(out), "--json"]
-    command += ["--processes", str(processes)] if processes else []
+def _render(db_path: Path, out: Path, processes: Optional[int], code: Optional[Path] = None) -> dict:
+    """``code``: a checkout of diag to render with instead (``python -m diag`` run there imports it)."""
+    command = [sys.executable, "-m", "diag", "report", "--db", str(db_path.resolve()), "--out", str(out.resolve())]
+    command += ["--json"] + (["--processes", str(processes)] if processes else [])
     # what the step before left to write (the DB copied, the night stored) is written out first: on
     # a disk mounted with discard, creating files while 60 MB are written back costs the render
     # seconds of system time that are not its own
     os.sync()
-    done = tree_usage(command)
+    done = tree_usage(command, cwd=code)
     printed = json.loads(done.pop("stdout"))
     return {**done, "written": printed["written"], "files": printed["files"]}
 
 
-def renders(db_path: Path, out: Path, total: int, processes: Optional[int] = None) -> dict[str, dict]:
+def renders(
+    db_path: Path, out: Path, total: int, processes: Optional[int] = None, code: Optional[Path] = None
+) -> dict[str, dict]:
     """The three renders of the history in ``db_path`` (``total`` runs); the night is added to it.
-    ``processes``: ``diag report --processes`` (None: its default)."""
-    found = {KINDS[0]: _render(db_path, out, processes)}
+    ``processes``: ``diag report --processes`` (None: its default); ``code``: see ``_render``."""
+    found = {KINDS[0]: _render(db_path, out, processes, code)}
     night = len(synthetic.configs())
     made = max(1, total // night) * night  # records() makes whole nights
     db = store.open_db(db_path)
     store.save_runs(db, itertools.islice(synthetic.records(made + night), made, None))
     db.conn.execute("PRAGMA wal_checkpoint(FULL)")
     db.conn.close()
-    found[KINDS[1]] = _render(db_path, out, processes)
-    found[KINDS[2]] = _render(db_path, out, processes)
+    found[KINDS[1]] = _render(db_path, out, processes, code)
+    found[KINDS[2]] = _render(db_path, out, processes, code)
     return found
 
 
@@ -93,12 +97,17 @@ def main() -> None:
         action="append",
         help="diag report --processes; repeat to compare (each trial alternates them). Default: 2 and 1",
     )
+    parser.add_argument(
+        "--against",
+        type=Path,
+        help="a checkout of diag at another commit (git worktree add DIR REV): its renders alternate with these",
+    )
     args = parser.parse_args()
-    variants = args.processes or [2, 1]
+    variants: list[Any] = list(args.processes or [2, 1]) + ([args.against.resolve()] if args.against else [])
     spinners = [
         subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.busy)
     ]  # fmt: skip
-    trials: dict[int, list[dict[str, dict]]] = {processes: [] for processes in variants}
+    trials: dict[Any, list[dict[str, dict]]] = {variant: [] for variant in variants}
     try:
         with tempfile.TemporaryDirectory(prefix="diag-report-scale-") as tmp:
             work = Path(tmp)
@@ -108,25 +117,28 @@ def main() -> None:
             db.conn.execute("PRAGMA wal_checkpoint(FULL)")
             db.conn.close()
             for trial in range(args.repeats):
-                for processes in variants:
-                    copy = work / f"trial{trial}-{processes}.db"
+                for index, variant in enumerate(variants):
+                    copy = work / f"trial{trial}-{index}.db"
                     copy.write_bytes(seed.read_bytes())
-                    trials[processes].append(renders(copy, work / f"site{trial}-{processes}", args.runs, processes))
+                    code = variant if isinstance(variant, Path) else None
+                    processes = None if code else variant
+                    trials[variant].append(renders(copy, work / f"site{trial}-{index}", args.runs, processes, code))
     finally:
         for spinner in spinners:
             spinner.kill()
             spinner.wait()
     print(f"{args.runs:,} synthetic runs, {args.busy} busy processes, {args.repeats} trials: median (range)")
     print(
-        "| render | processes | wall | CPU, process tree | of it, system | peak memory of the tree (PSS) "
+        "| render | diag | wall | CPU, process tree | of it, system | peak memory of the tree (PSS) "
         "| largest process (RSS) | files written |"
     )
     print("|---|---|---|---|---|---|---|---|")
     for kind in KINDS:
-        for processes in variants:
-            each = [t[kind] for t in trials[processes]]
+        for variant in variants:
+            each = [t[kind] for t in trials[variant]]
+            label = f"`{variant.name}`" if isinstance(variant, Path) else f"`--processes {variant}`"
             print(
-                f"| {kind} | {processes} | {_spread([e['wall_s'] for e in each], 's')} | "
+                f"| {kind} | {label} | {_spread([e['wall_s'] for e in each], 's')} | "
                 f"{_spread([e['cpu_s'] for e in each], 's')} | {_spread([e['system_s'] for e in each], 's')} | "
                 f"{_spread([e['peak_mb'] for e in each], 'MB', 0)} | "
                 f"{_spread([e['largest_rss_mb'] for e in each], 'MB', 0)} | "
