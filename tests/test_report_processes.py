@@ -93,6 +93,38 @@ def test_a_re_render_by_the_same_code_forks_no_helper(history, tmp_path):
     assert _render(history, tmp_path / "site", 2) == []  # a night's pages at most: not worth a fork
 
 
+INTERRUPTED = """
+import os, sys
+from pathlib import Path
+from diag import report, store
+
+def interrupt(*args, **kwargs):
+    raise KeyboardInterrupt  # Ctrl-C while the parent renders the matrix and the helper the run pages
+report._matrix_pages = interrupt
+db = store.open_db(sys.argv[1], readonly=True)
+try:
+    report.render(db, Path(sys.argv[2]), processes=2)
+except KeyboardInterrupt:
+    pass
+try:
+    os.waitpid(-1, os.WNOHANG)
+    print("a child is left")
+except ChildProcessError:
+    print("no child is left")
+"""
+
+
+def test_a_render_interrupted_leaves_no_helper_behind(history, tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-c", INTERRUPTED, str(history), str(tmp_path / "site")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "no child is left"
+
+
 def test_no_helper_is_forked_beside_another_thread():
     assert forked.can_fork() == (sys.platform.startswith("linux") and threading.active_count() == 1)
     release = threading.Event()
