@@ -36,8 +36,9 @@ def cores() -> int:
 
 
 def can_fork() -> bool:
-    """On Linux, in a process of one thread: a child forked beside other threads may inherit a lock
-    one of them held (logging's, a file's), and wait on it for ever."""
+    """On Linux, where this process runs no other Python thread: a child forked beside one may
+    inherit a lock it held (logging's, a file's) and wait on it for ever. (numpy, which sqlite-utils
+    imports, starts a BLAS thread pool of its own; it prepares itself for a fork.)"""
     return sys.platform.startswith("linux") and threading.active_count() == 1
 
 
