@@ -125,6 +125,34 @@ def test_a_render_interrupted_leaves_no_helper_behind(history, tmp_path):
     assert done.stdout.strip() == "no child is left"
 
 
+GONE = """
+import os, signal, sys
+from pathlib import Path
+from diag import report, store
+from diag.report import forked
+
+original = forked.Helper.send
+def send(self, task):
+    os.kill(self.pid, signal.SIGKILL)  # the helper is killed before it gets its task
+    os.waitpid(self.pid, 0)
+    self.pid = None
+    original(self, task)
+forked.Helper.send = send
+db = store.open_db(sys.argv[1], readonly=True)
+out = Path(sys.argv[2])
+report.publish(report.render(db, out, processes=2), out, Path(sys.argv[1]))
+"""
+
+
+def test_a_helper_killed_before_its_task_leaves_the_pages_to_the_parent(history, tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-c", GONE, str(history), str(tmp_path / "gone")], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    assert _render(history, tmp_path / "one", 1) == []
+    assert _tree(tmp_path / "one") == _tree(tmp_path / "gone")
+
+
 def test_no_helper_is_forked_beside_another_thread():
     assert forked.can_fork() == (sys.platform.startswith("linux") and threading.active_count() == 1)
     release = threading.Event()

@@ -80,10 +80,20 @@ class Helper:
         self.sent = False
 
     def send(self, task: Any) -> None:
-        if self.tasks is not None:
+        """Hand the child its task; where it has gone meanwhile (killed), nothing is sent and the
+        caller does the work itself."""
+        if self.tasks is None:
+            return
+        try:
             pickle.dump(task, self.tasks, protocol=pickle.HIGHEST_PROTOCOL)
             self.tasks.close()
-            self.tasks, self.sent = None, True
+            self.sent = True
+        except OSError:  # a broken pipe: the child is gone
+            try:
+                self.tasks.close()
+            except OSError:
+                pass
+        self.tasks = None
 
     def result(self) -> Optional[dict[str, str]]:
         if not self.sent or self.pid is None:
