@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 from diag import row as rows
 from diag.report.model import Matrix, RowKey
@@ -24,9 +24,7 @@ def _latency(run: dict[str, Any], mode: str) -> Optional[float]:
 
 def run_values(run: dict[str, Any]) -> tuple[Optional[float], ...]:
     """A run's value of each of ``METRICS``, in their order (None where it has none), in one pass."""
-    noisy = run.get("timing_noisy")
-    eager = None if noisy else run.get("eager_ms_per_token")
-    compiled = None if noisy else run.get("compiled_ms_per_token")
+    eager, compiled = _latency(run, "eager"), _latency(run, "compiled")
     return (
         run.get("compile_s"),
         compiled,
@@ -36,18 +34,12 @@ def run_values(run: dict[str, Any]) -> tuple[Optional[float], ...]:
     )
 
 
-Metric = tuple[str, str, Callable[[dict[str, Any]], Optional[float]]]
-METRICS: list[Metric] = [
-    (title, unit, lambda run, index=index: run_values(run)[index])
-    for index, (title, unit) in enumerate(
-        [
-            ("Compile time", "seconds"),
-            ("Compiled per-token latency", "ms / token"),
-            ("Speedup (eager / compiled)", "x"),
-            ("Peak memory, compiled", "MB"),
-            ("Guard check per decode call", "microseconds"),
-        ]
-    )
+METRICS: list[tuple[str, str]] = [  # (title, unit), in the order of run_values
+    ("Compile time", "seconds"),
+    ("Compiled per-token latency", "ms / token"),
+    ("Speedup (eager / compiled)", "x"),
+    ("Peak memory, compiled", "MB"),
+    ("Guard check per decode call", "microseconds"),
 ]
 
 
@@ -73,13 +65,9 @@ def cell_table(matrix: Matrix, row_keys: list[RowKey], builds: list[dict[str, An
     return table
 
 
-def values_of(cell: Optional[Any], value: Callable[[dict[str, Any]], Optional[float]]) -> list[float]:
-    """The values ``value`` gives the runs of a cell (none for a run without one, such as a failed compile)."""
-    return [] if cell is None else [y for run in cell.runs if (y := value(run)) is not None]
-
-
 def cell_values(cell: Optional[Any]) -> Optional[tuple[list[float], ...]]:
-    """Per metric of ``METRICS``, the values of a cell's runs (``values_of`` for each, in one pass)."""
+    """Per metric of ``METRICS``, the values of a cell's runs (none for a run without one, such as a
+    failed compile), in one pass."""
     if cell is None:
         return None
     if len(cell.runs) == 1:  # most cells: no list per metric to fill
@@ -106,7 +94,7 @@ def trend(values: Values, metric: int, builds: list[dict[str, Any]], first: int 
     panel per backend x fullgraph mode, a line per row (the median of its runs on a build; a gap where
     no run has a value, such as a failed compile) with the band between its fastest and slowest run.
     The legend sits beside each panel, never on it. None when no run has a value."""
-    title, unit, _ = METRICS[metric]
+    title, unit = METRICS[metric]
     grouped: dict[tuple[str, int], list[RowKey]] = {}
     for row in values:
         grouped.setdefault((row.backend, row.fullgraph), []).append(row)
@@ -133,7 +121,7 @@ def trend(values: Values, metric: int, builds: list[dict[str, Any]], first: int 
 
 def overview(values: Values, metric: int, builds: list[dict[str, Any]]) -> Optional[str]:
     """The whole history in one panel: per backend x fullgraph mode, the median over its rows per build."""
-    title, unit, _ = METRICS[metric]
+    title, unit = METRICS[metric]
     grouped: dict[str, list[RowKey]] = {}
     for row in values:
         grouped.setdefault(_panel_name(row.backend, row.fullgraph), []).append(row)
@@ -159,7 +147,7 @@ def case_charts(matrix: Matrix, case: str) -> list[tuple[str, str]]:
     values = {row: [cell_values(column[i]) for i in kept] for row, column in every.items()}
     first = max(0, len(builds) - DETAIL_BUILDS)
     drawn = []
-    for index, (title, _, _) in enumerate(METRICS):
+    for index, (title, _) in enumerate(METRICS):
         svg = trend(values, index, builds[first:], first)
         if svg:
             drawn.append((title, svg))
