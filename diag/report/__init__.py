@@ -1,10 +1,10 @@
 """The static HTML report: ``render`` returns {relative path: content}; ``publish`` writes it.
 
 Layout: ``index.html`` (the answer per case and fullgraph mode, then the matrix over the
-newest builds, newest first, and the newest transitions), ``matrix-N.html`` (older builds),
-``transitions.html`` (every transition and key change, with filters), ``cases/<case>.html``
-(trend charts), ``runs/<id>.html``, ``report.json`` (a machine-readable index) and
-``datasette.json`` (Datasette metadata for the DB). ``publish`` (publish.py) writes it.
+newest builds, newest first, and the newest transitions), ``matrix-K.html`` (the K-th 25 builds
+counted from the oldest), ``transitions.html`` (every transition and key change, with filters),
+``cases/<case>.html`` (trend charts), ``runs/<id>.html``, ``report.json`` (a machine-readable
+index) and ``datasette.json`` (Datasette metadata for the DB). ``publish`` (publish.py) writes it.
 
 Run pages are written for every run of the newest ``detail_builds`` builds and of both sides
 of every transition and key change; older cells name their run ids for ``diag show`` and
@@ -29,7 +29,7 @@ from diag import __version__, guards, store
 from diag.config import diag_home
 from diag.contract import STATUSES
 from diag.report import breaks_page, charts, forked, inputs, matrix_html, run_page, variants_page
-from diag.report.model import FLAKY_FLIPS, Matrix, build_matrix, page_path, pages, row_label
+from diag.report.model import FLAKY_FLIPS, Matrix, archive, build_matrix, page_path, row_label
 from diag.report.publish import MANIFEST, ReportError, publish
 from diag.report.run_page import ci_link
 from diag.text import config_text, safe
@@ -249,11 +249,8 @@ def _pages(
             files[f"runs/{run_id}.html"] = inputs.Kept()
     if forked.worth_forking(len(rendered)):
         helper.send((rendered, quiet))
-    files.update(
-        _matrix_pages(
-            env, matrix, {**common, "run_count": len(runs), "folded_count": store.folded_total(db)}, builds_per_page
-        )
-    )
+    front = {**common, "run_count": len(runs), "folded_count": store.folded_total(db)}
+    files.update(_matrix_pages(env, matrix, front, made, nav, builds_per_page, store.hidden_keys(db), texts))
     files["transitions.html"] = env.get_template("transitions.html.j2").render(
         root="",
         matrix=matrix,
@@ -331,25 +328,49 @@ def _architectures(matrix: Matrix, keys: dict[int, set[tuple[str, str]]]) -> lis
 
 
 def _matrix_pages(
-    env: jinja2.Environment, matrix: Matrix, common: dict[str, Any], builds_per_page: int
+    env: jinja2.Environment,
+    matrix: Matrix,
+    common: dict[str, Any],
+    made: inputs.Pages,
+    nav: list[Any],
+    builds_per_page: int,
+    hidden: dict[int, list[str]],
+    texts: dict[tuple[str, str], dict[str, Any]],
 ) -> dict[str, str]:
-    chunks = pages(matrix.builds, builds_per_page)
-    names = ["index.html"] + [f"matrix-{n}.html" for n in range(2, len(chunks) + 1)]
-    labels = [f"{c[-1]['version']} … {c[0]['version']}" if c else "none" for c in chunks]
+    """``index.html`` shows the newest ``builds_per_page`` builds; ``matrix-K.html`` the K-th whole
+    chunk of builds counted from the oldest (``model.archive``). A chunk's page keeps its builds
+    however many nights are added, so its address keeps its meaning and its content changes only
+    with its own runs (a run page made or dropped as the newest builds move on, say); one whose
+    inputs are those it was published from is Kept. Every build is on an archive page or on the
+    front one, or both."""
+    size = max(1, builds_per_page)
+    chunks = archive(matrix.builds, size)
+    names = [f"matrix-{k}.html" for k in range(1, len(chunks) + 1)]
+    listed = [("index.html", f"newest {size}")] + [
+        (name, f"{chunk[-1]['version']} … {chunk[0]['version']}") for name, chunk in reversed(list(zip(names, chunks)))
+    ]
+    quiet = {**common, "data_stamp": ""}  # an archive page carries no stamp of the newest data
     counts = {"build_count": len(matrix.builds), "row_count": len(matrix.rows)}
     files = {}
-    for index, (name, chunk) in enumerate(zip(names, chunks)):
-        pagination = [{"href": n, "label": label, "current": n == name} for n, label in zip(names, labels)]
+    for name, chunk in [("index.html", matrix.builds[-size:]), *zip(names, chunks)]:
+        front = name == "index.html"
+        pagination = [{"href": href, "label": label, "current": href == name} for href, label in listed]
+        table = None if front else matrix_html.table_inputs(matrix, chunk, common["paged"], hidden, texts)
+        if not front and not made.stale(
+            name, inputs.digest(inputs.sources(), nav, pagination, common["detail_builds"], table)
+        ):
+            files[name] = inputs.Kept()
+            continue
         files[name] = env.get_template("index.html.j2").render(
             root="",
             matrix=matrix,
             page_builds=list(reversed(chunk)),
             pagination=pagination,
-            front=index == 0,
+            front=front,
             transitions=matrix.transitions[:FRONT_LISTED],
             key_changes=matrix.key_changes[:FRONT_LISTED],
             **counts,
-            **common,
+            **(common if front else quiet),
         )
     return files
 

@@ -1,11 +1,13 @@
 """What each page of the site was made from: a digest of its inputs per page, kept beside the site
-(``.diag-report-inputs.json``), so that a re-render after one new night renders, and draws, only the
-run pages whose inputs changed: a run page once. (The other pages change with every night, and cost
-little to make.)
+(``.diag-report-inputs.json``), so that a re-render after one new night makes only the pages whose
+inputs changed. Digests are kept for the run pages (a run page is made once) and for the matrix's
+archive pages (a whole chunk of builds each, which a new night leaves as it was). The front page,
+the transitions, the charts and report.json change with every night and are made each time.
 
-A digest covers the code that renders (diag's version and the sources of the report, its templates
-and the text helpers), the navigation every page carries, and the page's own data; a page whose
-digest is the one published and whose file is still there is ``Kept``: not rendered, not written."""
+A digest covers the code that renders (diag's version, the sources of the report and its templates,
+and the modules of diag they take words and verdicts from), the navigation every page carries and
+the page's own data. A page whose digest is the one published, and whose file is still there, is
+``Kept``: not rendered, not written."""
 
 from __future__ import annotations
 
@@ -19,6 +21,9 @@ from diag import __version__
 
 INPUTS = ".diag-report-inputs.json"
 _ROOT = Path(__file__).resolve().parent
+# the modules of diag outside report/ whose code decides what a page shows: the text helpers, the
+# status vocabulary, rows and their labels, the deciding run of a cell, build order, guard texts
+_SHARED = ("text", "contract", "row", "regress", "build", "guards", "noise")
 
 
 class Kept(str):
@@ -28,7 +33,8 @@ class Kept(str):
 @functools.lru_cache(maxsize=1)
 def sources() -> str:
     """The code that renders the site, as one digest."""
-    files = sorted([*_ROOT.glob("*.py"), *(_ROOT / "templates").glob("*.j2"), _ROOT.parent / "text.py"])
+    shared = [_ROOT.parent / f"{name}.py" for name in _SHARED]
+    files = sorted([*_ROOT.glob("*.py"), *(_ROOT / "templates").glob("*.j2"), *shared])
     hashed = hashlib.sha1(__version__.encode())
     for path in files:
         hashed.update(path.name.encode() + b"\0" + path.read_bytes())

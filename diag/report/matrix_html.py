@@ -4,6 +4,9 @@ template: the big matrix has tens of thousands of cells and a Jinja call per cel
 from __future__ import annotations
 
 import functools
+import hashlib
+import marshal
+from operator import itemgetter
 from typing import Any, Callable, Optional
 
 from markupsafe import Markup, escape
@@ -102,6 +105,65 @@ def row_filter(
                 if table == "hidden_errors":
                     words.update((key, ((texts or {}).get((table, key)) or {}).get("text") or ""))
     return " ".join([row.case, row_label(row), *sorted(w for w in words if w)])
+
+
+# what a cell shows of each of its runs (with whether the run has a page, and its hidden errors)
+_SHOWN = itemgetter(
+    "id",
+    "status",
+    "error_type",
+    "error_message",
+    "graph_break_count",
+    "recompile_count",
+    "hidden_error_count",
+    "python",
+    "transformers_version",
+)
+_ID = itemgetter("id")
+
+
+def table_inputs(
+    matrix: Matrix,
+    builds: list[dict[str, Any]],
+    paged: set[int],
+    hidden: dict[int, list[str]],
+    texts: Optional[dict[tuple[str, str], dict[str, Any]]] = None,
+) -> str:
+    """A digest of every value ``matrix_table`` reads for ``builds`` (``hidden``: per run id, its
+    hidden-error keys), which says whether the table changed without making it (inputs.py). Kept
+    beside the code that reads them: a value the table comes to show must be named here as well.
+    (Made with marshal, in C: the archive's tables hold every run of the history.)"""
+    heads = [
+        [build.get(name) for name in ("id", "version", "git_version", "nightly_date", "variant")]
+        + [matrix.pythons.get(build["id"]), matrix.transformers.get(build["id"])]
+        for build in builds
+    ]
+    ids = [build["id"] for build in builds]
+    changed: list[Optional[bool]] = []
+    runs: list[dict[str, Any]] = []
+    for row in matrix.rows:
+        column = matrix.column(row)
+        for build_id in ids:
+            cell = column.get(build_id)
+            if cell is None:
+                changed.append(None)
+            else:
+                changed.append(cell.changed)
+                runs += cell.runs
+    here = set(map(_ID, runs))
+    data = [
+        heads,
+        [tuple(row) for row in matrix.rows],
+        changed,
+        list(map(_SHOWN, runs)),
+        sorted(here & paged),
+        [
+            [run_id, key, ((texts or {}).get(("hidden_errors", key)) or {}).get("text")]
+            for run_id in sorted(here & hidden.keys())
+            for key in hidden[run_id]
+        ],
+    ]
+    return hashlib.sha1(marshal.dumps(data, 2)).hexdigest()
 
 
 def matrix_table(

@@ -413,10 +413,11 @@ def _newest_episode(matrix: Matrix, members: list[RowKey], line: list[dict[str, 
     return best
 
 
-def pages(items: list, size: int) -> list[list]:
-    """``items`` in chunks of ``size``, newest chunk first (items are oldest first)."""
-    chunks = [items[max(0, end - size) : end] for end in range(len(items), 0, -size)]
-    return chunks or [[]]
+def archive(items: list, size: int) -> list[list]:
+    """``items`` (oldest first) in whole chunks of ``size``, counted from the oldest: a chunk, once
+    whole, holds the same items however many are added after it. The newest ``len(items) % size``
+    items are in no chunk."""
+    return [items[start : start + size] for start in range(0, len(items) - size + 1, size)] if size > 0 else []
 
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")

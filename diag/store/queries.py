@@ -114,6 +114,14 @@ def finding_keys(db: sqlite_utils.Database | sqlite3.Connection, where: str = ""
     return found
 
 
+def hidden_keys(db: sqlite_utils.Database | sqlite3.Connection) -> dict[int, list[str]]:
+    """Per run id with hidden errors, their keys, sorted."""
+    found: dict[int, list[str]] = {}
+    for run_id, key in db.execute("SELECT DISTINCT run_id, key FROM hidden_errors ORDER BY run_id, key"):
+        found.setdefault(run_id, []).append(key)
+    return found
+
+
 KEY_TEXT_CHARS = 160
 
 # The page torch's graph-break messages link to (torch >= 2.8). Only that host is linked: the text is

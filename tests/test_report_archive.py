@@ -1,0 +1,137 @@
+"""The matrix's archive pages: ``matrix-K.html`` holds the K-th whole chunk of builds counted from
+the oldest, so a night added to the history leaves the older pages as they were, and a re-render
+skips them; yet whatever an archive page shows, changed in the DB, makes it again. Each re-render
+here is compared, byte for byte, with a render from scratch of the same DB."""
+
+from __future__ import annotations
+
+import sqlite3
+import sys
+from pathlib import Path
+
+import pytest
+
+from diag import report, store
+from diag.report import inputs
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+import synthetic  # noqa: E402 (after sys.path names bench/)
+
+PER_PAGE = 3
+NIGHT = len(synthetic.configs())
+
+
+def _publish(path: Path, out: Path) -> dict[str, str]:
+    """Render the DB at ``path`` into ``out`` in this process (PER_PAGE builds a page, the newest
+    four builds with run pages); the files the render made (Kept ones are not)."""
+    db = store.open_db(path, readonly=True)
+    try:
+        files = report.render(db, out, builds_per_page=PER_PAGE, detail_builds=4, processes=1)
+    finally:
+        db.conn.close()
+    report.publish(files, out, path)
+    return {name: content for name, content in files.items() if not isinstance(content, inputs.Kept)}
+
+
+def _tree(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def _history(path: Path, nights: int) -> None:
+    db = store.open_db(path)
+    store.save_runs(db, synthetic.records(nights * NIGHT))
+    db.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    db.conn.close()
+
+
+def _add_night(path: Path, nights: int) -> None:
+    """The night after the first ``nights``, as the synthetic history makes it."""
+    db = store.open_db(path)
+    records = synthetic.records((nights + 1) * NIGHT)
+    store.save_runs(db, (record for index, record in enumerate(records) if index >= nights * NIGHT))
+    db.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    db.conn.close()
+
+
+def _same_as_from_scratch(path: Path, out: Path, scratch: Path) -> None:
+    _publish(path, scratch)
+    assert _tree(out) == _tree(scratch)
+
+
+def test_a_night_leaves_the_whole_archive_pages_before_it_alone(tmp_path):
+    path, out = tmp_path / "history.db", tmp_path / "site"
+    _history(path, 7)
+    _publish(path, out)
+    for nights in range(7, 11):
+        before = _tree(out)
+        _add_night(path, nights)
+        made = _publish(path, out)
+        builds = nights + 1
+        whole = builds // PER_PAGE
+        assert sorted(p.name for p in out.glob("matrix-*.html")) == sorted(
+            f"matrix-{k}.html" for k in range(1, whole + 1)
+        )
+        # the page of the build whose runs lost their pages (no longer among the newest four) and
+        # the newest whole one are made again; the others are neither made nor changed
+        moved = {f"matrix-{(builds - 5) // PER_PAGE + 1}.html", f"matrix-{whole}.html"}
+        older = {f"matrix-{k}.html" for k in range(1, whole + 1)} - moved
+        if whole == (builds - 1) // PER_PAGE:  # no new archive page: the others' navigation is unchanged
+            assert not older & set(made), sorted(made)
+            assert all(_tree(out)[name] == before[name] for name in older)
+        _same_as_from_scratch(path, out, tmp_path / f"scratch-{nights}")
+
+
+def test_every_build_is_on_an_archive_page_or_the_front_one(tmp_path):
+    path, out = tmp_path / "history.db", tmp_path / "site"
+    _history(path, 8)
+    _publish(path, out)
+    versions = {b["version"] for b in store.builds(store.open_db(path, readonly=True))}
+    shown = {}
+    for page in [out / "index.html", *out.glob("matrix-*.html")]:
+        text = page.read_text()
+        start = text.index('<table class="matrix"')
+        table = text[start : text.index("</thead>", start)]
+        shown[page.name] = {v for v in versions if f">{v}</span>" in table}
+    assert set().union(*shown.values()) == versions
+    assert [len(shown[f"matrix-{k}.html"]) for k in (1, 2)] == [PER_PAGE, PER_PAGE]
+    assert len(shown["index.html"]) == PER_PAGE and shown["matrix-1.html"] == {
+        b["version"]
+        for b in sorted(store.builds(store.open_db(path, readonly=True)), key=lambda b: b["nightly_date"])[:3]
+    }
+
+
+def _oldest_run(conn: sqlite3.Connection) -> int:
+    return conn.execute(
+        "SELECT r.id FROM runs r JOIN torch_builds b ON b.id = r.torch_build_id "
+        "WHERE r.\"case\" = 'append_last' AND r.fullgraph = 1 ORDER BY b.nightly_date, r.id LIMIT 1"
+    ).fetchone()[0]
+
+
+# What an archive page shows of a run or a build, each changed in the DB behind diag's back
+CHANGES = {
+    "status": "UPDATE runs SET status = 'crash' WHERE id = {run}",
+    "error": "UPDATE runs SET error_type = 'TypeError', error_message = 'guards' WHERE id = {run}",
+    "graph breaks": "UPDATE runs SET graph_break_count = 41 WHERE id = {run}",
+    "recompiles": "UPDATE runs SET recompile_count = 42 WHERE id = {run}",
+    "hidden errors": "UPDATE runs SET hidden_error_count = 43 WHERE id = {run}",
+    "python": "UPDATE runs SET python = '3.10.4' WHERE id = {run}",
+    "transformers": "UPDATE runs SET transformers_version = '9.9.9' WHERE id = {run}",
+    "a hidden error": "INSERT INTO hidden_errors (run_id, key, source, exc_type, message) "
+    "VALUES ({run}, 'TypeError:hidden', 'log', 'TypeError', 'swallowed')",
+    "a build's commit": "UPDATE torch_builds SET git_version = 'feedface' "
+    "WHERE id = (SELECT torch_build_id FROM runs WHERE id = {run})",
+}
+
+
+@pytest.mark.parametrize("change", sorted(CHANGES))
+def test_what_an_archive_page_shows_changed_in_the_db_makes_it_again(tmp_path, change):
+    path, out = tmp_path / "history.db", tmp_path / "site"
+    _history(path, 7)
+    _publish(path, out)
+    conn = sqlite3.connect(path)
+    with conn:
+        conn.execute(CHANGES[change].format(run=_oldest_run(conn)))
+    conn.close()
+    made = _publish(path, out)
+    assert "matrix-1.html" in made
+    _same_as_from_scratch(path, out, tmp_path / "scratch")
