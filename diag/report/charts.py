@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 from diag import row as rows
 from diag.report.model import Matrix, RowKey
@@ -24,13 +24,17 @@ def _latency(run: dict[str, Any], mode: str) -> Optional[float]:
 
 def run_values(run: dict[str, Any]) -> tuple[Optional[float], ...]:
     """A run's value of each of ``METRICS``, in their order (None where it has none), in one pass."""
-    eager, compiled = _latency(run, "eager"), _latency(run, "compiled")
+    get = run.get
+    if get("timing_noisy"):  # as _latency reads it, for every run of a history at once
+        eager = compiled = None
+    else:
+        eager, compiled = get("eager_ms_per_token"), get("compiled_ms_per_token")
     return (
-        run.get("compile_s"),
+        get("compile_s"),
         compiled,
         eager / compiled if eager and compiled else None,
-        run.get("peak_mem_compiled_mb"),
-        run.get("guard_latency_us"),
+        get("peak_mem_compiled_mb"),
+        get("guard_latency_us"),
     )
 
 
@@ -52,7 +56,7 @@ def _line_label(row: RowKey) -> str:
 
 Cells = dict[RowKey, list[Optional[Any]]]  # per row, its cell (or None) on each build drawn
 # per row, on each build drawn: per metric, the values of the cell's runs (None: no cell)
-Values = dict[RowKey, list[Optional[tuple[list[float], ...]]]]
+Values = dict[RowKey, list[Optional[tuple[Sequence[float], ...]]]]
 
 
 def cell_table(matrix: Matrix, row_keys: list[RowKey], builds: list[dict[str, Any]]) -> Cells:
@@ -65,13 +69,28 @@ def cell_table(matrix: Matrix, row_keys: list[RowKey], builds: list[dict[str, An
     return table
 
 
-def cell_values(cell: Optional[Any]) -> Optional[tuple[list[float], ...]]:
+_NONE: tuple[float, ...] = ()
+
+
+def median(values: Sequence[float]) -> float:
+    """``statistics.median``, without its sort and checks for the one value of most cells."""
+    return values[0] if len(values) == 1 else statistics.median(values)
+
+
+def cell_values(cell: Optional[Any]) -> Optional[tuple[Sequence[float], ...]]:
     """Per metric of ``METRICS``, the values of a cell's runs (none for a run without one, such as a
     failed compile), in one pass."""
     if cell is None:
         return None
-    if len(cell.runs) == 1:  # most cells: no list per metric to fill
-        return tuple([] if y is None else [y] for y in run_values(cell.runs[0]))
+    if len(cell.runs) == 1:  # most cells: written out, with no loop or list to fill per metric
+        a, b, c, d, e = run_values(cell.runs[0])
+        return (
+            _NONE if a is None else (a,),
+            _NONE if b is None else (b,),
+            _NONE if c is None else (c,),
+            _NONE if d is None else (d,),
+            _NONE if e is None else (e,),
+        )
     found: tuple[list[float], ...] = tuple([] for _ in METRICS)
     for run in cell.runs:
         for values, y in zip(found, run_values(run)):
@@ -102,13 +121,13 @@ def trend(values: Values, metric: int, builds: list[dict[str, Any]], first: int 
     for (backend, fullgraph), members in sorted(grouped.items(), key=lambda p: (p[0][0], -p[0][1])):
         series = []
         for row in members[:MAX_LINES]:
-            points = [cell[metric] if cell else [] for cell in values[row][first:]]
+            points = [cell[metric] if cell else _NONE for cell in values[row][first:]]
             if any(points):
                 several = any(len(v) > 1 for v in points)
                 series.append(
                     Series(
                         _line_label(row),
-                        [statistics.median(v) if v else None for v in points],
+                        [median(v) if v else None for v in points],
                         [min(v) if v else None for v in points] if several else None,
                         [max(v) if v else None for v in points] if several else None,
                     )
@@ -130,7 +149,7 @@ def overview(values: Values, metric: int, builds: list[dict[str, Any]]) -> Optio
         ys = []
         for column in zip(*(values[row] for row in members)):
             found = [y for cell in column if cell for y in cell[metric]]
-            ys.append(statistics.median(found) if found else None)
+            ys.append(median(found) if found else None)
         series.append(Series(safe(name), ys))
     xs = [float(i) for i in range(len(builds))]
     heading = f"{title}: all {len(builds)} builds (median over configs)"

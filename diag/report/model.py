@@ -38,23 +38,23 @@ def error_line(run: dict[str, Any]) -> Optional[str]:
     return run["error_type"] + (f": {first[0]}" if first else "")
 
 
-@dataclass
 class Cell:
-    runs: list[dict[str, Any]]  # every run of the row on the build, oldest first
-    changed: bool = False  # the status differs from the previous build of the variant with a run in this row
-    run: dict[str, Any] = field(init=False)  # the deciding run: the cell's status, as ``diag check`` reads it
-    working: int = field(init=False)  # runs that worked
-    state: str = field(init=False)  # works (every run), flaky (some runs failed, some worked) or fails (none worked)
+    """Every run of one row on one build. A plain class with slots: a history has one per run."""
 
-    def __post_init__(self) -> None:
-        if len(self.runs) == 1:  # most cells: decided without a sort or a count
-            self.run = self.runs[0]
+    __slots__ = ("runs", "changed", "run", "working", "state")
+
+    def __init__(self, runs: list[dict[str, Any]]) -> None:
+        self.runs = runs  # every run of the row on the build, oldest first
+        self.changed = False  # the status differs from the previous build of the variant with a run in this row
+        if len(runs) == 1:  # most cells: decided without a sort or a count
+            self.run = runs[0]  # the deciding run: the cell's status, as ``diag check`` reads it
             works = self.run["status"] in WORKS
             self.working, self.state = (1, "works") if works else (0, "fails")
             return
-        self.run = deciding_run(self.runs)
-        self.working = sum(1 for r in self.runs if r["status"] in WORKS)
-        self.state = "works" if self.working == len(self.runs) else ("fails" if self.working == 0 else "flaky")
+        self.run = deciding_run(runs)
+        self.working = sum(1 for r in runs if r["status"] in WORKS)  # runs that worked
+        # works (every run), flaky (some runs failed, some worked) or fails (none worked)
+        self.state = "works" if self.working == len(runs) else ("fails" if self.working == 0 else "flaky")
 
     @property
     def worst(self) -> str:
@@ -230,8 +230,17 @@ def build_matrix(
 ) -> Matrix:
     """Every run of each row x build, with status changes, transitions, key changes and verdicts."""
     grouped: dict[RowKey, dict[int, list[dict[str, Any]]]] = {}
+    seen: dict[int, set[tuple[str, str]]] = {}  # per build id: (transformers, Python) of its runs
+    fields = itemgetter(*rows.FIELDS)
+    made: dict[tuple, RowKey] = {}  # a row key made once per row, not once per run
     for run in sorted(runs, key=itemgetter("id")):
-        grouped.setdefault(rows.of(run), {}).setdefault(run["torch_build_id"], []).append(run)
+        try:
+            row = made.get(fields(run)) or made.setdefault(fields(run), rows.of(run))
+        except KeyError:  # a run without every row column: rows.of reads it as NULL
+            row = rows.of(run)
+        build_id = run["torch_build_id"]
+        grouped.setdefault(row, {}).setdefault(build_id, []).append(run)
+        seen.setdefault(build_id, set()).add((run.get("transformers_version") or "", run.get("python") or ""))
     row_keys = sorted(grouped, key=rows.sort_key)
     used = {build_id for column in grouped.values() for build_id in column}
     ordered = [b for b in sorted(builds, key=build_order) if b["id"] in used]
@@ -249,15 +258,17 @@ def build_matrix(
                     continue
                 if previous is not None:
                     before_build, before = previous
-                    cell.changed = before.run["status"] != cell.run["status"]
-                    transition = _transition(row, before_build, before, build, cell)
-                    if transition:
-                        transitions.append(transition)
-                    change = _key_change(
-                        row, before_build, keys.get(before.run["id"], _NONE), build, keys.get(cell.run["id"], _NONE)
-                    )
-                    if change:
-                        changes.append(change)
+                    was, now = before.run["status"], cell.run["status"]
+                    if was != now:
+                        cell.changed = True
+                        transition = _transition(row, before_build, before, build, cell)
+                        if transition:
+                            transitions.append(transition)
+                    had, has = keys.get(before.run["id"], _NONE), keys.get(cell.run["id"], _NONE)
+                    if had != has:
+                        change = _key_change(row, before_build, had, build, has)
+                        if change:
+                            changes.append(change)
                 previous = (build, cell)
     # newest first by the build where the change showed, regressions before fixes: with many rows,
     # the newest regression is at the top however its row is named
@@ -268,12 +279,6 @@ def build_matrix(
     for transition in transitions:
         matrix.flips[transition.row] = matrix.flips.get(transition.row, 0) + 1
     matrix.verdicts = verdicts(matrix, strip, keys)
-    seen: dict[int, set[tuple[str, str]]] = {}
-    for column in by_row.values():
-        for build_id, cell in column.items():
-            found = seen.setdefault(build_id, set())
-            for run in cell.runs:
-                found.add((run.get("transformers_version") or "", run.get("python") or ""))
     for build_id, found in seen.items():
         matrix.transformers[build_id] = sorted({version for version, _ in found if version})
         matrix.pythons[build_id] = sorted({".".join(p.split(".")[:2]) for _, p in found if p})

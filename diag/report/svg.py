@@ -222,7 +222,7 @@ def _series(series: Series, colour: str, xs: Sequence[float], x_at, y_at, marker
     points = [None if y is None else (x_at(x), y_at(y)) for x, y in zip(xs, series.ys)]
     for run in _segments(points):
         if len(run) > 1:
-            path = " ".join(f"{'M' if i == 0 else 'L'}{_c(x)},{_c(y)}" for i, (x, y) in enumerate(run))
+            path = "M" + " L".join([f"{x:.1f},{y:.1f}" for x, y in run])  # _c's format, inline
             out.append(f'<path class="line" d="{path}" fill="none" stroke="{colour}" stroke-width="1.4"/>')
         if markers or len(run) == 1:  # a point alone is drawn even where lines carry no markers
             out += [f'<circle cx="{_c(x)}" cy="{_c(y)}" r="2.2" fill="{colour}"/>' for x, y in run]
