@@ -182,6 +182,20 @@ def test_a_command_imports_only_its_own_module():
     assert done.stdout.strip() == "['diag.cli.common', 'diag.cli.reading']"
 
 
+def test_the_store_imports_sqlite_utils_without_numpy_which_imports_later_as_ever():
+    probe = (
+        "import sys\n"
+        "from diag.cli import cli\n"
+        "cli.get_command(None, 'report')\n"
+        "from diag import report, store\n"
+        "print('numpy' in sys.modules, 'pandas' in sys.modules)\n"
+        "import numpy\n"
+        "print(float(numpy.ones(3).sum()))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout.split() == ["False", "False", "3.0"]
+
+
 def test_every_command_is_listed_where_it_is_defined():
     from diag.cli import cli
     from diag.cli.common import COMMAND_MODULES

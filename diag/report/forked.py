@@ -37,8 +37,8 @@ def cores() -> int:
 
 def can_fork() -> bool:
     """On Linux, where this process runs no other Python thread: a child forked beside one may
-    inherit a lock it held (logging's, a file's) and wait on it for ever. (numpy, which sqlite-utils
-    imports, starts a BLAS thread pool of its own; it prepares itself for a fork.)"""
+    inherit a lock it held (logging's, a file's) and wait on it for ever. (numpy's BLAS threads,
+    where numpy is imported, are not Python's; numpy prepares them for a fork.)"""
     return sys.platform.startswith("linux") and threading.active_count() == 1
 
 

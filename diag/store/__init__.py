@@ -12,6 +12,7 @@ statements inside one ``with conn:`` transaction, because sqlite-utils' own inse
 own and would split the transaction.
 """
 
+from diag.store import _sqlite_utils  # noqa: F401 (first: sqlite-utils without numpy)
 from diag.store.connection import StoreError, check_writable, explain, integrity, now, open_db, path_of
 from diag.store.descriptions import DESCRIPTIONS, datasette_metadata
 from diag.store.queries import (
