@@ -17,7 +17,7 @@ def _import() -> None:
     for name in hidden:
         sys.modules[name] = None  # type: ignore[assignment]  # an import of it raises ImportError
     try:
-        import sqlite_utils  # noqa: F401
+        import sqlite_utils  # noqa: F401 (imported here so that the modules of the store get it so)
     finally:
         for name in hidden:
             del sys.modules[name]
