@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from conftest import diag
 
-from diag import store
+from diag import report, store
 from diag.report import forked
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
@@ -44,7 +44,8 @@ if sys.argv[4] == "fail":
         raise store.StoreError("the helper cannot open the DB")
     store.open_db = refuse
 out = Path(sys.argv[2])
-report.publish(report.render(db, out, processes=int(sys.argv[3])), out, Path(sys.argv[1]))
+site = report.Site(out, Path(sys.argv[1]))
+site.publish(report.render(db, out, processes=int(sys.argv[3]), site=site))
 print(json.dumps(returned))
 """
 
@@ -140,7 +141,8 @@ def send(self, task):
 forked.Helper.send = send
 db = store.open_db(sys.argv[1], readonly=True)
 out = Path(sys.argv[2])
-report.publish(report.render(db, out, processes=2), out, Path(sys.argv[1]))
+site = report.Site(out, Path(sys.argv[1]))
+site.publish(report.render(db, out, processes=2, site=site))
 """
 
 
@@ -169,6 +171,25 @@ def test_processes_out_of_range_is_a_one_line_error(history, tmp_path):
     done = diag("report", "--db", str(history), "--out", "site", "--processes", "3", cwd=tmp_path, check=False)
     assert done.returncode == 2
     assert len(done.stderr.strip().splitlines()) == 1 and "--processes" in done.stderr
+
+
+@pytest.mark.parametrize("foreign", ["notes.txt", "runs/1.html"])
+def test_a_folder_or_page_that_is_not_diags_is_refused_before_the_helper_writes(history, tmp_path, foreign):
+    """The helper writes the run pages into the site itself: the site claims them first, so a folder
+    that is someone else's, or a page there that diag did not write, stops the render before any
+    page is written."""
+    out = tmp_path / "site"
+    (out / "runs").mkdir(parents=True)
+    if foreign.startswith("runs/"):  # diag's folder (a manifest), but a page there that is not diag's
+        (out / report.MANIFEST).write_text("[]")
+    (out / foreign).write_text("mine")
+    done = diag("report", "--db", str(history), "--out", str(out), "--processes", "2", cwd=tmp_path, check=False)
+    assert done.returncode == 1 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert foreign in done.stderr
+    assert (out / foreign).read_text() == "mine"
+    assert sorted(str(p.relative_to(out)) for p in out.rglob("*.html")) == (
+        [foreign] if foreign.endswith(".html") else []
+    )
 
 
 def test_a_command_imports_only_its_own_module():

@@ -153,9 +153,8 @@ def report_command(db_path: str, out_dir: str, processes: Optional[int], as_json
     if out.exists() and not out.is_dir():
         raise fail(f"--out {out_dir} is not a directory")
     try:
-        counts = report.publish(
-            report.render(db, out, db_name=Path(db_path).stem, processes=processes), out, Path(db_path)
-        )
+        site = report.Site(out, Path(db_path))
+        counts = site.publish(report.render(db, out, db_name=Path(db_path).stem, processes=processes, site=site))
     except report.ReportError as exc:
         raise fail(str(exc)) from exc
     except OSError as exc:

@@ -20,7 +20,7 @@ import functools
 import gc
 import json
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional
 
 import jinja2
 from markupsafe import Markup, escape
@@ -30,11 +30,11 @@ from diag.config import diag_home
 from diag.contract import STATUSES
 from diag.report import breaks_page, charts, forked, inputs, matrix_html, run_page, variants_page
 from diag.report.model import FLAKY_FLIPS, Matrix, archive, build_matrix, page_path, row_label
-from diag.report.publish import MANIFEST, ReportError, publish
+from diag.report.publish import MANIFEST, ReportError, Site, publish
 from diag.report.run_page import ci_link
 from diag.text import config_text, safe
 
-__all__ = ["MANIFEST", "ReportError", "ci_link", "publish", "render"]
+__all__ = ["MANIFEST", "ReportError", "Site", "ci_link", "publish", "render"]
 
 BUILDS_PER_PAGE = 25
 DETAIL_BUILDS = 30
@@ -142,11 +142,14 @@ def render(
     detail_builds: int = DETAIL_BUILDS,
     db_name: Optional[str] = None,
     processes: Optional[int] = None,
+    site: Optional[Site] = None,
 ) -> dict[str, str]:
     """Every page of the site for ``db``; ``out_dir`` only resolves links to run artifacts;
-    ``db_name`` is the name Datasette will give the DB (its file's stem). With ``processes`` 2 (by
-    default, where the machine has two cores) a forked helper renders the run pages meanwhile
-    (forked.py); with 1 everything is rendered in this process. The pages are the same either way.
+    ``db_name`` is the name Datasette will give the DB (its file's stem). Given the ``site`` the
+    pages will be published in, and with ``processes`` 2 (by default, where the machine has two
+    cores), a forked helper renders the run pages meanwhile and writes them there itself, once the
+    site has claimed them (forked.py): they come back ``Written``. Otherwise, or with ``processes``
+    1, everything is rendered in this process. The site is the same either way.
 
     Python's cycle collector is paused meanwhile: the history is read into a few hundred thousand
     objects that live until the end, and every collection walked them all again (a fifth of a
@@ -154,7 +157,7 @@ def render(
     collecting = gc.isenabled()
     gc.disable()
     try:
-        return _render(db, out_dir, builds_per_page, detail_builds, db_name, processes)
+        return _render(db, out_dir, builds_per_page, detail_builds, db_name, processes, site)
     finally:
         if collecting:
             gc.enable()
@@ -183,22 +186,46 @@ def _run_pages(
 
 
 def _render(
-    db, out_dir: Path, builds_per_page: int, detail_builds: int, db_name: Optional[str], processes: Optional[int]
+    db,
+    out_dir: Path,
+    builds_per_page: int,
+    detail_builds: int,
+    db_name: Optional[str],
+    processes: Optional[int],
+    site: Optional[Site],
 ) -> dict[str, str]:
     env = _environment()
     template = env.get_template("run.html.j2")
-    # the run pages' renderer, forked before the history is read: it shares only the imports with
-    # this process, so the model this process builds and walks is never copied into it
+    # the run pages' renderer and writer, forked before the history is read: it shares only the
+    # imports with this process, so the model this process builds and walks is never copied into it
     path = store.path_of(db)
     made = inputs.Pages(out_dir, (out_dir / MANIFEST).exists())
     helper = forked.Helper.when(
-        (processes or forked.cores()) > 1 and made.fresh() and forked.can_fork() and path.name != "",
-        lambda task: _run_pages(store.open_db(path, readonly=True), template, task[0], out_dir, task[1]),
+        site is not None
+        and (processes or forked.cores()) > 1
+        and made.fresh()
+        and forked.can_fork()
+        and path.name != "",
+        lambda task: (
+            (name, bool(site and site.write(name, page)))
+            for name, page in _run_pages(store.open_db(path, readonly=True), template, task[0], out_dir, task[1])
+        ),
     )
+
+    def hand_off(run_ids: list[int], context: dict[str, Any]) -> None:
+        """Give the helper the run pages, where there are enough to pay for it, once the site has
+        claimed them (a folder that is not diag's is refused here, before the helper writes)."""
+        if site is not None and isinstance(helper, forked.Helper) and forked.worth_forking(len(run_ids)):
+            site.claim(f"runs/{run_id}.html" for run_id in run_ids)
+            helper.send((run_ids, context))
+
     with helper:
-        files, rendered, quiet = _pages(db, env, out_dir, made, builds_per_page, detail_builds, db_name, helper)
-        pages = helper.result()
-    files.update(_run_pages(db, template, rendered, out_dir, quiet) if pages is None else pages)
+        files, rendered, quiet = _pages(db, env, out_dir, made, builds_per_page, detail_builds, db_name, hand_off)
+        written = helper.result()
+    if written is None:
+        files.update(_run_pages(db, template, rendered, out_dir, quiet))
+    else:
+        files.update((name, inputs.Written() if new else inputs.Kept()) for name, new in written.items())
     return files
 
 
@@ -210,10 +237,10 @@ def _pages(
     builds_per_page: int,
     detail_builds: int,
     db_name: Optional[str],
-    helper: forked.Helper | forked.NoHelper,
+    hand_off: Callable[[list[int], dict[str, Any]], None],
 ) -> tuple[dict[str, str], list[int], dict[str, Any]]:
     """Every page but the run pages, with the ids of the runs whose pages are to be rendered and
-    what those pages share; those are handed to ``helper`` where there are enough of them."""
+    what those pages share; those are given to ``hand_off`` as soon as they are known."""
     runs = store.report_runs(db)
     keys = store.finding_keys(db)
     matrix = build_matrix(store.builds(db), runs, keys, STRIP_BUILDS)
@@ -247,8 +274,7 @@ def _pages(
             rendered.append(run_id)
         else:
             files[f"runs/{run_id}.html"] = inputs.Kept()
-    if forked.worth_forking(len(rendered)):
-        helper.send((rendered, quiet))
+    hand_off(rendered, quiet)
     front = {**common, "run_count": len(runs), "folded_count": store.folded_total(db)}
     files.update(_matrix_pages(env, matrix, front, made, nav, builds_per_page, store.hidden_keys(db), texts))
     files["transitions.html"] = env.get_template("transitions.html.j2").render(

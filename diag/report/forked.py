@@ -1,16 +1,18 @@
-"""The run pages of a render made by a forked helper while the parent makes the other pages: on a
-machine with two or more cores they take no wall time of their own (they are a third of a render
-from scratch).
+"""The run pages of a render made and written by a forked helper while the parent makes the other
+pages: on a machine with two or more cores they take no wall time of their own (with writing them,
+they are a third of a render from scratch).
 
 The helper is forked before the parent reads the history, so the two share only the imports: the
-model the parent then builds and walks is never copied into the helper (after a later fork, every
-page of it the parent touched would have been held twice). The helper waits for its task (the run
-ids and what their pages share), renders the pages from its own connection to the DB (SQLite
-connections must not cross a fork) and writes each one, as soon as it is made, to an unnamed
-temporary file that the parent reads once the helper has exited. Where a helper is not asked for
-(``--processes 1``, or one core), not possible (not Linux, other threads, a DB held in memory) or
-not worth it (a re-render by the same code, which makes a night's pages; a few pages), or where it
-fails in any way, the parent renders the pages itself: the site is the same either way.
+model the parent then builds and walks is never copied into it (after a later fork, every page of
+it the parent touched would have been held twice). The helper waits for its task (the run ids and
+what their pages share), which the parent sends once the site has claimed those pages
+(``publish.Site.claim``). It renders the pages from its own connection to the DB (SQLite
+connections must not cross a fork), writes each one into the site, and notes whether it did in an
+unnamed temporary file that the parent reads once the helper has exited. Where a helper is not
+asked for (``--processes 1``, or one core), not possible (not Linux, other threads, a DB held in
+memory, no site to write in) or not worth it (a re-render by the same code, which makes a night's
+pages; a few pages), or where it fails in any way, the parent renders the pages itself and
+``publish`` writes them: the site is the same either way.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from typing import Any, Callable, Iterable, Optional
 
 FORK_AT = 200  # run pages: below this many, the parent renders them itself
 
-Work = Callable[[Any], Iterable[tuple[str, str]]]
+Work = Callable[[Any], Iterable[tuple[str, Any]]]
 
 
 def cores() -> int:
@@ -47,8 +49,8 @@ def worth_forking(items: int) -> bool:
 
 
 class Helper:
-    """A forked child that waits for one task, runs ``work(task)`` and writes what it yields.
-    ``result()`` is that, as a dict, or None where no task was sent or the child failed (it raised,
+    """A forked child that waits for one task, runs ``work(task)`` and keeps the (key, value) pairs
+    it yields. ``result()`` is those, as a dict, or None where no task was sent or the child failed (it raised,
     was killed or interrupted). As a context manager, the child is stopped and reaped however the
     block ends."""
 
@@ -95,19 +97,19 @@ class Helper:
                 pass
         self.tasks = None
 
-    def result(self) -> Optional[dict[str, str]]:
+    def result(self) -> Optional[dict[str, Any]]:
         if not self.sent or self.pid is None:
             return None
         status = os.waitpid(self.pid, 0)[1]
         self.pid = None
         if status != 0:
             return None
-        found: dict[str, str] = {}
+        found: dict[str, Any] = {}
         self.output.seek(0)
         try:
             while True:
-                path, content = pickle.load(self.output)
-                found[path] = content
+                key, value = pickle.load(self.output)
+                found[key] = value
         except EOFError:
             return found
 

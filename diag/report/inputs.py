@@ -30,6 +30,10 @@ class Kept(str):
     """A page whose inputs are those it was published from: neither rendered nor written again."""
 
 
+class Written(Kept):
+    """A page a forked helper rendered and wrote itself, as ``publish`` would have (forked.py)."""
+
+
 @functools.lru_cache(maxsize=1)
 def sources() -> str:
     """The code that renders the site, as one digest."""

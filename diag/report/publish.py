@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Optional
+from typing import Iterable, Optional
 
-from diag.report.inputs import Kept
+from diag.report.inputs import Kept, Written
 
 MANIFEST = ".diag-report-manifest.json"
 
@@ -26,67 +26,100 @@ def _others(out_dir: Path, db_path: Optional[Path]) -> list[str]:
 
 
 def publish(files: dict[str, str], out_dir: Path, db_path: Optional[Path] = None) -> dict[str, int]:
-    """Write ``files`` under ``out_dir``; remove only files an earlier publish wrote that are now stale.
+    """Write ``files`` under ``out_dir`` (``Site.publish``)."""
+    return Site(out_dir, db_path).publish(files)
+
+
+class Site:
+    """The folder a report is published in, claimed before anything is written to it.
 
     The manifest of the previous publish marks the folder as diag's and says which files diag
     wrote. A folder without one that holds anything but hidden entries and the DB at ``db_path``
     is someone else's: ReportError, before anything is written. So is a file that is there, not in
-    the manifest, and would be overwritten. A file whose content is unchanged is not rewritten
-    (its mtime stays).
+    the manifest, and would be overwritten. Files are claimed (named in the manifest) before they
+    are written, by ``publish`` or, for the pages a forked helper writes meanwhile, by ``claim``.
     """
-    manifest_path = out_dir / MANIFEST
-    previous: list[str] = []
-    if manifest_path.exists():
-        try:
-            previous = json.loads(manifest_path.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            previous = []
-    elif out_dir.is_dir() and (others := _others(out_dir, db_path)):
-        raise ReportError(
-            f"{out_dir} is not empty ({', '.join(others[:3])}{' ...' if len(others) > 3 else ''}) "
-            f"and holds no diag report (no {MANIFEST}); choose an empty or new --out folder"
-        )
-    ours = set(previous)
-    foreign = sorted(r for r in files if r not in ours and (out_dir / r).exists())
-    if foreign:
-        shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
-        raise ReportError(
-            f"{out_dir} holds files diag did not write that the report would overwrite ({shown}); "
-            "move them or choose another --out"
-        )
-    out_dir.mkdir(parents=True, exist_ok=True)
-    # Claimed before the first write: a publish interrupted partway (Ctrl-C, a killed job) leaves
-    # files the manifest already names, so the next publish takes them as its own and goes on.
-    claimed = json.dumps(sorted(ours | set(files)))
-    if claimed != json.dumps(sorted(ours)) or not manifest_path.exists():
-        _write_atomically(manifest_path, claimed.encode("utf-8"))
-    written = 0
-    folders: set[Path] = set()
-    for relative, content in files.items():
-        target = out_dir / relative
-        if isinstance(content, Kept) and target.is_file():
-            continue  # made from the same inputs as the file there: not rendered, not written
+
+    def __init__(self, out_dir: Path, db_path: Optional[Path] = None) -> None:
+        self.out_dir, self.db_path = out_dir, db_path
+        self.manifest = out_dir / MANIFEST
+        self.previous: Optional[set[str]] = None  # what the manifest named before this publish
+        self.claimed: set[str] = set()
+        self.folders: set[Path] = set()
+
+    def _read(self) -> set[str]:
+        if self.previous is None:
+            previous: list[str] = []
+            if self.manifest.exists():
+                try:
+                    previous = json.loads(self.manifest.read_text(encoding="utf-8"))
+                except (json.JSONDecodeError, UnicodeDecodeError):
+                    previous = []
+            elif self.out_dir.is_dir() and (others := _others(self.out_dir, self.db_path)):
+                raise ReportError(
+                    f"{self.out_dir} is not empty ({', '.join(others[:3])}{' ...' if len(others) > 3 else ''}) "
+                    f"and holds no diag report (no {MANIFEST}); choose an empty or new --out folder"
+                )
+            self.previous = set(previous)
+            self.claimed = set(previous)
+        return self.claimed
+
+    def claim(self, names: Iterable[str]) -> None:
+        """Check that ``names`` may be written here and name them in the manifest, before any is.
+        A publish interrupted partway (Ctrl-C, a killed job) leaves files the manifest already
+        names, so the next publish takes them as its own and goes on."""
+        ours = self._read()
+        wanted = set(names)
+        foreign = sorted(r for r in wanted if r not in ours and (self.out_dir / r).exists())
+        if foreign:
+            shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
+            raise ReportError(
+                f"{self.out_dir} holds files diag did not write that the report would overwrite ({shown}); "
+                "move them or choose another --out"
+            )
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        if not wanted <= ours or not self.manifest.exists():
+            self.claimed = ours | wanted
+            _write_atomically(self.manifest, json.dumps(sorted(self.claimed)).encode("utf-8"))
+
+    def write(self, relative: str, content: str) -> bool:
+        """Write one claimed file, unless it holds ``content`` already; whether it was written."""
+        target = self.out_dir / relative
         data = content.encode("utf-8")
         try:
             if target.read_bytes() == data:
-                continue
+                return False
         except OSError:
             pass
-        if target.parent not in folders:
+        if target.parent not in self.folders:
             target.parent.mkdir(parents=True, exist_ok=True)
-            folders.add(target.parent)
+            self.folders.add(target.parent)
         _write_atomically(target, data)
-        written += 1
-    removed = 0
-    for relative in ours - set(files):
-        stale = out_dir / relative
-        if stale.is_file() and out_dir.resolve() in stale.resolve().parents:
-            stale.unlink()
-            removed += 1
-    manifest = json.dumps(sorted(files))
-    if manifest != claimed:
-        _write_atomically(manifest_path, manifest.encode("utf-8"))
-    return {"files": len(files), "written": written, "unchanged": len(files) - written, "removed": removed}
+        return True
+
+    def publish(self, files: dict[str, str]) -> dict[str, int]:
+        """Write ``files``; remove only files an earlier publish wrote that are now stale. A file
+        whose content is unchanged is not rewritten (its mtime stays); a ``Kept`` one is not
+        rendered either, and a ``Written`` one a helper wrote already."""
+        self.claim(files)
+        written = 0
+        for relative, content in files.items():
+            if isinstance(content, Kept):
+                if isinstance(content, Written):
+                    written += 1
+                    continue
+                if (self.out_dir / relative).is_file():
+                    continue  # made from the same inputs as the file there: not rendered, not written
+            written += self.write(relative, content)
+        removed = 0
+        for relative in (self.previous or set()) - set(files):
+            stale = self.out_dir / relative
+            if stale.is_file() and self.out_dir.resolve() in stale.resolve().parents:
+                stale.unlink()
+                removed += 1
+        if sorted(files) != sorted(self.claimed):
+            _write_atomically(self.manifest, json.dumps(sorted(files)).encode("utf-8"))
+        return {"files": len(files), "written": written, "unchanged": len(files) - written, "removed": removed}
 
 
 def _write_atomically(target: Path, data: bytes) -> None:
