@@ -290,7 +290,7 @@ def _pages(
         files["architectures.html"] = env.get_template("architectures.html.j2").render(
             root="", matrix=matrix, architectures=architectures, **common
         )
-    files["report.json"] = json.dumps(_index(matrix), separators=(",", ":"), default=str)
+    files["report.json"] = report_json(matrix)
     newest = matrix.builds[-1]["id"] if matrix.builds else None
     on_newest: dict[str, list[dict[str, Any]]] = {}
     for run in runs:
@@ -401,9 +401,54 @@ def _matrix_pages(
     return files
 
 
+_dumps = functools.partial(json.dumps, separators=(",", ":"), default=str)
+
+
+def report_json(matrix: Matrix) -> str:
+    """report.json: the builds, the verdicts, every row with its cells (each cell's deciding run and
+    every run, with the split where its runs differ in Python or transformers) and the transitions.
+    The cells are written as JSON text, one string each: a history has one per row and build, and a
+    dict built for each was most of the file's cost. The text is what ``json.dumps`` of those dicts
+    gives (tests/test_report_json.py)."""
+    index = _index(matrix)
+    position = {b["id"]: i for i, b in enumerate(matrix.builds)}
+    word = functools.lru_cache(maxsize=256)(_dumps)  # a status: a small vocabulary, quoted once
+    rows = []
+    for row in matrix.rows:
+        cells = []
+        for build_id, cell in sorted(matrix.column(row).items(), key=lambda item: position[item[0]]):
+            run = cell.run
+            if len(cell.runs) == 1:
+                status = word(run["status"])
+                cells.append(f'"{build_id}":{{"run":{run["id"]},"status":{status},"runs":[[{run["id"]},{status}]]}}')
+            else:
+                cells.append(f'"{build_id}":' + _dumps(_cell(cell)))
+        rows.append(
+            '{"row":'
+            + _dumps(row._asdict())
+            + ',"label":'
+            + _dumps(f"{row.case} {row_label(row)}")
+            + ',"cells":{'
+            + ",".join(cells)
+            + "}}"
+        )
+    return (
+        f'{{"builds":{_dumps(index["builds"])},"verdicts":{_dumps(index["verdicts"])},'
+        f'"rows":[{",".join(rows)}],"transitions":{_dumps(index["transitions"])}}}'
+    )
+
+
+def _cell(cell: Any) -> dict[str, Any]:
+    return {
+        "run": cell.run["id"],
+        "status": cell.run["status"],
+        "runs": [[r["id"], r["status"]] for r in cell.runs],
+        **({"split": [[label, r["id"], r["status"]] for label, r in split]} if (split := cell.split) else {}),
+    }
+
+
 def _index(matrix: Matrix) -> dict[str, Any]:
-    position = {b["id"]: index for index, b in enumerate(matrix.builds)}
-    by_row = matrix.by_row
+    """report.json but its rows (``report_json``)."""
     return {
         "builds": [
             {k: b[k] for k in ("id", "version", "git_version", "nightly_date", "variant")} for b in matrix.builds
@@ -426,26 +471,6 @@ def _index(matrix: Matrix) -> dict[str, Any]:
                 "fixed_in": v.episode.fixed_in["version"] if v.episode and v.episode.fixed_in else None,
             }
             for v in matrix.verdicts
-        ],
-        "rows": [
-            {
-                "row": row._asdict(),
-                "label": f"{row.case} {row_label(row)}",
-                "cells": {
-                    str(build_id): {
-                        "run": c.run["id"],
-                        "status": c.run["status"],
-                        "runs": [[r["id"], r["status"]] for r in c.runs],
-                        **(
-                            {"split": [[label, r["id"], r["status"]] for label, r in split]}
-                            if (split := c.split)
-                            else {}
-                        ),
-                    }
-                    for build_id, c in sorted(by_row[row].items(), key=lambda item: position[item[0]])
-                },
-            }
-            for row in matrix.rows
         ],
         "transitions": [
             {
