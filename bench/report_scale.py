@@ -11,7 +11,8 @@ many files were written. Dirty pages of the step before are written out before e
 runner); ``--repeats`` runs the three renders that many times in fresh folders and prints the
 median with the range; each trial renders with ``--processes 2`` and with ``--processes 1`` in
 turn, so that the two are compared under the same load, and with ``--against DIR`` also with the
-diag checked out in DIR (another commit), from the same history.
+diag checked out in DIR (another commit), from the same history; each trial starts with the next
+of them.
 
     python bench/report_scale.py                 # idle machine
     python bench/report_scale.py --busy 2        # both cores of a 2-core machine held by others
@@ -117,7 +118,10 @@ def main() -> None:
             db.conn.execute("PRAGMA wal_checkpoint(FULL)")
             db.conn.close()
             for trial in range(args.repeats):
-                for index, variant in enumerate(variants):
+                # each trial starts with another variant: the first render after the history is
+                # copied meets whatever the disk still has to write, and none should meet it always
+                turn = trial % len(variants)
+                for index, variant in enumerate(variants[turn:] + variants[:turn]):
                     copy = work / f"trial{trial}-{index}.db"
                     copy.write_bytes(seed.read_bytes())
                     code = variant if isinstance(variant, Path) else None
