@@ -353,3 +353,19 @@ def test_the_matrix_filter_matches_words_errors_and_repeats_and_lives_in_the_url
     assert got["both"] and all(r.startswith("append_last") and "no-fullgraph" in r for r in got["both"])
     assert got["back"] == {"box": "guards", "rows": len(got["guards"])}
     assert got["all"] > len(got["guards"])
+
+
+def test_the_report_templates_look_up_a_dicts_keys_and_methods_as_jinja_does():
+    """The report's environment reads ``run.status`` of a dict as the item at once; a dict's own
+    methods (``items``, ``get``) are still the methods, even where a key has their name, and a
+    missing key is still an error."""
+    import jinja2
+
+    env = report._environment()
+    page = env.from_string(
+        "{% for k, v in d.items() %}{{ k }}={{ v }};{% endfor %} {{ d.get('status') }} {{ d.status }} {{ d.nested.x }}"
+    )
+    data = {"items": 1, "get": 2, "status": "pass", "nested": {"x": "y"}}
+    assert page.render(d=data) == "items=1;get=2;status=pass;nested={&#39;x&#39;: &#39;y&#39;}; pass pass y"
+    with pytest.raises(jinja2.UndefinedError):
+        env.from_string("{{ d.missing }}").render(d=data)

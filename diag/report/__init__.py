@@ -45,9 +45,29 @@ STRIP_BUILDS = 30
 def neutral(value: Any) -> Any:
     """What a template prints: text through ``text.safe`` (control and bidirectional characters
     shown as escapes and code points); Markup as is (its parts went through here when it was made)."""
+    if value.__class__ is str and value.isascii() and value.isprintable():  # most text: safe as it is
+        return value
     if isinstance(value, str) and not isinstance(value, Markup):
         return safe(value)
     return value
+
+
+_DICT_ATTRIBUTES = frozenset(dir(dict))
+
+
+class _Environment(jinja2.Environment):
+    """``run.status`` of a dict looked up as the item at once. Jinja tries the attribute first,
+    which for a dict is an AttributeError raised and caught at each of the hundreds of thousands of
+    lookups of a render. A dict has no attributes but its class's, so for any other name the result
+    is jinja's own; ``cap.items()`` and ``texts.get(key)`` are looked up as jinja does."""
+
+    def getattr(self, obj: Any, attribute: str) -> Any:
+        if obj.__class__ is dict and attribute not in _DICT_ATTRIBUTES:
+            try:
+                return obj[attribute]
+            except KeyError:
+                pass
+        return super().getattr(obj, attribute)
 
 
 def case_href(case: str) -> str:
@@ -76,7 +96,7 @@ def _compiled_templates() -> Optional[jinja2.BytecodeCache]:
 
 
 def _environment() -> jinja2.Environment:
-    env = jinja2.Environment(
+    env = _Environment(
         loader=jinja2.FileSystemLoader(str(Path(__file__).parent / "templates")),
         bytecode_cache=_compiled_templates(),
         autoescape=True,
