@@ -269,8 +269,9 @@ def _pages(
     shown = variants_page.context(db, matrix.builds, runs)
     texts = store.key_texts(db)
     breaks = breaks_page.contexts(db, matrix)
+    hidden = store.hidden_keys(db)
     env.globals["matrix_table"] = functools.partial(
-        matrix_html.matrix_table, case_href=case_href, keys=keys, texts=texts
+        matrix_html.matrix_table, case_href=case_href, hidden=hidden, texts=texts
     )
     common = {
         "case_links": [{"name": c, "href": case_href(c)} for c in cases if not c.startswith(HF_PREFIX)],
@@ -296,7 +297,7 @@ def _pages(
             files[f"runs/{run_id}.html"] = inputs.Kept()
     hand_off(rendered, quiet)
     front = {**common, "run_count": len(runs), "folded_count": store.folded_total(db)}
-    files.update(_matrix_pages(env, matrix, front, made, nav, builds_per_page, store.hidden_keys(db), texts))
+    files.update(_matrix_pages(env, matrix, front, made, nav, builds_per_page, hidden, texts))
     files["transitions.html"] = env.get_template("transitions.html.j2").render(
         root="",
         matrix=matrix,

@@ -28,10 +28,6 @@ def build_label(build: dict[str, Any]) -> str:
     return f'<span class="build" title="{_text(hover)}">{_text(build["version"])}</span>'
 
 
-def _count(value: Optional[int]) -> str:
-    return "-" if value is None else str(value)
-
-
 @functools.lru_cache(maxsize=4096)
 def _word(value: str) -> str:
     """A status (a word from a small vocabulary, stored data all the same), escaped once per render."""
@@ -47,63 +43,85 @@ def _link(run: dict[str, Any], inner: str, root: str, paged: set[int]) -> str:
 def cell_html(cell: Optional[Cell], root: str, paged: set[int]) -> Markup:
     """One matrix cell: its deciding (worst) run's status (linked to its page when it has one), the ▲
     of a change, with several runs how many worked and a dot per run, and where its runs differ in
-    Python or transformers, each side's status. Written here, not
-    as a template macro: the big matrix has tens of thousands of cells."""
+    Python or transformers, each side's status. Written here, not as a template macro: the big
+    matrix has tens of thousands of cells."""
+    return Markup(_cell(cell, root, paged))
+
+
+_EMPTY = '<td class="cell muted">·</td>'
+
+
+def _cell(cell: Optional[Cell], root: str, paged: set[int]) -> str:
+    """``cell_html`` as plain text, for the table that joins tens of thousands of them."""
     if cell is None:
-        return Markup('<td class="cell muted">·</td>')
+        return _EMPTY
     run = cell.run
     status = _word(run["status"])
+    if run["id"] in paged:
+        badge = f'<a href="{root}runs/{run["id"]}.html"><span class="badge s-{status}">{status}</span></a>'
+    else:
+        badge = _link(run, f'<span class="badge s-{status}">{status}</span>', root, paged)
+    breaks, recompiles, hidden = run.get("graph_break_count"), run.get("recompile_count"), run.get("hidden_error_count")
+    counts = (
+        f'<span class="counts">{"-" if breaks is None else breaks}b · {"-" if recompiles is None else recompiles}r · '
+        f"{'-' if hidden is None else hidden}h</span></td>"
+    )
+    if len(cell.runs) == 1:  # most cells
+        if cell.changed:
+            return (
+                '<td class="cell changed" title="status changed at this build">'
+                f'{badge}<span class="mark"> &#9650;</span>{counts}'
+            )
+        return f'<td class="cell">{badge}{counts}'
     parts = [
         '<td class="cell changed" title="status changed at this build">' if cell.changed else '<td class="cell">',
-        _link(run, f'<span class="badge s-{status}">{status}</span>', root, paged),
+        badge,
     ]
     if cell.changed:
         parts.append('<span class="mark"> &#9650;</span>')
-    if len(cell.runs) > 1:
-        worst = _word(cell.worst)
-        parts.append(
-            f'<span class="counts">{cell.tally}{f" · worst {worst}" if cell.mixed else ""}</span><span class="counts">'
-        )
-        for each in cell.runs:
-            each_status = _word(each["status"])
-            parts.append(
-                _link(
-                    each,
-                    f'<span class="dot s-{each_status}" title="run #{each["id"]}: {each_status}"></span>',
-                    root,
-                    paged,
-                )
-            )
-        parts.append("</span>")
-        for label, side in cell.split:
-            parts.append(
-                f'<span class="split">{escape(safe(label))}: {_link(side, _word(side["status"]), root, paged)}</span>'
-            )
+    worst = _word(cell.worst)
     parts.append(
-        f'<span class="counts">{_count(run.get("graph_break_count"))}b · {_count(run.get("recompile_count"))}r · '
-        f"{_count(run.get('hidden_error_count'))}h</span></td>"
+        f'<span class="counts">{cell.tally}{f" · worst {worst}" if cell.mixed else ""}</span><span class="counts">'
     )
-    return Markup("".join(parts))
+    for each in cell.runs:
+        each_status = _word(each["status"])
+        parts.append(
+            _link(
+                each, f'<span class="dot s-{each_status}" title="run #{each["id"]}: {each_status}"></span>', root, paged
+            )
+        )
+    parts.append("</span>")
+    for label, side in cell.split:
+        parts.append(
+            f'<span class="split">{escape(safe(label))}: {_link(side, _word(side["status"]), root, paged)}</span>'
+        )
+    parts.append(counts)
+    return "".join(parts)
 
 
 def row_filter(
     matrix: Matrix,
     row: RowKey,
     builds: list[dict[str, Any]],
-    keys: Optional[dict[int, set[tuple[str, str]]]] = None,
+    hidden: Optional[dict[int, list[str]]] = None,
     texts: Optional[dict[tuple[str, str], dict[str, Any]]] = None,
 ) -> str:
     """What the matrix filter matches a row on: case and config, and on ``builds`` every run's status
-    (a crash among repeats too), its error (type and first line) and the hidden errors it recorded."""
+    (a crash among repeats too), its error (type and first line) and the hidden errors it recorded
+    (``hidden``: per run id, its hidden-error keys)."""
     words: set[str] = set()
     column = matrix.column(row)
+    hidden = hidden or {}
     for build in builds:
         cell = column.get(build["id"])
-        for run in cell.runs if cell else []:
-            words.update(filter(None, (run["status"], error_line(run))))
-            for table, key in (keys or {}).get(run["id"], set()):
-                if table == "hidden_errors":
-                    words.update((key, ((texts or {}).get((table, key)) or {}).get("text") or ""))
+        if cell is None:
+            continue
+        for run in cell.runs:
+            words.add(run["status"])
+            if run.get("error_type"):
+                words.add(error_line(run) or "")
+            for key in hidden.get(run["id"], ()):
+                words.update((key, ((texts or {}).get(("hidden_errors", key)) or {}).get("text") or ""))
     return " ".join([row.case, row_label(row), *sorted(w for w in words if w)])
 
 
@@ -172,7 +190,7 @@ def matrix_table(
     root: str,
     paged: set[int],
     case_href: Callable[[str], str],
-    keys: Optional[dict[int, set[tuple[str, str]]]] = None,
+    hidden: Optional[dict[int, list[str]]] = None,
     texts: Optional[dict[tuple[str, str], dict[str, Any]]] = None,
 ) -> Markup:
     """The matrix of ``builds`` (newest first as given): a header per build naming the Pythons and
@@ -193,10 +211,10 @@ def matrix_table(
     for row in matrix.rows:
         case, column = _text(row.case), matrix.column(row)
         out.append(
-            f'<tr data-filter="{_text(row_filter(matrix, row, builds, keys, texts))}">\n'
+            f'<tr data-filter="{_text(row_filter(matrix, row, builds, hidden, texts))}">\n'
             f'<th class="rowhead"><a href="{root}{_text(case_href(row.case))}">{case}</a>'
             f'<span class="counts">{_text(row_label(row))}</span></th>\n'
-            + "".join(cell_html(column.get(build_id), root, paged) for build_id in ids)
+            + "".join([_cell(column.get(build_id), root, paged) for build_id in ids])
             + "\n</tr>"
         )
     out.append("</tbody>\n</table></div>")
