@@ -29,12 +29,13 @@ from diag import __version__, guards, store
 from diag.config import diag_home
 from diag.contract import STATUSES
 from diag.report import breaks_page, charts, forked, inputs, matrix_html, run_page, variants_page
+from diag.report.index_json import report_json
 from diag.report.model import FLAKY_FLIPS, Matrix, archive, build_matrix, page_path, row_label
 from diag.report.publish import MANIFEST, ReportError, Site, publish
 from diag.report.run_page import ci_link
 from diag.text import config_text, safe
 
-__all__ = ["MANIFEST", "ReportError", "Site", "ci_link", "publish", "render"]
+__all__ = ["MANIFEST", "ReportError", "Site", "ci_link", "publish", "render", "report_json"]
 
 BUILDS_PER_PAGE = 25
 DETAIL_BUILDS = 30
@@ -420,90 +421,3 @@ def _matrix_pages(
             **(common if front else quiet),
         )
     return files
-
-
-_dumps = functools.partial(json.dumps, separators=(",", ":"), default=str)
-
-
-def report_json(matrix: Matrix) -> str:
-    """report.json: the builds, the verdicts, every row with its cells (each cell's deciding run and
-    every run, with the split where its runs differ in Python or transformers) and the transitions.
-    The cells are written as JSON text, one string each: a history has one per row and build, and a
-    dict built for each was most of the file's cost. The text is what ``json.dumps`` of those dicts
-    gives (tests/test_report_json.py)."""
-    index = _index(matrix)
-    position = {b["id"]: i for i, b in enumerate(matrix.builds)}
-    word = functools.lru_cache(maxsize=256)(_dumps)  # a status: a small vocabulary, quoted once
-    rows = []
-    for row in matrix.rows:
-        cells = []
-        for build_id, cell in sorted(matrix.column(row).items(), key=lambda item: position[item[0]]):
-            run = cell.run
-            if len(cell.runs) == 1:
-                status = word(run["status"])
-                cells.append(f'"{build_id}":{{"run":{run["id"]},"status":{status},"runs":[[{run["id"]},{status}]]}}')
-            else:
-                cells.append(f'"{build_id}":' + _dumps(_cell(cell)))
-        rows.append(
-            '{"row":'
-            + _dumps(row._asdict())
-            + ',"label":'
-            + _dumps(f"{row.case} {row_label(row)}")
-            + ',"cells":{'
-            + ",".join(cells)
-            + "}}"
-        )
-    return (
-        f'{{"builds":{_dumps(index["builds"])},"verdicts":{_dumps(index["verdicts"])},'
-        f'"rows":[{",".join(rows)}],"transitions":{_dumps(index["transitions"])}}}'
-    )
-
-
-def _cell(cell: Any) -> dict[str, Any]:
-    return {
-        "run": cell.run["id"],
-        "status": cell.run["status"],
-        "runs": [[r["id"], r["status"]] for r in cell.runs],
-        **({"split": [[label, r["id"], r["status"]] for label, r in split]} if (split := cell.split) else {}),
-    }
-
-
-def _index(matrix: Matrix) -> dict[str, Any]:
-    """report.json but its rows (``report_json``)."""
-    return {
-        "builds": [
-            {k: b[k] for k in ("id", "version", "git_version", "nightly_date", "variant")} for b in matrix.builds
-        ],
-        "verdicts": [
-            {
-                "case": v.case,
-                "fullgraph": v.fullgraph,
-                "variant": v.variant,
-                "state": v.state,
-                "working": v.working,
-                "total": v.total,
-                "since": v.since["version"],
-                "newest": v.newest["version"],
-                "errors": v.errors,
-                "runs_failed": v.runs_failed,
-                "flips": v.flips,
-                "runs": v.runs,
-                "first_bad": v.episode.first_bad["version"] if v.episode else None,
-                "fixed_in": v.episode.fixed_in["version"] if v.episode and v.episode.fixed_in else None,
-            }
-            for v in matrix.verdicts
-        ],
-        "transitions": [
-            {
-                "row": t.row._asdict(),
-                "kind": t.kind,
-                "last_before": t.last_before["version"],
-                "first_after": t.first_after["version"],
-                "run": t.run_id,
-                "error": t.error,
-                "commits": t.commit_range,
-                "environment": t.environment,
-            }
-            for t in matrix.transitions
-        ],
-    }
