@@ -46,8 +46,6 @@ STRIP_BUILDS = 30
 def neutral(value: Any) -> Any:
     """What a template prints: text through ``text.safe`` (control and bidirectional characters
     shown as escapes and code points); Markup as is (its parts went through here when it was made)."""
-    if value.__class__ is str and value.isascii() and value.isprintable():  # most text: safe as it is
-        return value
     if isinstance(value, str) and not isinstance(value, Markup):
         return safe(value)
     return value

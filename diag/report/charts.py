@@ -24,17 +24,13 @@ def _latency(run: dict[str, Any], mode: str) -> Optional[float]:
 
 def run_values(run: dict[str, Any]) -> tuple[Optional[float], ...]:
     """A run's value of each of ``METRICS``, in their order (None where it has none), in one pass."""
-    get = run.get
-    if get("timing_noisy"):  # as _latency reads it, for every run of a history at once
-        eager = compiled = None
-    else:
-        eager, compiled = get("eager_ms_per_token"), get("compiled_ms_per_token")
+    eager, compiled = _latency(run, "eager"), _latency(run, "compiled")
     return (
-        get("compile_s"),
+        run.get("compile_s"),
         compiled,
         eager / compiled if eager and compiled else None,
-        get("peak_mem_compiled_mb"),
-        get("guard_latency_us"),
+        run.get("peak_mem_compiled_mb"),
+        run.get("guard_latency_us"),
     )
 
 
