@@ -57,28 +57,21 @@ def _cell(cell: Optional[Cell], root: str, paged: set[int]) -> str:
         return _EMPTY
     run = cell.run
     status = _word(run["status"])
-    if run["id"] in paged:
-        badge = f'<a href="{root}runs/{run["id"]}.html"><span class="badge s-{status}">{status}</span></a>'
+    badge = _link(run, f'<span class="badge s-{status}">{status}</span>', root, paged)
+    if cell.changed:
+        head = (
+            f'<td class="cell changed" title="status changed at this build">{badge}<span class="mark"> &#9650;</span>'
+        )
     else:
-        badge = _link(run, f'<span class="badge s-{status}">{status}</span>', root, paged)
+        head = f'<td class="cell">{badge}'
     breaks, recompiles, hidden = run.get("graph_break_count"), run.get("recompile_count"), run.get("hidden_error_count")
     counts = (
         f'<span class="counts">{"-" if breaks is None else breaks}b · {"-" if recompiles is None else recompiles}r · '
         f"{'-' if hidden is None else hidden}h</span></td>"
     )
     if len(cell.runs) == 1:  # most cells
-        if cell.changed:
-            return (
-                '<td class="cell changed" title="status changed at this build">'
-                f'{badge}<span class="mark"> &#9650;</span>{counts}'
-            )
-        return f'<td class="cell">{badge}{counts}'
-    parts = [
-        '<td class="cell changed" title="status changed at this build">' if cell.changed else '<td class="cell">',
-        badge,
-    ]
-    if cell.changed:
-        parts.append('<span class="mark"> &#9650;</span>')
+        return head + counts
+    parts = [head]
     worst = _word(cell.worst)
     parts.append(
         f'<span class="counts">{cell.tally}{f" · worst {worst}" if cell.mixed else ""}</span><span class="counts">'
@@ -97,6 +90,11 @@ def _cell(cell: Optional[Cell], root: str, paged: set[int]) -> str:
         )
     parts.append(counts)
     return "".join(parts)
+
+
+def hidden_text(texts: Optional[dict[tuple[str, str], dict[str, Any]]], key: str) -> Optional[str]:
+    """What a hidden-error key stands for (``store.key_texts``), where it is known."""
+    return ((texts or {}).get(("hidden_errors", key)) or {}).get("text")
 
 
 def row_filter(
@@ -121,7 +119,7 @@ def row_filter(
             if run.get("error_type"):
                 words.add(error_line(run) or "")
             for key in hidden.get(run["id"], ()):
-                words.update((key, ((texts or {}).get(("hidden_errors", key)) or {}).get("text") or ""))
+                words.update((key, hidden_text(texts, key) or ""))
     return " ".join([row.case, row_label(row), *sorted(w for w in words if w)])
 
 
@@ -175,11 +173,7 @@ def table_inputs(
         changed,
         list(map(_SHOWN, runs)),
         sorted(here & paged),
-        [
-            [run_id, key, ((texts or {}).get(("hidden_errors", key)) or {}).get("text")]
-            for run_id in sorted(here & hidden.keys())
-            for key in hidden[run_id]
-        ],
+        [[run_id, key, hidden_text(texts, key)] for run_id in sorted(here & hidden.keys()) for key in hidden[run_id]],
     ]
     return hashlib.sha1(marshal.dumps(data, 2)).hexdigest()
 
