@@ -104,11 +104,13 @@ def report_runs(db: sqlite_utils.Database) -> list[dict[str, Any]]:
     )
 
 
-def finding_keys(db: sqlite_utils.Database | sqlite3.Connection, where: str = "") -> dict[int, set[tuple[str, str]]]:
+def finding_keys(
+    db: sqlite_utils.Database | sqlite3.Connection, where: str = "", tables: Iterable[str] = FINDING_TABLES
+) -> dict[int, set[tuple[str, str]]]:
     """Per run id, its (kind, key) pairs over graph breaks, recompiles and hidden errors (of the
-    finding rows ``where`` selects, all without it)."""
+    finding rows ``where`` selects, all without it; of ``tables`` only, where given)."""
     found: dict[int, set[tuple[str, str]]] = {}
-    for table in FINDING_TABLES:
+    for table in tables:
         for run_id, key in db.execute(f'SELECT run_id, key FROM "{table}" {where}'):
             found.setdefault(run_id, set()).add((table, key))
     return found
@@ -116,10 +118,9 @@ def finding_keys(db: sqlite_utils.Database | sqlite3.Connection, where: str = ""
 
 def hidden_keys(db: sqlite_utils.Database | sqlite3.Connection) -> dict[int, list[str]]:
     """Per run id with hidden errors, their keys, sorted."""
-    found: dict[int, list[str]] = {}
-    for run_id, key in db.execute("SELECT DISTINCT run_id, key FROM hidden_errors ORDER BY run_id, key"):
-        found.setdefault(run_id, []).append(key)
-    return found
+    return {
+        run_id: sorted(key for _, key in pairs) for run_id, pairs in finding_keys(db, tables=("hidden_errors",)).items()
+    }
 
 
 KEY_TEXT_CHARS = 160
