@@ -295,8 +295,14 @@ def _pages(
         else:
             files[f"runs/{run_id}.html"] = inputs.Kept()
     hand_off(rendered, quiet)
-    front = {**common, "run_count": len(runs), "folded_count": store.folded_total(db)}
-    files.update(_matrix_pages(env, matrix, front, made, nav, builds_per_page, hidden, texts))
+    front = {
+        **common,
+        "run_count": len(runs),
+        "folded_count": store.folded_total(db),
+        "build_count": len(matrix.builds),
+        "row_count": len(matrix.rows),
+    }
+    files.update(_matrix_pages(env, matrix, front, quiet, made, nav, builds_per_page, hidden, texts))
     files["transitions.html"] = env.get_template("transitions.html.j2").render(
         root="",
         matrix=matrix,
@@ -376,7 +382,8 @@ def _architectures(matrix: Matrix, keys: dict[int, set[tuple[str, str]]]) -> lis
 def _matrix_pages(
     env: jinja2.Environment,
     matrix: Matrix,
-    common: dict[str, Any],
+    front: dict[str, Any],
+    quiet: dict[str, Any],
     made: inputs.Pages,
     nav: list[Any],
     builds_per_page: int,
@@ -388,22 +395,27 @@ def _matrix_pages(
     however many nights are added, so its address keeps its meaning and its content changes only
     with its own runs (a run page made or dropped as the newest builds move on, say); one whose
     inputs are those it was published from is Kept. Every build is on an archive page or on the
-    front one, or both."""
+    front one, or both. ``front``: what the front page carries (with the counts of runs, builds and
+    rows); ``quiet``: what an archive page carries (no stamp of the newest data)."""
     size = max(1, builds_per_page)
     chunks = archive(matrix.builds, size)
     names = [f"matrix-{k}.html" for k in range(1, len(chunks) + 1)]
     listed = [("index.html", f"newest {size}")] + [
         (name, f"{chunk[-1]['version']} … {chunk[0]['version']}") for name, chunk in reversed(list(zip(names, chunks)))
     ]
-    quiet = {**common, "data_stamp": ""}  # an archive page carries no stamp of the newest data
-    counts = {"build_count": len(matrix.builds), "row_count": len(matrix.rows)}
     files = {}
     for name, chunk in [("index.html", matrix.builds[-size:]), *zip(names, chunks)]:
-        front = name == "index.html"
+        on_front = name == "index.html"
         pagination = [{"href": href, "label": label, "current": href == name} for href, label in listed]
-        table = None if front else matrix_html.table_inputs(matrix, chunk, common["paged"], hidden, texts)
-        if not front and not made.stale(
-            name, inputs.digest(inputs.sources(), nav, pagination, common["detail_builds"], table)
+        if not on_front and not made.stale(
+            name,
+            inputs.digest(
+                inputs.sources(),
+                nav,
+                pagination,
+                quiet["detail_builds"],
+                matrix_html.table_inputs(matrix, chunk, quiet["paged"], hidden, texts),
+            ),
         ):
             files[name] = inputs.Kept()
             continue
@@ -412,10 +424,9 @@ def _matrix_pages(
             matrix=matrix,
             page_builds=list(reversed(chunk)),
             pagination=pagination,
-            front=front,
+            front=on_front,
             transitions=matrix.transitions[:FRONT_LISTED],
             key_changes=matrix.key_changes[:FRONT_LISTED],
-            **counts,
-            **(common if front else quiet),
+            **(front if on_front else quiet),
         )
     return files
