@@ -98,15 +98,24 @@ INTERRUPTED = """
 import os, sys
 from pathlib import Path
 from diag import report, store
+from diag.report import forked
 
+sent = []
+original = forked.Helper.send
+def send(self, task):
+    sent.append(len(task[0]))
+    original(self, task)
+forked.Helper.send = send
 def interrupt(*args, **kwargs):
     raise KeyboardInterrupt  # Ctrl-C while the parent renders the matrix and the helper the run pages
 report._matrix_pages = interrupt
 db = store.open_db(sys.argv[1], readonly=True)
+out = Path(sys.argv[2])
 try:
-    report.render(db, Path(sys.argv[2]), processes=2)
+    report.render(db, out, processes=2, site=report.Site(out, Path(sys.argv[1])))
 except KeyboardInterrupt:
     pass
+print("helper given", sent)
 try:
     os.waitpid(-1, os.WNOHANG)
     print("a child is left")
@@ -123,7 +132,10 @@ def test_a_render_interrupted_leaves_no_helper_behind(history, tmp_path):
         timeout=300,
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "no child is left"
+    assert done.stdout.strip().splitlines() == [
+        f"helper given [{NIGHTS * len(synthetic.configs())}]",
+        "no child is left",
+    ]
 
 
 GONE = """
