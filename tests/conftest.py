@@ -122,6 +122,11 @@ def diag(
     return done
 
 
+def site_files(folder: Path) -> dict[str, bytes]:
+    """Every file under ``folder`` (a published site), by its path there: for comparing two sites byte for byte."""
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
 def diag_here(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     """``diag`` through its entry point (``diag.cli.main``: one-line errors, exit statuses) in this
     process: what a subprocess prints, without a new interpreter per call (the fast tier's bad-input

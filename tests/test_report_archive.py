@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import site_files
 
 from diag import report, store
 from diag.report import inputs
@@ -33,10 +34,6 @@ def _publish(path: Path, out: Path) -> dict[str, str]:
     return {name: content for name, content in files.items() if not isinstance(content, inputs.Kept)}
 
 
-def _tree(folder: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
-
-
 def _history(path: Path, nights: int) -> None:
     db = store.open_db(path)
     store.save_runs(db, synthetic.records(nights * NIGHT))
@@ -55,7 +52,7 @@ def _add_night(path: Path, nights: int) -> None:
 
 def _same_as_from_scratch(path: Path, out: Path, scratch: Path) -> None:
     _publish(path, scratch)
-    assert _tree(out) == _tree(scratch)
+    assert site_files(out) == site_files(scratch)
 
 
 def test_a_night_leaves_the_whole_archive_pages_before_it_alone(tmp_path):
@@ -63,7 +60,7 @@ def test_a_night_leaves_the_whole_archive_pages_before_it_alone(tmp_path):
     _history(path, 7)
     _publish(path, out)
     for nights in range(7, 11):
-        before = _tree(out)
+        before = site_files(out)
         _add_night(path, nights)
         made = _publish(path, out)
         builds = nights + 1
@@ -77,7 +74,7 @@ def test_a_night_leaves_the_whole_archive_pages_before_it_alone(tmp_path):
         older = {f"matrix-{k}.html" for k in range(1, whole + 1)} - moved
         if whole == (builds - 1) // PER_PAGE:  # no new archive page: the others' navigation is unchanged
             assert not older & set(made), sorted(made)
-            assert all(_tree(out)[name] == before[name] for name in older)
+            assert all(site_files(out)[name] == before[name] for name in older)
         _same_as_from_scratch(path, out, tmp_path / f"scratch-{nights}")
 
 

@@ -12,7 +12,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from conftest import diag
+from conftest import diag, site_files
 
 from diag import report, store
 from diag.report import forked
@@ -71,14 +71,10 @@ def _render(history: Path, out: Path, processes: int, how: str = "ok") -> list:
     return json.loads(done.stdout)
 
 
-def _tree(folder: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
-
-
 def test_a_helper_renders_the_run_pages_and_the_site_is_the_one_process_site(history, tmp_path):
     assert _render(history, tmp_path / "one", 1) == []
     assert _render(history, tmp_path / "two", 2) == [NIGHTS * len(synthetic.configs())]
-    one, two = _tree(tmp_path / "one"), _tree(tmp_path / "two")
+    one, two = site_files(tmp_path / "one"), site_files(tmp_path / "two")
     assert len([p for p in one if p.startswith("runs/")]) == NIGHTS * len(synthetic.configs())
     assert one == two
 
@@ -86,7 +82,7 @@ def test_a_helper_renders_the_run_pages_and_the_site_is_the_one_process_site(his
 def test_a_failed_helper_leaves_the_pages_to_the_parent(history, tmp_path):
     assert _render(history, tmp_path / "one", 1) == []
     assert _render(history, tmp_path / "failed", 2, "fail") == [None]
-    assert _tree(tmp_path / "one") == _tree(tmp_path / "failed")
+    assert site_files(tmp_path / "one") == site_files(tmp_path / "failed")
 
 
 def test_a_re_render_by_the_same_code_forks_no_helper(history, tmp_path):
@@ -164,7 +160,7 @@ def test_a_helper_killed_before_its_task_leaves_the_pages_to_the_parent(history,
     )
     assert done.returncode == 0, done.stderr
     assert _render(history, tmp_path / "one", 1) == []
-    assert _tree(tmp_path / "one") == _tree(tmp_path / "gone")
+    assert site_files(tmp_path / "one") == site_files(tmp_path / "gone")
 
 
 def test_no_helper_is_forked_beside_another_thread():
