@@ -7,7 +7,7 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from diag import regress, store
+from diag import pages, regress, store
 from diag import row as rows
 from diag.build import order as build_order
 
@@ -296,7 +296,7 @@ def alerts(outcome: Outcome, site_url: Optional[str] = None) -> list[dict[str, A
                 lines.append(f"at `{after['error_location']}`")
         lines += ["", f"Reproduce: `diag repro {after['id']} -o repro.py` (torch and transformers only)"]
         if site_url:
-            lines.append(f"Run page: {site_url.rstrip('/')}/runs/{after['id']}.html")
+            lines.append(f"Run page: {site_url.rstrip('/')}/{pages.run_href(after)}")
         lines += ["", f"<!-- {marker} -->"]
         found.append(
             {

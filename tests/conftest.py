@@ -127,6 +127,24 @@ def site_files(folder: Path) -> dict[str, bytes]:
     return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
+def run_section(site: Path | dict, run_id: int) -> str:
+    """The section of run ``run_id`` (``<section id="run-N">`` ... ``</section>``) on the page of runs
+    that holds it, in ``site``: a published folder, or ``report.render``'s dict. Fails where no page
+    of runs holds it, or more than one does."""
+    if isinstance(site, dict):
+        listed = {path: page for path, page in site.items() if path.startswith("runs/") and isinstance(page, str)}
+    else:
+        listed = {f"runs/{p.name}": p.read_text(encoding="utf-8") for p in sorted((site / "runs").glob("*.html"))}
+    opening = f'<section id="run-{run_id}">'
+    found = [
+        page[page.index(opening) : page.index("</section>", page.index(opening))]
+        for page in listed.values()
+        if opening in page
+    ]
+    assert len(found) == 1, f"run {run_id} is on {len(found)} pages of runs"
+    return found[0]
+
+
 def diag_here(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     """``diag`` through its entry point (``diag.cli.main``: one-line errors, exit statuses) in this
     process: what a subprocess prints, without a new interpreter per call (the fast tier's bad-input

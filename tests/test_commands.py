@@ -12,9 +12,9 @@ import sqlite3
 import xml.etree.ElementTree as ET
 
 import pytest
-from conftest import NIGHTLY, REPO, cli
+from conftest import NIGHTLY, REPO, cli, run_section
 
-from diag import store
+from diag import pages, store
 from diag.probe.statuses import STATUSES
 
 BASE = "2.13.0+cpu"
@@ -124,7 +124,7 @@ def test_report_shows_the_regression_and_generates_its_legend_from_the_status_ta
     machine = json.loads((out / "report.json").read_text())
     rows = {(r["row"]["case"], r["row"]["fullgraph"], r["row"]["case_source"] == "builtin") for r in machine["rows"]}
     assert len(rows) == 15 and ("swallowed_error", 1, False) in rows
-    page = (out / "runs" / f"{_run_id(recorded_db, 'dynamic_slice', 0, BASE)}.html").read_text()
+    page = run_section(out, _run_id(recorded_db, "dynamic_slice", 0, BASE))
     assert "Graph breaks (2)" in page and "dynamic_slice.py:" in page
 
 
@@ -343,7 +343,13 @@ def test_check_writes_one_alert_per_regressed_row(recorded_db, tmp_path):
     body = alert["body"]
     assert f"first bad build: {NEW}" in body and f"last good build: {BASE}" in body
     assert "pytorch/pytorch/compare/" in body and "Error: `UserError`" in body and "diag repro " in body
-    assert "https://x.github.io/d/runs/" in body and f"<!-- {alert['marker']} -->" in body
+    assert f"<!-- {alert['marker']} -->" in body
+    # the run page named is where the report puts that run's details
+    (link,) = re.findall(r"Run page: https://x\.github\.io/d/(\S+)", body)
+    page, _, section = link.partition("#")
+    site = tmp_path / "site"
+    assert cli("report", "--db", str(recorded_db), "--out", str(site)).exit_code == 0
+    assert f'<section id="{section}">' in (site / page).read_text() and section.startswith("run-")
     again = tmp_path / "again.json"
     cli("check", "--db", str(recorded_db), "--alerts", str(again))
     assert json.loads(again.read_text())[0]["marker"] == alert["marker"]  # the same row, the same issue
@@ -411,16 +417,17 @@ def test_run_pages_show_what_was_recorded_and_nothing_for_what_was_not(copied_db
     recorded_db = copied_db
     out = tmp_path / "site"
     assert cli("report", "--db", str(recorded_db), "--out", str(out)).exit_code == 0
-    crash = (out / "runs" / f"{_run_id(recorded_db, 'segfault', 1, BASE)}.html").read_text()
+    crash = run_section(out, _run_id(recorded_db, "segfault", 1, BASE))
     assert "peak memory (-)" not in crash
     assert "holding - captured" not in crash and "holding None" not in crash
-    broken = (out / "runs" / f"{_run_id(recorded_db, 'dynamic_slice', 0, BASE)}.html").read_text()
+    broken = run_section(out, _run_id(recorded_db, "dynamic_slice", 0, BASE))
     assert "<code>None</code>" not in broken and '<div class="scroll"><table><thead><tr><th>key</th>' in broken
     assert "decode_step samples</th><td>n=" in broken and "(ms)</td>" in broken and "(s)</td>" not in broken
     before, after = _run_id(recorded_db, "append_last", 1, BASE), _run_id(recorded_db, "append_last", 1, NEW)
     transitions = (out / "transitions.html").read_text()
-    assert f'<a href="runs/{before}.html">#{before}</a> → <a href="runs/{after}.html">#{after}</a>' in transitions
+    hrefs = [pages.run_href(store.get_run(store.open_db(recorded_db), run_id)) for run_id in (before, after)]
+    assert f'<a href="{hrefs[0]}">#{before}</a> → <a href="{hrefs[1]}">#{after}</a>' in transitions
     assert cli("prune", "--db", str(recorded_db), "--keep-builds", "1").exit_code == 0  # BASE's runs compacted
     assert cli("report", "--db", str(recorded_db), "--out", str(out)).exit_code == 0
-    pruned = (out / "runs" / f"{_run_id(recorded_db, 'segfault', 1, BASE)}.html").read_text()
+    pruned = run_section(out, _run_id(recorded_db, "segfault", 1, BASE))
     assert "Capabilities of this torch" not in pruned

@@ -353,7 +353,7 @@ def test_a_torch_without_set_logs_still_completes_and_names_what_is_missing(tmp_
 
 @pytest.mark.slow
 def test_a_run_whose_diagnosis_died_keeps_what_the_timing_pass_learned(tmp_path):
-    from conftest import REPO, diag, runs_by_case
+    from conftest import REPO, diag, run_section, runs_by_case
 
     db = tmp_path / "evidence.db"
     diag(
@@ -389,7 +389,7 @@ def test_a_run_whose_diagnosis_died_keeps_what_the_timing_pass_learned(tmp_path)
     assert "timing pass: RuntimeError: arg mismatch inlining" in shown
     assert "[timing_pass] TypeError: VariableBuilder.__init__() got an unexpected keyword argument 'guards'" in shown
     diag("report", "--db", str(db), "--out", str(tmp_path / "site"), cwd=tmp_path)
-    page = (tmp_path / "site" / "runs" / f"{run['id']}.html").read_text()
+    page = run_section(tmp_path / "site", run["id"])
     assert "timing_pass" in page and "unexpected keyword argument &#39;guards&#39;" in page
 
 

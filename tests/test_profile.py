@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import diag, show
+from conftest import diag, run_section, show
 
 
 @pytest.mark.slow
@@ -45,7 +45,7 @@ def test_profile_is_a_chrome_trace_linked_from_the_run_page(tmp_path):
     assert profile["top"] == sorted(profile["top"], key=lambda op: -op["self_cpu_us"])
     out = tmp_path / "site"
     diag("report", "--db", str(db), "--out", str(out), cwd=tmp_path)
-    page = (out / "runs" / f"{run['id']}.html").read_text()
+    page = run_section(out, run["id"])
     link = page[page.index("Profile (one") :].split('<a href="', 1)[1].split('"', 1)[0]
     assert (out / "runs" / link).resolve() == trace.resolve()
     assert f"<code>{profile['top'][0]['op']}</code>" in page

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import browser
 import pytest
-from conftest import cli, diag, recorded, replay
+from conftest import cli, diag, recorded, replay, run_section
 
-from diag import report, store
+from diag import pages, report, store
 from diag.build import identity
 from diag.build import order as build_order
 from diag.report.model import build_matrix
@@ -32,8 +32,8 @@ def test_matrix_of_real_runs(findings_db, findings, tmp_path):
     for (case, fullgraph), run in findings.items():
         cell = next(iter(by_label[(case, int(fullgraph))]["cells"].values()))
         assert cell == {"run": run["id"], "status": run["status"], "runs": [[run["id"], run["status"]]]}
-        assert f'href="runs/{run["id"]}.html"' in index
-        assert (out / "runs" / f"{run['id']}.html").exists()
+        assert f'href="{pages.run_href(run)}"' in index
+        assert run_section(out, run["id"])
     assert "fullgraph_error" in index and "append_last" in index
     assert 'title="git ' + findings[("append_last", True)]["build_git_version"] in index
 
@@ -42,7 +42,7 @@ def test_run_page_shows_the_exception_location_and_artifacts(findings_db, findin
     out = tmp_path / "site"
     diag("report", "--db", str(findings_db), "--out", str(out), cwd=tmp_path)
     failing = findings[("dynamic_slice", True)]
-    page = (out / "runs" / f"{failing['id']}.html").read_text()
+    page = run_section(out, failing["id"])
     assert failing["error_type"] in page
     assert "dynamic_slice.py:" in page
     links = re.findall(r'<a href="(\.\./[^"]+)">', page)
@@ -50,7 +50,7 @@ def test_run_page_shows_the_exception_location_and_artifacts(findings_db, findin
     for link in links:
         assert (out / "runs" / link).resolve().exists(), link
     breaking = findings[("dynamic_slice", False)]
-    page = (out / "runs" / f"{breaking['id']}.html").read_text()
+    page = run_section(out, breaking["id"])
     assert "GB0124" in page and "compile-graph-break-site" in page
     assert "Recompiles (" in page and "valid_past_index" in page
 
@@ -85,8 +85,9 @@ def _hostile_db(path: Path) -> int:
 def test_strings_from_logs_and_case_names_are_escaped(tmp_path):
     db_path = tmp_path / "hostile.db"
     run_id = _hostile_db(db_path)
-    files = report.render(store.open_db(db_path), tmp_path / "site")
-    page = files[f"runs/{run_id}.html"]
+    db = store.open_db(db_path)
+    files = report.render(db, tmp_path / "site")
+    page = files[pages.run_page(store.get_run(db, run_id))]
     assert "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;" in page
     assert "<script>alert" not in page and "<script>1" not in page and "<script>2" not in page
     assert "<img src=x" not in page
@@ -97,8 +98,8 @@ def test_rerun_updates_in_place_and_keeps_foreign_files(findings_db, tmp_path):
     out = tmp_path / "site"
     diag("report", "--db", str(findings_db), "--out", str(out), cwd=tmp_path)
     (out / "notes.txt").write_text("mine")
+    stale = next((out / "runs").glob("*.html"))
     (out / "runs" / "999999.html").write_text("not written by diag")
-    stale = out / "runs" / "1.html"
     manifest = json.loads((out / report.MANIFEST).read_text())
     manifest.append("runs/old-page.html")
     (out / "runs" / "old-page.html").write_text("written by an earlier report")
@@ -204,13 +205,13 @@ def test_datasette_views(findings_db):
 def test_index_loads_in_headless_chromium_without_console_errors(findings_db, findings, tmp_path):
     out = tmp_path / "site"
     diag("report", "--db", str(findings_db), "--out", str(out), cwd=tmp_path)
-    pages = [
+    checked = [
         out / "index.html",
-        out / "runs" / f"{findings[('dynamic_slice', False)]['id']}.html",
+        out / pages.run_page(findings[("dynamic_slice", False)]),
         out / "cases" / "append_last.html",
         out / "breaks" / "GB0124.html",  # dynamic_slice's .item() break, torch's GB id
     ]
-    for number, page in enumerate(pages):
+    for number, page in enumerate(checked):
         shot = tmp_path / f"page{number}.png"
         assert browser.console_errors(page, shot, tmp_path / f"profile{number}") == []
         assert shot.stat().st_size > 5000
@@ -298,11 +299,11 @@ def test_a_run_made_in_ci_links_its_uploaded_run_directory(tmp_path):
     shutil.rmtree(runs)  # as on the publishing machine: the run directories are not there
     site = tmp_path / "site"
     cli("report", "--db", str(db), "--out", str(site))
-    page = (site / "runs" / f"{good}.html").read_text()
+    page = run_section(site, good)
     assert '<a href="https://github.com/org/diag/actions/runs/123456/attempts/2">workflow run 123456</a>' in page
     assert "<code>shard-cpu-0-123456-2</code>" in page and f"<code>shard.runs/{made.name}/</code>" in page
     assert "No artifacts found" not in page
-    other = (site / "runs" / f"{bad}.html").read_text()
+    other = run_section(site, bad)
     assert "javascript:" not in other and "No artifacts found next to the database." in other
 
 

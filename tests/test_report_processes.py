@@ -1,4 +1,4 @@
-"""``diag report --processes``: the run pages rendered by a forked helper give the site that one
+"""``diag report --processes``: the pages of runs rendered by a forked helper give the site that one
 process gives, byte for byte; a helper that fails leaves the parent to render them; no helper is
 forked beside other threads or for a re-render. And the command line imports only the module of the
 command it runs."""
@@ -20,7 +20,8 @@ from diag.report import forked
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 import synthetic  # noqa: E402 (after sys.path names bench/)
 
-NIGHTS = 4  # x 96 configs: every run of them has a page, more than forked.FORK_AT
+NIGHTS = 4  # x 96 configs: every run of them is detailed, more than forked.FORK_AT
+PAGES = NIGHTS * len({config["case"] for config in synthetic.configs()})  # a page per case and build
 
 # Renders argv[1] into argv[2] with --processes argv[3] and prints what each helper returned (the
 # number of pages, or null where the parent rendered them itself). argv[4] "fail": the helper
@@ -73,9 +74,11 @@ def _render(history: Path, out: Path, processes: int, how: str = "ok") -> list:
 
 def test_a_helper_renders_the_run_pages_and_the_site_is_the_one_process_site(history, tmp_path):
     assert _render(history, tmp_path / "one", 1) == []
-    assert _render(history, tmp_path / "two", 2) == [NIGHTS * len(synthetic.configs())]
+    assert _render(history, tmp_path / "two", 2) == [PAGES]
     one, two = site_files(tmp_path / "one"), site_files(tmp_path / "two")
-    assert len([p for p in one if p.startswith("runs/")]) == NIGHTS * len(synthetic.configs())
+    listed = [page for path, page in one.items() if path.startswith("runs/")]
+    assert len(listed) == PAGES
+    assert sum(page.count(b'<section id="run-') for page in listed) == NIGHTS * len(synthetic.configs())
     assert one == two
 
 
@@ -86,7 +89,7 @@ def test_a_failed_helper_leaves_the_pages_to_the_parent(history, tmp_path):
 
 
 def test_a_re_render_by_the_same_code_forks_no_helper(history, tmp_path):
-    assert _render(history, tmp_path / "site", 2) == [NIGHTS * len(synthetic.configs())]
+    assert _render(history, tmp_path / "site", 2) == [PAGES]
     assert _render(history, tmp_path / "site", 2) == []  # a night's pages at most: not worth a fork
 
 
@@ -128,10 +131,7 @@ def test_a_render_interrupted_leaves_no_helper_behind(history, tmp_path):
         timeout=300,
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip().splitlines() == [
-        f"helper given [{NIGHTS * len(synthetic.configs())}]",
-        "no child is left",
-    ]
+    assert done.stdout.strip().splitlines() == [f"helper given [{PAGES}]", "no child is left"]
 
 
 GONE = """
@@ -181,7 +181,7 @@ def test_processes_out_of_range_is_a_one_line_error(history, tmp_path):
     assert len(done.stderr.strip().splitlines()) == 1 and "--processes" in done.stderr
 
 
-@pytest.mark.parametrize("foreign", ["notes.txt", "runs/1.html"])
+@pytest.mark.parametrize("foreign", ["notes.txt", "runs/1-append_last.html"])
 def test_a_folder_or_page_that_is_not_diags_is_refused_before_the_helper_writes(history, tmp_path, foreign):
     """The helper writes the run pages into the site itself: the site claims them first, so a folder
     that is someone else's, or a page there that diag did not write, stops the render before any

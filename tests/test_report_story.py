@@ -12,9 +12,9 @@ from pathlib import Path
 
 import browser
 import pytest
-from conftest import diag, diag_here
+from conftest import diag, diag_here, run_section, site_files
 
-from diag import gate, report, store
+from diag import gate, pages, report, store
 from diag import row as rows
 from diag.build import identity
 from diag.report import charts
@@ -116,7 +116,7 @@ def test_each_row_is_the_row_check_compares_and_every_run_of_a_cell_counts(story
     front = (story["out"] / "index.html").read_text()
     assert "1/3 work · worst crash" in front
     for run in cell.runs:
-        assert f'href="runs/{run["id"]}.html"' in front and (story["out"] / "runs" / f"{run['id']}.html").exists()
+        assert f'href="{pages.run_href(run)}"' in front and run_section(story["out"], run["id"])
 
 
 def test_transitions_stay_within_a_variant_and_a_verdict_is_one_history_across_them(tmp_path):
@@ -280,14 +280,14 @@ def test_no_page_is_wider_than_the_window(story, width, tmp_path):
     hostile = store.get_run(
         story["db"], next(r["id"] for r in store.report_runs(story["db"]) if r["uid"] == "story-hostile")
     )
-    pages = [
+    checked = [
         out / "transitions.html",
         out / "cases" / "append_last.html",
-        out / "runs" / f"{hostile['id']}.html",
+        out / pages.run_page(hostile),
         out / "matrix-1.html",
         out / "architectures.html",
     ]
-    for number, page in enumerate(pages):
+    for number, page in enumerate(checked):
         got = browser.measure(
             page, width, 900, "return [w.innerWidth, d.documentElement.scrollWidth];", tmp_path / str(number)
         )
@@ -409,16 +409,15 @@ def test_a_night_later_only_what_changed_is_rendered_and_the_site_is_what_a_full
     report.publish(files, site)
     report.publish(report.render(db, fresh), fresh)
 
-    def site_files(root):
-        return {p.relative_to(root).as_posix(): p.read_bytes() for p in root.rglob("*") if p.is_file()}
-
     assert site_files(site) == site_files(fresh)
-    # a compacted run's page is made again (prune changes what it shows), and only those
+    # the page of a compacted run is made again (prune changes what it shows), and only those
     store.prune(db, keep_builds=5, keep_runs=10, thin_after=1000)
-    compacted = {row[0] for row in db.execute("SELECT id FROM runs WHERE capabilities IS NULL")}
+    compacted = {
+        pages.run_page(run) for run in db.query('SELECT torch_build_id, "case" FROM runs WHERE capabilities IS NULL')
+    }
     again = report.render(db, site)
     rendered = {p for p, c in again.items() if p.startswith("runs/") and not isinstance(c, inputs.Kept)}
-    assert rendered and rendered == {f"runs/{i}.html" for i in compacted if f"runs/{i}.html" in again}
+    assert rendered and rendered == compacted & again.keys()
     report.publish(again, site)
     report.publish(report.render(db, fresh), fresh)
     assert site_files(site) == site_files(fresh)

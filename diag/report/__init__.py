@@ -3,12 +3,13 @@
 Layout: ``index.html`` (the answer per case and fullgraph mode, then the matrix over the
 newest builds, newest first, and the newest transitions), ``matrix-K.html`` (the K-th 25 builds
 counted from the oldest), ``transitions.html`` (every transition and key change, with filters),
-``cases/<case>.html`` (trend charts), ``runs/<id>.html``, ``report.json`` (a machine-readable
+``cases/<case>.html`` (trend charts), ``runs/<build id>-<case>.html`` (the details of that case's
+runs on that build, one section each: ``pages.run_href``), ``report.json`` (a machine-readable
 index) and ``datasette.json`` (Datasette metadata for the DB). ``publish`` (publish.py) writes it.
 
-Run pages are written for every run of the newest ``detail_builds`` builds and of both sides
-of every transition and key change; older cells name their run ids for ``diag show`` and
-report.json. A year of nightlies stays a site of a few thousand pages.
+Runs are detailed for every run of the newest ``detail_builds`` builds and of both sides of
+every transition and key change; older cells name their run ids for ``diag show`` and
+report.json. A year of nightlies stays a site of a few hundred pages.
 
 Rendering is a function of the DB alone (no clock): unchanged data renders byte-identical
 pages, and ``publish`` leaves files whose content did not change untouched.
@@ -25,12 +26,13 @@ from typing import Any, Callable, Iterator, Optional
 import jinja2
 from markupsafe import Markup, escape
 
-from diag import __version__, guards, store
+from diag import __version__, guards, pages, store
 from diag.config import diag_home
 from diag.contract import STATUSES
+from diag.pages import case_href
 from diag.report import breaks_page, charts, forked, inputs, matrix_html, run_page, variants_page
 from diag.report.index_json import report_json
-from diag.report.model import FLAKY_FLIPS, Matrix, archive, build_matrix, page_path, row_label
+from diag.report.model import FLAKY_FLIPS, Matrix, archive, build_matrix, row_label
 from diag.report.publish import MANIFEST, ReportError, Site, publish
 from diag.report.run_page import ci_link
 from diag.text import config_text, safe
@@ -67,10 +69,6 @@ class _Environment(jinja2.Environment):
             except KeyError:
                 pass
         return super().getattr(obj, attribute)
-
-
-def case_href(case: str) -> str:
-    return page_path("cases", case, 80)
 
 
 class _CompiledTemplates(jinja2.FileSystemBytecodeCache):
@@ -134,16 +132,16 @@ def _fmt(value: Optional[float], unit: str) -> str:
     return "-" if value is None else f"{value:.3f} {unit}"
 
 
-def detailed_runs(matrix: Matrix, detail_builds: int) -> set[int]:
-    """Ids of the runs that get a page of their own: every run of a cell on the newest builds or on
-    either side of a transition or key change."""
+def detailed_runs(matrix: Matrix, detail_builds: int) -> dict[int, str]:
+    """The runs whose details are shown, each with the address of its section (``pages.run_href``):
+    every run of a cell on the newest builds or on either side of a transition or key change."""
     newest = {b["id"] for b in matrix.builds[-detail_builds:]} if detail_builds > 0 else set()
     cells = [cell for _, build_id, cell in matrix.cells() if build_id in newest]
     for row, before, after in [(t.row, t.last_before, t.first_after) for t in matrix.transitions] + [
         (c.row, c.previous, c.build) for c in matrix.key_changes
     ]:
         cells += [cell for build in (before, after) if (cell := matrix.cell(row, build["id"]))]
-    return {run["id"] for cell in cells for run in cell.runs}
+    return {run["id"]: pages.run_href(run) for cell in cells for run in cell.runs}
 
 
 def _data_stamp(runs: list[dict[str, Any]]) -> str:
@@ -183,25 +181,27 @@ def render(
 
 
 def _run_pages(
-    source, template: jinja2.Template, run_ids: list[int], out_dir: Path, context: dict[str, Any]
+    source, template: jinja2.Template, listed: list[tuple[str, list[int]]], out_dir: Path, context: dict[str, Any]
 ) -> Iterator[tuple[str, str]]:
-    """(path, page) of each run of ``run_ids``, read from ``source`` (a DB)."""
-    for run in store.full_runs(source, run_ids):
-        for gb in run["graph_breaks"]:
-            match = store.DOC_URL.search(gb.get("reason") or "")
-            gb["doc_url"] = match.group(0) if match else None
-        yield (
-            f"runs/{run['id']}.html",
-            template.render(
-                root="../",
-                run=run,
-                config_label=config_text(run),
-                timing_stats=[run_page.in_ms(t) for t in run["timings"]],
-                artifacts=run_page.listing(run, out_dir),
-                ci=run_page.ci_link(run),
-                **context,
-            ),
-        )
+    """(path, page) of each page of runs in ``listed`` (its path and its runs' ids), read from
+    ``source`` (a DB). A page whose runs are all gone meanwhile is not made."""
+    for path, run_ids in listed:
+        runs = []
+        for run in store.full_runs(source, run_ids):
+            for gb in run["graph_breaks"]:
+                match = store.DOC_URL.search(gb.get("reason") or "")
+                gb["doc_url"] = match.group(0) if match else None
+            runs.append(
+                {
+                    "run": run,
+                    "config_label": config_text(run),
+                    "timing_stats": [run_page.in_ms(t) for t in run["timings"]],
+                    "artifacts": run_page.listing(run, out_dir),
+                    "ci": run_page.ci_link(run),
+                }
+            )
+        if runs:
+            yield path, template.render(root="../", first=runs[0]["run"], runs=runs, **context)
 
 
 def _render(
@@ -231,12 +231,16 @@ def _render(
         ),
     )
 
-    def hand_off(run_ids: list[int], context: dict[str, Any]) -> None:
-        """Give the helper the run pages, where there are enough to pay for it, once the site has
-        claimed them (a folder that is not diag's is refused here, before the helper writes)."""
-        if site is not None and isinstance(helper, forked.Helper) and forked.worth_forking(len(run_ids)):
-            site.claim(f"runs/{run_id}.html" for run_id in run_ids)
-            helper.send((run_ids, context))
+    def hand_off(listed: list[tuple[str, list[int]]], context: dict[str, Any]) -> None:
+        """Give the helper the pages of runs, where they hold enough runs to pay for it, once the
+        site has claimed them (a folder that is not diag's is refused here, before the helper writes)."""
+        if (
+            site is not None
+            and isinstance(helper, forked.Helper)
+            and forked.worth_forking(sum(len(run_ids) for _, run_ids in listed))
+        ):
+            site.claim(path for path, _ in listed)
+            helper.send((listed, context))
 
     with helper:
         files, rendered, quiet = _pages(db, env, out_dir, made, builds_per_page, detail_builds, db_name, hand_off)
@@ -256,10 +260,10 @@ def _pages(
     builds_per_page: int,
     detail_builds: int,
     db_name: Optional[str],
-    hand_off: Callable[[list[int], dict[str, Any]], None],
-) -> tuple[dict[str, str], list[int], dict[str, Any]]:
-    """Every page but the run pages, with the ids of the runs whose pages are to be rendered and
-    what those pages share; those are given to ``hand_off`` as soon as they are known."""
+    hand_off: Callable[[list[tuple[str, list[int]]], dict[str, Any]], None],
+) -> tuple[dict[str, str], list[tuple[str, list[int]]], dict[str, Any]]:
+    """Every page but the pages of runs, with those to be rendered (each one's path and its runs'
+    ids) and what they share; those are given to ``hand_off`` as soon as they are known."""
     runs = store.report_runs(db)
     keys = store.finding_keys(db)
     matrix = build_matrix(store.builds(db), runs, keys, STRIP_BUILDS)
@@ -286,14 +290,12 @@ def _pages(
     quiet = {**common, "data_stamp": ""}  # the pages kept from night to night carry no stamp of the data
     files: dict[str, str] = {}
     rendered = []
-    for run_id, marks in sorted(store.page_marks(db, paged).items()):
-        folder = marks[-1]
-        if made.stale(
-            f"runs/{run_id}.html", inputs.digest(inputs.sources(), nav, marks, bool(folder) and Path(folder).is_dir())
-        ):
-            rendered.append(run_id)
+    for path, marks in _grouped(paged, store.page_marks(db, paged)).items():
+        folders = [bool(mark[-1]) and Path(mark[-1]).is_dir() for mark in marks]
+        if made.stale(path, inputs.digest(inputs.sources(), nav, marks, folders)):
+            rendered.append((path, [mark[0] for mark in marks]))
         else:
-            files[f"runs/{run_id}.html"] = inputs.Kept()
+            files[path] = inputs.Kept()
     hand_off(rendered, quiet)
     front = {
         **common,
@@ -344,6 +346,14 @@ def _pages(
     files["datasette.json"] = json.dumps(store.datasette_metadata(db, db_name), indent=1)
     files[inputs.INPUTS] = made.written()
     return files, rendered, quiet
+
+
+def _grouped(paged: dict[int, str], marks: dict[int, tuple[Any, ...]]) -> dict[str, list[tuple[Any, ...]]]:
+    """Per page of runs, the marks (``store.page_marks``) of its runs, oldest first."""
+    found: dict[str, list[tuple[Any, ...]]] = {}
+    for run_id in sorted(marks):
+        found.setdefault(paged[run_id].partition("#")[0], []).append(marks[run_id])
+    return dict(sorted(found.items()))
 
 
 HF_PREFIX = "hf:"  # the architecture cases (diag/catalog.py): their own page, not one link each in the nav

@@ -8,7 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 from diag import store
-from diag.report.model import Matrix, page_path
+from diag.pages import page_path
+from diag.report.model import Matrix
 from diag.upstream import gb_id_of_key, registry_url
 
 

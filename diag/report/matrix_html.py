@@ -34,13 +34,14 @@ def _word(value: str) -> str:
     return str(escape(safe(value)))
 
 
-def _link(run: dict[str, Any], inner: str, root: str, paged: set[int]) -> str:
-    if run["id"] in paged:
-        return f'<a href="{root}runs/{run["id"]}.html">{inner}</a>'
+def _link(run: dict[str, Any], inner: str, root: str, paged: dict[int, str]) -> str:
+    href = paged.get(run["id"])
+    if href is not None:
+        return f'<a href="{root}{_text(href)}">{inner}</a>'
     return f'<span title="run #{run["id"]}: diag show {run["id"]}">{inner}</span>'
 
 
-def cell_html(cell: Optional[Cell], root: str, paged: set[int]) -> Markup:
+def cell_html(cell: Optional[Cell], root: str, paged: dict[int, str]) -> Markup:
     """One matrix cell: its deciding (worst) run's status (linked to its page when it has one), the ▲
     of a change, with several runs how many worked and a dot per run, and where its runs differ in
     Python or transformers, each side's status. Written here, not as a template macro: the big
@@ -51,7 +52,7 @@ def cell_html(cell: Optional[Cell], root: str, paged: set[int]) -> Markup:
 _EMPTY = '<td class="cell muted">·</td>'
 
 
-def _cell(cell: Optional[Cell], root: str, paged: set[int]) -> str:
+def _cell(cell: Optional[Cell], root: str, paged: dict[int, str]) -> str:
     """``cell_html`` as plain text, for the table that joins tens of thousands of them."""
     if cell is None:
         return _EMPTY
@@ -141,7 +142,7 @@ _ID = itemgetter("id")
 def table_inputs(
     matrix: Matrix,
     builds: list[dict[str, Any]],
-    paged: set[int],
+    paged: dict[int, str],
     hidden: dict[int, list[str]],
     texts: Optional[dict[tuple[str, str], dict[str, Any]]] = None,
 ) -> str:
@@ -172,7 +173,7 @@ def table_inputs(
         [tuple(row) for row in matrix.rows],
         changed,
         list(map(_SHOWN, runs)),
-        sorted(here & paged),
+        sorted(here & paged.keys()),  # a page's address is its build's and case's, named above
         [[run_id, key, hidden_text(texts, key)] for run_id in sorted(here & hidden.keys()) for key in hidden[run_id]],
     ]
     return hashlib.sha1(marshal.dumps(data, 2)).hexdigest()
@@ -182,7 +183,7 @@ def matrix_table(
     matrix: Matrix,
     builds: list[dict[str, Any]],
     root: str,
-    paged: set[int],
+    paged: dict[int, str],
     case_href: Callable[[str], str],
     hidden: Optional[dict[int, list[str]]] = None,
     texts: Optional[dict[tuple[str, str], dict[str, Any]]] = None,

@@ -10,8 +10,6 @@ again as ``check`` pairs them.
 
 from __future__ import annotations
 
-import hashlib
-import re
 from collections import Counter
 from dataclasses import dataclass, field
 from operator import itemgetter
@@ -423,15 +421,3 @@ def archive(items: list, size: int) -> list[list]:
     whole, holds the same items however many are added after it. The newest ``len(items) % size``
     items are in no chunk."""
     return [items[start : start + size] for start in range(0, len(items) - size + 1, size)] if size > 0 else []
-
-
-_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
-
-
-def page_path(folder: str, name: str, limit: int) -> str:
-    """A page's path for ``name`` under ``folder``: the name itself where it is a safe file name of at
-    most ``limit`` characters, else its safe first ``limit`` characters and a hash of the whole name."""
-    slug = _UNSAFE.sub("_", name)[:limit]
-    if slug == name:
-        return f"{folder}/{name}.html"
-    return f"{folder}/{slug}-{hashlib.sha1(name.encode('utf-8', 'replace')).hexdigest()[:8]}.html"
