@@ -132,3 +132,25 @@ def test_what_an_archive_page_shows_changed_in_the_db_makes_it_again(tmp_path, c
     made = _publish(path, out)
     assert "matrix-1.html" in made
     _same_as_from_scratch(path, out, tmp_path / "scratch")
+
+
+def test_the_code_digest_covers_every_module_the_report_runs():
+    """A page is kept while its inputs and the code that renders it are unchanged: every module of
+    diag that rendering imports (the store's queries, page addresses, the probe's vocabulary) is
+    in the digest, not only the report's own."""
+    import subprocess
+
+    listed = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys, diag.report; print('\\n'.join(m.__file__ for n, m in sys.modules.items() "
+            "if n.startswith('diag') and getattr(m, '__file__', None)))",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    hashed = {path.resolve() for path in inputs.source_files()}
+    assert len(listed) > 30 and {Path(p).resolve() for p in listed} <= hashed
+    assert {p.name for p in hashed} >= {"run.html.j2", "index.html.j2"}

@@ -20,10 +20,7 @@ from typing import Any, Optional
 from diag import __version__
 
 INPUTS = ".diag-report-inputs.json"
-_ROOT = Path(__file__).resolve().parent
-# the modules of diag outside report/ whose code decides what a page shows: the text helpers, the
-# status vocabulary, rows and their labels, the deciding run of a cell, build order, guard texts
-_SHARED = ("text", "contract", "row", "regress", "build", "guards", "noise")
+_PACKAGE = Path(__file__).resolve().parent.parent  # diag/
 
 
 class Kept(str):
@@ -34,14 +31,19 @@ class Written(Kept):
     """A page a forked helper rendered and wrote itself, as ``publish`` would have (forked.py)."""
 
 
+def source_files() -> list[Path]:
+    """Every module and template of diag: the report's code and all it imports (the store's queries,
+    page addresses, the status vocabulary, the probe's parsers through them). A list of the modules
+    that matter would miss the next one imported; hashing them all costs milliseconds."""
+    return sorted(p for p in _PACKAGE.rglob("*") if p.suffix in (".py", ".j2") and "__pycache__" not in p.parts)
+
+
 @functools.lru_cache(maxsize=1)
 def sources() -> str:
     """The code that renders the site, as one digest."""
-    shared = [_ROOT.parent / f"{name}.py" for name in _SHARED]
-    files = sorted([*_ROOT.glob("*.py"), *(_ROOT / "templates").glob("*.j2"), *shared])
     hashed = hashlib.sha1(__version__.encode())
-    for path in files:
-        hashed.update(path.name.encode() + b"\0" + path.read_bytes())
+    for path in source_files():
+        hashed.update(path.relative_to(_PACKAGE).as_posix().encode() + b"\0" + path.read_bytes())
     return hashed.hexdigest()
 
 
