@@ -111,9 +111,36 @@ def test_a_link_to_a_run_opens_its_section_in_the_browser(history, tmp_path):
     db = store.open_db(history, readonly=True)
     run = [r for r in store.report_runs(db) if r["case"] == "hf_dynamic_cache"][-2]  # a section down the page
     script = f"""
-    var section = d.getElementById("run-{run['id']}").getBoundingClientRect();
+    var section = d.getElementById("run-{run["id"]}").getBoundingClientRect();
     return {{top: section.top, width: w.innerWidth, scroll: d.documentElement.scrollWidth, y: w.scrollY}};
     """
     got = browser.measure(out / pages.run_page(run), 420, 900, script, tmp_path, f"#run-{run['id']}")
     assert got["y"] > 0 and abs(got["top"]) <= 2, got  # scrolled to the section, which starts at the top
     assert got["scroll"] <= got["width"], got
+
+
+def test_a_build_whose_wheel_is_recorded_later_makes_its_pages_again(tmp_path):
+    """A later run of a build can record the wheel it came from (store.writes): the pages of the
+    build's runs show it, so they are made again, and equal a render from scratch."""
+    path, out, scratch = tmp_path / "history.db", tmp_path / "site", tmp_path / "scratch"
+    _history(path, 2)
+    report.publish(_render(path, out), out, path)
+    db = store.open_db(path)
+    newest = store.builds(db)[-1]
+    db.conn.execute(
+        "UPDATE torch_builds SET wheel_url = ?, wheel_origin = 'index', wheel_sha256 = ? WHERE id = ?",
+        [
+            "https://download.pytorch.org/whl/nightly/cpu/torch-2.12.0.dev-cp311-linux_x86_64.whl",
+            "ab" * 32,
+            newest["id"],
+        ],
+    )
+    db.conn.commit()
+    db.conn.close()
+    files = _render(path, out)
+    made = {name for name, page in files.items() if name.startswith("runs/") and not isinstance(page, inputs.Kept)}
+    cases = {config["case"] for config in synthetic.configs()}
+    assert made == {pages.run_page({"torch_build_id": newest["id"], "case": case}) for case in cases}
+    report.publish(files, out, path)
+    report.publish(_render(path, scratch), scratch, path)
+    assert site_files(out) == site_files(scratch)

@@ -225,14 +225,18 @@ def runs_of_build(db: sqlite_utils.Database, build_id: int) -> list[dict[str, An
 
 def page_marks(db: sqlite_utils.Database, run_ids: Iterable[int]) -> dict[int, tuple[Any, ...]]:
     """Per run, what its report page changes with once the run is stored: its uid, whether ``diag
-    prune`` compacted it (compaction clears its capabilities), and its run directory."""
+    prune`` compacted it (compaction clears its capabilities), its build's fields (a later run of
+    the build records its wheel) and, last, its run directory."""
     ids = sorted(set(run_ids))
     found: dict[int, tuple[Any, ...]] = {}
     for start in range(0, len(ids), 500):
         batch = ids[start : start + 500]
         marks = ", ".join("?" for _ in batch)
         for run_id, *rest in db.execute(
-            f"SELECT id, uid, capabilities IS NULL, artifacts_dir FROM runs WHERE id IN ({marks})", batch
+            "SELECT r.id, r.uid, r.capabilities IS NULL, b.version, b.git_version, b.nightly_date, b.variant, "
+            "b.wheel_url, b.wheel_origin, b.wheel_sha256, r.artifacts_dir FROM runs r "
+            f"JOIN torch_builds b ON b.id = r.torch_build_id WHERE r.id IN ({marks})",
+            batch,
         ):
             found[run_id] = (run_id, *rest)
     return found
