@@ -1,6 +1,6 @@
 """The run pages of a render made and written by a forked helper while the parent makes the other
-pages: on a machine with two or more cores they take no wall time of their own (with writing them,
-they are a third of a render from scratch).
+pages: on a machine with two or more cores they take no wall time of their own (with reading and
+writing them, they are a quarter of a render from scratch).
 
 The helper is forked before the parent reads the history, so the two share only the imports: the
 model the parent then builds and walks is never copied into it (after a later fork, every page of
