@@ -55,7 +55,7 @@ def graph_break_pages(db, keys: int = 300) -> tuple[int, float]:
     found = breaks_page.contexts(db, matrix)
     env = report._environment()
     shared = {"case_links": [], "has_architectures": False, "has_variants": False, "has_breaks": True}
-    shared.update({"paged": set(), "data_stamp": "", "key_texts": {}, "detail_builds": 30})
+    shared.update({"paged": {}, "data_stamp": "", "key_texts": {}, "detail_builds": 30})
     env.get_template("breaks.html.j2").render(root="", breaks=found, **shared)
     page = env.get_template("break.html.j2")
     for entry in found:
