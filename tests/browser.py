@@ -44,6 +44,12 @@ def console_errors(page: Path, screenshot: Path, profile: Path) -> list[str]:
     return [line for line in done.stderr.splitlines() if "CONSOLE" in line and ("Error" in line or "Uncaught" in line)]
 
 
+def dom(url: str, profile: Path) -> str:
+    """The document at ``url`` (an http address) once its scripts have run and any navigation they
+    made has loaded: Chromium's --dump-dom, with virtual time to run them in."""
+    return _run(["--virtual-time-budget=5000", "--dump-dom", url], profile).stdout
+
+
 def measure(page: Path, width: int, height: int, script: str, work: Path, fragment: str = "") -> Any:
     """Load ``page`` (with ``fragment``, as ``#filter=crash``) in a ``width`` x ``height`` frame;
     ``script`` is a JS function body over ``w`` (the page's window) and ``d`` (its document) that

@@ -5,8 +5,12 @@ added makes only the pages whose runs changed."""
 
 from __future__ import annotations
 
+import functools
+import http.server
+import json
 import re
 import sys
+import threading
 from pathlib import Path
 
 import browser
@@ -144,3 +148,45 @@ def test_a_build_whose_wheel_is_recorded_later_makes_its_pages_again(tmp_path):
     report.publish(files, out, path)
     report.publish(_render(path, scratch), scratch, path)
     assert site_files(out) == site_files(scratch)
+
+
+class _StaticHost(http.server.SimpleHTTPRequestHandler):
+    """A static host as GitHub Pages is one (mocked: that host cannot be reached from a test): a
+    missing address is answered with the site's 404.html, status 404."""
+
+    def send_error(self, code, message=None, explain=None):
+        page = Path(self.directory) / "404.html"
+        if code != 404 or not page.is_file():
+            return super().send_error(code, message, explain)
+        body = page.read_bytes()
+        self.send_response(404)
+        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.mark.skipif(browser.CHROMIUM is None, reason="Debian's chromium package is not installed")
+def test_an_old_address_of_a_run_page_leads_to_its_section(history, tmp_path):
+    """Alerts filed before named a run's page runs/<id>.html: served from a static host, that address
+    now leads to the run's section, and a run no longer detailed says how to see it."""
+    site = tmp_path / "site"
+    report.publish(_render(history, site), site, history)
+    db = store.open_db(history, readonly=True)
+    listed = json.loads((site / "run-pages.json").read_text())
+    run_id = int(sorted(listed, key=int)[len(listed) // 2])
+    older = min(r["id"] for r in store.report_runs(db))
+    assert str(older) not in listed
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_StaticHost, directory=str(site)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        base = f"http://127.0.0.1:{server.server_port}/"
+        moved = browser.dom(f"{base}runs/{run_id}.html", tmp_path / "moved")
+        gone = browser.dom(f"{base}runs/{older}.html", tmp_path / "gone")
+    finally:
+        server.shutdown()
+    assert f'<section id="run-{run_id}">' in moved
+    assert f"Run #{older} has no page in the report any more: diag show {older}" in gone

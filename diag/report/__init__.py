@@ -5,7 +5,9 @@ newest builds, newest first, and the newest transitions), ``matrix-K.html`` (the
 counted from the oldest), ``transitions.html`` (every transition and key change, with filters),
 ``cases/<case>.html`` (trend charts), ``runs/<build id>-<case>.html`` (the details of that case's
 runs on that build, one section each: ``pages.run_href``), ``report.json`` (a machine-readable
-index) and ``datasette.json`` (Datasette metadata for the DB). ``publish`` (publish.py) writes it.
+index), ``datasette.json`` (Datasette metadata for the DB) and ``404.html`` with
+``run-pages.json`` (an old ``runs/<id>.html`` address sent to its section). ``publish``
+(publish.py) writes it.
 
 Runs are detailed for every run of the newest ``detail_builds`` builds and of both sides of
 every transition and key change; older cells name their run ids for ``diag show`` and
@@ -344,6 +346,9 @@ def _pages(
     if shown is not None:
         files["variants.html"] = env.get_template("variants.html.j2").render(root="", v=shown, **common)
     files["datasette.json"] = json.dumps(store.datasette_metadata(db, db_name), indent=1)
+    # an old address of a run's page (runs/<id>.html, as alerts named it) is sent to its section
+    files[RUN_INDEX] = json.dumps({str(run_id): paged[run_id] for run_id in sorted(paged)}, separators=(",", ":"))
+    files["404.html"] = env.get_template("404.html.j2").render()
     files[inputs.INPUTS] = made.written()
     return files, rendered, quiet
 
@@ -356,6 +361,7 @@ def _grouped(paged: dict[int, str], marks: dict[int, tuple[Any, ...]]) -> dict[s
     return dict(sorted(found.items()))
 
 
+RUN_INDEX = "run-pages.json"  # per run id with details, its section's address: what 404.html reads
 HF_PREFIX = "hf:"  # the architecture cases (diag/catalog.py): their own page, not one link each in the nav
 
 
