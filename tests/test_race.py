@@ -162,20 +162,25 @@ def test_a_real_race_finds_the_slower_twin_names_a_variant_that_does_not_compile
     """Three cases in one probe on the eager backend: bench_extra_cost, its twin 30% slower at each
     decode step, and dynamic_slice, whose data-dependent slice fullgraph refuses; stored, then shown
     on the report's variants page in the browser."""
-    db = tmp_path / "race.db"
-    args = ["race", "--case", str(BENCH_CASES / "extra_cost.py"), "--case", str(BENCH_CASES / "extra_cost_twin.py")]
-    args += ["--case", "dynamic_slice", "--backend", "eager", "--fullgraph", "--new-tokens", "6"]
-    args += ["--timing-seconds", "0.5", "--db", str(db)]
     slowed = {"DIAG_BENCH_SLOWDOWN_TWIN": "0.3", "DIAG_BENCH_SLOWDOWN": "0"}
-    found = json.loads(diag(*args, "--json", cwd=tmp_path, env_extra=slowed).stdout)
-    (raced,) = found["races"]
-    twin, failed = raced["verdicts"]
+    for attempt in range(3):
+        # "noisy" is the race saying that the host moved too much to decide (other processes held
+        # the cores meanwhile): race again, into a fresh DB; any other verdict is checked below
+        db = tmp_path / f"race{attempt}.db"
+        args = ["race", "--case", str(BENCH_CASES / "extra_cost.py"), "--case", str(BENCH_CASES / "extra_cost_twin.py")]
+        args += ["--case", "dynamic_slice", "--backend", "eager", "--fullgraph", "--new-tokens", "6"]
+        args += ["--timing-seconds", "0.5", "--db", str(db)]
+        found = json.loads(diag(*args, "--json", cwd=tmp_path, env_extra=slowed).stdout)
+        (raced,) = found["races"]
+        twin, failed = raced["verdicts"]
+        text = diag(*args, cwd=tmp_path, env_extra=slowed).stdout
+        if twin["verdict"] != "noisy" and "noisy" not in text:
+            break
     assert (twin["a"], twin["b"], twin["verdict"]) == ("bench_extra_cost", "bench_extra_cost_twin", "slower")
     assert 1.15 < twin["ratio"] < 1.5 and twin["rounds"] >= race.MIN_ROUNDS
     assert (failed["b"], failed["verdict"], failed["failed"]) == ("dynamic_slice", "not raced", "dynamic_slice")
     assert failed["error"]["error_location"].endswith("dynamic_slice.py:24")
     assert raced["threads"] == 1 and found["build"]["torch_version"]
-    text = diag(*args, cwd=tmp_path, env_extra=slowed).stdout
     assert "bench_extra_cost_twin / bench_extra_cost:" in text and "slower" in text
     assert "dynamic_slice / bench_extra_cost: not raced, dynamic_slice failed: UserError at " in text
     assert f"recorded 1 race in {db}" in text
