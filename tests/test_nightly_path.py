@@ -191,7 +191,12 @@ def test_the_nightly_path_end_to_end(real_index, tmp_path, monkeypatch):
     done = diag(
         "check", "--db", str(db), "--baseline", "2.14.0.dev20260102", "--junit", str(junit), cwd=tmp_path, check=False
     )
-    assert done.returncode == 1 and "status pass -> compile_error" in done.stdout
+    stored = sqlite3.connect(db).execute(
+        "SELECT r.id, b.version, r.status, r.python, r.transformers_version, r.backend, r.fullgraph, r.model"
+        " FROM runs r JOIN torch_builds b ON b.id = r.torch_build_id ORDER BY r.id"
+    )
+    said = f"{done.stdout}{done.stderr}\nstored runs: {stored.fetchall()}"
+    assert done.returncode == 1 and "status pass -> compile_error" in done.stdout, said
     assert 'failures="1"' in junit.read_text()
     # the report's front page shows the transition, its error and its commit range
     diag("report", "--db", str(db), "--out", str(tmp_path / "site"), cwd=tmp_path)
