@@ -163,13 +163,13 @@ def test_a_real_race_finds_the_slower_twin_names_a_variant_that_does_not_compile
     decode step, and dynamic_slice, whose data-dependent slice fullgraph refuses; stored, then shown
     on the report's variants page in the browser."""
     slowed = {"DIAG_BENCH_SLOWDOWN_TWIN": "0.3", "DIAG_BENCH_SLOWDOWN": "0"}
+    common = ["race", "--case", str(BENCH_CASES / "extra_cost.py"), "--case", str(BENCH_CASES / "extra_cost_twin.py")]
+    common += ["--case", "dynamic_slice", "--backend", "eager", "--fullgraph", "--new-tokens", "6"]
     for attempt in range(3):
         # "noisy" is the race saying that the host moved too much to decide (other processes held
         # the cores meanwhile): race again, into a fresh DB; any other verdict is checked below
         db = tmp_path / f"race{attempt}.db"
-        args = ["race", "--case", str(BENCH_CASES / "extra_cost.py"), "--case", str(BENCH_CASES / "extra_cost_twin.py")]
-        args += ["--case", "dynamic_slice", "--backend", "eager", "--fullgraph", "--new-tokens", "6"]
-        args += ["--timing-seconds", "0.5", "--db", str(db)]
+        args = [*common, "--timing-seconds", "0.5", "--db", str(db)]
         found = json.loads(diag(*args, "--json", cwd=tmp_path, env_extra=slowed).stdout)
         (raced,) = found["races"]
         twin, failed = raced["verdicts"]
