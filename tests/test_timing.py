@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 
 import pytest
 from conftest import TEST_CASES, diag, show
+
+from diag.noise import NOT_COMPARED
 
 pytestmark = pytest.mark.slow  # real probes with timing passes
 
@@ -169,7 +172,16 @@ def test_timing_seconds_and_repeat_spread_the_samples_and_check_pools_an_invocat
         assert pooled == (steady[1] + steady[2], 1)
     else:
         assert "compiled_s_per_token" not in latency
-        assert any(note.startswith("compiled latency NOT COMPARED") for note in row["noisy"]), row["noisy"]
+        assert any(note.startswith(f"compiled latency {NOT_COMPARED}:") for note in row["noisy"]), row["noisy"]
+    # the side with no steady run, whatever the host did above: the newest run marked noisy, as a
+    # busy host marks it
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE runs SET timing_noisy = 1 WHERE id = 3")
+    compared = json.loads(diag("compare", "build:1", "build:1", "--db", str(db), "--json", cwd=tmp_path).stdout)
+    (row,) = compared["rows"]
+    assert not {"eager_s_per_token", "compiled_s_per_token"} & {t["metric"] for t in row["timings"]}
+    for mode in ("eager", "compiled"):
+        assert any(note.startswith(f"{mode} latency {NOT_COMPARED}:") for note in row["noisy"]), row["noisy"]
 
 
 def test_timing_interleaves_the_modes_and_measures_their_memory_alike(tmp_path):
