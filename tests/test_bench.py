@@ -28,3 +28,24 @@ def test_bench_quick_runs_every_part(tmp_path):
     ):
         assert heading in done.stdout
     assert "| runs | 1,000 |" in done.stdout
+
+
+@pytest.mark.parametrize(
+    "script, rows",
+    [
+        ("report_steps.py", ["| the model |", "| the charts |", "| total |", "| imports of `diag report`, apart |"]),
+        ("report_scale.py", ["| from scratch | `--processes 2` |", "| one night later | `--processes 1` |"]),
+    ],
+)
+def test_the_report_benchmarks_run_on_a_small_history(tmp_path, script, rows):
+    done = subprocess.run(
+        [sys.executable, str(REPO / "bench" / script), "--runs", "192", "--repeats", "1"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "192 synthetic runs" in done.stdout
+    for row in rows:
+        assert row in done.stdout, done.stdout
