@@ -126,16 +126,17 @@ def stand_ins(root: Path, days: tuple[int, ...], listed: tuple[int, ...]) -> dic
     return made
 
 
-class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+class QuietHandler(http.server.SimpleHTTPRequestHandler):
     def log_message(self, format, *args):  # noqa: A002 (the stdlib's name)
         pass
 
 
 class Server:
-    """A static HTTP server for ``root`` on 127.0.0.1 (a free port), in a thread."""
+    """A static HTTP server for ``root`` on 127.0.0.1 (a free port), in a thread; ``handler``
+    answers each request (a subclass of ``QuietHandler`` that serves some addresses otherwise)."""
 
-    def __init__(self, root: Path) -> None:
-        handler = functools.partial(_QuietHandler, directory=str(root))
+    def __init__(self, root: Path, handler: type[QuietHandler] = QuietHandler) -> None:
+        handler = functools.partial(handler, directory=str(root))
         self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)

@@ -5,15 +5,13 @@ added makes only the pages whose runs changed."""
 
 from __future__ import annotations
 
-import functools
-import http.server
 import json
 import re
 import sys
-import threading
 from pathlib import Path
 
 import browser
+import nightly_index
 import pytest
 from conftest import run_section, site_files
 
@@ -150,7 +148,7 @@ def test_a_build_whose_wheel_is_recorded_later_makes_its_pages_again(tmp_path):
     assert site_files(out) == site_files(scratch)
 
 
-class _StaticHost(http.server.SimpleHTTPRequestHandler):
+class _StaticHost(nightly_index.QuietHandler):
     """A static host as GitHub Pages is one (mocked: that host cannot be reached from a test): a
     missing address is answered with the site's 404.html, status 404."""
 
@@ -165,9 +163,6 @@ class _StaticHost(http.server.SimpleHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
-    def log_message(self, *args):
-        pass
-
 
 @pytest.mark.skipif(browser.CHROMIUM is None, reason="Debian's chromium package is not installed")
 def test_an_old_address_of_a_run_page_leads_to_its_section(history, tmp_path):
@@ -180,13 +175,8 @@ def test_an_old_address_of_a_run_page_leads_to_its_section(history, tmp_path):
     run_id = int(sorted(listed, key=int)[len(listed) // 2])
     older = min(r["id"] for r in store.report_runs(db))
     assert str(older) not in listed
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_StaticHost, directory=str(site)))
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        base = f"http://127.0.0.1:{server.server_port}/"
-        moved = browser.dom(f"{base}runs/{run_id}.html", tmp_path / "moved")
-        gone = browser.dom(f"{base}runs/{older}.html", tmp_path / "gone")
-    finally:
-        server.shutdown()
+    with nightly_index.Server(site, _StaticHost) as server:
+        moved = browser.dom(f"{server.url}/runs/{run_id}.html", tmp_path / "moved")
+        gone = browser.dom(f"{server.url}/runs/{older}.html", tmp_path / "gone")
     assert f'<section id="run-{run_id}">' in moved
     assert f"Run #{older} has no page in the report any more: diag show {older}" in gone
