@@ -21,7 +21,6 @@ of them.
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import os
 import statistics
@@ -36,8 +35,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import synthetic  # noqa: E402 (after sys.path names bench/)
 from common import tree_usage  # noqa: E402 (after sys.path names bench/)
-
-from diag import store  # noqa: E402 (after sys.path names the repository)
 
 KINDS = ("from scratch", "one night later", "no new data")
 
@@ -61,12 +58,7 @@ def renders(
     """The three renders of the history in ``db_path`` (``total`` runs); the night is added to it.
     ``processes``: ``diag report --processes`` (None: its default); ``code``: see ``_render``."""
     found = {KINDS[0]: _render(db_path, out, processes, code)}
-    night = len(synthetic.configs())
-    made = max(1, total // night) * night  # records() makes whole nights
-    db = store.open_db(db_path)
-    store.save_runs(db, itertools.islice(synthetic.records(made + night), made, None))
-    db.conn.execute("PRAGMA wal_checkpoint(FULL)")
-    db.conn.close()
+    synthetic.add_nightly(db_path, synthetic.whole_nightlies(total))
     found[KINDS[1]] = _render(db_path, out, processes, code)
     found[KINDS[2]] = _render(db_path, out, processes, code)
     return found
@@ -113,10 +105,7 @@ def main() -> None:
         with tempfile.TemporaryDirectory(prefix="diag-report-scale-") as tmp:
             work = Path(tmp)
             seed = work / "history.db"
-            db = store.open_db(seed)
-            store.save_runs(db, synthetic.records(args.runs))
-            db.conn.execute("PRAGMA wal_checkpoint(FULL)")
-            db.conn.close()
+            synthetic.write_history(seed, args.runs)
             for trial in range(args.repeats):
                 # each trial starts with another variant: the first render after the history is
                 # copied meets whatever the disk still has to write, and none should meet it always

@@ -15,12 +15,12 @@ from __future__ import annotations
 import argparse
 import collections
 import functools
-import itertools
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+import types
 from pathlib import Path
 from typing import Any, Callable
 
@@ -61,7 +61,7 @@ def _timed(spent: collections.Counter, label: str, function: Callable) -> Callab
         start = time.process_time()
         try:
             result = function(*args, **kwargs)
-            if label == "the run pages":  # a generator: its pages are made as they are taken
+            if isinstance(result, types.GeneratorType):  # the run pages: made as they are taken
                 result = list(result)
             return result
         finally:
@@ -94,25 +94,17 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=50_000)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
-    night = len(synthetic.configs())
-    made = max(1, args.runs // night) * night
     found: dict[str, list[dict[str, float]]] = {kind: [] for kind in KINDS}
     imports = []
     with tempfile.TemporaryDirectory(prefix="diag-report-steps-") as tmp:
         work = Path(tmp)
         seed = work / "history.db"
-        db = store.open_db(seed)
-        store.save_runs(db, synthetic.records(made))
-        db.conn.execute("PRAGMA wal_checkpoint(FULL)")
-        db.conn.close()
+        made = synthetic.write_history(seed, args.runs)
         for trial in range(args.repeats):
             copy, out = work / f"trial{trial}.db", work / f"site{trial}"
             copy.write_bytes(seed.read_bytes())
             found[KINDS[0]].append(render(copy, out))
-            db = store.open_db(copy)
-            store.save_runs(db, itertools.islice(synthetic.records(made + night), made, None))
-            db.conn.execute("PRAGMA wal_checkpoint(FULL)")
-            db.conn.close()
+            synthetic.add_nightly(copy, made)
             found[KINDS[1]].append(render(copy, out))
             done = subprocess.run([sys.executable, "-c", IMPORTS], capture_output=True, text=True, check=True)
             imports.append(float(done.stdout))

@@ -11,10 +11,13 @@ transformers upgrade and hostile strings).
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import json
 import random
+from pathlib import Path
 from typing import Iterator, Optional
 
+from diag import store
 from diag.build import identity as build_identity
 from diag.store import RunRecord
 
@@ -127,6 +130,29 @@ def records(total: int, seed: int = 0) -> Iterator[RunRecord]:
             status = "fullgraph_error" if broken else ("graph_break" if not row["fullgraph"] else "pass")
             yield record(build, f"synthetic-{day}-{index}", row, status, rng, SLICE_ERROR if broken else None)
             produced += 1
+
+
+def whole_nightlies(total: int) -> int:
+    """How many runs ``records(total)`` makes, for ``total`` of at least a nightly: whole nightlies."""
+    return max(1, total // len(configs())) * len(configs())
+
+
+def write_history(path: Path, total: int) -> int:
+    """``records(total)`` stored in a new DB at ``path``, its WAL written into the file; how many runs."""
+    _store(path, records(total))
+    return whole_nightlies(total)
+
+
+def add_nightly(path: Path, made: int) -> None:
+    """The nightly after the ``made`` runs of ``write_history``, stored in its DB."""
+    _store(path, itertools.islice(records(made + len(configs())), made, None))
+
+
+def _store(path: Path, runs: Iterator[RunRecord]) -> None:
+    db = store.open_db(path)
+    store.save_runs(db, runs)
+    db.conn.execute("PRAGMA wal_checkpoint(FULL)")
+    db.conn.close()
 
 
 STORY_NIGHTLIES = 31
