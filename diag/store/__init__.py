@@ -18,6 +18,7 @@ from diag.store.descriptions import DESCRIPTIONS, datasette_metadata
 from diag.store.queries import (
     DOC_URL,
     REPORT_COLUMNS,
+    build_stamps,
     builds,
     find_build,
     finding_keys,
@@ -48,6 +49,7 @@ __all__ = [
     "WHEEL_COLUMNS",
     "RunRecord",
     "StoreError",
+    "build_stamps",
     "builds",
     "check_writable",
     "datasette_metadata",

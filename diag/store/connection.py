@@ -14,7 +14,7 @@ from typing import Any
 
 import sqlite_utils
 
-from diag.store.schema import MIGRATIONS, create_views
+from diag.store.schema import MIGRATIONS, create_views, stamp_triggers
 
 
 class StoreError(Exception):
@@ -270,6 +270,7 @@ def _migrate(conn: sqlite3.Connection, db: sqlite_utils.Database, path: Path) ->
                 insert(conn, "migrations", {"name": name, "applied_at": now()})
             if pending:
                 create_views(conn)
+                stamp_triggers(conn)
         except BaseException:
             conn.execute("ROLLBACK")
             raise

@@ -69,6 +69,12 @@ def builds(db: sqlite_utils.Database) -> list[dict[str, Any]]:
     return list(db.query("SELECT * FROM torch_builds"))
 
 
+def build_stamps(db: sqlite_utils.Database) -> dict[int, int]:
+    """Per build id, its stamp: a number every write touching the build's runs replaces (schema.py,
+    ``m018_build_stamps``)."""
+    return dict(db.execute("SELECT torch_build_id, stamp FROM build_stamps").fetchall())
+
+
 REPORT_COLUMNS = (
     "id",
     "uid",
