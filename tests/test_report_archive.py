@@ -117,6 +117,8 @@ CHANGES = {
     "VALUES ({run}, 'TypeError:hidden', 'log', 'TypeError', 'swallowed')",
     "a build's commit": "UPDATE torch_builds SET git_version = 'feedface' "
     "WHERE id = (SELECT torch_build_id FROM runs WHERE id = {run})",
+    "a run deleted": "; ".join(f'DELETE FROM "{table}" WHERE run_id = {{run}}' for table in store.CHILD_TABLES)
+    + "; DELETE FROM runs WHERE id = {run}",
 }
 
 
@@ -127,7 +129,7 @@ def test_what_an_archive_page_shows_changed_in_the_db_makes_it_again(tmp_path, c
     _publish(path, out)
     conn = sqlite3.connect(path)
     with conn:
-        conn.execute(CHANGES[change].format(run=_oldest_run(conn)))
+        conn.executescript(CHANGES[change].format(run=_oldest_run(conn)))
     conn.close()
     made = _publish(path, out)
     assert "matrix-1.html" in made

@@ -33,6 +33,7 @@ from diag.config import diag_home
 from diag.contract import STATUSES
 from diag.pages import case_href
 from diag.report import breaks_page, charts, forked, inputs, matrix_html, run_page, variants_page
+from diag.report.architectures import hf_architectures
 from diag.report.index_json import report_json
 from diag.report.model import FLAKY_FLIPS, Matrix, archive, build_matrix, row_label
 from diag.report.publish import MANIFEST, ReportError, Site, publish
@@ -306,7 +307,16 @@ def _pages(
         "build_count": len(matrix.builds),
         "row_count": len(matrix.rows),
     }
-    files.update(_matrix_pages(env, matrix, front, quiet, made, nav, builds_per_page, hidden, texts))
+    wanted = paged.keys() | hidden.keys()
+    owner = {run["id"]: run["torch_build_id"] for run in runs if run["id"] in wanted}
+    stamps = store.build_stamps(db)
+    history = inputs.build_history(matrix.builds, stamps)
+    memo = inputs.Memo(out_dir, bool(made.before), stamps)
+
+    def tables(end: int, chunk: list[dict[str, Any]]) -> list[Any]:
+        return matrix_html.table_inputs(matrix, chunk, history[end], owner, paged, hidden, texts)
+
+    files.update(_matrix_pages(env, matrix, front, quiet, made, nav, builds_per_page, tables))
     files["transitions.html"] = env.get_template("transitions.html.j2").render(
         root="",
         matrix=matrix,
@@ -315,7 +325,7 @@ def _pages(
         backends=sorted({r.backend for r in matrix.rows}),
         **common,
     )
-    architectures = _architectures(matrix, keys)
+    architectures = hf_architectures(matrix, keys, HF_PREFIX)
     if architectures:
         files["architectures.html"] = env.get_template("architectures.html.j2").render(
             root="", matrix=matrix, architectures=architectures, **common
@@ -331,7 +341,7 @@ def _pages(
         files[case_href(case)] = env.get_template("case.html.j2").render(
             root="../",
             case=case,
-            charts=charts.case_charts(matrix, case),
+            charts=charts.case_charts(matrix, case, lambda build, make, c=case: memo.of(f"charts {c}", build, make)),
             sweeps=sweeps,
             newest=matrix.builds[-1] if matrix.builds else None,
             detail=charts.DETAIL_BUILDS,
@@ -350,6 +360,7 @@ def _pages(
     files[RUN_INDEX] = json.dumps({str(run_id): paged[run_id] for run_id in sorted(paged)}, separators=(",", ":"))
     files["404.html"] = env.get_template("404.html.j2").render()
     files[inputs.INPUTS] = made.written()
+    files[inputs.MEMO] = memo.written()
     return files, rendered, quiet
 
 
@@ -365,36 +376,6 @@ RUN_INDEX = "run-pages.json"  # per run id with details, its section's address: 
 HF_PREFIX = "hf:"  # the architecture cases (diag/catalog.py): their own page, not one link each in the nav
 
 
-def _architectures(matrix: Matrix, keys: dict[int, set[tuple[str, str]]]) -> list[dict[str, Any]]:
-    """Per transformers architecture (the hf:<model_type> cases): the fullgraph verdict and, from the
-    no-fullgraph run on the same newest build, the graph breaks that stand in fullgraph's way."""
-    found = []
-    for verdict in matrix.verdicts:
-        if not verdict.case.startswith(HF_PREFIX) or not verdict.fullgraph:
-            continue
-        partner = next(
-            (v for v in matrix.verdicts if v.case == verdict.case and not v.fullgraph and v.variant == verdict.variant),
-            None,
-        )
-        breaks: list[str] = []
-        if partner is not None:
-            for row in matrix.rows:
-                if row.case == verdict.case and not row.fullgraph:
-                    cell = matrix.cell(row, partner.newest["id"])
-                    if cell is not None:
-                        breaks += sorted(key for kind, key in keys.get(cell.run["id"], set()) if kind == "graph_breaks")
-        found.append(
-            {
-                "name": verdict.case[len(HF_PREFIX) :],
-                "verdict": verdict,
-                "partner": partner,
-                "breaks": sorted(set(breaks)),
-            }
-        )
-    order = {"works": 0, "flaky": 1, "partly": 2, "fails": 3}
-    return sorted(found, key=lambda a: (order[a["verdict"].state], a["name"]))
-
-
 def _matrix_pages(
     env: jinja2.Environment,
     matrix: Matrix,
@@ -403,8 +384,7 @@ def _matrix_pages(
     made: inputs.Pages,
     nav: list[Any],
     builds_per_page: int,
-    hidden: dict[int, list[str]],
-    texts: dict[tuple[str, str], dict[str, Any]],
+    tables: Callable[[int, list[dict[str, Any]]], list[Any]],
 ) -> dict[str, str]:
     """``index.html`` shows the newest ``builds_per_page`` builds; ``matrix-K.html`` the K-th whole
     chunk of builds counted from the oldest (``model.archive``). A chunk's page keeps its builds
@@ -412,10 +392,12 @@ def _matrix_pages(
     with its own runs (a run page made or dropped as the newest builds move on, say); one whose
     inputs are those it was published from is Kept. Every build is on an archive page or on the
     front one, or both. ``front``: what the front page carries (with the counts of runs, builds and
-    rows); ``quiet``: what an archive page carries (no stamp of the newest data)."""
+    rows); ``quiet``: what an archive page carries (no stamp of the newest data); ``tables(end, chunk)``:
+    what the table of a chunk ending at ``matrix.builds[end]`` is made from (``matrix_html.table_inputs``)."""
     size = max(1, builds_per_page)
     chunks = archive(matrix.builds, size)
     names = [f"matrix-{k}.html" for k in range(1, len(chunks) + 1)]
+    ends = {name: (k + 1) * size - 1 for k, name in enumerate(names)}
     listed = [("index.html", f"newest {size}")] + [
         (name, f"{chunk[-1]['version']} … {chunk[0]['version']}") for name, chunk in reversed(list(zip(names, chunks)))
     ]
@@ -424,14 +406,7 @@ def _matrix_pages(
         on_front = name == "index.html"
         pagination = [{"href": href, "label": label, "current": href == name} for href, label in listed]
         if not on_front and not made.stale(
-            name,
-            inputs.digest(
-                inputs.sources(),
-                nav,
-                pagination,
-                quiet["detail_builds"],
-                matrix_html.table_inputs(matrix, chunk, quiet["paged"], hidden, texts),
-            ),
+            name, inputs.digest(inputs.sources(), nav, pagination, quiet["detail_builds"], tables(ends[name], chunk))
         ):
             files[name] = inputs.Kept()
             continue

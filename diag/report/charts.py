@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 from diag import row as rows
 from diag.report.model import Matrix, RowKey
@@ -50,19 +50,8 @@ def _line_label(row: RowKey) -> str:
     return safe(rows.describe(shown).replace(prefix, "", 1))
 
 
-Cells = dict[RowKey, list[Optional[Any]]]  # per row, its cell (or None) on each build drawn
 # per row, on each build drawn: per metric, the values of the cell's runs (None: no cell)
 Values = dict[RowKey, list[Optional[tuple[Sequence[float], ...]]]]
-
-
-def cell_table(matrix: Matrix, row_keys: list[RowKey], builds: list[dict[str, Any]]) -> Cells:
-    """Each row's cell on each of ``builds``, looked up once for every metric drawn from them."""
-    ids = [build["id"] for build in builds]
-    table: Cells = {}
-    for row in row_keys:
-        column = matrix.column(row)
-        table[row] = [column.get(build_id) for build_id in ids]
-    return table
 
 
 _NONE: tuple[float, ...] = ()
@@ -104,8 +93,8 @@ def _panel_name(backend: str, fullgraph: bool) -> str:
     return f"{backend} {'fullgraph' if fullgraph else 'no-fullgraph'}"
 
 
-def trend(values: Values, metric: int, builds: list[dict[str, Any]], first: int = 0) -> Optional[str]:
-    """Small multiples of ``METRICS[metric]`` over ``builds`` (``values`` from their ``first``-th on): a
+def trend(values: Values, metric: int, builds: list[dict[str, Any]]) -> Optional[str]:
+    """Small multiples of ``METRICS[metric]`` over ``builds`` (``values``: each row's on each of them): a
     panel per backend x fullgraph mode, a line per row (the median of its runs on a build; a gap where
     no run has a value, such as a failed compile) with the band between its fastest and slowest run.
     The legend sits beside each panel, never on it. None when no run has a value."""
@@ -117,7 +106,7 @@ def trend(values: Values, metric: int, builds: list[dict[str, Any]], first: int 
     for (backend, fullgraph), members in sorted(grouped.items(), key=lambda p: (p[0][0], -p[0][1])):
         series = []
         for row in members[:MAX_LINES]:
-            points = [cell[metric] if cell else _NONE for cell in values[row][first:]]
+            points = [cell[metric] if cell else _NONE for cell in values[row]]
             if any(points):
                 several = any(len(v) > 1 for v in points)
                 series.append(
@@ -134,43 +123,78 @@ def trend(values: Values, metric: int, builds: list[dict[str, Any]], first: int 
     return chart(title, panels, xs, _build_ticks(builds), "torch build", unit, len(builds) <= MAX_MARKED_POINTS)
 
 
-def overview(values: Values, metric: int, builds: list[dict[str, Any]]) -> Optional[str]:
-    """The whole history in one panel: per backend x fullgraph mode, the median over its rows per build."""
-    title, unit = METRICS[metric]
-    grouped: dict[str, list[RowKey]] = {}
-    for row in values:
-        grouped.setdefault(_panel_name(row.backend, row.fullgraph), []).append(row)
-    series = []
-    for name, members in sorted(grouped.items()):
+Points = Optional[dict[str, list[Optional[float]]]]  # a build's overview points: per panel, per metric
+
+
+def build_points(matrix: Matrix, case_rows: list[RowKey], build_id: int) -> Points:
+    """What the overview draws of one build: per panel (backend x fullgraph mode), per metric, the
+    median of every value of its rows' runs there (None where none has one). None where no row of
+    the case ran on the build: it is not drawn. A function of the build's runs alone, so a render
+    keeps it from one night to the next (``inputs.Memo``)."""
+    found: dict[str, list[tuple[Sequence[float], ...]]] = {}
+    for row in case_rows:
+        cell = matrix.column(row).get(build_id)
+        if cell is not None:
+            found.setdefault(_panel_name(row.backend, row.fullgraph), []).append(cell_values(cell))
+    if not found:
+        return None
+    points = {}
+    for name, cells in found.items():
         ys = []
-        for column in zip(*(values[row] for row in members)):
-            found = [y for cell in column if cell for y in cell[metric]]
-            ys.append(median(found) if found else None)
+        for metric in range(len(METRICS)):
+            values = [y for cell in cells for y in cell[metric]]
+            ys.append(median(values) if values else None)
+        points[name] = ys
+    return points
+
+
+def overview(points: list[dict[str, list[Optional[float]]]], panels: list[str], metric: int,
+             builds: list[dict[str, Any]]) -> Optional[str]:  # fmt: skip
+    """The whole history in one panel: per backend x fullgraph mode (``panels``), the median over its
+    rows on each of ``builds`` (``points``: each one's ``build_points``)."""
+    title, unit = METRICS[metric]
+    series = []
+    for name in sorted(panels):
+        ys = [(drawn.get(name) or _NO_POINTS)[metric] for drawn in points]
         series.append(Series(safe(name), ys))
     xs = [float(i) for i in range(len(builds))]
     heading = f"{title}: all {len(builds)} builds (median over configs)"
     return chart(heading, [Panel("", series)], xs, _build_ticks(builds), "torch build", unit, markers=False)
 
 
-def case_charts(matrix: Matrix, case: str) -> list[tuple[str, str]]:
+_NO_POINTS: list[Optional[float]] = [None] * len(METRICS)
+
+
+def case_charts(
+    matrix: Matrix, case: str, points: Optional[Callable[[dict[str, Any], Callable[[], Points]], Points]] = None
+) -> list[tuple[str, str]]:
     """(title, svg) for every metric with data, for the rows of ``case``: the newest DETAIL_BUILDS
-    builds (with a run of the case) in detail, and when there are more, the whole history as an overview."""
+    builds (with a run of the case) in detail, and when there are more, the whole history as an
+    overview. ``points(build, make)``: the build's ``build_points``, ``make()`` where it has none kept."""
     case_rows = [row for row in matrix.rows if row.case == case]
-    every = cell_table(matrix, case_rows, matrix.builds)
-    kept = [i for i, column in enumerate(zip(*every.values())) if any(column)]
-    builds = [matrix.builds[i] for i in kept]
-    values = {row: [cell_values(column[i]) for i in kept] for row, column in every.items()}
+    per_build = [
+        (build, (points or _made)(build, lambda b=build: build_points(matrix, case_rows, b["id"])))
+        for build in matrix.builds
+    ]
+    kept = [(build, drawn) for build, drawn in per_build if drawn is not None]
+    builds = [build for build, _ in kept]
     first = max(0, len(builds) - DETAIL_BUILDS)
+    values = {row: [cell_values(matrix.column(row).get(build["id"])) for build in builds[first:]] for row in case_rows}
+    panels = sorted({_panel_name(row.backend, row.fullgraph) for row in case_rows})
     drawn = []
     for index, (title, _) in enumerate(METRICS):
-        svg = trend(values, index, builds[first:], first)
+        svg = trend(values, index, builds[first:])
         if svg:
             drawn.append((title, svg))
             if first:
-                whole = overview(values, index, builds)
+                whole = overview([points for _, points in kept], panels, index, builds)
                 if whole:
                     drawn.append((f"{title}, whole history", whole))
     return drawn
+
+
+def _made(build: dict[str, Any], make: Callable[[], Points]) -> Points:
+    return make()
 
 
 SWEEPS = [("batch_size", "batch size"), ("prompt_length", "prompt length (tokens)")]

@@ -14,12 +14,14 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import secrets
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from diag import __version__
 
 INPUTS = ".diag-report-inputs.json"
+MEMO = ".diag-report-memo.json"
 _PACKAGE = Path(__file__).resolve().parent.parent  # diag/
 
 
@@ -45,6 +47,21 @@ def sources() -> str:
     for path in source_files():
         hashed.update(path.relative_to(_PACKAGE).as_posix().encode() + b"\0" + path.read_bytes())
     return hashed.hexdigest()
+
+
+def build_history(builds: list[dict[str, Any]], stamps: dict[int, int]) -> list[str]:
+    """Per build of ``builds`` (oldest first), a digest of it and of every build before it, each with
+    its stamp (``store.build_stamps``: replaced by every write touching the build's runs). Equal
+    digests mean the same builds in the same order holding the same runs. A build without a stamp
+    counts as changed at every render."""
+    hashed = hashlib.sha1()
+    found = []
+    for build in builds:
+        stamp = stamps.get(build["id"])
+        made = [build, stamp if stamp is not None else secrets.token_hex(16)]
+        hashed.update(json.dumps(made, sort_keys=True, default=str).encode())
+        found.append(hashed.hexdigest())
+    return found
 
 
 def digest(*parts: Any) -> str:
@@ -77,3 +94,43 @@ class Pages:
 
     def written(self) -> str:
         return json.dumps({"sources": sources(), "pages": self.now}, sort_keys=True, indent=0)
+
+
+class Memo:
+    """Per build, what a render derived from that build's runs alone (the case charts' overview
+    points: ``charts.build_points``), kept beside the site (``.diag-report-memo.json``) and used again
+    while the code, the build and its stamp are those it was made from: a night then derives it for
+    the new build, not for the whole history. A build without a stamp, or a memo that cannot be
+    read, has it made again; the pages are the same either way."""
+
+    def __init__(self, out_dir: Path, published: bool, stamps: dict[int, int]) -> None:
+        self.stamps = stamps
+        self.before: dict[str, Any] = {}
+        self.now: dict[str, Any] = {}
+        if published:
+            try:
+                kept = json.loads((out_dir / MEMO).read_text(encoding="utf-8"))
+                if kept["sources"] == sources():
+                    self.before = dict(kept["builds"])
+            except (OSError, ValueError, KeyError, TypeError):
+                self.before = {}
+
+    def of(self, kind: str, build: dict[str, Any], make: Callable[[], Any]) -> Any:
+        """``kind`` of ``build``: as kept, where the build and its stamp are unchanged; else ``make()``."""
+        key = str(build["id"])
+        entry = self.now.get(key)
+        if entry is None:
+            stamp = self.stamps.get(build["id"])
+            mark = digest(build, stamp) if stamp is not None else secrets.token_hex(16)
+            entry = self.now[key] = {"mark": mark, "made": {}}
+            old = self.before.get(key)
+            entry["kept"] = old["made"] if isinstance(old, dict) and old.get("mark") == mark else {}
+        if kind in entry["made"]:
+            return entry["made"][kind]
+        made = entry["kept"][kind] if kind in entry["kept"] else make()
+        entry["made"][kind] = made
+        return made
+
+    def written(self) -> str:
+        builds = {key: {"mark": entry["mark"], "made": entry["made"]} for key, entry in self.now.items()}
+        return json.dumps({"sources": sources(), "builds": builds}, sort_keys=True, separators=(",", ":"))

@@ -4,9 +4,6 @@ template: the big matrix has tens of thousands of cells and a Jinja call per cel
 from __future__ import annotations
 
 import functools
-import hashlib
-import marshal
-from operator import itemgetter
 from typing import Any, Callable, Optional
 
 from markupsafe import Markup, escape
@@ -124,59 +121,34 @@ def row_filter(
     return " ".join([row.case, row_label(row), *sorted(w for w in words if w)])
 
 
-# what a cell shows of each of its runs (with whether the run has a page, and its hidden errors)
-_SHOWN = itemgetter(
-    "id",
-    "status",
-    "error_type",
-    "error_message",
-    "graph_break_count",
-    "recompile_count",
-    "hidden_error_count",
-    "python",
-    "transformers_version",
-)
-_ID = itemgetter("id")
-
-
 def table_inputs(
     matrix: Matrix,
     builds: list[dict[str, Any]],
+    history: str,
+    owner: dict[int, int],
     paged: dict[int, str],
     hidden: dict[int, list[str]],
     texts: Optional[dict[tuple[str, str], dict[str, Any]]] = None,
-) -> str:
-    """A digest of every value ``matrix_table`` reads for ``builds`` (``hidden``: per run id, its
-    hidden-error keys), which says whether the table changed without making it (inputs.py). Kept
-    beside the code that reads them: a value the table comes to show must be named here as well.
-    (Made with marshal, in C: the archive's tables hold every run of the history.)"""
-    heads = [
-        [build.get(name) for name in ("id", "version", "git_version", "nightly_date", "variant")]
-        + [matrix.pythons.get(build["id"]), matrix.transformers.get(build["id"])]
-        for build in builds
-    ]
-    ids = [build["id"] for build in builds]
-    changed: list[Optional[bool]] = []
-    runs: list[dict[str, Any]] = []
-    for row in matrix.rows:
-        column = matrix.column(row)
-        for build_id in ids:
-            cell = column.get(build_id)
-            if cell is None:
-                changed.append(None)
-            else:
-                changed.append(cell.changed)
-                runs += cell.runs
-    here = set(map(_ID, runs))
-    data = [
-        heads,
+) -> list[Any]:
+    """What ``matrix_table`` shows of ``builds`` (a chunk of ``matrix.builds``), named without reading
+    a cell, which says whether the table changed without making it (inputs.py). Kept beside the code
+    that reads them: a value the table comes to show must be named here as well.
+
+    ``history``: ``inputs.build_history`` up to the chunk's newest build: every build up to there
+    with its stamp, which changes with any of its runs and what they found (the cells, their runs'
+    errors and counts, the Pythons and transformers of a build) and, through the builds before the
+    chunk, with which of its cells changed status. Beside it, what the rest of the history decides:
+    every row (one first run on a later build is an empty line here), which of the chunk's runs have
+    a page (``owner``: the build of each run of ``paged`` and ``hidden``), and the text of each
+    hidden error of its runs (a key's text may come from another build's finding)."""
+    ids = {build["id"] for build in builds}
+    mine = sorted(run_id for run_id in paged.keys() | hidden.keys() if owner.get(run_id) in ids)
+    return [
+        history,
         [tuple(row) for row in matrix.rows],
-        changed,
-        list(map(_SHOWN, runs)),
-        sorted(here & paged.keys()),  # a page's address is its build's and case's, named above
-        [[run_id, key, hidden_text(texts, key)] for run_id in sorted(here & hidden.keys()) for key in hidden[run_id]],
+        [run_id for run_id in mine if run_id in paged],
+        [[run_id, key, hidden_text(texts, key)] for run_id in mine for key in hidden.get(run_id, ())],
     ]
-    return hashlib.sha1(marshal.dumps(data, 2)).hexdigest()
 
 
 def matrix_table(

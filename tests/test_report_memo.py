@@ -1,0 +1,96 @@
+"""What a render keeps per build between renders (``inputs.Memo``: the case charts' whole-history
+points): a night derives them for the new build only, and whatever changed in an older build's runs,
+or a memo that cannot be read, has them derived again. Each re-render is compared, byte for byte,
+with a render from scratch of the same DB."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+from conftest import site_files
+from test_report_archive import _add_night, _history, _publish
+
+from diag.report import charts, inputs
+
+NIGHTS = 7
+
+
+@pytest.fixture
+def derived(monkeypatch) -> list[int]:
+    """The build ids ``charts.build_points`` is asked for, in a history drawn with an overview (three
+    builds in detail, so seven nightlies have a whole-history chart)."""
+    monkeypatch.setattr(charts, "DETAIL_BUILDS", 3)
+    asked: list[int] = []
+    original = charts.build_points
+
+    def counted(matrix, case_rows, build_id):
+        asked.append(build_id)
+        return original(matrix, case_rows, build_id)
+
+    monkeypatch.setattr(charts, "build_points", counted)
+    return asked
+
+
+def _builds(path: Path) -> list[int]:
+    conn = sqlite3.connect(path)
+    found = [row[0] for row in conn.execute("SELECT id FROM torch_builds ORDER BY nightly_date")]
+    conn.close()
+    return found
+
+
+def _same_as_from_scratch(path: Path, out: Path, scratch: Path) -> None:
+    _publish(path, scratch)
+    assert site_files(out) == site_files(scratch)
+    assert "whole history" in (out / "cases" / "append_last.html").read_text()
+
+
+def test_a_night_derives_the_overview_of_the_new_build_only(tmp_path, derived):
+    path, out = tmp_path / "history.db", tmp_path / "site"
+    _history(path, NIGHTS)
+    _publish(path, out)
+    assert set(derived) == set(_builds(path))
+    _add_night(path, NIGHTS)
+    derived.clear()
+    _publish(path, out)
+    assert set(derived) == {_builds(path)[-1]}
+    _same_as_from_scratch(path, out, tmp_path / "scratch")
+
+
+CHANGES = {
+    "a run's compile time": "UPDATE runs SET compile_s = 99 WHERE torch_build_id = {build}",
+    "a run's latency marked noisy": "UPDATE runs SET timing_noisy = 1 WHERE torch_build_id = {build}",
+    "a run deleted": "; ".join(
+        f'DELETE FROM "{table}" WHERE run_id = (SELECT min(id) FROM runs WHERE torch_build_id = {{build}})'
+        for table in ("graph_breaks", "recompiles", "hidden_errors", "timings", "frames")
+    )
+    + "; DELETE FROM runs WHERE id = (SELECT min(id) FROM runs WHERE torch_build_id = {build})",
+}
+
+
+@pytest.mark.parametrize("change", sorted(CHANGES))
+def test_an_older_builds_changed_runs_are_derived_again(tmp_path, derived, change):
+    path, out = tmp_path / "history.db", tmp_path / "site"
+    _history(path, NIGHTS)
+    _publish(path, out)
+    changed = _builds(path)[1]
+    conn = sqlite3.connect(path)
+    with conn:
+        conn.executescript(CHANGES[change].format(build=changed))
+    conn.close()
+    derived.clear()
+    _publish(path, out)
+    assert set(derived) == {changed}
+    _same_as_from_scratch(path, out, tmp_path / "scratch")
+
+
+@pytest.mark.parametrize("memo", ["not JSON", '{"sources": 1}', '{"sources": "%s", "builds": {"1": 7}}'])
+def test_a_memo_that_cannot_be_used_is_made_again(tmp_path, derived, memo):
+    path, out = tmp_path / "history.db", tmp_path / "site"
+    _history(path, NIGHTS)
+    _publish(path, out)
+    (out / inputs.MEMO).write_text(memo.replace("%s", inputs.sources()))
+    _add_night(path, NIGHTS)
+    _publish(path, out)
+    _same_as_from_scratch(path, out, tmp_path / "scratch")
