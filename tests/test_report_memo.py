@@ -1,7 +1,7 @@
 """What a render keeps per build between renders (``inputs.Memo``: the case charts' whole-history
-points): a night derives them for the new build only, and whatever changed in an older build's runs,
-or a memo that cannot be read, has them derived again. Each re-render is compared, byte for byte,
-with a render from scratch of the same DB."""
+points, the graph breaks its runs recorded): a night derives them for the new build only, and
+whatever changed in an older build's runs, or a memo that cannot be read, has them derived again.
+Each re-render is compared, byte for byte, with a render from scratch of the same DB."""
 
 from __future__ import annotations
 
@@ -12,25 +12,40 @@ import pytest
 from conftest import site_files
 from test_report_archive import _add_night, _history, _publish
 
-from diag.report import charts, inputs
+from diag.report import breaks_page, charts, inputs
 
 NIGHTS = 7
 
 
 @pytest.fixture
-def derived(monkeypatch) -> list[int]:
-    """The build ids ``charts.build_points`` is asked for, in a history drawn with an overview (three
-    builds in detail, so seven nightlies have a whole-history chart)."""
+def derived(monkeypatch) -> dict[str, set[int]]:
+    """The build ids ``charts.build_points`` and ``breaks_page.build_summaries`` are asked for, in a
+    history drawn with an overview (three builds in detail, so seven nightlies have a whole-history
+    chart)."""
     monkeypatch.setattr(charts, "DETAIL_BUILDS", 3)
-    asked: list[int] = []
-    original = charts.build_points
+    asked: dict[str, set[int]] = {"charts": set(), "breaks": set()}
+    points, summaries = charts.build_points, breaks_page.build_summaries
 
-    def counted(matrix, case_rows, build_id):
-        asked.append(build_id)
-        return original(matrix, case_rows, build_id)
+    def counted_points(matrix, case_rows, build_id):
+        asked["charts"].add(build_id)
+        return points(matrix, case_rows, build_id)
 
-    monkeypatch.setattr(charts, "build_points", counted)
+    def counted_summaries(db, builds, every=False):
+        asked["breaks"].update(build["id"] for build in builds)
+        return summaries(db, builds, every)
+
+    monkeypatch.setattr(charts, "build_points", counted_points)
+    monkeypatch.setattr(breaks_page, "build_summaries", counted_summaries)
     return asked
+
+
+def _asked(derived: dict[str, set[int]]) -> set[int]:
+    """The builds asked for, of both (the same), since the last call."""
+    assert derived["charts"] == derived["breaks"]
+    found = set(derived["charts"])
+    for each in derived.values():
+        each.clear()
+    return found
 
 
 def _builds(path: Path) -> list[int]:
@@ -50,17 +65,20 @@ def test_a_night_derives_the_overview_of_the_new_build_only(tmp_path, derived):
     path, out = tmp_path / "history.db", tmp_path / "site"
     _history(path, NIGHTS)
     _publish(path, out)
-    assert set(derived) == set(_builds(path))
+    assert _asked(derived) == set(_builds(path))
     _add_night(path, NIGHTS)
-    derived.clear()
     _publish(path, out)
-    assert set(derived) == {_builds(path)[-1]}
+    assert _asked(derived) == {_builds(path)[-1]}
     _same_as_from_scratch(path, out, tmp_path / "scratch")
 
 
 CHANGES = {
     "a run's compile time": "UPDATE runs SET compile_s = 99 WHERE torch_build_id = {build}",
     "a run's latency marked noisy": "UPDATE runs SET timing_noisy = 1 WHERE torch_build_id = {build}",
+    "a graph break's wording": "UPDATE graph_breaks SET reason = 'reworded', location = 'model.py:7' "
+    "WHERE run_id IN (SELECT id FROM runs WHERE torch_build_id = {build})",
+    "a graph break added": "INSERT INTO graph_breaks (run_id, key, gb_type, reason, count) "
+    "SELECT max(id), 'GB0001', 'Data-dependent branching', 'if x.item():', 2 FROM runs WHERE torch_build_id = {build}",
     "a run deleted": "; ".join(
         f'DELETE FROM "{table}" WHERE run_id = (SELECT min(id) FROM runs WHERE torch_build_id = {{build}})'
         for table in ("graph_breaks", "recompiles", "hidden_errors", "timings", "frames")
@@ -79,9 +97,9 @@ def test_an_older_builds_changed_runs_are_derived_again(tmp_path, derived, chang
     with conn:
         conn.executescript(CHANGES[change].format(build=changed))
     conn.close()
-    derived.clear()
+    _asked(derived)
     _publish(path, out)
-    assert set(derived) == {changed}
+    assert _asked(derived) == {changed}
     _same_as_from_scratch(path, out, tmp_path / "scratch")
 
 

@@ -272,9 +272,11 @@ def _pages(
     matrix = build_matrix(store.builds(db), runs, keys, STRIP_BUILDS)
     cases = sorted({row.case for row in matrix.rows})
     paged = detailed_runs(matrix, detail_builds)
+    stamps = store.build_stamps(db)
+    memo = inputs.Memo(out_dir, bool(made.before), stamps)
+    breaks = breaks_page.contexts(db, matrix, memo.of, memo.has)
     shown = variants_page.context(db, matrix.builds, runs)
     texts = store.key_texts(db)
-    breaks = breaks_page.contexts(db, matrix)
     hidden = store.hidden_keys(db)
     env.globals["matrix_table"] = functools.partial(
         matrix_html.matrix_table, case_href=case_href, hidden=hidden, texts=texts
@@ -309,9 +311,7 @@ def _pages(
     }
     wanted = paged.keys() | hidden.keys()
     owner = {run["id"]: run["torch_build_id"] for run in runs if run["id"] in wanted}
-    stamps = store.build_stamps(db)
     history = inputs.build_history(matrix.builds, stamps)
-    memo = inputs.Memo(out_dir, bool(made.before), stamps)
 
     def tables(end: int, chunk: list[dict[str, Any]]) -> list[Any]:
         return matrix_html.table_inputs(matrix, chunk, history[end], owner, paged, hidden, texts)

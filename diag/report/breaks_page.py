@@ -5,50 +5,104 @@ it, and torch's registry entry for the id."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable, Optional
 
 from diag import store
 from diag.pages import page_path
 from diag.report.model import Matrix
 from diag.upstream import gb_id_of_key, registry_url
 
+KIND = "graph breaks"  # what a build's summary is kept as (inputs.Memo)
+
 
 def href(key: str) -> str:
     return page_path("breaks", key, 60)
 
 
-def contexts(db, matrix: Matrix) -> list[dict[str, Any]]:
-    """One dict per graph-break key of the stored runs, most widespread first (then by key)."""
-    order = {build["id"]: index for index, build in enumerate(matrix.builds)}
-    builds = {build["id"]: build for build in matrix.builds}
-    found: dict[str, dict[str, Any]] = {}
+KeptAs = Callable[[str, dict[str, Any], Callable[[], Any]], Any]  # inputs.Memo.of
+Summary = dict[str, dict[str, Any]]  # per graph-break key: what one build's runs recorded of it
+
+
+def build_summaries(db, builds: list[dict[str, Any]], every: bool = False) -> dict[int, Summary]:
+    """Per build of ``builds``, per graph-break key its runs recorded: the first finding's run id and
+    gb_type, its first wording, the cases, how many findings and breaks, the newest run, where in
+    the model code, whether torch resumed. A function of the build's runs alone (``inputs.Memo``).
+    ``every``: ``builds`` are all the builds with runs, read in one pass over the table."""
+    ids = {build["id"] for build in builds}
+    found: dict[int, Summary] = {build_id: {} for build_id in ids}
     query = """SELECT g.key, g.gb_type, g.reason, g.resumable, g.location, g.count, r.id, r."case", r.torch_build_id
-               FROM graph_breaks g JOIN runs r ON r.id = g.run_id ORDER BY r.id"""
-    for key, gb_type, reason, resumable, location, count, run_id, case, build_id in db.execute(query).fetchall():
-        if not key or build_id not in order:
+               FROM graph_breaks g JOIN runs r ON r.id = g.run_id"""
+    if not every:  # a night's: the new builds' runs alone, found by the index on their build
+        query += f" WHERE r.torch_build_id IN ({', '.join(str(int(build_id)) for build_id in ids)})"
+    for key, gb_type, reason, resumable, location, count, run_id, case, build_id in db.execute(
+        query + " ORDER BY r.id, g.id"
+    ).fetchall():
+        if not key or build_id not in ids:
             continue
-        entry = found.setdefault(
-            key,
-            {
-                "key": key,
+        entry = found[build_id].get(key)
+        if entry is None:
+            entry = found[build_id][key] = {
+                "first": run_id,
                 "gb_type": gb_type,
-                "builds": {},
-                "cases": set(),
+                "reason": (reason or "").strip(),
+                "cases": [],
                 "runs": 0,
                 "count": 0,
-                "newest": (-1, 0),
-                "locations": set(),
-                "resumable": set(),
-            },
-        )
-        entry["builds"].setdefault(build_id, (reason or "").strip())
-        entry["cases"].add(case)
+                "newest": run_id,
+                "locations": [],
+                "resumable": [],
+            }
+        if case not in entry["cases"]:
+            entry["cases"].append(case)
         entry["runs"] += 1
         entry["count"] += count or 1
-        entry["resumable"].add(resumable)
-        if location:
-            entry["locations"].add(location)
-        entry["newest"] = max(entry["newest"], (order[build_id], run_id))  # the repro: its newest run
+        entry["newest"] = run_id
+        if location and location not in entry["locations"]:
+            entry["locations"].append(location)
+        if resumable not in entry["resumable"]:
+            entry["resumable"].append(resumable)
+    return found
+
+
+def contexts(
+    db, matrix: Matrix, kept: Optional[KeptAs] = None, has: Optional[Callable[..., bool]] = None
+) -> list[dict[str, Any]]:
+    """One dict per graph-break key of the stored runs, most widespread first (then by key). With
+    ``kept`` (``inputs.Memo.of``) and ``has`` (``inputs.Memo.has``), a build's summary is read from
+    the DB only where it has none kept."""
+    order = {build["id"]: index for index, build in enumerate(matrix.builds)}
+    builds = {build["id"]: build for build in matrix.builds}
+    wanted = [build for build in matrix.builds if has is None or not has(KIND, build)]
+    made = build_summaries(db, wanted, every=len(wanted) == len(matrix.builds)) if wanted else {}
+    found: dict[str, dict[str, Any]] = {}
+    for build in matrix.builds:
+        summary = made.get(build["id"], {}) if kept is None else kept(KIND, build, lambda b=build: made[b["id"]])
+        for key, part in summary.items():
+            entry = found.setdefault(
+                key,
+                {
+                    "key": key,
+                    "first": (part["first"], part["gb_type"]),
+                    "builds": {},
+                    "cases": set(),
+                    "runs": 0,
+                    "count": 0,
+                    "newest": (-1, 0),
+                    "locations": set(),
+                    "resumable": set(),
+                },
+            )
+            entry["first"] = min(entry["first"], (part["first"], part["gb_type"]), key=lambda first: first[0])
+            entry["builds"][build["id"]] = (part["first"], part["reason"])
+            entry["cases"].update(part["cases"])
+            entry["runs"] += part["runs"]
+            entry["count"] += part["count"]
+            entry["resumable"].update(part["resumable"])
+            entry["locations"].update(part["locations"])
+            entry["newest"] = max(entry["newest"], (order[build["id"]], part["newest"]))
+    for entry in found.values():  # each build's wording, in the order of the runs that first showed it
+        entry["gb_type"] = entry["first"][1]
+        entry["builds"] = {b: reason for b, (_, reason) in sorted(entry["builds"].items(), key=lambda i: i[1][0])}
     pages = []
     for key, entry in found.items():
         seen = sorted(entry["builds"], key=order.__getitem__)

@@ -115,8 +115,7 @@ class Memo:
             except (OSError, ValueError, KeyError, TypeError):
                 self.before = {}
 
-    def of(self, kind: str, build: dict[str, Any], make: Callable[[], Any]) -> Any:
-        """``kind`` of ``build``: as kept, where the build and its stamp are unchanged; else ``make()``."""
+    def _entry(self, build: dict[str, Any]) -> dict[str, Any]:
         key = str(build["id"])
         entry = self.now.get(key)
         if entry is None:
@@ -124,7 +123,18 @@ class Memo:
             mark = digest(build, stamp) if stamp is not None else secrets.token_hex(16)
             entry = self.now[key] = {"mark": mark, "made": {}}
             old = self.before.get(key)
-            entry["kept"] = old["made"] if isinstance(old, dict) and old.get("mark") == mark else {}
+            kept = old.get("made") if isinstance(old, dict) and old.get("mark") == mark else None
+            entry["kept"] = kept if isinstance(kept, dict) else {}
+        return entry
+
+    def has(self, kind: str, build: dict[str, Any]) -> bool:
+        """Whether ``kind`` of ``build`` is kept (or made in this render)."""
+        entry = self._entry(build)
+        return kind in entry["made"] or kind in entry["kept"]
+
+    def of(self, kind: str, build: dict[str, Any], make: Callable[[], Any]) -> Any:
+        """``kind`` of ``build``: as kept, where the build and its stamp are unchanged; else ``make()``."""
+        entry = self._entry(build)
         if kind in entry["made"]:
             return entry["made"][kind]
         made = entry["kept"][kind] if kind in entry["kept"] else make()
