@@ -46,11 +46,11 @@ def graph_break_pages(db, keys: int = 300) -> tuple[int, float]:
     """The report's graph-break pages for ``keys`` distinct GB ids (the synthetic history's breaks
     spread over them; it has one): how many pages, and the CPU seconds they add to a render."""
     from diag import report, store
-    from diag.report import breaks_page, model
+    from diag.report import breaks_page, history
 
     db.execute(f"UPDATE graph_breaks SET key = printf('GB%04d', id % {keys})")
     db.conn.commit()
-    matrix = model.build_matrix(store.builds(db), store.report_runs(db), store.finding_keys(db), 30)
+    matrix = history.build_matrix(store.builds(db), store.report_runs(db), store.finding_keys(db), 30)
     start = time.process_time()
     found = breaks_page.contexts(db, matrix)
     env = report._environment()

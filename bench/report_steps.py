@@ -30,14 +30,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import synthetic  # noqa: E402 (after sys.path names bench/)
 
 from diag import report, store  # noqa: E402 (after sys.path names the repository)
-from diag.report import breaks_page, charts, variants_page  # noqa: E402 (as above)
+from diag.report import breaks_page, charts, history, variants_page  # noqa: E402 (as above)
 
 # (label, module, attribute): each step where the render looks it up
 STEPS: list[tuple[str, Any, str]] = [
     ("read the runs", store, "report_runs"),
     ("read the finding keys", store, "finding_keys"),
     ("read the key texts", store, "key_texts"),
-    ("the model", report, "build_matrix"),
+    ("the model", history, "build_matrix"),
     ("the detailed runs", report, "detailed_runs"),
     ("the variants", variants_page, "context"),
     ("the graph-break contexts", breaks_page, "contexts"),

@@ -28,7 +28,7 @@ from pipeline_year import ARCHITECTURES, RELEASES, Year, _outcome  # noqa: E402 
 
 from diag import store
 from diag.cli import cli
-from diag.report.model import build_matrix
+from diag.report.history import build_matrix
 
 NIGHTS = 36
 BREAK_EVERY = 5

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from diag import store
 from diag.build import identity
 from diag.cli import cli
-from diag.report.model import build_matrix
+from diag.report.history import build_matrix
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 import synthetic  # noqa: E402 (after sys.path names bench/)

@@ -16,7 +16,7 @@ from conftest import cli, diag, recorded, replay, run_section
 from diag import pages, report, store
 from diag.build import identity
 from diag.build import order as build_order
-from diag.report.model import build_matrix
+from diag.report.history import build_matrix
 
 CHROMIUM = browser.CHROMIUM
 

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from diag import store
-from diag.report import model, report_json, row_label
+from diag.report import history, model, report_json, row_label
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 import synthetic  # noqa: E402 (after sys.path names bench/)
@@ -64,14 +64,14 @@ def _without_verdicts_and_transitions(text: str) -> dict:
 def test_report_json_is_json_dumps_of_the_same_cells(tmp_path):
     db = store.open_db(tmp_path / "history.db")
     store.save_runs(db, synthetic.story())
-    matrix = model.build_matrix(store.builds(db), store.report_runs(db), store.finding_keys(db))
+    matrix = history.build_matrix(store.builds(db), store.report_runs(db), store.finding_keys(db))
     single = next(cell.run["id"] for _, _, cell in matrix.cells() if len(cell.runs) == 1)
     repeat = next(cell.runs[-1]["id"] for _, _, cell in matrix.cells() if len(cell.runs) > 1)
     # an odd status on a cell of one run, and on a repeat of a cell of several, on another Python
     with db.conn:
         db.conn.execute("UPDATE runs SET status = ? WHERE id IN (?, ?)", [ODD, single, repeat])
         db.conn.execute("UPDATE runs SET python = '3.10.4' WHERE id = ?", [repeat])
-    matrix = model.build_matrix(store.builds(db), store.report_runs(db), store.finding_keys(db))
+    matrix = history.build_matrix(store.builds(db), store.report_runs(db), store.finding_keys(db))
     odd = [cell for _, _, cell in matrix.cells() if any(r["status"] == ODD for r in cell.runs)]
     assert sorted(len(cell.runs) > 1 for cell in odd) == [False, True]
     text = report_json(matrix)

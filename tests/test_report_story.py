@@ -18,7 +18,7 @@ from diag import gate, pages, report, store
 from diag import row as rows
 from diag.build import identity
 from diag.report import charts
-from diag.report.model import build_matrix
+from diag.report.history import build_matrix
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 import synthetic  # noqa: E402 (after sys.path names bench/)

@@ -8,7 +8,7 @@ from conftest import NIGHTLY, cli, recorded, replay
 
 from diag import gate, store
 from diag import row as rows
-from diag.report.model import build_matrix
+from diag.report.history import build_matrix
 
 
 def _respec(run_dir, **changes):

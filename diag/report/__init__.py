@@ -32,10 +32,11 @@ from diag import __version__, guards, pages, store
 from diag.config import diag_home
 from diag.contract import STATUSES
 from diag.pages import case_href
-from diag.report import breaks_page, charts, forked, inputs, matrix_html, run_page, variants_page
+from diag.report import breaks_page, charts, forked, history, inputs, matrix_html, run_page, variants_page
+from diag.report import resume as resume_at
 from diag.report.architectures import hf_architectures
 from diag.report.index_json import report_json
-from diag.report.model import FLAKY_FLIPS, Matrix, archive, build_matrix, row_label
+from diag.report.model import FLAKY_FLIPS, Matrix, Settled, archive, row_label
 from diag.report.publish import MANIFEST, ReportError, Site, publish
 from diag.report.run_page import ci_link
 from diag.text import config_text, safe
@@ -139,20 +140,16 @@ def detailed_runs(matrix: Matrix, detail_builds: int) -> dict[int, str]:
     """The runs whose details are shown, each with the address of its section (``pages.run_href``):
     every run of a cell on the newest builds or on either side of a transition or key change."""
     newest = {b["id"] for b in matrix.builds[-detail_builds:]} if detail_builds > 0 else set()
+    matrix.held(newest)
     cells = [cell for _, build_id, cell in matrix.cells() if build_id in newest]
-    for row, before, after in [(t.row, t.last_before, t.first_after) for t in matrix.transitions] + [
-        (c.row, c.previous, c.build) for c in matrix.key_changes
-    ]:
-        cells += [cell for build in (before, after) if (cell := matrix.cell(row, build["id"]))]
-    return {run["id"]: pages.run_href(run) for cell in cells for run in cell.runs}
+    return {**{run["id"]: pages.run_href(run) for cell in cells for run in cell.runs}, **matrix.sides}
 
 
-def _data_stamp(runs: list[dict[str, Any]]) -> str:
-    """What the site shows, in words that change only with the data: the newest run."""
-    if not runs:
+def _data_stamp(newest: Optional[tuple[int, Optional[str]]]) -> str:
+    """What the site shows, in words that change only with the data: the newest run (its id and start)."""
+    if not newest:
         return "no runs yet"
-    newest = max(runs, key=lambda r: r["id"])
-    return f"runs up to #{newest['id']} ({newest.get('started_at') or 'time unknown'})"
+    return f"runs up to #{newest[0]} ({newest[1] or 'time unknown'})"
 
 
 def render(
@@ -173,11 +170,18 @@ def render(
 
     Python's cycle collector is paused meanwhile: the history is read into a few hundred thousand
     objects that live until the end, and every collection walked them all again (a fifth of a
-    render); what a render makes and drops has no cycles of any size."""
+    render); what a render makes and drops has no cycles of any size.
+
+    Where the site holds the matrix's state as a render left it some builds back (resume.py), only
+    the runs of the builds after it are read; a page that shows a cell of an earlier build all the
+    same makes the render start again from scratch (``Settled``). The site is the same either way."""
     collecting = gc.isenabled()
     gc.disable()
     try:
-        return _render(db, out_dir, builds_per_page, detail_builds, db_name, processes, site)
+        try:
+            return _render(db, out_dir, builds_per_page, detail_builds, db_name, processes, site, resume=True)
+        except Settled:
+            return _render(db, out_dir, builds_per_page, detail_builds, db_name, processes, site, resume=False)
     finally:
         if collecting:
             gc.enable()
@@ -215,6 +219,7 @@ def _render(
     db_name: Optional[str],
     processes: Optional[int],
     site: Optional[Site],
+    resume: bool,
 ) -> dict[str, str]:
     env = _environment()
     template = env.get_template("run.html.j2")
@@ -246,7 +251,9 @@ def _render(
             helper.send((listed, context))
 
     with helper:
-        files, rendered, quiet = _pages(db, env, out_dir, made, builds_per_page, detail_builds, db_name, hand_off)
+        files, rendered, quiet = _pages(
+            db, env, out_dir, made, builds_per_page, detail_builds, db_name, hand_off, resume and not made.fresh()
+        )
         written = helper.result()
     if written is None:
         files.update(_run_pages(db, template, rendered, out_dir, quiet))
@@ -264,15 +271,23 @@ def _pages(
     detail_builds: int,
     db_name: Optional[str],
     hand_off: Callable[[list[tuple[str, list[int]]], dict[str, Any]], None],
+    resume: bool,
 ) -> tuple[dict[str, str], list[tuple[str, list[int]]], dict[str, Any]]:
     """Every page but the pages of runs, with those to be rendered (each one's path and its runs'
-    ids) and what they share; those are given to ``hand_off`` as soon as they are known."""
-    runs = store.report_runs(db)
-    keys = store.finding_keys(db)
-    matrix = build_matrix(store.builds(db), runs, keys, STRIP_BUILDS)
+    ids) and what they share; those are given to ``hand_off`` as soon as they are known. With
+    ``resume``, the matrix is taken up from the state kept beside the site, where it can be."""
+    builds, stamps, case_builds = store.builds(db), store.build_stamps(db), store.case_builds(db)
+    line = history.ordered(builds, set().union(*case_builds.values()))
+    stamped = inputs.build_history(line, stamps)
+    keep = resume_at.keep_at(line, case_builds, detail_builds, builds_per_page)
+    start = resume_at.kept(out_dir, resume and bool(made.before), stamped, STRIP_BUILDS, keep)
+    live = [build["id"] for build in line[len(start["folded"]) :]] if start else None
+    runs = store.report_runs(db, live)
+    of_live = f"WHERE run_id IN (SELECT id FROM runs{store.of_builds('torch_build_id', live)})"
+    keys = store.finding_keys(db, "" if live is None else of_live)
+    matrix = history.build_matrix(builds, runs, keys, STRIP_BUILDS, start, keep)
     cases = sorted({row.case for row in matrix.rows})
     paged = detailed_runs(matrix, detail_builds)
-    stamps = store.build_stamps(db)
     memo = inputs.Memo(out_dir, bool(made.before), stamps)
     breaks = breaks_page.contexts(db, matrix, memo.of, memo.has)
     shown = variants_page.context(db, matrix.builds, runs)
@@ -285,7 +300,7 @@ def _pages(
         "case_links": [{"name": c, "href": case_href(c)} for c in cases if not c.startswith(HF_PREFIX)],
         "has_architectures": any(c.startswith(HF_PREFIX) for c in cases),
         "paged": paged,
-        "data_stamp": _data_stamp(runs),
+        "data_stamp": _data_stamp(store.newest_run(db)),
         "key_texts": texts,
         "detail_builds": detail_builds,
         "has_variants": shown is not None,
@@ -304,17 +319,16 @@ def _pages(
     hand_off(rendered, quiet)
     front = {
         **common,
-        "run_count": len(runs),
+        "run_count": db.execute("SELECT count(*) FROM runs").fetchone()[0],
         "folded_count": store.folded_total(db),
         "build_count": len(matrix.builds),
         "row_count": len(matrix.rows),
     }
     wanted = paged.keys() | hidden.keys()
-    owner = {run["id"]: run["torch_build_id"] for run in runs if run["id"] in wanted}
-    history = inputs.build_history(matrix.builds, stamps)
+    owner = dict(db.execute(f"SELECT id, torch_build_id FROM runs{store.of_builds('id', wanted)}").fetchall())
 
     def tables(end: int, chunk: list[dict[str, Any]]) -> list[Any]:
-        return matrix_html.table_inputs(matrix, chunk, history[end], owner, paged, hidden, texts)
+        return matrix_html.table_inputs(matrix, chunk, stamped[end], owner, paged, hidden, texts)
 
     files.update(_matrix_pages(env, matrix, front, quiet, made, nav, builds_per_page, tables))
     files["transitions.html"] = env.get_template("transitions.html.j2").render(
@@ -361,6 +375,9 @@ def _pages(
     files["404.html"] = env.get_template("404.html.j2").render()
     files[inputs.INPUTS] = made.written()
     files[inputs.MEMO] = memo.written()
+    kept = resume_at.written(matrix.state, keep, stamped, STRIP_BUILDS)
+    if kept is not None:
+        files[resume_at.FOLD] = kept
     return files, rendered, quiet
 
 

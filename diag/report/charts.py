@@ -131,6 +131,7 @@ def build_points(matrix: Matrix, case_rows: list[RowKey], build_id: int) -> Poin
     median of every value of its rows' runs there (None where none has one). None where no row of
     the case ran on the build: it is not drawn. A function of the build's runs alone, so a render
     keeps it from one night to the next (``inputs.Memo``)."""
+    matrix.held([build_id])
     found: dict[str, list[tuple[Sequence[float], ...]]] = {}
     for row in case_rows:
         cell = matrix.column(row).get(build_id)
@@ -179,6 +180,7 @@ def case_charts(
     kept = [(build, drawn) for build, drawn in per_build if drawn is not None]
     builds = [build for build, _ in kept]
     first = max(0, len(builds) - DETAIL_BUILDS)
+    matrix.held(build["id"] for build in builds[first:])
     values = {row: [cell_values(matrix.column(row).get(build["id"])) for build in builds[first:]] for row in case_rows}
     panels = sorted({_panel_name(row.backend, row.fullgraph) for row in case_rows})
     drawn = []

@@ -14,35 +14,38 @@ _dumps = functools.partial(json.dumps, separators=(",", ":"), default=str)
 
 
 def report_json(matrix: Matrix) -> str:
-    """report.json. The cells are written as JSON text, one string each: a history has one per row
-    and build, and a dict built for each was most of the file's cost. The text is what
-    ``json.dumps`` of those dicts gives (tests/test_report_json.py)."""
+    """report.json. The cells are written as JSON text, one string each (``cell_json``), as the
+    matrix is made (history.py): a history has one per row and build, and a dict built for each was
+    most of the file's cost. The text is what ``json.dumps`` of those dicts gives
+    (tests/test_report_json.py)."""
     index = _index(matrix)
-    position = {b["id"]: i for i, b in enumerate(matrix.builds)}
-    word = functools.lru_cache(maxsize=256)(_dumps)  # a status: a small vocabulary, quoted once
     rows = []
     for row in matrix.rows:
-        cells = []
-        for build_id, cell in sorted(matrix.column(row).items(), key=lambda item: position[item[0]]):
-            run = cell.run
-            if len(cell.runs) == 1:
-                status = word(run["status"])
-                cells.append(f'"{build_id}":{{"run":{run["id"]},"status":{status},"runs":[[{run["id"]},{status}]]}}')
-            else:
-                cells.append(f'"{build_id}":' + _dumps(_cell(cell)))
         rows.append(
             '{"row":'
             + _dumps(row._asdict())
             + ',"label":'
             + _dumps(f"{row.case} {row_label(row)}")
             + ',"cells":{'
-            + ",".join(cells)
+            + matrix.cells_json.get(row, "")
             + "}}"
         )
     return (
         f'{{"builds":{_dumps(index["builds"])},"verdicts":{_dumps(index["verdicts"])},'
         f'"rows":[{",".join(rows)}],"transitions":{_dumps(index["transitions"])}}}'
     )
+
+
+_word = functools.lru_cache(maxsize=256)(_dumps)  # a status: a small vocabulary, quoted once
+
+
+def cell_json(build_id: int, cell: Any) -> str:
+    """A cell of report.json's row, as its text: ``"<build id>":{...}``."""
+    run = cell.run
+    if len(cell.runs) == 1:
+        status = _word(run["status"])
+        return f'"{build_id}":{{"run":{run["id"]},"status":{status},"runs":[[{run["id"]},{status}]]}}'
+    return f'"{build_id}":' + _dumps(_cell(cell))
 
 
 def _cell(cell: Any) -> dict[str, Any]:

@@ -162,6 +162,7 @@ def matrix_table(
 ) -> Markup:
     """The matrix of ``builds`` (newest first as given): a header per build naming the Pythons and
     transformers its runs used, a row per case x config with what the filter matches it on."""
+    matrix.held(build["id"] for build in builds)
     head = ['<div class="frame"><table class="matrix" id="matrix">']
     head.append('<thead><tr><th class="rowhead">case · config</th>')
     for build in builds:

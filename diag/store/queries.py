@@ -101,13 +101,35 @@ REPORT_COLUMNS = (
 REPORT_MESSAGE_CHARS = 300  # of each run's error message, what the report's front page may show
 
 
-def report_runs(db: sqlite_utils.Database) -> list[dict[str, Any]]:
-    """The columns the report's matrix and charts need, for every run, oldest first (error messages cut short)."""
+def report_runs(db: sqlite_utils.Database, build_ids: Optional[Iterable[int]] = None) -> list[dict[str, Any]]:
+    """The columns the report's matrix and charts need, for every run (of the builds ``build_ids``,
+    where given), oldest first (error messages cut short)."""
     columns = ", ".join(f'"{c}"' for c in REPORT_COLUMNS)
     return dict_rows(
         db.conn,
-        f"SELECT {columns}, substr(error_message, 1, {REPORT_MESSAGE_CHARS}) AS error_message FROM runs ORDER BY id",
+        f"SELECT {columns}, substr(error_message, 1, {REPORT_MESSAGE_CHARS}) AS error_message FROM runs"
+        f"{of_builds('torch_build_id', build_ids)} ORDER BY id",
     )
+
+
+def of_builds(column: str, build_ids: Optional[Iterable[int]]) -> str:
+    """A WHERE clause that keeps the rows whose ``column`` is one of ``build_ids``; none where it is None."""
+    if build_ids is None:
+        return ""
+    return f" WHERE {column} IN ({', '.join(str(int(build_id)) for build_id in build_ids)})"
+
+
+def case_builds(db: sqlite_utils.Database) -> dict[str, set[int]]:
+    """Per case, the builds it has runs on."""
+    found: dict[str, set[int]] = {}
+    for case, build_id in db.execute('SELECT DISTINCT "case", torch_build_id FROM runs').fetchall():
+        found.setdefault(case, set()).add(build_id)
+    return found
+
+
+def newest_run(db: sqlite_utils.Database) -> Optional[tuple[int, Optional[str]]]:
+    """The id and start of the run stored last."""
+    return db.execute("SELECT id, started_at FROM runs ORDER BY id DESC LIMIT 1").fetchone()
 
 
 def finding_keys(
