@@ -52,13 +52,26 @@ def _render(db_path: Path, out: Path, processes: Optional[int], code: Optional[P
     return {**done, "written": printed["written"], "files": printed["files"]}
 
 
+def _synthetic(code: Optional[Path], call: str, path: Path, runs: int) -> None:
+    """``synthetic.<call>(path, runs)`` with this checkout's diag, or with the one in ``code``: the
+    DB is then of the schema that diag knows."""
+    if code is None:
+        getattr(synthetic, call)(path, runs)
+        return
+    script = (
+        f"import sys; from pathlib import Path; sys.path[:0] = [{str(code)!r}, {str(code / 'bench')!r}]; "
+        f"import synthetic; synthetic.{call}(Path(sys.argv[1]), int(sys.argv[2]))"
+    )
+    subprocess.run([sys.executable, "-c", script, str(path), str(runs)], check=True, cwd=code)
+
+
 def renders(
     db_path: Path, out: Path, total: int, processes: Optional[int] = None, code: Optional[Path] = None
 ) -> dict[str, dict]:
     """The three renders of the history in ``db_path`` (``total`` runs); the night is added to it.
     ``processes``: ``diag report --processes`` (None: its default); ``code``: see ``_render``."""
     found = {KINDS[0]: _render(db_path, out, processes, code)}
-    synthetic.add_nightly(db_path, synthetic.whole_nightlies(total))
+    _synthetic(code, "add_nightly", db_path, synthetic.whole_nightlies(total))
     found[KINDS[1]] = _render(db_path, out, processes, code)
     found[KINDS[2]] = _render(db_path, out, processes, code)
     return found
@@ -104,16 +117,18 @@ def main() -> None:
     try:
         with tempfile.TemporaryDirectory(prefix="diag-report-scale-") as tmp:
             work = Path(tmp)
-            seed = work / "history.db"
-            synthetic.write_history(seed, args.runs)
+            seeds = {}  # per diag checkout (None: this one), the history written by that diag
+            for index, code in enumerate(sorted({v for v in variants if isinstance(v, Path)}) + [None]):
+                seeds[code] = work / f"history{index}.db"
+                _synthetic(code, "write_history", seeds[code], args.runs)
             for trial in range(args.repeats):
                 # each trial starts with another variant: the first render after the history is
                 # copied meets whatever the disk still has to write, and none should meet it always
                 turn = trial % len(variants)
                 for index, variant in enumerate(variants[turn:] + variants[:turn]):
                     copy = work / f"trial{trial}-{index}.db"
-                    copy.write_bytes(seed.read_bytes())
                     code = variant if isinstance(variant, Path) else None
+                    copy.write_bytes(seeds[code].read_bytes())
                     processes = None if code else variant
                     trials[variant].append(renders(copy, work / f"site{trial}-{index}", args.runs, processes, code))
     finally:
