@@ -207,3 +207,27 @@ def test_a_kept_state_that_cannot_be_used_is_made_again(tmp_path, read, broken):
     _publish(path, out)
     assert read == [NIGHT * 10]
     _same_as_from_scratch(path, out, tmp_path / "scratch")
+
+
+def test_a_night_stored_while_the_report_renders_waits_for_the_next_render(tmp_path, read, monkeypatch):
+    """Every query of a render sees the DB as it stood at its first: a `diag run` that stores a night
+    meanwhile does not mix into it (the stamps read are those of the runs read)."""
+    path, out = tmp_path / "history.db", tmp_path / "site"
+    _history(path, 9)
+    _publish(path, out)
+    before = tmp_path / "before" / "history.db"
+    before.parent.mkdir()
+    before.write_bytes(path.read_bytes())
+    original = store.case_builds
+
+    def storing_meanwhile(db):
+        found = original(db)
+        writer = store.open_db(path)  # another connection, as a `diag run` has, between the render's queries
+        store.save_runs(writer, list(synthetic.records(10 * NIGHT))[9 * NIGHT :])
+        writer.conn.close()
+        return found
+
+    monkeypatch.setattr(store, "case_builds", storing_meanwhile)
+    _publish(path, out)
+    monkeypatch.setattr(store, "case_builds", original)
+    _same_as_from_scratch(before, out, tmp_path / "scratch")

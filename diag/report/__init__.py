@@ -177,12 +177,19 @@ def render(
     same makes the render start again from scratch (``Settled``). The site is the same either way."""
     collecting = gc.isenabled()
     gc.disable()
+    # one read transaction: every query sees the DB as it stood at the first (a run stored meanwhile
+    # by a `diag run` is in the next render, and the stamps read are those of the runs read)
+    reading = not db.conn.in_transaction
+    if reading:
+        db.conn.execute("BEGIN")
     try:
         try:
             return _render(db, out_dir, builds_per_page, detail_builds, db_name, processes, site, resume=True)
         except Settled:
             return _render(db, out_dir, builds_per_page, detail_builds, db_name, processes, site, resume=False)
     finally:
+        if reading:
+            db.conn.rollback()
         if collecting:
             gc.enable()
 

@@ -124,6 +124,12 @@ DESCRIPTIONS: dict[str, tuple[str, dict[str, str]]] = {
             "samples": "JSON: each round's median decode step (s) of the baseline and of the variant",
         },
     ),
+    "build_stamps": (
+        "Per build, a stamp that SQLite triggers replace with a random number at every insert, update "
+        "or delete touching the build (its runs, what they found, its races, its own row): what `diag "
+        "report` compares to know which builds changed since its last render.",
+        {"stamp": "a random number, replaced at each write touching the build"},
+    ),
     "run_summary": ("Every run with its build's version: the table to filter and facet.", {}),
     "latest_status": ("The newest run of each row on each build: the report's matrix as a table.", {}),
 }
