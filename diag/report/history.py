@@ -47,7 +47,10 @@ def build_matrix(
     of the builds after them. ``keep_at``: the number of builds after which the fold's state is
     kept, as ``Matrix.state``."""
     by_id = {b["id"]: b for b in builds}
-    fold = Fold(strip, by_id) if start is None else Fold.load(start, strip, by_id)
+    try:
+        fold = Fold(strip, by_id) if start is None else Fold.load(start, strip, by_id)
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:  # a state edited by hand
+        raise Settled(f"the state kept cannot be taken up: {exc!r}") from exc
     grouped: dict[int, dict[RowKey, list[dict[str, Any]]]] = {}
     seen: dict[int, set[tuple[str, str]]] = {}  # per build id: (transformers, Python) of its runs
     fields = itemgetter(*rows.FIELDS)
