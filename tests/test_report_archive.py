@@ -22,12 +22,12 @@ PER_PAGE = 3
 NIGHT = len(synthetic.configs())
 
 
-def _publish(path: Path, out: Path) -> dict[str, str]:
-    """Render the DB at ``path`` into ``out`` in this process (PER_PAGE builds a page, the newest
+def _publish(path: Path, out: Path, per_page: int = PER_PAGE) -> dict[str, str]:
+    """Render the DB at ``path`` into ``out`` in this process (``per_page`` builds a page, the newest
     four builds with run pages); the files the render made (Kept ones are not)."""
     db = store.open_db(path, readonly=True)
     try:
-        files = report.render(db, out, builds_per_page=PER_PAGE, detail_builds=4, processes=1)
+        files = report.render(db, out, builds_per_page=per_page, detail_builds=4, processes=1)
     finally:
         db.conn.close()
     report.publish(files, out, path)

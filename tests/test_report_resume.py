@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 from conftest import site_files
-from test_report_archive import NIGHT, _add_night, _history
+from test_report_archive import NIGHT, _add_night, _history, _publish
 
-from diag import report, store
+from diag import store
 from diag.build import identity
-from diag.report import charts, inputs, resume
+from diag.report import charts, resume
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 import synthetic  # noqa: E402 (after sys.path names bench/)
@@ -77,19 +77,6 @@ def _night(rng: random.Random, day: int) -> list[store.RunRecord]:
                     record.recompiles[0]["key"] = f"Recompile:{rng.choice(['a1', 'b2'])}"
                 found.append(record)
     return found
-
-
-def _publish(path: Path, out: Path, per_page: int = 3) -> None:
-    """Render the DB at ``path`` into ``out`` in this process, ``per_page`` builds a matrix page (an
-    archive page every so many builds: each new one makes the others again, from scratch), the
-    newest four builds with run pages."""
-    db = store.open_db(path, readonly=True)
-    try:
-        files = report.render(db, out, builds_per_page=per_page, detail_builds=4, processes=1)
-    finally:
-        db.conn.close()
-    report.publish(files, out, path)
-    assert all(isinstance(content, (str, inputs.Kept)) for content in files.values())
 
 
 def _taken_up(read: list[int], path: Path) -> bool:
