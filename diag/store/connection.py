@@ -14,7 +14,8 @@ from typing import Any
 
 import sqlite_utils
 
-from diag.store.schema import MIGRATIONS, create_views, stamp_triggers
+from diag.store.schema import MIGRATIONS, create_views
+from diag.store.stamps import stamp_triggers
 
 
 class StoreError(Exception):

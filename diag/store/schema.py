@@ -398,44 +398,11 @@ def m017_races(db: sqlite_utils.Database) -> None:
 @migration
 def m018_build_stamps(db: sqlite_utils.Database) -> None:
     """Per build, a stamp that every write touching the build replaces with a random number (the
-    triggers of ``stamp_triggers``): a render compares it with the stamp its pages were made from to
+    triggers of ``stamps.stamp_triggers``): a render compares it with the stamp its pages were made from to
     know which builds' runs changed since, without reading them (report/inputs.py). Random, not a
     count: two copies of one DB written apart never come to the same stamps."""
     db.execute("CREATE TABLE build_stamps (torch_build_id INTEGER PRIMARY KEY, stamp INTEGER NOT NULL)")
     db.execute("INSERT INTO build_stamps SELECT id, random() FROM torch_builds")
-
-
-_RESTAMP = "ON CONFLICT (torch_build_id) DO UPDATE SET stamp = excluded.stamp"
-
-
-def stamp_triggers(conn: sqlite3.Connection) -> None:
-    """The triggers that keep ``build_stamps``: on every table with a ``torch_build_id`` (the builds'
-    runs, races) or a ``run_id`` (what a run found: breaks, recompiles, timings, frames, ...), each
-    insert, update and delete restamps the build of the old row and of the new one; an update of a
-    build restamps it. Made for every such table after each migration, so a table added later has
-    them too."""
-    tables = [row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
-    for table in tables:
-        columns = {row[1] for row in conn.execute(f'PRAGMA table_info("{table}")')}
-        if table == "build_stamps":
-            continue
-        if table == "torch_builds":
-            owner = "SELECT {row}.id, random() WHERE true"
-        elif "torch_build_id" in columns:
-            owner = "SELECT {row}.torch_build_id, random() WHERE {row}.torch_build_id IS NOT NULL"
-        elif "run_id" in columns:
-            owner = "SELECT torch_build_id, random() FROM runs WHERE id = {row}.run_id"
-        else:
-            continue
-        for event, sides in (("INSERT", ("NEW",)), ("UPDATE", ("OLD", "NEW")), ("DELETE", ("OLD",))):
-            body = "".join(
-                f"INSERT INTO build_stamps (torch_build_id, stamp) {owner.format(row=side)} {_RESTAMP};\n"
-                for side in sides
-            )
-            conn.execute(
-                f'CREATE TRIGGER IF NOT EXISTS "stamp_{table}_{event.lower()}" AFTER {event} ON "{table}"\n'
-                f"BEGIN\n{body}END"
-            )
 
 
 def _row_types() -> dict[str, type]:
