@@ -296,7 +296,7 @@ def _pages(
     cases = sorted({row.case for row in matrix.rows})
     paged = detailed_runs(matrix, detail_builds)
     memo = inputs.Memo(out_dir, bool(made.before), stamps)
-    breaks = breaks_page.contexts(db, matrix, memo.of, memo.has)
+    breaks = breaks_page.contexts(db, matrix, memo)
     shown = variants_page.context(db, matrix.builds, runs)
     texts = store.key_texts(db)
     hidden = store.hidden_keys(db)
@@ -362,7 +362,7 @@ def _pages(
         files[case_href(case)] = env.get_template("case.html.j2").render(
             root="../",
             case=case,
-            charts=charts.case_charts(matrix, case, lambda build, make, c=case: memo.of(f"charts {c}", build, make)),
+            charts=charts.case_charts(matrix, case, memo),
             sweeps=sweeps,
             newest=matrix.builds[-1] if matrix.builds else None,
             detail=charts.DETAIL_BUILDS,

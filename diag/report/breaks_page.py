@@ -5,10 +5,11 @@ it, and torch's registry entry for the id."""
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 from diag import store
 from diag.pages import page_path
+from diag.report.inputs import Memo
 from diag.report.model import Matrix
 from diag.upstream import gb_id_of_key, registry_url
 
@@ -19,7 +20,6 @@ def href(key: str) -> str:
     return page_path("breaks", key, 60)
 
 
-KeptAs = Callable[[str, dict[str, Any], Callable[[], Any]], Any]  # inputs.Memo.of
 Summary = dict[str, dict[str, Any]]  # per graph-break key: what one build's runs recorded of it
 
 
@@ -30,13 +30,11 @@ def build_summaries(db, builds: list[dict[str, Any]], every: bool = False) -> di
     ``every``: ``builds`` are all the builds with runs, read in one pass over the table."""
     ids = {build["id"] for build in builds}
     found: dict[int, Summary] = {build_id: {} for build_id in ids}
-    query = """SELECT g.key, g.gb_type, g.reason, g.resumable, g.location, g.count, r.id, r."case", r.torch_build_id
-               FROM graph_breaks g JOIN runs r ON r.id = g.run_id"""
-    if not every:  # a night's: the new builds' runs alone, found by the index on their build
-        query += f" WHERE r.torch_build_id IN ({', '.join(str(int(build_id)) for build_id in ids)})"
-    for key, gb_type, reason, resumable, location, count, run_id, case, build_id in db.execute(
-        query + " ORDER BY r.id, g.id"
-    ).fetchall():
+    # a night's: the new builds' runs alone, found by the index on their build
+    of_builds = store.of_builds("r.torch_build_id", None if every else ids)
+    query = f"""SELECT g.key, g.gb_type, g.reason, g.resumable, g.location, g.count, r.id, r."case", r.torch_build_id
+                FROM graph_breaks g JOIN runs r ON r.id = g.run_id{of_builds} ORDER BY r.id, g.id"""
+    for key, gb_type, reason, resumable, location, count, run_id, case, build_id in db.execute(query).fetchall():
         if not key or build_id not in ids:
             continue
         entry = found[build_id].get(key)
@@ -64,19 +62,16 @@ def build_summaries(db, builds: list[dict[str, Any]], every: bool = False) -> di
     return found
 
 
-def contexts(
-    db, matrix: Matrix, kept: Optional[KeptAs] = None, has: Optional[Callable[..., bool]] = None
-) -> list[dict[str, Any]]:
-    """One dict per graph-break key of the stored runs, most widespread first (then by key). With
-    ``kept`` (``inputs.Memo.of``) and ``has`` (``inputs.Memo.has``), a build's summary is read from
-    the DB only where it has none kept."""
+def contexts(db, matrix: Matrix, memo: Optional[Memo] = None) -> list[dict[str, Any]]:
+    """One dict per graph-break key of the stored runs, most widespread first (then by key). With a
+    ``memo``, a build's summary is read from the DB only where the memo keeps none."""
     order = {build["id"]: index for index, build in enumerate(matrix.builds)}
     builds = {build["id"]: build for build in matrix.builds}
-    wanted = [build for build in matrix.builds if has is None or not has(KIND, build)]
+    wanted = [build for build in matrix.builds if memo is None or not memo.has(KIND, build)]
     made = build_summaries(db, wanted, every=len(wanted) == len(matrix.builds)) if wanted else {}
     found: dict[str, dict[str, Any]] = {}
     for build in matrix.builds:
-        summary = made.get(build["id"], {}) if kept is None else kept(KIND, build, lambda b=build: made[b["id"]])
+        summary = made.get(build["id"], {}) if memo is None else memo.of(KIND, build, lambda b=build: made[b["id"]])
         for key, part in summary.items():
             entry = found.setdefault(
                 key,

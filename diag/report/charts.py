@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import math
 import statistics
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Optional, Sequence
 
 from diag import row as rows
+from diag.report.inputs import Memo
 from diag.report.model import Matrix, RowKey
 from diag.report.svg import Panel, Series, chart
 from diag.text import safe
@@ -166,17 +167,19 @@ def overview(points: list[dict[str, list[Optional[float]]]], panels: list[str], 
 _NO_POINTS: list[Optional[float]] = [None] * len(METRICS)
 
 
-def case_charts(
-    matrix: Matrix, case: str, points: Optional[Callable[[dict[str, Any], Callable[[], Points]], Points]] = None
-) -> list[tuple[str, str]]:
+def case_charts(matrix: Matrix, case: str, memo: Optional[Memo] = None) -> list[tuple[str, str]]:
     """(title, svg) for every metric with data, for the rows of ``case``: the newest DETAIL_BUILDS
     builds (with a run of the case) in detail, and when there are more, the whole history as an
-    overview. ``points(build, make)``: the build's ``build_points``, ``make()`` where it has none kept."""
+    overview. Each build's ``build_points`` are the ``memo``'s, where it keeps them."""
     case_rows = [row for row in matrix.rows if row.case == case]
-    per_build = [
-        (build, (points or _made)(build, lambda b=build: build_points(matrix, case_rows, b["id"])))
-        for build in matrix.builds
-    ]
+
+    def points(build: dict[str, Any]) -> Points:
+        def make() -> Points:
+            return build_points(matrix, case_rows, build["id"])
+
+        return make() if memo is None else memo.of(f"charts {case}", build, make)
+
+    per_build = [(build, points(build)) for build in matrix.builds]
     kept = [(build, drawn) for build, drawn in per_build if drawn is not None]
     builds = [build for build, _ in kept]
     first = max(0, len(builds) - DETAIL_BUILDS)
@@ -193,10 +196,6 @@ def case_charts(
                 if whole:
                     drawn.append((f"{title}, whole history", whole))
     return drawn
-
-
-def _made(build: dict[str, Any], make: Callable[[], Points]) -> Points:
-    return make()
 
 
 SWEEPS = [("batch_size", "batch size"), ("prompt_length", "prompt length (tokens)")]

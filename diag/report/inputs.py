@@ -98,10 +98,11 @@ class Pages:
 
 class Memo:
     """Per build, what a render derived from that build's runs alone (the case charts' overview
-    points: ``charts.build_points``), kept beside the site (``.diag-report-memo.json``) and used again
-    while the code, the build and its stamp are those it was made from: a night then derives it for
-    the new build, not for the whole history. A build without a stamp, or a memo that cannot be
-    read, has it made again; the pages are the same either way."""
+    points, ``charts.build_points``; the graph breaks, ``breaks_page.build_summaries``), kept beside
+    the site (``.diag-report-memo.json``) and used again while the code, the build and its stamp
+    are those it was made from: a night then derives it for the new build, not for the whole
+    history. A build without a stamp, or a memo that cannot be read, has it made again; the pages
+    are the same either way."""
 
     def __init__(self, out_dir: Path, published: bool, stamps: dict[int, int]) -> None:
         self.stamps = stamps
