@@ -57,11 +57,15 @@ def build_history(builds: list[dict[str, Any]], stamps: dict[int, int]) -> list[
     hashed = hashlib.sha1()
     found = []
     for build in builds:
-        stamp = stamps.get(build["id"])
-        made = [build, stamp if stamp is not None else secrets.token_hex(16)]
-        hashed.update(json.dumps(made, sort_keys=True, default=str).encode())
+        hashed.update(stamped(build, stamps).encode())
         found.append(hashed.hexdigest())
     return found
+
+
+def stamped(build: dict[str, Any], stamps: dict[int, int]) -> str:
+    """A digest of ``build`` and its stamp; a digest never made before where it has none."""
+    stamp = stamps.get(build["id"])
+    return digest(build, stamp) if stamp is not None else secrets.token_hex(20)
 
 
 def digest(*parts: Any) -> str:
@@ -120,8 +124,7 @@ class Memo:
         key = str(build["id"])
         entry = self.now.get(key)
         if entry is None:
-            stamp = self.stamps.get(build["id"])
-            mark = digest(build, stamp) if stamp is not None else secrets.token_hex(16)
+            mark = stamped(build, self.stamps)
             entry = self.now[key] = {"mark": mark, "made": {}}
             old = self.before.get(key)
             kept = old.get("made") if isinstance(old, dict) and old.get("mark") == mark else None
