@@ -11,13 +11,14 @@ and the GB id a graph-break message names.
 on any other import of ``diag.probe`` from an orchestrator module.
 """
 
+from typing import Optional
+
 from diag.probe import records, statuses
 from diag.probe.cases import CaseError, read_case_header
 from diag.probe.keys import graph_break_id, stable_key
 from diag.probe.parsers import errors_in_stderr
 from diag.probe.spec import DTYPES, LIFELINE_VARIABLE, MODES, TINY_LLAMA, Config
 from diag.probe.statuses import BY_NAME, ENVIRONMENT_ERRNOS, FINDING_KINDS, FINDING_TABLES, STATUSES, WORKS
-from diag.probe.supervise import oom_kills, oom_kills_since
 
 __all__ = [
     "BY_NAME",
@@ -41,3 +42,17 @@ __all__ = [
     "stable_key",
     "statuses",
 ]
+
+
+# the host's OOM kill counts, from the probe's supervisor when first asked for: it brings subprocess,
+# ctypes and logging, which the commands that only read the store (`diag report`) never need
+def oom_kills() -> Optional[int]:
+    from diag.probe.supervise import oom_kills as count
+
+    return count()
+
+
+def oom_kills_since(before: Optional[int]) -> Optional[int]:
+    from diag.probe.supervise import oom_kills_since as since
+
+    return since(before)

@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import json
 import re
-import urllib.error
 import urllib.parse
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
@@ -140,6 +138,9 @@ def draft(run: dict[str, Any], finding: Finding, repro_source: Optional[str], lo
 
 
 def _call(url: str, token: str, data: Optional[dict] = None) -> Any:
+    import urllib.error  # here, not at the top: with http and ssl, a fifth of `diag report`'s imports
+    import urllib.request
+
     request = urllib.request.Request(
         url,
         data=None if data is None else json.dumps(data).encode(),

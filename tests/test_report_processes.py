@@ -225,6 +225,23 @@ def test_the_store_imports_sqlite_utils_without_numpy_which_imports_later_as_eve
     assert done.stdout.split() == ["False", "False", "3.0"]
 
 
+def test_the_report_imports_no_network_client_and_no_process_supervisor():
+    """`diag report` reads a DB and writes files: urllib's HTTP client (with ssl and email) and the
+    probe's supervisor (with subprocess and ctypes) were a third of its imports' CPU."""
+    probe = (
+        "import sys\n"
+        "from diag.cli import cli\n"
+        "cli.get_command(None, 'report')\n"
+        "import diag.report\n"
+        "heavy = ('urllib.request', 'http.client', 'ssl', 'diag.probe.supervise')\n"
+        "print(sorted(m for m in heavy if m in sys.modules))\n"
+        "from diag.contract import oom_kills\n"
+        "print(isinstance(oom_kills(), (int, type(None))), 'diag.probe.supervise' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout.split("\n")[:2] == ["[]", "True True"]
+
+
 def test_every_command_is_listed_where_it_is_defined():
     from diag.cli import cli
     from diag.cli.common import COMMAND_MODULES
