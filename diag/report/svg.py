@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from html import escape
-from typing import Optional, Sequence
+from typing import Optional, Sequence, TypeVar
 
 # matplotlib's tab10: the colours readers of Python charts already know
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf")
@@ -28,6 +28,7 @@ X_AXIS = 78  # rotated tick labels and the axis label under the last panel
 TICKS = 5
 
 Values = Sequence[Optional[float]]
+Point = TypeVar("Point")  # a point as numbers, or as text
 
 
 @dataclass
@@ -82,9 +83,9 @@ def _c(value: float) -> str:
     return f"{value:.1f}"
 
 
-def _segments(points: list[Optional[tuple[float, float]]]) -> list[list[tuple[float, float]]]:
+def _segments(points: list[Optional[Point]]) -> list[list[Point]]:
     """Runs of consecutive points; None splits them (a gap is never bridged)."""
-    runs: list[list[tuple[float, float]]] = [[]]
+    runs: list[list[Point]] = [[]]
     for point in points:
         if point is None:
             if runs[-1]:
@@ -122,6 +123,8 @@ def chart(
     def x_at(x: float) -> float:
         return LEFT + (x - x_low) / (x_high - x_low) * (RIGHT - LEFT)
 
+    # each x position's coordinate, as a number and as text: the same for every series of every panel
+    at = [(px, _c(px)) for px in map(x_at, xs)]
     heights = [max(PANEL, LEGEND_ROW * len(p.series) + 8) for p in panels]
     total = TITLE + sum(PANEL_TITLE + h + PANEL_GAP for h in heights) + X_AXIS
     out = [
@@ -134,7 +137,7 @@ def chart(
     for panel, height in zip(panels, heights):
         top += PANEL_TITLE
         out.append(f'<text x="{LEFT}" y="{top - 6}" font-size="11.5">{escape(panel.title)}</text>')
-        out += _panel(panel, top, height, xs, x_at, x_ticks, unit, markers)
+        out += _panel(panel, top, height, at, x_at, x_ticks, unit, markers)
         top += height + PANEL_GAP
     bottom = top - PANEL_GAP
     for x, label in x_ticks:
@@ -150,7 +153,7 @@ def chart(
 
 
 def _panel(
-    panel: Panel, top: float, height: float, xs: Sequence[float], x_at, x_ticks, unit: str, markers: bool
+    panel: Panel, top: float, height: float, at: list[tuple[float, str]], x_at, x_ticks, unit: str, markers: bool
 ) -> list[str]:
     values = [
         v
@@ -181,7 +184,7 @@ def _panel(
     )
     for index, series in enumerate(panel.series):
         colour = PALETTE[index % len(PALETTE)]
-        out += _series(series, colour, xs, x_at, y_at, markers)
+        out += _series(series, colour, at, y_at, markers)
         ly = top + 4 + LEGEND_ROW * index
         out.append(
             f'<g class="legend"><title>{escape(series.label)}</title>'
@@ -193,12 +196,13 @@ def _panel(
     return out
 
 
-def _series(series: Series, colour: str, xs: Sequence[float], x_at, y_at, markers: bool) -> list[str]:
+def _series(series: Series, colour: str, at: list[tuple[float, str]], y_at, markers: bool) -> list[str]:
+    """A series' line, markers and band or bars; ``at``: each x position's coordinate and its text."""
     out = [f'<g class="series" data-label="{escape(series.label)}">']
     if series.low is not None and series.high is not None:
         bounds = [
-            (x_at(x), y_at(lo), y_at(hi)) if lo is not None and hi is not None else None
-            for x, lo, hi in zip(xs, series.low, series.high)
+            (x, y_at(lo), y_at(hi)) if lo is not None and hi is not None else None
+            for (x, _), lo, hi in zip(at, series.low, series.high)
         ]
         if series.bars:
             for point in bounds:
@@ -219,12 +223,13 @@ def _series(series: Series, colour: str, xs: Sequence[float], x_at, y_at, marker
                         + " ".join(f"{_c(x)},{_c(y)}" for x, y in edge)
                         + f'" fill="{colour}" fill-opacity="0.18"/>'
                     )
-    points = [None if y is None else (x_at(x), y_at(y)) for x, y in zip(xs, series.ys)]
+    # each point as text, "x,y": _c's format, inline
+    points = [None if y is None else (x, f"{y_at(y):.1f}") for (_, x), y in zip(at, series.ys)]
     for run in _segments(points):
         if len(run) > 1:
-            path = "M" + " L".join([f"{x:.1f},{y:.1f}" for x, y in run])  # _c's format, inline
+            path = "M" + " L".join([f"{x},{y}" for x, y in run])
             out.append(f'<path class="line" d="{path}" fill="none" stroke="{colour}" stroke-width="1.4"/>')
         if markers or len(run) == 1:  # a point alone is drawn even where lines carry no markers
-            out += [f'<circle cx="{_c(x)}" cy="{_c(y)}" r="2.2" fill="{colour}"/>' for x, y in run]
+            out += [f'<circle cx="{x}" cy="{y}" r="2.2" fill="{colour}"/>' for x, y in run]
     out.append("</g>")
     return out
