@@ -21,10 +21,14 @@ NIGHTS = 7
 def derived(monkeypatch) -> dict[str, set[int]]:
     """The build ids ``charts.build_points`` and ``breaks_page.build_summaries`` are asked for, in a
     history drawn with an overview (three builds in detail, so seven nightlies have a whole-history
-    chart)."""
+    chart), and those ``charts.build_cells`` is asked for (``cells``: the builds drawn in detail)."""
     monkeypatch.setattr(charts, "DETAIL_BUILDS", 3)
-    asked: dict[str, set[int]] = {"charts": set(), "breaks": set()}
-    points, summaries = charts.build_points, breaks_page.build_summaries
+    asked: dict[str, set[int]] = {"charts": set(), "breaks": set(), "cells": set()}
+    points, summaries, cells = charts.build_points, breaks_page.build_summaries, charts.build_cells
+
+    def counted_cells(matrix, case_rows, build_id):
+        asked["cells"].add(build_id)
+        return cells(matrix, case_rows, build_id)
 
     def counted_points(matrix, case_rows, build_id):
         asked["charts"].add(build_id)
@@ -36,15 +40,16 @@ def derived(monkeypatch) -> dict[str, set[int]]:
 
     monkeypatch.setattr(charts, "build_points", counted_points)
     monkeypatch.setattr(breaks_page, "build_summaries", counted_summaries)
+    monkeypatch.setattr(charts, "build_cells", counted_cells)
     return asked
 
 
 def _asked(derived: dict[str, set[int]]) -> set[int]:
-    """The builds asked for, of both (the same), since the last call."""
+    """The builds asked for, of both (the same), since the last call; ``derived["cells"]`` is left."""
     assert derived["charts"] == derived["breaks"]
     found = set(derived["charts"])
-    for each in derived.values():
-        each.clear()
+    derived["charts"].clear()
+    derived["breaks"].clear()
     return found
 
 
@@ -69,6 +74,20 @@ def test_a_night_derives_the_overview_of_the_new_build_only(tmp_path, derived):
     _add_night(path, NIGHTS)
     _publish(path, out)
     assert _asked(derived) == {_builds(path)[-1]}
+    _same_as_from_scratch(path, out, tmp_path / "scratch")
+
+
+def test_a_night_derives_what_the_detailed_charts_draw_of_the_new_build_only(tmp_path, derived):
+    path, out = tmp_path / "history.db", tmp_path / "site"
+    _history(path, NIGHTS)
+    _publish(path, out)
+    assert derived["cells"] == set(_builds(path)[-3:])
+    derived["cells"].clear()
+    _add_night(path, NIGHTS)
+    _publish(path, out)
+    assert derived["cells"] == {_builds(path)[-1]}
+    memo = (out / inputs.MEMO).read_text()
+    assert memo.count('"cells append_last"') == 3  # the builds drawn in detail, and no others
     _same_as_from_scratch(path, out, tmp_path / "scratch")
 
 

@@ -286,7 +286,7 @@ def _pages(
     builds, stamps, case_builds = store.builds(db), store.build_stamps(db), store.case_builds(db)
     line = history.ordered(builds, set().union(*case_builds.values()))
     stamped = inputs.build_history(line, stamps)
-    keep = resume_at.keep_at(line, case_builds, detail_builds, builds_per_page)
+    keep = resume_at.keep_at(line, detail_builds, builds_per_page)
     start = resume_at.kept(out_dir, resume and bool(made.before), stamped, STRIP_BUILDS, keep)
     live = [build["id"] for build in line[len(start["folded"]) :]] if start else None
     runs = store.report_runs(db, live)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 from diag import row as rows
 from diag.report.inputs import Memo
@@ -52,7 +52,7 @@ def _line_label(row: RowKey) -> str:
 
 
 # per row, on each build drawn: per metric, the values of the cell's runs (None: no cell)
-Values = dict[RowKey, list[Optional[tuple[Sequence[float], ...]]]]
+Values = dict[RowKey, list[Optional[Sequence[Sequence[float]]]]]
 
 
 _NONE: tuple[float, ...] = ()
@@ -167,24 +167,43 @@ def overview(points: list[dict[str, list[Optional[float]]]], panels: list[str], 
 _NO_POINTS: list[Optional[float]] = [None] * len(METRICS)
 
 
+def build_cells(matrix: Matrix, case_rows: list[RowKey], build_id: int) -> list[list[Any]]:
+    """What the detailed charts draw of one build: per row of ``case_rows`` with a cell there, its
+    fields and the values of its runs per metric (``cell_values``), as JSON-able lists. A function
+    of the build's runs alone, kept from one night to the next (``inputs.Memo``): the charts' detail
+    window then holds no cell of the matrix, and a night's render keeps its state closer to the newest
+    build than the window reaches (resume.py)."""
+    matrix.held([build_id])
+    found = []
+    for row in case_rows:
+        values = cell_values(matrix.column(row).get(build_id))
+        if values is not None:
+            found.append([list(row), [list(v) for v in values]])
+    return found
+
+
 def case_charts(matrix: Matrix, case: str, memo: Optional[Memo] = None) -> list[tuple[str, str]]:
     """(title, svg) for every metric with data, for the rows of ``case``: the newest DETAIL_BUILDS
     builds (with a run of the case) in detail, and when there are more, the whole history as an
-    overview. Each build's ``build_points`` are the ``memo``'s, where it keeps them."""
+    overview. What each build adds to either (``build_points``, ``build_cells``) is the ``memo``'s,
+    where it keeps it."""
     case_rows = [row for row in matrix.rows if row.case == case]
 
-    def points(build: dict[str, Any]) -> Points:
-        def make() -> Points:
-            return build_points(matrix, case_rows, build["id"])
+    def kept(kind: str, build: dict[str, Any], make: Callable[[Matrix, list[RowKey], int], Any]) -> Any:
+        def made() -> Any:
+            return make(matrix, case_rows, build["id"])
 
-        return make() if memo is None else memo.of(f"charts {case}", build, make)
+        return made() if memo is None else memo.of(f"{kind} {case}", build, made)
 
-    per_build = [(build, points(build)) for build in matrix.builds]
-    kept = [(build, drawn) for build, drawn in per_build if drawn is not None]
-    builds = [build for build, _ in kept]
+    per_build = [(build, kept("charts", build, build_points)) for build in matrix.builds]
+    drawn_points = [(build, points) for build, points in per_build if points is not None]
+    builds = [build for build, _ in drawn_points]
     first = max(0, len(builds) - DETAIL_BUILDS)
-    matrix.held(build["id"] for build in builds[first:])
-    values = {row: [cell_values(matrix.column(row).get(build["id"])) for build in builds[first:]] for row in case_rows}
+    values: Values = {row: [] for row in case_rows}
+    for build in builds[first:]:
+        on_build = {RowKey(*row): found for row, found in kept("cells", build, build_cells)}
+        for row, column in values.items():
+            column.append(on_build.get(row))
     panels = sorted({_panel_name(row.backend, row.fullgraph) for row in case_rows})
     drawn = []
     for index, (title, _) in enumerate(METRICS):
@@ -192,7 +211,7 @@ def case_charts(matrix: Matrix, case: str, memo: Optional[Memo] = None) -> list[
         if svg:
             drawn.append((title, svg))
             if first:
-                whole = overview([points for _, points in kept], panels, index, builds)
+                whole = overview([points for _, points in drawn_points], panels, index, builds)
                 if whole:
                     drawn.append((f"{title}, whole history", whole))
     return drawn

@@ -4,7 +4,7 @@ was made from, and used where the code, the strip's length and every build up to
 its stamp) are unchanged. The render then reads the runs of the builds after it alone.
 
 The state is kept far enough back that the next nights' pages hold every cell they show: the front
-page's and the run pages' newest builds, and each case's charts drawn in detail (``keep_at``). A
+page's and the run pages' newest builds (``keep_at``). A
 page that does show a settled cell all the same (an archive page made again when a new one joins
 the list, every ``builds_per_page`` nights) makes the render start again from scratch."""
 
@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 from typing import Any, Optional
 
-from diag.report import charts, inputs
+from diag.report import inputs
 
 FOLD = ".diag-report-fold.json"
 
@@ -40,20 +40,15 @@ def kept(out_dir: Path, published: bool, marks: list[str], strip: int, keep: int
         return None
 
 
-def keep_at(line: list[dict[str, Any]], case_builds: dict[str, set[int]], detail_builds: int, per_page: int) -> int:
+def keep_at(line: list[dict[str, Any]], detail_builds: int, per_page: int) -> int:
     """After how many of ``line`` (the builds with runs, oldest first) to keep the fold's state, so
     that the renders of the next nights hold every cell they show: the front page's newest
-    ``per_page`` builds and the run pages' newest ``detail_builds``, one more build each; the
+    ``per_page`` builds and the run pages' newest ``detail_builds``, one more build each; and the
     archive page (a chunk of ``per_page`` builds) of the build that leaves the run pages' window next,
-    whose cells lose their links; and the builds each case's charts draw in detail (its newest
-    ``charts.DETAIL_BUILDS``)."""
-    position = {build["id"]: index for index, build in enumerate(line)}
+    whose cells lose their links. The charts draw further back, from what the memo keeps of each
+    build (``charts.build_cells``), not from the matrix's cells."""
     size = max(1, per_page)
     at = min(len(line) - max(detail_builds, size) - 1, (len(line) - max(detail_builds, 0)) // size * size)
-    for build_ids in case_builds.values():
-        drawn = sorted((position[b] for b in build_ids if b in position), reverse=True)[: charts.DETAIL_BUILDS]
-        if drawn:
-            at = min(at, drawn[-1])
     return max(0, at)
 
 
