@@ -5,6 +5,7 @@ Each re-render is compared, byte for byte, with a render from scratch of the sam
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from pathlib import Path
 
@@ -122,12 +123,43 @@ def test_an_older_builds_changed_runs_are_derived_again(tmp_path, derived, chang
     _same_as_from_scratch(path, out, tmp_path / "scratch")
 
 
-@pytest.mark.parametrize("memo", ["not JSON", '{"sources": 1}', '{"sources": "%s", "builds": {"1": 7}}'])
+MEMOS = [
+    "not JSON",
+    '{"sources": 1}',
+    '{"sources": "%s", "builds": {"1": 7}}',  # the format before lines
+    '{"sources": "%s"}\n1\tno mark',
+    '{"sources": "%s"}\n%b\t%m\t7',  # the first build's line, as made of no dict
+    '{"sources": "%s"}\n%b\t%m\t{"charts append_last": ',  # cut short
+]
+
+
+@pytest.mark.parametrize("memo", MEMOS)
 def test_a_memo_that_cannot_be_used_is_made_again(tmp_path, derived, memo):
     path, out = tmp_path / "history.db", tmp_path / "site"
     _history(path, NIGHTS)
     _publish(path, out)
-    (out / inputs.MEMO).write_text(memo.replace("%s", inputs.sources()))
+    first = (out / inputs.MEMO).read_text().splitlines()[1].split("\t")
+    (out / inputs.MEMO).write_text(memo.replace("%s", inputs.sources()).replace("%b", first[0]).replace("%m", first[1]))
     _add_night(path, NIGHTS)
     _publish(path, out)
     _same_as_from_scratch(path, out, tmp_path / "scratch")
+
+
+def test_a_night_writes_the_lines_of_the_builds_it_kept_as_they_were_read(tmp_path, derived):
+    """Only the new build's line is encoded: a kept line comes back as read, spaces and all."""
+    path, out = tmp_path / "history.db", tmp_path / "site"
+    _history(path, NIGHTS)
+    _publish(path, out)
+    lines = (out / inputs.MEMO).read_text().splitlines()
+    key, mark, made = lines[1].split("\t")
+    lines[1] = "\t".join([key, mark, json.dumps(json.loads(made), separators=(", ", ": "))])
+    (out / inputs.MEMO).write_text("\n".join(lines) + "\n")
+    _add_night(path, NIGHTS)
+    _publish(path, out)
+    after = (out / inputs.MEMO).read_text().splitlines()
+    assert lines[1] in after
+    assert len(after) == len(lines) + 1
+    _publish(path, tmp_path / "scratch")
+    pages, scratch = site_files(out), site_files(tmp_path / "scratch")
+    assert pages.pop(inputs.MEMO) != scratch.pop(inputs.MEMO)  # the spaces, and nothing else
+    assert pages == scratch

@@ -7,7 +7,7 @@ import statistics
 from typing import Any, Callable, Optional, Sequence
 
 from diag import row as rows
-from diag.report.inputs import Memo
+from diag.report.inputs import Memo, digest
 from diag.report.model import Matrix, RowKey
 from diag.report.svg import Panel, Series, chart
 from diag.text import safe
@@ -167,19 +167,24 @@ def overview(points: list[dict[str, list[Optional[float]]]], panels: list[str], 
 _NO_POINTS: list[Optional[float]] = [None] * len(METRICS)
 
 
-def build_cells(matrix: Matrix, case_rows: list[RowKey], build_id: int) -> list[list[Any]]:
-    """What the detailed charts draw of one build: per row of ``case_rows`` with a cell there, its
-    fields and the values of its runs per metric (``cell_values``), as JSON-able lists. A function
+def build_cells(matrix: Matrix, case_rows: list[RowKey], build_id: int) -> dict[str, list[list[float]]]:
+    """What the detailed charts draw of one build: per row of ``case_rows`` with a cell there (by its
+    ``row_mark``), the values of its runs per metric (``cell_values``), as JSON-able lists. A function
     of the build's runs alone, kept from one night to the next (``inputs.Memo``): the charts' detail
     window then holds no cell of the matrix, and a night's render keeps its state closer to the newest
     build than the window reaches (resume.py)."""
     matrix.held([build_id])
-    found = []
+    found = {}
     for row in case_rows:
         values = cell_values(matrix.column(row).get(build_id))
         if values is not None:
-            found.append([list(row), [list(v) for v in values]])
+            found[row_mark(row)] = [list(v) for v in values]
     return found
+
+
+def row_mark(row: RowKey) -> str:
+    """A short digest of a row: what names it in the memo, a tenth of its fields' length."""
+    return digest(list(row))[:16]
 
 
 def case_charts(matrix: Matrix, case: str, memo: Optional[Memo] = None) -> list[tuple[str, str]]:
@@ -200,10 +205,11 @@ def case_charts(matrix: Matrix, case: str, memo: Optional[Memo] = None) -> list[
     builds = [build for build, _ in drawn_points]
     first = max(0, len(builds) - DETAIL_BUILDS)
     values: Values = {row: [] for row in case_rows}
+    marks = {row: row_mark(row) for row in case_rows}
     for build in builds[first:]:
-        on_build = {RowKey(*row): found for row, found in kept("cells", build, build_cells)}
+        on_build = kept("cells", build, build_cells)
         for row, column in values.items():
-            column.append(on_build.get(row))
+            column.append(on_build.get(marks[row]))
     panels = sorted({_panel_name(row.backend, row.fullgraph) for row in case_rows})
     drawn = []
     for index, (title, _) in enumerate(METRICS):

@@ -102,21 +102,27 @@ class Pages:
 
 class Memo:
     """Per build, what a render derived from that build's runs alone (the case charts' overview
-    points, ``charts.build_points``; the graph breaks, ``breaks_page.build_summaries``), kept beside
-    the site (``.diag-report-memo.json``) and used again while the code, the build and its stamp
-    are those it was made from: a night then derives it for the new build, not for the whole
-    history. A build without a stamp, or a memo that cannot be read, has it made again; the pages
-    are the same either way."""
+    points, ``charts.build_points``, and what they draw in detail, ``charts.build_cells``; the graph
+    breaks, ``breaks_page.build_summaries``), kept beside the site (``.diag-report-memo.json``) and
+    used again while the code, the build and its stamp are those it was made from: a night then
+    derives it for the new build, not for the whole history. A build without a stamp, or a memo that
+    cannot be read, has it made again; the pages are the same either way.
+
+    The file is a line naming the code, then a line per build: its id, its mark and what was derived
+    of it (JSON), apart by tabs. A build whose line says all this render asked of it is written back
+    as it was read, not encoded again: a night encodes the new build's line."""
 
     def __init__(self, out_dir: Path, published: bool, stamps: dict[int, int]) -> None:
         self.stamps = stamps
-        self.before: dict[str, Any] = {}
+        self.before: dict[str, tuple[str, str]] = {}  # per build id: its mark, what was derived (JSON)
         self.now: dict[str, Any] = {}
         if published:
             try:
-                kept = json.loads((out_dir / MEMO).read_text(encoding="utf-8"))
-                if kept["sources"] == sources():
-                    self.before = dict(kept["builds"])
+                head, _, body = (out_dir / MEMO).read_text(encoding="utf-8").partition("\n")
+                if json.loads(head)["sources"] == sources():
+                    for line in body.splitlines():
+                        key, mark, made = line.split("\t", 2)
+                        self.before[key] = (mark, made)
             except (OSError, ValueError, KeyError, TypeError):
                 self.before = {}
 
@@ -125,10 +131,15 @@ class Memo:
         entry = self.now.get(key)
         if entry is None:
             mark = stamped(build, self.stamps)
-            entry = self.now[key] = {"mark": mark, "made": {}}
+            entry = self.now[key] = {"mark": mark, "made": {}, "kept": {}, "text": None}
             old = self.before.get(key)
-            kept = old.get("made") if isinstance(old, dict) and old.get("mark") == mark else None
-            entry["kept"] = kept if isinstance(kept, dict) else {}
+            if old is not None and old[0] == mark:
+                try:
+                    kept = json.loads(old[1])
+                except ValueError:
+                    kept = None
+                if isinstance(kept, dict):
+                    entry["kept"], entry["text"] = kept, old[1]
         return entry
 
     def has(self, kind: str, build: dict[str, Any]) -> bool:
@@ -146,5 +157,12 @@ class Memo:
         return made
 
     def written(self) -> str:
-        builds = {key: {"mark": entry["mark"], "made": entry["made"]} for key, entry in self.now.items()}
-        return json.dumps({"sources": sources(), "builds": builds}, sort_keys=True, separators=(",", ":"))
+        """The memo of what this render asked for. A kind never asked for is left out, and where each
+        kind asked for was kept (and none made), the build's line is the one read."""
+        lines = [json.dumps({"sources": sources()})]
+        for key, entry in self.now.items():
+            text = entry["text"]
+            if text is None or entry["made"].keys() != entry["kept"].keys():
+                text = json.dumps(entry["made"], sort_keys=True, separators=(",", ":"))
+            lines.append(f"{key}\t{entry['mark']}\t{text}")
+        return "\n".join(lines) + "\n"
