@@ -285,7 +285,8 @@ def _pages(
     ``resume``, the matrix is taken up from the state kept beside the site, where it can be."""
     builds, stamps, case_builds = store.builds(db), store.build_stamps(db), store.case_builds(db)
     line = history.ordered(builds, set().union(*case_builds.values()))
-    stamped = inputs.build_history(line, stamps)
+    marks = inputs.build_marks(line, stamps)
+    stamped = inputs.build_history(line, marks)
     keep = resume_at.keep_at(line, detail_builds, builds_per_page)
     start = resume_at.kept(out_dir, resume and bool(made.before), stamped, STRIP_BUILDS, keep)
     live = [build["id"] for build in line[len(start["folded"]) :]] if start else None
@@ -295,7 +296,7 @@ def _pages(
     matrix = history.build_matrix(builds, runs, keys, STRIP_BUILDS, start, keep)
     cases = sorted({row.case for row in matrix.rows})
     paged = detailed_runs(matrix, detail_builds)
-    memo = inputs.Memo(out_dir, bool(made.before), stamps)
+    memo = inputs.Memo(out_dir, bool(made.before), marks)
     breaks = breaks_page.contexts(db, matrix, memo)
     shown = variants_page.context(db, matrix.builds, runs)
     texts = store.key_texts(db)

@@ -49,15 +49,20 @@ def sources() -> str:
     return hashed.hexdigest()
 
 
-def build_history(builds: list[dict[str, Any]], stamps: dict[int, int]) -> list[str]:
-    """Per build of ``builds`` (oldest first), a digest of it and of every build before it, each with
-    its stamp (``store.build_stamps``: replaced by every write touching the build's runs). Equal
-    digests mean the same builds in the same order holding the same runs. A build without a stamp
-    counts as changed at every render."""
+def build_marks(builds: list[dict[str, Any]], stamps: dict[int, int]) -> dict[int, str]:
+    """Per build of ``builds``, a digest of it and its stamp (``store.build_stamps``: replaced by
+    every write touching the build's runs); one never made before where it has none."""
+    return {build["id"]: stamped(build, stamps) for build in builds}
+
+
+def build_history(builds: list[dict[str, Any]], marks: dict[int, str]) -> list[str]:
+    """Per build of ``builds`` (oldest first), a digest of its mark (``build_marks``) and of every
+    build's before it. Equal digests mean the same builds in the same order holding the same runs. A
+    build without a stamp counts as changed at every render."""
     hashed = hashlib.sha1()
     found = []
     for build in builds:
-        hashed.update(stamped(build, stamps).encode())
+        hashed.update(marks[build["id"]].encode())
         found.append(hashed.hexdigest())
     return found
 
@@ -112,8 +117,8 @@ class Memo:
     of it (JSON), apart by tabs. A build whose line says all this render asked of it is written back
     as it was read, not encoded again: a night encodes the new build's line."""
 
-    def __init__(self, out_dir: Path, published: bool, stamps: dict[int, int]) -> None:
-        self.stamps = stamps
+    def __init__(self, out_dir: Path, published: bool, marks: dict[int, str]) -> None:
+        self.marks = marks  # per build id, its mark (``build_marks``)
         self.before: dict[str, tuple[str, str]] = {}  # per build id: its mark, what was derived (JSON)
         self.now: dict[str, Any] = {}
         if published:
@@ -130,7 +135,7 @@ class Memo:
         key = str(build["id"])
         entry = self.now.get(key)
         if entry is None:
-            mark = stamped(build, self.stamps)
+            mark = self.marks.get(build["id"]) or secrets.token_hex(20)
             entry = self.now[key] = {"mark": mark, "made": {}, "kept": {}, "text": None}
             old = self.before.get(key)
             if old is not None and old[0] == mark:
