@@ -5,7 +5,8 @@ one night later (96 new runs, the pages made before kept), and again with no new
 wall seconds, CPU seconds of the whole process tree (user + system, and the system part alone),
 the peak memory of the tree (the proportional set sizes of its processes summed: a page a forked
 child shares with its parent counted once) with the largest resident set of one process, and how
-many files were written. Dirty pages of the step before are written out before each render.
+many files were written. Dirty pages of the step before are written out before each render, and
+each checkout's bytecode is written before the first, as an installed diag has it.
 
 ``--busy N`` starts N processes that spin on the CPU for the whole measurement (a shared CI
 runner); ``--repeats`` runs the three renders that many times in fresh folders and prints the
@@ -34,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import synthetic  # noqa: E402 (after sys.path names bench/)
-from common import tree_usage  # noqa: E402 (after sys.path names bench/)
+from common import REPO, compiled, tree_usage  # noqa: E402 (after sys.path names bench/)
 
 KINDS = ("from scratch", "one night later", "no new data")
 
@@ -119,6 +120,7 @@ def main() -> None:
             work = Path(tmp)
             seeds = {}  # per diag checkout (None: this one), the history written by that diag
             for index, code in enumerate(sorted({v for v in variants if isinstance(v, Path)}) + [None]):
+                compiled(code or REPO)
                 seeds[code] = work / f"history{index}.db"
                 _synthetic(code, "write_history", seeds[code], args.runs)
             for trial in range(args.repeats):
