@@ -4,9 +4,9 @@ was made from, and used where the code, the strip's length and every build up to
 its stamp) are unchanged. The render then reads the runs of the builds after it alone.
 
 The state is kept far enough back that the next nights' pages hold every cell they show: the front
-page's and the run pages' newest builds (``keep_at``). A
-page that does show a settled cell all the same (an archive page made again when a new one joins
-the list, every ``builds_per_page`` nights) makes the render start again from scratch."""
+page's and the run pages' newest builds (``keep_at``). A page that does show a settled cell all the
+same (an archive page made again when a new one joins the list, every ``builds_per_page`` nights)
+makes the render start again from scratch."""
 
 from __future__ import annotations
 
