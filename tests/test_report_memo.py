@@ -128,7 +128,7 @@ MEMOS = [
     '{"sources": 1}',
     '{"sources": "%s", "builds": {"1": 7}}',  # the format before lines
     '{"sources": "%s"}\n1\tno mark',
-    '{"sources": "%s"}\n%b\t%m\t7',  # the first build's line, as made of no dict
+    '{"sources": "%s"}\n%b\t%m\t7',  # the first build's line, its JSON not a dict
     '{"sources": "%s"}\n%b\t%m\t{"charts append_last": ',  # cut short
 ]
 
