@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 from typing import Any, Callable, Optional, Sequence
@@ -182,8 +183,10 @@ def build_cells(matrix: Matrix, case_rows: list[RowKey], build_id: int) -> dict[
     return found
 
 
+@functools.lru_cache(maxsize=4096)
 def row_mark(row: RowKey) -> str:
-    """A short digest of a row: what names it in the memo, a tenth of its fields' length."""
+    """A short digest of a row: what names it in the memo, a tenth of its fields' length (made once
+    per row, not once per row and build)."""
     return digest(list(row))[:16]
 
 
