@@ -223,7 +223,7 @@ def test_a_night_stored_while_the_report_renders_waits_for_the_next_render(tmp_p
     before = tmp_path / "before" / "history.db"
     before.parent.mkdir()
     before.write_bytes(path.read_bytes())
-    original = store.case_builds
+    original = store.run_builds
 
     def storing_meanwhile(db):
         found = original(db)
@@ -232,7 +232,7 @@ def test_a_night_stored_while_the_report_renders_waits_for_the_next_render(tmp_p
         writer.conn.close()
         return found
 
-    monkeypatch.setattr(store, "case_builds", storing_meanwhile)
+    monkeypatch.setattr(store, "run_builds", storing_meanwhile)
     _publish(path, out)
-    monkeypatch.setattr(store, "case_builds", original)
+    monkeypatch.setattr(store, "run_builds", original)
     _same_as_from_scratch(before, out, tmp_path / "scratch")

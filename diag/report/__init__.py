@@ -283,8 +283,8 @@ def _pages(
     """Every page but the pages of runs, with those to be rendered (each one's path and its runs'
     ids) and what they share; those are given to ``hand_off`` as soon as they are known. With
     ``resume``, the matrix is taken up from the state kept beside the site, where it can be."""
-    builds, stamps, case_builds = store.builds(db), store.build_stamps(db), store.case_builds(db)
-    line = history.ordered(builds, set().union(*case_builds.values()))
+    builds, stamps = store.builds(db), store.build_stamps(db)
+    line = history.ordered(builds, store.run_builds(db))
     marks = inputs.build_marks(line, stamps)
     stamped = inputs.build_history(line, marks)
     keep = resume_at.keep_at(line, detail_builds, builds_per_page)

@@ -119,12 +119,9 @@ def of_builds(column: str, build_ids: Optional[Iterable[int]]) -> str:
     return f" WHERE {column} IN ({', '.join(str(int(build_id)) for build_id in build_ids)})"
 
 
-def case_builds(db: sqlite_utils.Database) -> dict[str, set[int]]:
-    """Per case, the builds it has runs on."""
-    found: dict[str, set[int]] = {}
-    for case, build_id in db.execute('SELECT DISTINCT "case", torch_build_id FROM runs').fetchall():
-        found.setdefault(case, set()).add(build_id)
-    return found
+def run_builds(db: sqlite_utils.Database) -> set[int]:
+    """The builds with runs."""
+    return {build_id for (build_id,) in db.execute("SELECT DISTINCT torch_build_id FROM runs").fetchall()}
 
 
 def newest_run(db: sqlite_utils.Database) -> Optional[tuple[int, Optional[str]]]:
