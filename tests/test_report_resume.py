@@ -36,7 +36,9 @@ STATUSES = ["pass", "pass", "pass", "graph_break", "compile_error", "crash", "fu
 class Read(list):
     """How many runs each render read from the DB (``builds``: of how many builds)."""
 
-    builds: list[int]
+    def __init__(self) -> None:
+        super().__init__()
+        self.builds: list[int] = []
 
 
 @pytest.fixture
@@ -46,7 +48,6 @@ def read(monkeypatch) -> Read:
     what they draw of builds the state settled from the memo, so the state is kept all the same."""
     monkeypatch.setattr(charts, "DETAIL_BUILDS", 12)
     counts = Read()
-    counts.builds = []
     original = store.report_runs
 
     def counted(db, build_ids=None):
