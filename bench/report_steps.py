@@ -31,7 +31,7 @@ import synthetic  # noqa: E402 (after sys.path names bench/)
 from common import compiled  # noqa: E402 (as above)
 
 from diag import report, store  # noqa: E402 (after sys.path names the repository)
-from diag.report import breaks_page, charts, history, variants_page  # noqa: E402 (as above)
+from diag.report import breaks_page, charts, history, matrix_pages, variants_page  # noqa: E402 (as above)
 
 # (label, module, attribute): each step where the render looks it up
 STEPS: list[tuple[str, Any, str]] = [
@@ -43,7 +43,7 @@ STEPS: list[tuple[str, Any, str]] = [
     ("the variants", variants_page, "context"),
     ("the graph-break contexts", breaks_page, "contexts"),
     ("the pages' marks", store, "page_marks"),
-    ("the matrix pages", report, "_matrix_pages"),
+    ("the matrix pages", matrix_pages, "pages"),
     ("the charts", charts, "case_charts"),
     ("report.json", report, "report_json"),
     ("the run pages", report, "_run_pages"),

@@ -22,12 +22,12 @@ PER_PAGE = 3
 NIGHT = len(synthetic.configs())
 
 
-def _publish(path: Path, out: Path, per_page: int = PER_PAGE) -> dict[str, str]:
+def _publish(path: Path, out: Path, per_page: int = PER_PAGE, detail: int = 4) -> dict[str, str]:
     """Render the DB at ``path`` into ``out`` in this process (``per_page`` builds a page, the newest
-    four builds with run pages); the files the render made (Kept ones are not)."""
+    ``detail`` builds with run pages); the files the render made (Kept ones are not)."""
     db = store.open_db(path, readonly=True)
     try:
-        files = report.render(db, out, builds_per_page=per_page, detail_builds=4, processes=1)
+        files = report.render(db, out, builds_per_page=per_page, detail_builds=detail, processes=1)
     finally:
         db.conn.close()
     report.publish(files, out, path)
@@ -55,27 +55,86 @@ def _same_as_from_scratch(path: Path, out: Path, scratch: Path) -> None:
     assert site_files(out) == site_files(scratch)
 
 
-def test_a_night_leaves_the_whole_archive_pages_before_it_alone(tmp_path):
+@pytest.mark.parametrize("detail", [4, 1])
+def test_a_night_leaves_the_whole_archive_pages_before_it_alone(tmp_path, monkeypatch, detail):
+    """Also on the nights a page joins the archive: the page before it gains a link to it, and the
+    others, which name only it, the front page and the pages older than they are, stay as they were.
+    No night starts again from scratch: each reads the runs of the newest builds alone. With run
+    pages on the newest build alone, fewer than a page holds, as well."""
     path, out = tmp_path / "history.db", tmp_path / "site"
-    _history(path, 7)
-    _publish(path, out)
-    for nights in range(7, 11):
+    read = counted_reads(monkeypatch)
+    _history(path, 10)
+    _publish(path, out, detail=detail)
+    for nights in range(10, 16):
         before = site_files(out)
         _add_night(path, nights)
-        made = _publish(path, out)
+        read.clear()
+        made = _publish(path, out, detail=detail)
         builds = nights + 1
         whole = builds // PER_PAGE
         assert sorted(p.name for p in out.glob("matrix-*.html")) == sorted(
             f"matrix-{k}.html" for k in range(1, whole + 1)
         )
-        # the page of the build whose runs lost their pages (no longer among the newest four) and
-        # the newest whole one are made again; the others are neither made nor changed
-        moved = {f"matrix-{(builds - 5) // PER_PAGE + 1}.html", f"matrix-{whole}.html"}
+        # the page of the build whose runs lost their pages (no longer among the newest), the newest
+        # whole one, and where a page joined, the one before it are made again; the others are
+        # neither made nor changed
+        moved = {
+            f"matrix-{(builds - detail - 1) // PER_PAGE + 1}.html",
+            f"matrix-{whole}.html",
+            f"matrix-{whole - 1}.html",
+        }
         older = {f"matrix-{k}.html" for k in range(1, whole + 1)} - moved
-        if whole == (builds - 1) // PER_PAGE:  # no new archive page: the others' navigation is unchanged
-            assert not older & set(made), sorted(made)
-            assert all(site_files(out)[name] == before[name] for name in older)
-        _same_as_from_scratch(path, out, tmp_path / f"scratch-{nights}")
+        assert older, "no page the night leaves alone"
+        assert not older & set(made), sorted(made)
+        assert all(site_files(out)[name] == before[name] for name in older)
+        assert len(read) == 1 and read[0] < builds * NIGHT, read  # taken up, not from scratch
+        scratch = tmp_path / f"scratch-{nights}"
+        _publish(path, scratch, detail=detail)
+        assert site_files(out) == site_files(scratch)
+
+
+class Read(list):
+    """How many runs each render read from the DB (``builds``: of how many builds); a render from
+    scratch reads them all."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.builds: list[int] = []
+
+    def clear(self) -> None:
+        super().clear()
+        self.builds.clear()
+
+
+def counted_reads(monkeypatch) -> Read:
+    """The runs each render reads from now on (``Read``)."""
+    counts = Read()
+    original = store.report_runs
+
+    def counted(db, build_ids=None):
+        found = original(db, build_ids)
+        counts.append(len(found))
+        counts.builds.append(len({run["torch_build_id"] for run in found}))
+        return found
+
+    monkeypatch.setattr(store, "report_runs", counted)
+    return counts
+
+
+def test_an_archive_page_names_the_front_page_the_next_newer_page_and_every_older_one(tmp_path):
+    path, out = tmp_path / "history.db", tmp_path / "site"
+    _history(path, 13)  # four whole pages of three builds, and one build on the front page alone
+    _publish(path, out)
+
+    def listed(page: str) -> list[str]:
+        text = (out / page).read_text()
+        nav = text[text.index("Builds: ") : text.index("</span>", text.index("Builds: "))]
+        return [part.split('"')[0] for part in nav.split('href="')[1:]]
+
+    assert listed("index.html") == [f"matrix-{k}.html" for k in (4, 3, 2, 1)]
+    assert listed("matrix-4.html") == ["index.html", "matrix-3.html", "matrix-2.html", "matrix-1.html"]
+    assert listed("matrix-2.html") == ["index.html", "matrix-3.html", "matrix-1.html"]
+    assert listed("matrix-1.html") == ["index.html", "matrix-2.html"]
 
 
 def test_every_build_is_on_an_archive_page_or_the_front_one(tmp_path):

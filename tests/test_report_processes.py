@@ -97,7 +97,7 @@ INTERRUPTED = """
 import os, sys
 from pathlib import Path
 from diag import report, store
-from diag.report import forked
+from diag.report import forked, matrix_pages
 
 sent = []
 original = forked.Helper.send
@@ -107,7 +107,7 @@ def send(self, task):
 forked.Helper.send = send
 def interrupt(*args, **kwargs):
     raise KeyboardInterrupt  # Ctrl-C while the parent renders the matrix and the helper the run pages
-report._matrix_pages = interrupt
+matrix_pages.pages = interrupt
 db = store.open_db(sys.argv[1], readonly=True)
 out = Path(sys.argv[2])
 try:

@@ -32,11 +32,11 @@ from diag import __version__, guards, pages, store
 from diag.config import diag_home
 from diag.contract import STATUSES
 from diag.pages import case_href
-from diag.report import breaks_page, charts, forked, history, inputs, matrix_html, run_page, variants_page
+from diag.report import breaks_page, charts, forked, history, inputs, matrix_html, matrix_pages, run_page, variants_page
 from diag.report import resume as resume_at
 from diag.report.architectures import hf_architectures
 from diag.report.index_json import report_json
-from diag.report.model import FLAKY_FLIPS, Matrix, Settled, archive, row_label
+from diag.report.model import FLAKY_FLIPS, Matrix, Settled, row_label
 from diag.report.publish import MANIFEST, ReportError, Site, publish
 from diag.report.run_page import ci_link
 from diag.text import config_text, safe
@@ -45,7 +45,6 @@ __all__ = ["MANIFEST", "ReportError", "Site", "ci_link", "publish", "render", "r
 
 BUILDS_PER_PAGE = 25
 DETAIL_BUILDS = 30
-FRONT_LISTED = 15  # transitions and key changes on the front page; transitions.html lists them all
 STRIP_BUILDS = 30
 
 
@@ -338,7 +337,7 @@ def _pages(
     def tables(end: int, chunk: list[dict[str, Any]]) -> list[Any]:
         return matrix_html.table_inputs(matrix, chunk, stamped[end], owner, paged, hidden, texts)
 
-    files.update(_matrix_pages(env, matrix, front, quiet, made, nav, builds_per_page, tables))
+    files.update(matrix_pages.pages(env, matrix, front, quiet, made, nav, builds_per_page, tables))
     files["transitions.html"] = env.get_template("transitions.html.j2").render(
         root="",
         matrix=matrix,
@@ -399,50 +398,3 @@ def _grouped(paged: dict[int, str], marks: dict[int, tuple[Any, ...]]) -> dict[s
 
 RUN_INDEX = "run-pages.json"  # per run id with details, its section's address: what 404.html reads
 HF_PREFIX = "hf:"  # the architecture cases (diag/catalog.py): their own page, not one link each in the nav
-
-
-def _matrix_pages(
-    env: jinja2.Environment,
-    matrix: Matrix,
-    front: dict[str, Any],
-    quiet: dict[str, Any],
-    made: inputs.Pages,
-    nav: list[Any],
-    builds_per_page: int,
-    tables: Callable[[int, list[dict[str, Any]]], list[Any]],
-) -> dict[str, str]:
-    """``index.html`` shows the newest ``builds_per_page`` builds; ``matrix-K.html`` the K-th whole
-    chunk of builds counted from the oldest (``model.archive``). A chunk's page keeps its builds
-    however many nights are added, so its address keeps its meaning and its content changes only
-    with its own runs (a run page made or dropped as the newest builds move on, say); one whose
-    inputs are those it was published from is Kept. Every build is on an archive page or on the
-    front one, or both. ``front``: what the front page carries (with the counts of runs, builds and
-    rows); ``quiet``: what an archive page carries (no stamp of the newest data); ``tables(end, chunk)``:
-    what the table of a chunk ending at ``matrix.builds[end]`` is made from (``matrix_html.table_inputs``)."""
-    size = max(1, builds_per_page)
-    chunks = archive(matrix.builds, size)
-    names = [f"matrix-{k}.html" for k in range(1, len(chunks) + 1)]
-    ends = {name: (k + 1) * size - 1 for k, name in enumerate(names)}
-    listed = [("index.html", f"newest {size}")] + [
-        (name, f"{chunk[-1]['version']} … {chunk[0]['version']}") for name, chunk in reversed(list(zip(names, chunks)))
-    ]
-    files = {}
-    for name, chunk in [("index.html", matrix.builds[-size:]), *zip(names, chunks)]:
-        on_front = name == "index.html"
-        pagination = [{"href": href, "label": label, "current": href == name} for href, label in listed]
-        if not on_front and not made.stale(
-            name, inputs.digest(inputs.sources(), nav, pagination, quiet["detail_builds"], tables(ends[name], chunk))
-        ):
-            files[name] = inputs.Kept()
-            continue
-        files[name] = env.get_template("index.html.j2").render(
-            root="",
-            matrix=matrix,
-            page_builds=list(reversed(chunk)),
-            pagination=pagination,
-            front=on_front,
-            transitions=matrix.transitions[:FRONT_LISTED],
-            key_changes=matrix.key_changes[:FRONT_LISTED],
-            **(front if on_front else quiet),
-        )
-    return files

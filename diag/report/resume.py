@@ -4,8 +4,8 @@ was made from, and used where the code, the strip's length and every build up to
 its stamp) are unchanged. The render then reads the runs of the builds after it alone.
 
 The state is kept far enough back that the next nights' pages hold every cell they show: the front
-page's and the run pages' newest builds (``keep_at``). A page that does show a settled cell all the
-same (an archive page made again when a new one joins the list, every ``builds_per_page`` nights)
+page's and the run pages' newest builds, and the archive pages a night changes (``keep_at``). A page
+that does show a settled cell all the same (where a row comes back after a long absence, say)
 makes the render start again from scratch."""
 
 from __future__ import annotations
@@ -43,12 +43,14 @@ def kept(out_dir: Path, published: bool, marks: list[str], strip: int, keep: int
 def keep_at(line: list[dict[str, Any]], detail_builds: int, per_page: int) -> int:
     """After how many of ``line`` (the builds with runs, oldest first) to keep the fold's state, so
     that the renders of the next nights hold every cell they show: the front page's newest
-    ``per_page`` builds and the run pages' newest ``detail_builds``, one more build each; and the
+    ``per_page`` builds and the run pages' newest ``detail_builds``, one more build each; the
     archive page (a chunk of ``per_page`` builds) of the build that leaves the run pages' window next,
-    whose cells lose their links. The charts draw further back, from what the memo keeps of each
-    build (``charts.build_cells``), not from the matrix's cells."""
+    whose cells lose their links; and the newest whole archive page, whose navigation gains a link
+    when the next page joins. The charts draw further back, from what the memo keeps of each build
+    (``charts.build_cells``), not from the matrix's cells."""
     size = max(1, per_page)
-    at = min(len(line) - max(detail_builds, size) - 1, (len(line) - max(detail_builds, 0)) // size * size)
+    window = len(line) - max(detail_builds, 0)
+    at = min(len(line) - max(detail_builds, size) - 1, window // size * size, (len(line) // size - 1) * size)
     return max(0, at)
 
 

@@ -1,0 +1,63 @@
+"""The matrix's pages: the front page (``index.html``) and the archive pages (``matrix-K.html``)."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import jinja2
+
+from diag.report import inputs
+from diag.report.model import Matrix, archive
+
+FRONT_LISTED = 15  # transitions and key changes on the front page; transitions.html lists them all
+
+
+def pages(
+    env: jinja2.Environment,
+    matrix: Matrix,
+    front: dict[str, Any],
+    quiet: dict[str, Any],
+    made: inputs.Pages,
+    nav: list[Any],
+    builds_per_page: int,
+    tables: Callable[[int, list[dict[str, Any]]], list[Any]],
+) -> dict[str, str]:
+    """``index.html`` shows the newest ``builds_per_page`` builds; ``matrix-K.html`` the K-th whole
+    chunk of builds counted from the oldest (``model.archive``). A chunk's page keeps its builds
+    however many nights are added, so its address keeps its meaning and its content changes only
+    with its own runs (a run page made or dropped as the newest builds move on, say) and once with
+    its navigation (which names the front page, the next newer page and every older one: a page
+    joining the archive changes only the one before it, whose builds the render holds); one whose
+    inputs are those it was published from is Kept. Every build is on an archive page or on the
+    front one, or both. ``front``: what the front page carries (with the counts of runs, builds and
+    rows); ``quiet``: what an archive page carries (no stamp of the newest data); ``tables(end, chunk)``:
+    what the table of a chunk ending at ``matrix.builds[end]`` is made from (``matrix_html.table_inputs``)."""
+    size = max(1, builds_per_page)
+    chunks = archive(matrix.builds, size)
+    names = [f"matrix-{k}.html" for k in range(1, len(chunks) + 1)]
+    ends = {name: (k + 1) * size - 1 for k, name in enumerate(names)}
+    labels = [f"{chunk[-1]['version']} … {chunk[0]['version']}" for chunk in chunks]
+    files = {}
+    for k, (name, chunk) in enumerate([("index.html", matrix.builds[-size:]), *zip(names, chunks)]):
+        on_front = name == "index.html"
+        # the front page lists every page; the K-th the front one, the next newer one and those before
+        # it, which stay what they are as pages join the archive
+        shown = len(names) if on_front else min(k + 1, len(names))
+        listed = [("index.html", f"newest {size}")] + [(names[i], labels[i]) for i in reversed(range(shown))]
+        pagination = [{"href": href, "label": label, "current": href == name} for href, label in listed]
+        if not on_front and not made.stale(
+            name, inputs.digest(inputs.sources(), nav, pagination, quiet["detail_builds"], tables(ends[name], chunk))
+        ):
+            files[name] = inputs.Kept()
+            continue
+        files[name] = env.get_template("index.html.j2").render(
+            root="",
+            matrix=matrix,
+            page_builds=list(reversed(chunk)),
+            pagination=pagination,
+            front=on_front,
+            transitions=matrix.transitions[:FRONT_LISTED],
+            key_changes=matrix.key_changes[:FRONT_LISTED],
+            **(front if on_front else quiet),
+        )
+    return files
