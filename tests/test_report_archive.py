@@ -93,6 +93,47 @@ def test_a_night_leaves_the_whole_archive_pages_before_it_alone(tmp_path, monkey
         assert site_files(out) == site_files(scratch)
 
 
+def _nights_with_a_hidden_error(path: Path, first: int, last: int) -> None:
+    """Nights ``first`` to ``last`` - 1 of the synthetic history, where each night's first run records
+    the same swallowed error in other words (an address that differs from run to run, which its key
+    leaves out; a newer one sorts first)."""
+    db = store.open_db(path)
+    records = list(synthetic.records(last * NIGHT))[first * NIGHT :]
+    for index, record in enumerate(records):
+        if index % NIGHT == 0:
+            record.hidden_errors.append(
+                {"key": "TypeError:swallowed", "exc_type": "TypeError", "count": 1,
+                 "message": f"cannot guard <object at 0x{0xFFFF - first * NIGHT - index:x}>"}
+            )  # fmt: skip
+    store.save_runs(db, records)
+    db.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    db.conn.close()
+
+
+def test_a_finding_seen_again_in_other_words_keeps_its_text_and_the_pages_that_show_it(tmp_path, monkeypatch):
+    """What a finding's key stands for is its first finding's text: a night that finds it again in
+    other words changes no text, so the archive pages that show it are kept, and the night reads the
+    newest builds alone."""
+    path, out = tmp_path / "history.db", tmp_path / "site"
+    read = counted_reads(monkeypatch)
+    _nights_with_a_hidden_error(path, 0, 10)
+    conn = sqlite3.connect(path)  # an index a user adds to browse the findings (Datasette's facets)
+    conn.execute("CREATE INDEX hidden_by_key ON hidden_errors (key, message)")
+    conn.close()
+    _publish(path, out)
+    for nights in range(10, 13):
+        before = site_files(out)
+        _nights_with_a_hidden_error(path, nights, nights + 1)
+        read.clear()
+        made = _publish(path, out)
+        texts = store.key_texts(store.open_db(path, readonly=True))
+        assert texts[("hidden_errors", "TypeError:swallowed")]["text"] == "cannot guard <object at 0xffff>"
+        assert not {"matrix-1.html", "matrix-2.html"} & set(made), sorted(made)
+        assert all(site_files(out)[name] == before[name] for name in ("matrix-1.html", "matrix-2.html"))
+        assert len(read) == 1 and read[0] < (nights + 1) * NIGHT, read
+        _same_as_from_scratch(path, out, tmp_path / f"scratch-{nights}")
+
+
 class Read(list):
     """How many runs each render read from the DB (``builds``: of how many builds); a render from
     scratch reads them all."""

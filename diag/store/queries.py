@@ -156,16 +156,19 @@ DOC_URL = re.compile(r"https://meta-pytorch\.github\.io/compile-graph-break-site
 
 
 def key_texts(db: sqlite_utils.Database) -> dict[tuple[str, str], dict[str, Optional[str]]]:
-    """Per (finding table, key), what it stands for: ``text``, the start of one finding's gb_type,
-    reason or message, and ``doc_url``, the documentation page torch names for a graph break."""
+    """Per (finding table, key), what it stands for: ``text``, the start of its first finding's
+    gb_type, reason or message, and ``doc_url``, the documentation page torch names for a graph break.
+    The first finding (the least rowid: SQLite takes the bare columns from the row min() picks), not
+    whichever row the query plan meets, so that a key found again in other words (an address, a
+    number its key leaves out) keeps its text from night to night, whatever indexes the DB has."""
     found: dict[tuple[str, str], dict[str, Optional[str]]] = {}
     for table in FINDING_TABLES:
         column = "message" if table == "hidden_errors" else "reason"
         extra = (
             ", gb_type, substr(reason, instr(reason, '://') - 5, 200)" if table == "graph_breaks" else ", NULL, NULL"
         )
-        for key, text, gb_type, tail in db.execute(
-            f'SELECT key, substr({column}, 1, {KEY_TEXT_CHARS}){extra} FROM "{table}" GROUP BY key'
+        for key, _, text, gb_type, tail in db.execute(
+            f'SELECT key, min(rowid), substr({column}, 1, {KEY_TEXT_CHARS}){extra} FROM "{table}" GROUP BY key'
         ):
             text = (gb_type or text or "").strip()
             doc = DOC_URL.search(tail or "")
