@@ -169,6 +169,11 @@ def _panel(
     def y_at(y: float) -> float:
         return bottom - (y - y_low) / (y_high - y_low) * height
 
+    def y_texts(ys: Values) -> list[Optional[str]]:
+        """Each point of ``ys`` as the text "x,y" (``y_at``, written as ``_c`` writes it), in one pass."""
+        span = y_high - y_low
+        return [None if y is None else f"{x},{bottom - (y - y_low) / span * height:.1f}" for (_, x), y in zip(at, ys)]
+
     out = [f'<g class="panel" data-title="{escape(panel.title)}">']
     for tick in ticks:
         py = _c(y_at(tick))
@@ -184,7 +189,7 @@ def _panel(
     )
     for index, series in enumerate(panel.series):
         colour = PALETTE[index % len(PALETTE)]
-        out += _series(series, colour, at, y_at, markers)
+        out += _series(series, colour, at, y_at, y_texts, markers)
         ly = top + 4 + LEGEND_ROW * index
         out.append(
             f'<g class="legend"><title>{escape(series.label)}</title>'
@@ -196,8 +201,9 @@ def _panel(
     return out
 
 
-def _series(series: Series, colour: str, at: list[tuple[float, str]], y_at, markers: bool) -> list[str]:
-    """A series' line, markers and band or bars; ``at``: each x position's coordinate and its text."""
+def _series(series: Series, colour: str, at: list[tuple[float, str]], y_at, y_texts, markers: bool) -> list[str]:
+    """A series' line, markers and band or bars; ``at``: each x position's coordinate and its text;
+    ``y_texts``: the points of a list of values as text."""
     out = [f'<g class="series" data-label="{escape(series.label)}">']
     if series.low is not None and series.high is not None:
         bounds = [
@@ -223,13 +229,10 @@ def _series(series: Series, colour: str, at: list[tuple[float, str]], y_at, mark
                         + " ".join(f"{_c(x)},{_c(y)}" for x, y in edge)
                         + f'" fill="{colour}" fill-opacity="0.18"/>'
                     )
-    # each point as text, "x,y": _c's format, inline
-    points = [None if y is None else (x, f"{y_at(y):.1f}") for (_, x), y in zip(at, series.ys)]
-    for run in _segments(points):
+    for run in _segments(y_texts(series.ys)):
         if len(run) > 1:
-            path = "M" + " L".join([f"{x},{y}" for x, y in run])
-            out.append(f'<path class="line" d="{path}" fill="none" stroke="{colour}" stroke-width="1.4"/>')
+            out.append(f'<path class="line" d="M{" L".join(run)}" fill="none" stroke="{colour}" stroke-width="1.4"/>')
         if markers or len(run) == 1:  # a point alone is drawn even where lines carry no markers
-            out += [f'<circle cx="{x}" cy="{y}" r="2.2" fill="{colour}"/>' for x, y in run]
+            out += [f'<circle cx="{x}" cy="{y}" r="2.2" fill="{colour}"/>' for x, y in (p.split(",") for p in run)]
     out.append("</g>")
     return out
