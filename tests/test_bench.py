@@ -31,15 +31,24 @@ def test_bench_quick_runs_every_part(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "script, rows",
+    "script, options, rows",
     [
-        ("report_steps.py", ["| the model |", "| the charts |", "| total |", "| imports of `diag report`, apart |"]),
-        ("report_scale.py", ["| from scratch | `--processes 2` |", "| one night later | `--processes 1` |"]),
+        (
+            "report_steps.py",
+            ["--repeats", "1"],
+            ["| the model |", "| the charts |", "| total |", "| imports of `diag report`, apart |"],
+        ),
+        (
+            "report_scale.py",
+            ["--repeats", "1"],
+            ["| from scratch | `--processes 2` |", "| one night later | `--processes 1` |"],
+        ),
+        ("report_nights.py", ["--nights", "3"], ["then 3 nights", "| `this checkout` |", " of 3 |"]),
     ],
 )
-def test_the_report_benchmarks_run_on_a_small_history(tmp_path, script, rows):
+def test_the_report_benchmarks_run_on_a_small_history(tmp_path, script, options, rows):
     done = subprocess.run(
-        [sys.executable, str(REPO / "bench" / script), "--runs", "192", "--repeats", "1"],
+        [sys.executable, str(REPO / "bench" / script), "--runs", "192", *options],
         capture_output=True,
         text=True,
         timeout=600,
