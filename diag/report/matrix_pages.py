@@ -40,8 +40,8 @@ def pages(
     files = {}
     for k, (name, chunk) in enumerate([("index.html", matrix.builds[-size:]), *zip(names, chunks)]):
         on_front = name == "index.html"
-        # the front page lists every page; the K-th the front one, the next newer one and those before
-        # it, which stay what they are as pages join the archive
+        # the front page lists every archive page; the K-th lists the front page, the (K+1)-th and the
+        # K-th to the first, which stay what they are as later pages join the archive
         shown = len(names) if on_front else min(k + 1, len(names))
         listed = [("index.html", f"newest {size}")] + [(names[i], labels[i]) for i in reversed(range(shown))]
         pagination = [{"href": href, "label": label, "current": href == name} for href, label in listed]
