@@ -5,6 +5,9 @@ here is compared, byte for byte, with a render from scratch of the same DB."""
 
 from __future__ import annotations
 
+import json
+import random
+import re
 import sqlite3
 import sys
 from pathlib import Path
@@ -91,6 +94,54 @@ def test_a_night_leaves_the_whole_archive_pages_before_it_alone(tmp_path, monkey
         scratch = tmp_path / f"scratch-{nights}"
         _publish(path, scratch, detail=detail)
         assert site_files(out) == site_files(scratch)
+
+
+def _night_with_rows(path: Path, nights: int, dtypes: list[str]) -> None:
+    """The night after the first ``nights``, with its first run run again in each of ``dtypes`` too:
+    a row of a case the history has, in a config it has not."""
+    db = store.open_db(path)
+    records = list(synthetic.records((nights + 1) * NIGHT))[nights * NIGHT :]
+    row = json.loads(records[0].run["config"])
+    for dtype in dtypes:
+        records.append(synthetic.record(records[0].build, f"{dtype}-{nights}", {**row, "dtype": dtype}, "pass",
+                                        random.Random(nights)))  # fmt: skip
+    store.save_runs(db, records)
+    db.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    db.conn.close()
+
+
+def _shows(page: Path, dtype: str) -> bool:
+    """Whether the matrix on ``page`` has a row in ``dtype``."""
+    rows = re.findall(r'<tr data-filter="([^"]*)"', page.read_text())
+    return any(dtype in row.split() for row in rows)
+
+
+def test_an_archive_page_shows_the_rows_run_on_its_builds_and_a_new_row_leaves_it_alone(tmp_path, monkeypatch):
+    """A config run on a few nights only is a row of the pages of those nights, not of the others; a
+    night that runs a config for the first time adds its row to the front page, leaves every archive
+    page as it was, and reads the newest builds' runs alone. (A new case is another matter: every
+    page's navigation names it.)"""
+    path, out = tmp_path / "history.db", tmp_path / "site"
+    read = counted_reads(monkeypatch)
+    _history(path, 3)
+    for nights in range(3, 6):
+        _night_with_rows(path, nights, ["float16"])  # on the second page's builds alone
+    for nights in range(6, 10):
+        _add_night(path, nights)
+    _publish(path, out)
+    assert [_shows(out / f"matrix-{k}.html", "float16") for k in (1, 2, 3)] == [False, True, False]
+    assert _shows(out / "index.html", "float16")
+    for nights, dtype in [(10, "float64"), (11, "int8")]:
+        before = site_files(out)
+        _night_with_rows(path, nights, [dtype])
+        read.clear()
+        made = _publish(path, out)
+        assert _shows(out / "index.html", dtype) and not _shows(out / "matrix-3.html", dtype)
+        older = {"matrix-1.html", "matrix-2.html"}  # before the pages the night makes again
+        assert not older & set(made), sorted(made)
+        assert all(site_files(out)[name] == before[name] for name in older)
+        assert len(read) == 1 and read[0] < (nights + 1) * NIGHT, read  # taken up, not from scratch
+        _same_as_from_scratch(path, out, tmp_path / f"scratch-{nights}")
 
 
 def _nights_with_a_hidden_error(path: Path, first: int, last: int) -> None:

@@ -334,10 +334,10 @@ def _pages(
     wanted = paged.keys() | hidden.keys()
     owner = dict(db.execute(f"SELECT id, torch_build_id FROM runs{store.of_builds('id', wanted)}").fetchall())
 
-    def tables(end: int, chunk: list[dict[str, Any]]) -> list[Any]:
-        return matrix_html.table_inputs(matrix, chunk, stamped[end], owner, paged, hidden, texts)
+    def tables(end: int, chunk: list[dict[str, Any]], rows: list[Any]) -> list[Any]:
+        return matrix_html.table_inputs(rows, chunk, stamped[end], owner, paged, hidden, texts)
 
-    files.update(matrix_pages.pages(env, matrix, front, quiet, made, nav, builds_per_page, tables))
+    files.update(matrix_pages.pages(env, matrix, front, quiet, made, nav, builds_per_page, memo, tables))
     files["transitions.html"] = env.get_template("transitions.html.j2").render(
         root="",
         matrix=matrix,

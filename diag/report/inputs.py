@@ -108,9 +108,10 @@ class Pages:
 class Memo:
     """Per build, what a render derived from that build's runs alone (the case charts' overview
     points, ``charts.build_points``, and what they draw in detail, ``charts.build_cells``; the graph
-    breaks, ``breaks_page.build_summaries``), kept beside the site (``.diag-report-memo.json``) and
-    used again while the code, the build and its stamp are those it was made from: a night then
-    derives it for the new build, not for the whole history. A build without a stamp, or a memo that
+    breaks, ``breaks_page.build_summaries``; the rows it ran, ``matrix_pages.build_rows``), kept
+    beside the site (``.diag-report-memo.json``) and used again while the code, the build and its
+    stamp are those it was made from: a night then derives it for the new build, not for the whole
+    history. A build without a stamp, or a memo that
     cannot be read, has it made again; the pages are the same either way.
 
     The file is a line naming the code, then a line per build: its id, its mark and what was derived

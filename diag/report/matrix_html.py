@@ -122,7 +122,7 @@ def row_filter(
 
 
 def table_inputs(
-    matrix: Matrix,
+    rows: list[RowKey],
     builds: list[dict[str, Any]],
     history: str,
     owner: dict[int, int],
@@ -130,22 +130,22 @@ def table_inputs(
     hidden: dict[int, list[str]],
     texts: Optional[dict[tuple[str, str], dict[str, Any]]] = None,
 ) -> list[Any]:
-    """What ``matrix_table`` shows of ``builds`` (a chunk of ``matrix.builds``), named without reading
-    a cell, which says whether the table changed without making it (inputs.py). Kept beside the code
-    that reads them: a value the table comes to show must be named here as well.
+    """What ``matrix_table`` shows of ``builds`` (a chunk of ``matrix.builds``) in ``rows``, named
+    without reading a cell, which says whether the table changed without making it (inputs.py).
+    Kept beside the code that reads them: a value the table comes to show must be named here as well.
 
     ``history``: ``inputs.build_history`` up to the chunk's newest build: every build up to there
     with its stamp, which changes with any of its runs and what they found (the cells, their runs'
     errors and counts, the Pythons and transformers of a build) and, through the builds before the
     chunk, with which of its cells changed status. Beside it, what the rest of the history decides:
-    every row (one first run on a later build is an empty line here), which of the chunk's runs have
-    a page (``owner``: the build of each run of ``paged`` and ``hidden``), and the text of each
-    hidden error of its runs (a key's text may come from another build's finding)."""
+    which of the chunk's runs have a page (``owner``: the build of each run of ``paged`` and
+    ``hidden``), and the text of each hidden error of its runs (a key's text may come from another
+    build's finding)."""
     ids = {build["id"] for build in builds}
     mine = sorted(run_id for run_id in paged.keys() | hidden.keys() if owner.get(run_id) in ids)
     return [
         history,
-        [tuple(row) for row in matrix.rows],
+        [tuple(row) for row in rows],
         [run_id for run_id in mine if run_id in paged],
         [[run_id, key, hidden_text(texts, key)] for run_id in mine for key in hidden.get(run_id, ())],
     ]
@@ -159,9 +159,11 @@ def matrix_table(
     case_href: Callable[[str], str],
     hidden: Optional[dict[int, list[str]]] = None,
     texts: Optional[dict[tuple[str, str], dict[str, Any]]] = None,
+    rows: Optional[list[RowKey]] = None,
 ) -> Markup:
     """The matrix of ``builds`` (newest first as given): a header per build naming the Pythons and
-    transformers its runs used, a row per case x config with what the filter matches it on."""
+    transformers its runs used, a row per case x config (of ``rows``; by default every row of the
+    matrix) with what the filter matches it on."""
     matrix.held(build["id"] for build in builds)
     head = ['<div class="frame"><table class="matrix" id="matrix">']
     head.append('<thead><tr><th class="rowhead">case · config</th>')
@@ -176,7 +178,7 @@ def matrix_table(
         head.append("</th>")
     out = ["".join(head) + "</tr></thead>", "<tbody>"]
     ids = [build["id"] for build in builds]
-    for row in matrix.rows:
+    for row in matrix.rows if rows is None else rows:
         case, column = _text(row.case), matrix.column(row)
         out.append(
             f'<tr data-filter="{_text(row_filter(matrix, row, builds, hidden, texts))}">\n'

@@ -6,10 +6,42 @@ from typing import Any, Callable
 
 import jinja2
 
-from diag.report import inputs
-from diag.report.model import Matrix, archive
+from diag.report import charts, inputs
+from diag.report.model import Matrix, RowKey, archive
 
 FRONT_LISTED = 15  # transitions and key changes on the front page; transitions.html lists them all
+ROWS = "rows"  # what the memo keeps of a build for the archive pages (``build_rows``)
+
+
+def build_rows(matrix: Matrix) -> Callable[[int], str]:
+    """The rows with a cell on a build, by their marks (``charts.row_mark``), in one string (which
+    the memo's JSON reads as fast as one word, not a hundred): a function of the build's runs alone,
+    kept from one night to the next (``inputs.Memo``). Every build's are found in one pass over the
+    matrix's cells, where the memo first lacks one."""
+    found: dict[int, list[str]] = {}
+
+    def of(build_id: int) -> str:
+        matrix.held([build_id])
+        if not found:
+            for row, column in matrix.by_row.items():
+                mark = charts.row_mark(row)
+                for each in column:
+                    found.setdefault(each, []).append(mark)
+        return " ".join(sorted(found.get(build_id, ())))
+
+    return of
+
+
+def page_rows(
+    matrix: Matrix, chunk: list[dict[str, Any]], memo: inputs.Memo, rows_of: Callable[[int], str]
+) -> list[RowKey]:
+    """The rows an archive page of ``chunk`` shows: those with a run on one of its builds
+    (``rows_of``: ``build_rows``), in the matrix's order. A row first run later is not a line of it,
+    so the page stays as it was."""
+    marks: set[str] = set()
+    for build in chunk:
+        marks.update(memo.of(ROWS, build, lambda b=build: rows_of(b["id"])).split())
+    return [row for row in matrix.rows if charts.row_mark(row) in marks]
 
 
 def pages(
@@ -20,7 +52,8 @@ def pages(
     made: inputs.Pages,
     nav: list[Any],
     builds_per_page: int,
-    tables: Callable[[int, list[dict[str, Any]]], list[Any]],
+    memo: inputs.Memo,
+    tables: Callable[[int, list[dict[str, Any]], list[RowKey]], list[Any]],
 ) -> dict[str, str]:
     """``index.html`` shows the newest ``builds_per_page`` builds; ``matrix-K.html`` the K-th whole
     chunk of builds counted from the oldest (``model.archive``). A chunk's page keeps its builds
@@ -29,15 +62,18 @@ def pages(
     its navigation (which names the front page, the next newer page and every older one: a page
     joining the archive changes only the one before it, whose builds the render holds); one whose
     inputs are those it was published from is Kept. Every build is on an archive page or on the
-    front one, or both. ``front``: what the front page carries (with the counts of runs, builds and
-    rows); ``quiet``: what an archive page carries (no stamp of the newest data); ``tables(end, chunk)``:
-    what the table of a chunk ending at ``matrix.builds[end]`` is made from (``matrix_html.table_inputs``)."""
+    front one, or both. The front page shows every row, an archive page those with a run on its
+    builds (``page_rows``). ``front``: what the front page carries (with the counts of runs, builds
+    and rows); ``quiet``: what an archive page carries (no stamp of the newest data); ``tables(end,
+    chunk, rows)``: what the table of a chunk ending at ``matrix.builds[end]`` is made from
+    (``matrix_html.table_inputs``)."""
     size = max(1, builds_per_page)
     chunks = archive(matrix.builds, size)
     names = [f"matrix-{k}.html" for k in range(1, len(chunks) + 1)]
     ends = {name: (k + 1) * size - 1 for k, name in enumerate(names)}
     labels = [f"{chunk[-1]['version']} … {chunk[0]['version']}" for chunk in chunks]
     files = {}
+    rows_of = build_rows(matrix)
     for k, (name, chunk) in enumerate([("index.html", matrix.builds[-size:]), *zip(names, chunks)]):
         on_front = name == "index.html"
         # the front page lists every archive page; the K-th lists the front page, the (K+1)-th and the
@@ -45,8 +81,10 @@ def pages(
         shown = len(names) if on_front else min(k + 1, len(names))
         listed = [("index.html", f"newest {size}")] + [(names[i], labels[i]) for i in reversed(range(shown))]
         pagination = [{"href": href, "label": label, "current": href == name} for href, label in listed]
-        if not on_front and not made.stale(
-            name, inputs.digest(inputs.sources(), nav, pagination, quiet["detail_builds"], tables(ends[name], chunk))
+        rows = None if on_front else page_rows(matrix, chunk, memo, rows_of)
+        if rows is not None and not made.stale(
+            name,
+            inputs.digest(inputs.sources(), nav, pagination, quiet["detail_builds"], tables(ends[name], chunk, rows)),
         ):
             files[name] = inputs.Kept()
             continue
@@ -54,6 +92,7 @@ def pages(
             root="",
             matrix=matrix,
             page_builds=list(reversed(chunk)),
+            page_rows=rows,
             pagination=pagination,
             front=on_front,
             transitions=matrix.transitions[:FRONT_LISTED],

@@ -5,8 +5,8 @@ its stamp) are unchanged. The render then reads the runs of the builds after it 
 
 The state is kept far enough back that the next nights' pages hold every cell they show: the front
 page's and the run pages' newest builds, and the archive pages a night changes (``keep_at``). A page
-that does show a settled cell all the same (every archive page, which gains an empty line when a
-new row first runs) makes the render start again from scratch."""
+that does show a settled cell all the same (every page, whose navigation names a case run for the
+first time) makes the render start again from scratch."""
 
 from __future__ import annotations
 
