@@ -11,6 +11,7 @@ import re
 import sqlite3
 import sys
 from pathlib import Path
+from typing import Iterable
 
 import pytest
 from conftest import site_files
@@ -37,24 +38,26 @@ def _publish(path: Path, out: Path, per_page: int = PER_PAGE, detail: int = 4) -
     return {name: content for name, content in files.items() if not isinstance(content, inputs.Kept)}
 
 
-def _history(path: Path, nights: int) -> None:
+def _save(path: Path, records: Iterable[store.RunRecord]) -> None:
+    """``records`` stored in the DB at ``path``, its WAL written into the file."""
     db = store.open_db(path)
-    store.save_runs(db, synthetic.records(nights * NIGHT))
+    store.save_runs(db, records)
     db.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     db.conn.close()
+
+
+def _history(path: Path, nights: int) -> None:
+    _save(path, synthetic.records(nights * NIGHT))
 
 
 def _add_night(path: Path, nights: int) -> None:
     """The night after the first ``nights``, as the synthetic history makes it."""
-    db = store.open_db(path)
     records = synthetic.records((nights + 1) * NIGHT)
-    store.save_runs(db, (record for index, record in enumerate(records) if index >= nights * NIGHT))
-    db.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    db.conn.close()
+    _save(path, (record for index, record in enumerate(records) if index >= nights * NIGHT))
 
 
-def _same_as_from_scratch(path: Path, out: Path, scratch: Path) -> None:
-    _publish(path, scratch)
+def _same_as_from_scratch(path: Path, out: Path, scratch: Path, detail: int = 4) -> None:
+    _publish(path, scratch, detail=detail)
     assert site_files(out) == site_files(scratch)
 
 
@@ -91,23 +94,18 @@ def test_a_night_leaves_the_whole_archive_pages_before_it_alone(tmp_path, monkey
         assert not older & set(made), sorted(made)
         assert all(site_files(out)[name] == before[name] for name in older)
         assert len(read) == 1 and read[0] < builds * NIGHT, read  # taken up, not from scratch
-        scratch = tmp_path / f"scratch-{nights}"
-        _publish(path, scratch, detail=detail)
-        assert site_files(out) == site_files(scratch)
+        _same_as_from_scratch(path, out, tmp_path / f"scratch-{nights}", detail)
 
 
 def _night_with_rows(path: Path, nights: int, dtypes: list[str]) -> None:
     """The night after the first ``nights``, with its first run run again in each of ``dtypes`` too:
     a row of a case the history has, in a config it has not."""
-    db = store.open_db(path)
     records = list(synthetic.records((nights + 1) * NIGHT))[nights * NIGHT :]
     row = json.loads(records[0].run["config"])
     for dtype in dtypes:
         records.append(synthetic.record(records[0].build, f"{dtype}-{nights}", {**row, "dtype": dtype}, "pass",
                                         random.Random(nights)))  # fmt: skip
-    store.save_runs(db, records)
-    db.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    db.conn.close()
+    _save(path, records)
 
 
 def _shows(page: Path, dtype: str) -> bool:
@@ -148,7 +146,6 @@ def _nights_with_a_hidden_error(path: Path, first: int, last: int) -> None:
     """Nights ``first`` to ``last`` - 1 of the synthetic history, where each night's first run records
     the same swallowed error in other words (an address that differs from run to run, which its key
     leaves out; a newer one sorts first)."""
-    db = store.open_db(path)
     records = list(synthetic.records(last * NIGHT))[first * NIGHT :]
     for index, record in enumerate(records):
         if index % NIGHT == 0:
@@ -156,9 +153,7 @@ def _nights_with_a_hidden_error(path: Path, first: int, last: int) -> None:
                 {"key": "TypeError:swallowed", "exc_type": "TypeError", "count": 1,
                  "message": f"cannot guard <object at 0x{0xFFFF - first * NIGHT - index:x}>"}
             )  # fmt: skip
-    store.save_runs(db, records)
-    db.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    db.conn.close()
+    _save(path, records)
 
 
 def test_a_finding_seen_again_in_other_words_keeps_its_text_and_the_pages_that_show_it(tmp_path, monkeypatch):
