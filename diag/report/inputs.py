@@ -111,8 +111,8 @@ class Memo:
     breaks, ``breaks_page.build_summaries``; the rows it ran, ``matrix_pages.build_rows``), kept
     beside the site (``.diag-report-memo.json``) and used again while the code, the build and its
     stamp are those it was made from: a night then derives it for the new build, not for the whole
-    history. A build without a stamp, or a memo that
-    cannot be read, has it made again; the pages are the same either way.
+    history. A build without a stamp, or a memo that cannot be read, has it made again; the pages
+    are the same either way.
 
     The file is a line naming the code, then a line per build: its id, its mark and what was derived
     of it (JSON), apart by tabs. A build whose line says all this render asked of it is written back

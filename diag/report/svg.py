@@ -166,12 +166,14 @@ def _panel(
     y_low, y_high = ticks[0], ticks[-1]
     bottom = top + height
 
+    span = y_high - y_low
+
     def y_at(y: float) -> float:
-        return bottom - (y - y_low) / (y_high - y_low) * height
+        return bottom - (y - y_low) / span * height
 
     def y_texts(ys: Values) -> list[Optional[str]]:
-        """Each point of ``ys`` as the text "x,y" (``y_at``, written as ``_c`` writes it), in one pass."""
-        span = y_high - y_low
+        """Each point of ``ys`` as the text "x,y": ``y_at`` written inline (no call per point), as
+        ``_c`` writes it, in one pass."""
         return [None if y is None else f"{x},{bottom - (y - y_low) / span * height:.1f}" for (_, x), y in zip(at, ys)]
 
     out = [f'<g class="panel" data-title="{escape(panel.title)}">']
