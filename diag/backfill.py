@@ -17,9 +17,10 @@ from typing import Iterable, Optional
 from diag import envs, wheels
 from diag.bisect import at_direct_url, index_versions
 from diag.build import Version, nightly_date, version_key
+from diag.errors import DiagError
 
 
-class BackfillError(ValueError):
+class BackfillError(DiagError, ValueError):
     pass
 
 
@@ -43,11 +44,17 @@ def parse_end(text: str, option: str) -> End:
     raise BackfillError(f"{option} {text!r}: expected a date (2023-06-01) or a dated nightly (2.1.0.dev20230601)")
 
 
+MAX_EVERY_DAYS = 36_525  # a century: every window past it holds one build at most anyway
+
+
 def parse_every(text: str) -> int:
     found = re.fullmatch(r"\s*(\d+)\s*([dw])\s*", text)
     if not found or int(found.group(1)) == 0:
         raise BackfillError(f"--every {text!r}: expected days or weeks, such as 1d, 7d or 2w")
-    return int(found.group(1)) * (7 if found.group(2) == "w" else 1)
+    days = int(found.group(1)) * (7 if found.group(2) == "w" else 1)
+    if days > MAX_EVERY_DAYS:
+        raise BackfillError(f"--every {text!r}: at most {MAX_EVERY_DAYS} days (a century)")
+    return days
 
 
 @dataclass
@@ -69,7 +76,14 @@ def select(
 ) -> Found:
     if first.day > last.day:
         raise BackfillError(f"--from {first.day} comes after --to {last.day}")
+    today = datetime.datetime.now(datetime.timezone.utc).date()
+    if first.day > today:
+        raise BackfillError(f"--from {first.day} is after today ({today}): no nightly of it exists yet")
     found = Found()
+    if last.day > today:
+        # the days after today cannot have a nightly: looking each up would only cost requests
+        found.notes.append(f"--to {last.day} is after today: the last window ends today, {today}")
+        last = End(today, last.series)
     known: dict[str, list[str]] = {}
     try:
         for version in index_versions(request.index):

@@ -17,9 +17,10 @@ from diag import row as rows
 from diag.build import Version, nightly_spec, version_key
 from diag.catalog import CaseRef
 from diag.contract import Config
+from diag.errors import DiagError
 
 
-class BisectError(Exception):
+class BisectError(DiagError):
     pass
 
 

@@ -13,11 +13,14 @@ The build a run recorded (``identity``) is a dict, as the store keeps it; ``orde
 
 from __future__ import annotations
 
+import datetime
 import re
 import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
+
+from diag.errors import DiagError
 
 _VERSION = re.compile(
     r"^(?P<release>\d+(?:\.\d+)*)(?P<pre>(?:a|b|rc)\d+)?(?P<post>\.post\d+)?(?P<dev>\.dev(?P<number>\d*))?"
@@ -39,7 +42,15 @@ SPEC_FORMS = (
 )
 
 
-class BuildError(ValueError):
+def _is_date(stamp: str) -> bool:
+    try:
+        datetime.datetime.strptime(stamp, "%Y%m%d")
+    except ValueError:
+        return False
+    return True
+
+
+class BuildError(DiagError, ValueError):
     """A string that names no build: its message says what was expected."""
 
 
@@ -100,8 +111,8 @@ class Version:
 
     @property
     def nightly_stamp(self) -> Optional[str]:
-        """``20230621`` for a dated nightly, None otherwise."""
-        return self.dev if self.dev is not None and len(self.dev) == 8 else None
+        """``20230621`` for a dated nightly, None otherwise (a stamp that is no date, ``20231340``, too)."""
+        return self.dev if self.dev is not None and len(self.dev) == 8 and _is_date(self.dev) else None
 
     @property
     def nightly_date(self) -> Optional[str]:
@@ -186,6 +197,8 @@ class Spec:
             return cls(text, "nightly_prefix", version)
         if plain and len(version.release) == 3 and version.nightly_stamp and version.dev == version.nightly_stamp:
             return cls(text, "nightly_date", version)
+        if plain and version.dev is not None and len(version.dev) == 8 and not _is_date(version.dev):
+            raise BuildError(f"malformed torch spec {text!r}: {version.dev} is not a date (YYYYMMDD)")
         raise BuildError(f"malformed torch spec {text!r}: expected {SPEC_FORMS}")
 
     @property

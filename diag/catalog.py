@@ -8,10 +8,11 @@ from pathlib import Path
 
 from diag.config import cases_dir
 from diag.contract import CaseError, read_case_header
+from diag.errors import DiagError
 from diag.row import BUILTIN
 
 
-class CatalogError(Exception):
+class CatalogError(DiagError):
     pass
 
 

@@ -14,6 +14,8 @@ import sqlite3
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+from diag.errors import DiagError
+
 # (table, how a row finds its build): runs and folded runs name their build, findings their run.
 TABLES = {
     "torch_builds": "id",
@@ -29,7 +31,7 @@ TABLES = {
 UNDATED = "unknown"  # a build with neither a nightly date nor a first-seen time
 
 
-class ExportError(Exception):
+class ExportError(DiagError):
     pass
 
 

@@ -20,13 +20,14 @@ from diag import envs, store
 from diag.catalog import CaseRef
 from diag.config import artifacts_root
 from diag.contract import TINY_LLAMA, Config, records
+from diag.errors import DiagError
 
 # Room a run needs on the database's disk: its rows (timing samples are the bulk, ~130 KB) and the
 # start of its run directory. Below this a run would die at its final save.
 MIN_FREE_BYTES = 16 * 2**20
 
 
-class PreflightError(Exception):
+class PreflightError(DiagError):
     """Input a run cannot be made from; the message is one line that says what to change."""
 
 
@@ -63,10 +64,10 @@ def check_configs(configs: list[Config]) -> None:
 def check_database(db_path: str) -> None:
     """The DB can take runs: an existing one is writable; a new one's folder exists and has room."""
     path = Path(db_path)
+    existed = store.check_path(path)
     folder = path.resolve().parent
     if not folder.is_dir():
         raise PreflightError(f"cannot write database {db_path}: directory {folder} does not exist")
-    existed = path.exists()
     if existed:
         store.check_writable(path)
     # a run's directory goes under <db stem>.runs/ beside the DB: that folder, or the DB's, must take it

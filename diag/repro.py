@@ -16,6 +16,7 @@ from typing import Any
 
 from diag.config import PACKAGE_ROOT
 from diag.contract import TINY_LLAMA
+from diag.errors import DiagError
 
 PROBE = PACKAGE_ROOT / "probe"
 REWRITES = [
@@ -27,7 +28,7 @@ REWRITES = [
 _DIAG_IMPORT = re.compile(r"^\s*(from diag[\w.]* import|import diag)", re.M)
 
 
-class ReproError(Exception):
+class ReproError(DiagError):
     pass
 
 

@@ -22,6 +22,7 @@ from diag.catalog import CaseRef
 from diag.config import artifacts_root
 from diag.contract import ENVIRONMENT_ERRNOS, Config, records, statuses
 from diag.envs import TorchEnv
+from diag.errors import DiagError
 from diag.spawn import ProcessTracker, run_probe
 from diag.store import RunRecord, newest_status, now
 
@@ -192,7 +193,7 @@ class Cancelled(Exception):
     """The run's probe was killed because the matrix stopped; nothing of it is kept."""
 
 
-class EnvironmentFault(Exception):
+class EnvironmentFault(DiagError):
     """A run failed because of the machine (a full disk), not torch: nothing of it may be stored."""
 
 

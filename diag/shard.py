@@ -22,6 +22,8 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Collection, Iterable, Mapping, Optional
 
+from diag.errors import DiagError
+
 MAX_SHARDS = 256  # the most jobs one GitHub Actions matrix may hold
 
 # Estimates (seconds) for a row without recorded runs, from runs of the tiny Llama on a 2-core
@@ -39,7 +41,7 @@ SCHEDULERS = (
 )
 
 
-class ShardError(ValueError):
+class ShardError(DiagError, ValueError):
     pass
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from diag.contract import graph_break_id
+from diag.errors import DiagError
 
 API = "https://api.github.com"
 REPO = "pytorch/pytorch"
@@ -24,7 +25,7 @@ MAX_BODY = 60_000  # GitHub refuses an issue body over 65,536 characters
 EXCERPT_LINES = 30
 
 
-class UpstreamError(Exception):
+class UpstreamError(DiagError):
     pass
 
 
@@ -165,10 +166,25 @@ def search(api: str, repo: str, token: str, finding: Finding) -> list[dict[str, 
     """Issues (open or closed) of ``repo`` that name the finding's GB id, or its first line."""
     term = finding.gb_id or finding.headline[:120]
     query = urllib.parse.quote(f'"{term}" repo:{repo} is:issue')
-    found = _call(f"{api.rstrip('/')}/search/issues?q={query}", token)
-    return [{k: item.get(k) for k in ("number", "title", "html_url", "state")} for item in found.get("items", [])]
+    url = f"{api.rstrip('/')}/search/issues?q={query}"
+    found = _call(url, token)
+    items = found.get("items") if isinstance(found, dict) else None
+    if not isinstance(items, list) or not all(isinstance(item, dict) for item in items):
+        raise UpstreamError(f"GET {url}: the tracker answered {_shape(found)}, not a search result (items)")
+    return [{k: item.get(k) for k in ISSUE_FIELDS} for item in items]
 
 
 def create(api: str, repo: str, token: str, title: str, body: str) -> dict[str, Any]:
-    made = _call(f"{api.rstrip('/')}/repos/{repo}/issues", token, {"title": title, "body": body})
-    return {k: made.get(k) for k in ("number", "title", "html_url", "state")}
+    url = f"{api.rstrip('/')}/repos/{repo}/issues"
+    made = _call(url, token, {"title": title, "body": body})
+    if not isinstance(made, dict) or "number" not in made:
+        raise UpstreamError(f"POST {url}: the tracker answered {_shape(made)}, not the issue it filed")
+    return {k: made.get(k) for k in ISSUE_FIELDS}
+
+
+ISSUE_FIELDS = ("number", "title", "html_url", "state")
+
+
+def _shape(answer: Any) -> str:
+    """What a tracker answered, briefly: a JSON value of the wrong kind is named by its kind and start."""
+    return f"{type(answer).__name__} {json.dumps(answer)[:60]}"

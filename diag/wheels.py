@@ -24,6 +24,7 @@ from typing import Iterable, Optional
 
 from diag.build import BuildError, WheelName
 from diag.config import diag_home
+from diag.errors import DiagError
 
 DEFAULT_CACHE_MB = 20_000
 TIMEOUT_S = 60
@@ -40,7 +41,7 @@ INDEX_PLATFORMS = (
 )
 
 
-class WheelError(Exception):
+class WheelError(DiagError):
     pass
 
 

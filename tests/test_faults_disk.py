@@ -270,6 +270,18 @@ def test_a_db_in_a_folder_nothing_may_be_written_is_read_and_a_write_names_the_f
     assert digest(db) == before and sorted(p.name for p in folder.iterdir()) == ["one.db", "one.db.runs"]
 
 
+def test_race_into_a_read_only_db_refuses_before_it_races(tmp_path):
+    """As run and merge do: the DB is refused before the environment is even asked what torch it has
+    (--torch /bin/true would be refused after that, in other words)."""
+    db = one_db(tmp_path)
+    with immutable(db):
+        done = diag_main(
+            "race", "--case", "append_last", "--case", "dynamic_slice", "--torch", "/bin/true", "--db", str(db),
+            cwd=tmp_path,
+        )  # fmt: skip
+    assert_one_line(done, "read-only")
+
+
 def test_prune_of_a_read_only_db_says_so_as_run_and_merge_do(tmp_path):
     db = one_db(tmp_path)
     with immutable(db):

@@ -17,8 +17,12 @@ __all__ = ["cli", "main"]
 
 
 def main() -> None:
-    """Entry point: click's usage errors reduced to one line on stderr, exit status 2."""
+    """Entry point: click's usage errors in one line on stderr with exit status 2, and every error a
+    user can cause (``LazyGroup.invoke`` makes them ClickExceptions) in one line with exit status 1."""
     try:
+        undecodable = next((arg for arg in sys.argv[1:] if _undecodable(arg)), None)
+        if undecodable is not None:
+            raise click.UsageError(f"{text.safe(undecodable)!r} is not valid UTF-8: diag takes text it can store")
         with stopping.on_stop_signals():
             code = cli.main(prog_name="diag", standalone_mode=False)
     except click.exceptions.Abort as exc:
@@ -32,3 +36,12 @@ def main() -> None:
         click.echo(f"Error: {text.safe(exc.format_message())}{hint}", err=True)
         sys.exit(exc.exit_code)
     sys.exit(code if isinstance(code, int) else 0)
+
+
+def _undecodable(arg: str) -> bool:
+    """An argument the OS passed as bytes that are not UTF-8 (Python keeps them as lone surrogates)."""
+    try:
+        arg.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False

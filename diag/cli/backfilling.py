@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shlex
 from dataclasses import replace
 from pathlib import Path
 from typing import Optional
@@ -11,7 +10,7 @@ from typing import Optional
 import click
 
 from diag import backfill, store, text
-from diag.cli import running, sharding
+from diag.cli import params, running, sharding
 from diag.cli.common import cli, db_option, fail, json_option, progress
 
 
@@ -37,6 +36,7 @@ from diag.cli.common import cli, db_option, fail, json_option, progress
     "part_args",
     multiple=True,
     required=True,
+    type=params.RUN_ARGS,
     metavar="'RUN ARGS'",
     help="What to run on each build: the arguments of one diag run without --torch, quoted. Repeatable. "
     "Its --index-url, --variant and --find-links say where the nightlies are found.",
@@ -62,7 +62,7 @@ def backfill_command(
     first: str,
     last: str,
     every: str,
-    part_args: tuple[str, ...],
+    part_args: tuple[list[str], ...],
     history_path: Optional[str],
     shard_text: Optional[str],
     dry_run: bool,
@@ -74,13 +74,10 @@ def backfill_command(
     Builds the history (--history, else --db) already has are skipped. Sharded with --shard,
     every worker finds the same builds and plans the same shares, as diag run --shard does.
     """
-    try:
-        start, end = backfill.parse_end(first, "--from"), backfill.parse_end(last, "--to")
-        days = backfill.parse_every(every)
-    except backfill.BackfillError as exc:
-        raise fail(str(exc)) from exc
+    start, end = backfill.parse_end(first, "--from"), backfill.parse_end(last, "--to")
+    days = backfill.parse_every(every)
     wanted = running.parse_shard(shard_text) if shard_text is not None else None
-    parts = [sharding.parse_part(i, shlex.split(args), "--part") for i, args in enumerate(part_args)]
+    parts = [sharding.parse_part(i, args, "--part") for i, args in enumerate(part_args)]
     for part in parts:
         if part.torch_specs != ("current",):
             raise fail(f"--part {part.index}: gives --torch; backfill chooses the builds")
@@ -91,10 +88,7 @@ def backfill_command(
         raise fail(f"--history {history_path}: no such file (the builds it holds are the ones skipped)")
     stored = [build["version"] for build in store.builds(store.open_db(history, readonly=True))] if history else []
     request = parts[0].env_options.request("nightly")
-    try:
-        found = backfill.select(start, end, days, request, [Path(f) for f in request.find_links], stored)
-    except backfill.BackfillError as exc:
-        raise fail(str(exc)) from exc
+    found = backfill.select(start, end, days, request, [Path(f) for f in request.find_links], stored)
     for note in found.notes:
         progress(text.safe(note))
     progress(

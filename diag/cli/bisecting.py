@@ -9,7 +9,7 @@ from typing import Any, Optional
 
 import click
 
-from diag import catalog, envs, preflight, runner, store, text, wheels
+from diag import catalog, envs, preflight, store, text
 from diag.cli.common import (
     build_configs,
     cli,
@@ -101,27 +101,21 @@ def bisect_command(
         raise fail("bisect needs --good and --bad (torch specs), or --transformers GOOD..BAD")
     if torch_spec is not None:
         raise fail("--torch fixes torch for --transformers; a torch bisect moves between --good and --bad")
-    try:
-        refs = catalog.resolve([case_value])
-        bisect.check_ends(good, bad)
-    except (catalog.CatalogError, envs.EnvError) as exc:
-        raise fail(str(exc)) from exc
+    refs = catalog.resolve([case_value])
+    bisect.check_ends(good, bad)
     run_preflight(preflight.check_configs, [run_config])
     run_preflight(preflight.check_database, db_path)
     db = open_store(db_path, create=True)
     recorded = {b["version"].split("+", 1)[0]: b for b in store.builds(db) if b.get("wheel_url")}
-    try:
-        found = bisect.candidates(
-            good,
-            bad,
-            candidates_file,
-            listing_index,
-            env_options.variant,
-            stored=[b["version"] for b in store.builds(db)],
-            request=env_options.request(good),
-        )
-    except (catalog.CatalogError, envs.EnvError, wheels.WheelError) as exc:
-        raise fail(str(exc)) from exc
+    found = bisect.candidates(
+        good,
+        bad,
+        candidates_file,
+        listing_index,
+        env_options.variant,
+        stored=[b["version"] for b in store.builds(db)],
+        request=env_options.request(good),
+    )
     for note in found.notes:
         progress(text.safe(note))
     if found.missing_dates:
@@ -173,16 +167,11 @@ def _bisect_transformers(
     if envs.names_transformers(env_options.extras):
         raise fail("--transformers moves transformers itself: leave it out of --with")
     torch_spec = torch_spec or envs.installed_torch_release()
-    try:
-        refs = catalog.resolve([case_value])
-        if envs.parse_spec(torch_spec).kind not in ("release", "nightly_date"):
-            raise envs.EnvError(
-                f"--torch {torch_spec!r}: a bisect of transformers needs a torch release or dated nightly"
-            )
-        listed = envs.package_versions("transformers", env_options)
-        candidates = bisect.release_versions(listed, good, bad)
-    except (catalog.CatalogError, envs.EnvError, bisect.BisectError) as exc:
-        raise fail(str(exc)) from exc
+    refs = catalog.resolve([case_value])
+    if envs.parse_spec(torch_spec).kind not in ("release", "nightly_date"):
+        raise envs.EnvError(f"--torch {torch_spec!r}: a bisect of transformers needs a torch release or dated nightly")
+    listed = envs.package_versions("transformers", env_options)
+    candidates = bisect.release_versions(listed, good, bad)
     progress(f"transformers {good}..{bad}: {len(candidates)} releases, torch {torch_spec} in each")
     run_preflight(preflight.check_configs, [run_config])
     run_preflight(preflight.check_database, db_path)
@@ -211,20 +200,17 @@ def _search(
     """Run the search and print its answer (``extra``: fields added to the summary)."""
     from diag import bisect
 
-    try:
-        summary = bisect.bisect(
-            db,
-            Path(db_path),
-            ref,
-            run_config,
-            candidates,
-            provision,
-            timeout_s,
-            log=lambda message: progress(text.safe(message)),
-            axis=axis,
-        )
-    except (bisect.BisectError, runner.EnvironmentFault, store.StoreError) as exc:
-        raise fail(str(exc)) from exc
+    summary = bisect.bisect(
+        db,
+        Path(db_path),
+        ref,
+        run_config,
+        candidates,
+        provision,
+        timeout_s,
+        log=lambda message: progress(text.safe(message)),
+        axis=axis,
+    )
     summary.update(extra)
     if as_json:
         click.echo(json.dumps(summary, indent=2))

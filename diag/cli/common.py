@@ -15,6 +15,7 @@ import click
 from diag import __version__, store
 from diag.config import DEFAULT_DB, DEFAULT_TIMEOUT_S
 from diag.contract import DTYPES, MODES, Config
+from diag.errors import DiagError
 
 if TYPE_CHECKING:  # imported where used: commands that read a DB (report, show) need neither
     from diag import envs
@@ -38,7 +39,7 @@ def count(minimum: int = 1) -> click.IntRange:
 
 
 def fail(message: str) -> click.ClickException:
-    return click.ClickException(message.splitlines()[0] if message else "failed")
+    return click.ClickException(message.splitlines()[0] if message.strip() else "failed")
 
 
 def db_option(fn: Callable) -> Callable:
@@ -244,10 +245,7 @@ def configs_of(params: dict[str, Any]) -> list[Config]:
 
 
 def open_store(db_path: str, create: bool = False, readonly: bool = False) -> Any:
-    try:
-        return store.open_db(db_path, create=create, readonly=readonly)
-    except store.StoreError as exc:
-        raise fail(str(exc)) from exc
+    return store.open_db(db_path, create=create, readonly=readonly)
 
 
 def read_store(db_path: str) -> Any:
@@ -256,12 +254,8 @@ def read_store(db_path: str) -> Any:
 
 
 def run_preflight(check: Callable[..., None], *args: Any) -> None:
-    from diag import preflight
 
-    try:
-        check(*args)
-    except (preflight.PreflightError, store.StoreError) as exc:
-        raise fail(str(exc)) from exc
+    check(*args)
 
 
 # Where each top-level command is defined: a command's module (and what it imports) is imported
@@ -318,6 +312,20 @@ class LazyGroup(click.Group):
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(set(self._own) | set(COMMAND_MODULES))
+
+    def invoke(self, ctx: click.Context) -> Any:
+        """The one error path: what a user can cause, raised anywhere in a command (a DiagError, or an
+        OSError of the filesystem), is one line and exit status 1; commands never wrap them."""
+        try:
+            return super().invoke(ctx)
+        except DiagError as exc:
+            raise fail(str(exc)) from exc
+        except BrokenPipeError:  # the reader went away (diag runs | head): nothing left to say it to
+            raise
+        except OSError as exc:
+            where = " -> ".join(str(name) for name in (exc.filename, exc.filename2) if name is not None)
+            said = exc.strerror or str(exc) or type(exc).__name__
+            raise fail(f"{where}: {said}" if where else said) from exc
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -67,12 +67,9 @@ def env_add(spec: Optional[str], env_options: envs.Options, like: Optional[str],
     sha256 = None
     if like is not None:
         spec, env_options, sha256 = _like(like, db_path, env_options)
-    try:
-        if envs.parse_spec(spec).kind in ("current", "python"):
-            raise fail(f"torch spec {spec!r} names an existing interpreter; nothing to provision")
-        env = envs.resolve(spec, env_options, log=progress, sha256=sha256)
-    except envs.EnvError as exc:
-        raise fail(str(exc)) from exc
+    if envs.parse_spec(spec).kind in ("current", "python"):
+        raise fail(f"torch spec {spec!r} names an existing interpreter; nothing to provision")
+    env = envs.resolve(spec, env_options, log=progress, sha256=sha256)
     info = {"spec": spec, "python": env.python, "path": env.path, **env.build()}
     click.echo(json.dumps(info, indent=2) if as_json else f"{spec}: torch {info['torch_version']} at {env.path}")
 
@@ -107,10 +104,7 @@ def _like(build_ref: str, db_path: str, options: envs.Options) -> tuple[str, env
 @click.argument("name")
 def env_rm(name: str) -> None:
     """Remove a provisioned environment by NAME (from diag env list)."""
-    try:
-        click.echo(f"removed {envs.remove(name)}")
-    except envs.EnvError as exc:
-        raise fail(str(exc)) from exc
+    click.echo(f"removed {envs.remove(name)}")
 
 
 @cli.command("merge")
@@ -183,10 +177,7 @@ def compare_command(
     if not (a and b):
         raise fail("compare needs A and B (two run ids or two builds), or --case A --case B")
     db = read_store(db_path)
-    try:
-        outcome = gate.compare(db, a, b)
-    except store.StoreError as exc:
-        raise fail(str(exc)) from exc
+    outcome = gate.compare(db, a, b)
     if as_json:
         click.echo(
             json.dumps(
@@ -202,10 +193,7 @@ def compare_command(
 
 
 def _compare_variants(db, case_a: str, case_b: str, build_ref: Optional[str], as_json: bool) -> None:
-    try:
-        build, runs_a, runs_b = gate.variant_runs(db, case_a, case_b, build_ref)
-    except store.StoreError as exc:
-        raise fail(str(exc)) from exc
+    build, runs_a, runs_b = gate.variant_runs(db, case_a, case_b, build_ref)
     points = variants.compare(runs_a, runs_b)
     if as_json:
         body = {"build": build["version"], "a": case_a, "b": case_b, "points": [p.as_dict() for p in points]}
@@ -380,10 +368,7 @@ def check_command(
         alpha=alpha,
         decode_recompile_steps=decode_recompile_steps,
     )
-    try:
-        outcome = gate.check(db, baseline, thresholds, gate.read_allow_list(allow_file), stable)
-    except store.StoreError as exc:
-        raise fail(str(exc)) from exc
+    outcome = gate.check(db, baseline, thresholds, gate.read_allow_list(allow_file), stable)
     if junit_file:
         try:
             Path(junit_file).write_text(

@@ -75,24 +75,20 @@ def race_command(
     configs = common.configs_of(params)  # with --sweep and --sweep-values
     if any(config.profile for config in configs):
         raise common.fail("--profile belongs to diag run: a race times compiled generations only")
-    try:
-        refs = catalog.resolve(list(case_values))
-    except catalog.CatalogError as exc:
-        raise common.fail(str(exc)) from exc
+    refs = catalog.resolve(list(case_values))
     names = [ref.name for ref in refs]
     if len(refs) < 2 or len(set(names)) != len(names):
         raise common.fail(
             f"a race needs two or more different cases, got {', '.join(case_values)}"
             " (to race a case against itself, copy its file under another case name)"
         )
+    envs.parse_spec(torch_spec)  # a malformed spec is refused before any file is made or provisioned
     common.run_preflight(preflight.check_configs, configs)
-    db = common.open_store(db_path, create=True)
-    try:
-        envs.parse_spec(torch_spec)  # a malformed spec is refused before anything is provisioned
-        env = envs.resolve(torch_spec, env_options, log=common.progress)
-    except envs.EnvError as exc:
-        raise common.fail(str(exc)) from exc
+    # a DB the races cannot be stored in is refused before the cases are raced
+    common.run_preflight(preflight.check_database, db_path)
+    env = envs.resolve(torch_spec, env_options, log=common.progress)
     common.run_preflight(preflight.check_environment, env, refs, configs)
+    db = common.open_store(db_path, create=True)
     sources = {ref.name: ref.source for ref in refs}
     results, build = [], {}
     for index, config in enumerate(configs, 1):

@@ -106,10 +106,7 @@ def repro_command(run_id: int, output: Optional[str], db_path: str) -> None:
     run = store.get_run(db, run_id)
     if run is None:
         raise fail(f"no run #{run_id} in {db_path}")
-    try:
-        source = repro.script(run, repro.case_path_of(run), Path(output).name if output else "repro.py")
-    except repro.ReproError as exc:
-        raise fail(str(exc)) from exc
+    source = repro.script(run, repro.case_path_of(run), Path(output).name if output else "repro.py")
     if output:
         try:
             Path(output).write_text(source, encoding="utf-8")
@@ -205,10 +202,7 @@ def export_command(db_path: str, out_format: str, out_dir: str, as_json: bool) -
         import pyarrow  # noqa: F401 (only checks it is installed)
     except ImportError as exc:
         raise fail("diag export needs pyarrow: pip install 'diag[export]' (or pip install pyarrow)") from exc
-    try:
-        written = export.export(Path(db_path), out, progress=lambda message: click.echo(message, err=True))
-    except export.ExportError as exc:
-        raise fail(str(exc)) from exc
+    written = export.export(Path(db_path), out, progress=lambda message: click.echo(message, err=True))
     if as_json:
         click.echo(json.dumps({"out": str(out), "format": out_format, "rows": written}, indent=2))
     else:
@@ -252,17 +246,14 @@ def file_upstream_command(
     token = os.environ.get(token_env) or None
     if file_it and token is None:
         raise fail(f"--file needs a token in ${token_env}")
+    finding = upstream.choose(run, key)
     try:
-        finding = upstream.choose(run, key)
-        try:
-            source = repro.script(run, repro.case_path_of(run))
-        except repro.ReproError:
-            source = None
-        title, body = upstream.draft(run, finding, source, upstream.excerpt(run, finding))
-        existing = upstream.search(api_url, repo, token, finding) if token else None
-        filed = upstream.create(api_url, repo, token, title, body) if token and file_it and not existing else None
-    except upstream.UpstreamError as exc:
-        raise fail(str(exc)) from exc
+        source = repro.script(run, repro.case_path_of(run))
+    except repro.ReproError:
+        source = None
+    title, body = upstream.draft(run, finding, source, upstream.excerpt(run, finding))
+    existing = upstream.search(api_url, repo, token, finding) if token else None
+    filed = upstream.create(api_url, repo, token, title, body) if token and file_it and not existing else None
     if as_json:
         click.echo(
             json.dumps(

@@ -32,14 +32,11 @@ from diag.config import artifacts_root
 
 def resolve_envs(specs: tuple[str, ...], options: envs.Options) -> tuple[dict[str, envs.TorchEnv], list[str]]:
     """Environments for ``specs``, by spec; a spec that fails is reported and skipped, the others still run."""
-    try:  # each spec was parsed when its part was made (sharding.part_of)
-        if options.python is not None:
-            # Every spec is checked against the interpreter before anything is installed.
-            version = envs.python_version(envs.find_python(options.python))
-            for spec in specs:
-                envs.check_compile_support(spec, version)
-    except envs.EnvError as exc:
-        raise fail(str(exc)) from exc
+    if options.python is not None:
+        # Every spec is checked against the interpreter before anything is installed.
+        version = envs.python_version(envs.find_python(options.python))
+        for spec in specs:
+            envs.check_compile_support(spec, version)
     resolved, failures = {}, []
     for spec in specs:
         try:
@@ -204,10 +201,7 @@ def sharded_parts(
 
 def parse_shard(text: str) -> shard.Shard:
     """``--shard K/N`` or ``auto``; a one-line error for anything else."""
-    try:
-        return shard.from_environ(os.environ) if text.strip() == "auto" else shard.parse(text)
-    except shard.ShardError as exc:
-        raise fail(str(exc)) from exc
+    return shard.from_environ(os.environ) if text.strip() == "auto" else shard.parse(text)
 
 
 def share_of(parts: list[sharding.Part], wanted: shard.Shard, history_path: Optional[str]) -> set[str]:

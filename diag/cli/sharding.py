@@ -22,6 +22,7 @@ import tomllib
 from diag import catalog, envs, shard, store
 from diag import row as rows
 from diag.catalog import CaseRef
+from diag.cli import params
 from diag.cli.common import cli, configs_of, fail, json_option, pop_env_options, progress
 from diag.contract import Config
 
@@ -77,11 +78,8 @@ def part_of(index: int, args: Iterable[str], params: dict[str, Any]) -> Part:
         raise fail("--profile profiles after the timing pass: it cannot be combined with --no-timing")
     if not params["case_values"]:
         raise click.UsageError("Missing option '--case'.")
-    try:
-        for spec in params["torch_specs"]:
-            envs.parse_spec(spec)  # a malformed spec is refused before anything is planned or run
-    except envs.EnvError as exc:
-        raise fail(str(exc)) from exc
+    for spec in params["torch_specs"]:
+        envs.parse_spec(spec)  # a malformed spec is refused before anything is planned or run
     return Part(
         index,
         tuple(args),
@@ -123,7 +121,14 @@ def read_matrix(path: str) -> list[Part]:
         or not all(isinstance(t, dict) and isinstance(t.get("run"), str) for t in tables)
     ):
         raise fail(f'--matrix {path}: expected [[part]] tables, each with run = "<diag run arguments>"')
-    return [parse_part(index, shlex.split(table["run"]), f"--matrix {path}") for index, table in enumerate(tables)]
+    parts = []
+    for index, table in enumerate(tables):
+        try:
+            words = params.split_words(table["run"])
+        except ValueError as exc:
+            raise fail(f"--matrix {path}: part {index}: {exc}") from exc
+        parts.append(parse_part(index, words, f"--matrix {path}"))
+    return parts
 
 
 def hf_architectures(environments: list[envs.TorchEnv]) -> list[str]:
@@ -154,10 +159,7 @@ def current_architectures() -> list[str]:
 def resolve_cases(parts: list[Part]) -> None:
     architectures: Optional[list[str]] = None
     for part in parts:
-        try:
-            refs = catalog.resolve([value for value in part.case_values if value != catalog.HF_ALL])
-        except catalog.CatalogError as exc:
-            raise fail(str(exc)) from exc
+        refs = catalog.resolve([value for value in part.case_values if value != catalog.HF_ALL])
         if catalog.HF_ALL in part.case_values:
             architectures = current_architectures() if architectures is None else architectures
             names = {ref.name for ref in refs}
@@ -246,11 +248,30 @@ def read_plan(path: str, wanted: shard.Shard) -> tuple[list[Part], set[str]]:
             raise ValueError(f"format {document.get('format')!r}, this diag reads {PLAN_FORMAT}")
     except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
         raise fail(f"--plan {path}: not a plan diag wrote ({exc})") from exc
+    if not _plan_shaped(parts_args, shares):
+        raise fail(f"--plan {path}: not a plan diag wrote (its parts or shares are of another shape)")
     if len(shares) != wanted.count:
         raise fail(f"--plan {path} has {len(shares)} shards, --shard asks for {wanted}")
     parts = [parse_part(index, args, f"--plan {path}") for index, args in enumerate(parts_args)]
     resolve_cases(parts)
     return parts, set(shares[wanted.index]["units"])
+
+
+def _plan_shaped(parts_args: Any, shares: Any) -> bool:
+    """A plan's parts (lists of words) and shares (each a dict naming its units), as plan writes them."""
+    words = isinstance(parts_args, list) and all(
+        isinstance(args, list) and all(isinstance(word, str) for word in args) for args in parts_args
+    )
+    return (
+        words
+        and isinstance(shares, list)
+        and all(
+            isinstance(share, dict)
+            and isinstance(share.get("units"), list)
+            and all(isinstance(unit, str) for unit in share["units"])
+            for share in shares
+        )
+    )
 
 
 def actions_matrix(planned: shard.Plan) -> dict[str, Any]:
@@ -276,6 +297,7 @@ def actions_matrix(planned: shard.Plan) -> dict[str, Any]:
     "--part",
     "part_args",
     multiple=True,
+    type=params.RUN_ARGS,
     metavar="'RUN ARGS'",
     help="A part on the command line: the arguments of one diag run, quoted. Repeatable; adds to --matrix.",
 )
@@ -309,7 +331,7 @@ def actions_matrix(planned: shard.Plan) -> dict[str, Any]:
 @json_option
 def plan_command(
     matrix_path: Optional[str],
-    part_args: tuple[str, ...],
+    part_args: tuple[list[str], ...],
     shards: int,
     history_path: Optional[str],
     out_path: Optional[str],
@@ -325,7 +347,7 @@ def plan_command(
     themselves (`diag run ... --shard K/N`): the same inputs give the same shares everywhere.
     """
     parts = read_matrix(matrix_path) if matrix_path else []
-    parts += [parse_part(len(parts) + i, shlex.split(args), "--part") for i, args in enumerate(part_args)]
+    parts += [parse_part(len(parts) + i, args, "--part") for i, args in enumerate(part_args)]
     if not parts:
         raise click.UsageError("give --matrix FILE or --part 'RUN ARGS'")
     if out_path:

@@ -123,7 +123,7 @@ def resolve(
         path = Path(spec).expanduser()
         if not path.is_file() or not os.access(path, os.X_OK):
             raise EnvError(f"torch spec {spec!r}: no executable python at that path")
-        return TorchEnv(spec, str(path.absolute()), describe(spec, str(path)))
+        return TorchEnv(spec, str(path.absolute()), describe(spec, str(path.absolute())))
     request = options.request(spec, sha256)
     if kind in ("nightly_prefix", "nightly"):
         wheel = find_wheel(request)

@@ -19,13 +19,14 @@ from typing import Optional
 
 from diag.build import BuildError, Spec, python_request
 from diag.config import PACKAGE_ROOT, diag_home
+from diag.errors import DiagError
 
 # The first torch whose torch.compile runs on each Python: older builds install there but refuse to compile
 # ("Python 3.11+ not yet supported for torch.compile" on torch 2.0).
 COMPILE_SINCE = {(3, 11): (2, 1), (3, 12): (2, 4), (3, 13): (2, 6)}
 
 
-class EnvError(Exception):
+class EnvError(DiagError):
     pass
 
 
@@ -95,11 +96,18 @@ def python_version(python: str) -> tuple[int, int, int]:
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise EnvError(f"python {python}: cannot run it: {exc}") from exc
-    if done.returncode != 0 or len(done.stdout.split()) != 3:
-        last = (done.stderr.strip().splitlines() or ["no version printed"])[-1]
-        raise EnvError(f"python {python}: cannot run it ({last})")
-    major, minor, micro = (int(part) for part in done.stdout.split())
+    words = done.stdout.split()
+    if done.returncode != 0 or len(words) != 3 or not all(word.isdigit() for word in words):
+        last = (done.stderr.strip().splitlines() or [_printed(done.stdout)])[-1]
+        raise EnvError(f"python {python}: not a python that runs ({last})")
+    major, minor, micro = (int(part) for part in words)
     return major, minor, micro
+
+
+def _printed(stdout: str) -> str:
+    """What a program that should have printed one answer printed instead, for a one-line error."""
+    lines = stdout.strip().splitlines()
+    return f"it printed {lines[-1][:80]!r}" if lines else "it printed nothing"
 
 
 def _pyenv_pythons(version: str) -> list[str]:
@@ -140,7 +148,7 @@ def find_python(value: Optional[str]) -> str:
     if wanted is None:
         path = Path(value).expanduser()
         if path.is_file() and os.access(path, os.X_OK):
-            python_version(str(path))
+            python_version(str(path.absolute()))
             return str(path.absolute())
         raise EnvError(f"--python {value!r}: not an executable file, and not a version like 3.10")
     version = f"{wanted[0]}.{wanted[1]}"
@@ -193,4 +201,10 @@ def describe(spec: str, python: str) -> dict:
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
         raise EnvError(f"torch spec {spec!r}: {python} cannot import torch ({last})")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    try:
+        described = json.loads((done.stdout.strip().splitlines() or [""])[-1])
+    except json.JSONDecodeError:
+        described = None
+    if not isinstance(described, dict) or not isinstance(described.get("torch_version"), str):
+        raise EnvError(f"torch spec {spec!r}: {python} is not a python with torch ({_printed(done.stdout)})")
+    return described

@@ -7,12 +7,13 @@ import os
 from pathlib import Path
 from typing import Iterable, Optional
 
+from diag.errors import DiagError
 from diag.report.inputs import Kept, Written
 
 MANIFEST = ".diag-report-manifest.json"
 
 
-class ReportError(Exception):
+class ReportError(DiagError):
     """The site cannot be written where asked; one line that says why."""
 
 

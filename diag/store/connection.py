@@ -3,9 +3,11 @@ one line; the few statements every write shares."""
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import sqlite3
+import stat
 import sys
 import time
 from datetime import datetime, timezone
@@ -14,11 +16,12 @@ from typing import Any
 
 import sqlite_utils
 
+from diag.errors import DiagError
 from diag.store.schema import MIGRATIONS, create_views
 from diag.store.stamps import stamp_triggers
 
 
-class StoreError(Exception):
+class StoreError(DiagError):
     """A database diag cannot use: not SQLite, written by a newer diag, or not writable."""
 
 
@@ -47,6 +50,44 @@ def explain(exc: sqlite3.Error, path: Path) -> str:
     return f"{path}: {message}"
 
 
+def check_path(path: Path) -> bool:
+    """Whether a DB file is at ``path`` (False: nothing is there yet); StoreError where something
+    else is, before anything opens, resolves or creates it."""
+    kind = _kind(path)
+    if kind not in (None, "file"):
+        raise StoreError(f"{path} is {kind}, not a database file")
+    return kind == "file"
+
+
+def _kind(path: Path) -> str | None:
+    """None where nothing is at ``path``; "file" for a regular file (through symbolic links); else
+    what is there, as a phrase: SQLite would block on a FIFO, write a device, or fail on a loop."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "a loop of symbolic links"
+        if exc.errno == errno.ENOTDIR:
+            return None
+        raise StoreError(f"cannot open {path}: {exc.strerror}") from exc
+    for test, phrase in _KINDS:
+        if test(mode):
+            return phrase
+    return "not a regular file"
+
+
+_KINDS = (
+    (stat.S_ISREG, "file"),
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
 def _writable(folder: Path) -> bool:
     return folder.is_dir() and os.access(folder, os.W_OK)
 
@@ -67,11 +108,9 @@ def open_db(path: str | Path, create: bool = True, readonly: bool = False) -> sq
     A DB this call created and could not set up is removed again.
     """
     path = Path(path)
-    existed = path.exists()
+    existed = check_path(path)
     if not existed and not create:
         raise StoreError(f"no database at {path}")
-    if existed and path.is_dir():
-        raise StoreError(f"{path} is a directory, not a database")
     try:
         return _open(path, readonly and existed)
     except (sqlite3.Error, StoreError) as exc:

@@ -105,6 +105,21 @@ def _races_to_merge(target: sqlite_utils.Database, shard: sqlite_utils.Database)
     return found
 
 
+def _check_builds_named(shard: sqlite_utils.Database) -> None:
+    """Every run and race of ``shard`` names a build it holds: a run without its build cannot be
+    keyed, and merging the rest would pass off a part of the shard as all of it."""
+    tables = ["runs"] + (["races"] if "races" in shard.table_names() else [])
+    for table in tables:
+        orphans = shard.execute(
+            f'SELECT count(*), min(torch_build_id) FROM "{table}" '
+            "WHERE torch_build_id IS NULL OR torch_build_id NOT IN (SELECT id FROM torch_builds)"
+        ).fetchone()
+        if orphans[0]:
+            raise StoreError(
+                f"{orphans[0]} {table} of the shard name a build it lacks (torch_build_id {orphans[1]}); nothing merged"
+            )
+
+
 def run_records(db: sqlite_utils.Database) -> Iterable[RunRecord]:
     """Every run of ``db`` as a RunRecord (ids dropped), for copying into another DB."""
     builds_by_id = _builds_by_id(db)
@@ -136,6 +151,7 @@ def merge(target: sqlite_utils.Database, shard: sqlite_utils.Database) -> tuple[
         verdict = str(shard.execute("PRAGMA quick_check").fetchone()[0])
         if verdict != "ok":
             raise StoreError(f"the shard is damaged ({verdict.splitlines()[0]}); nothing merged")
+        _check_builds_named(shard)
         known = {row[0] for row in target.execute("SELECT uid FROM runs")}
         folded = folded_before(target)  # a run diag prune folded into counts is not added again
 
