@@ -5,14 +5,27 @@ builds) becomes a directory of Parquet files partitioned by build date (hive sty
 ``runs/build_date=2026-01-05/part-0.parquet``). A build's date is its nightly date, or for any other
 build the day diag first recorded it. Every row carries its build's id and date; a run's findings
 carry their run's. The columns are the DB's own (docs/data-model.md); JSON columns stay JSON text.
+
+An export is whole or not there: it is written into a hidden folder beside ``out``, with a marker
+(``.diag-export.json``: the DB, when, the rows and every file written), and takes ``out``'s place only
+when complete, the earlier export moved aside and removed in the same step, with stop signals held
+back meanwhile. An interrupted export leaves the earlier one as it was. A folder that holds any file
+its marker does not list (a user's own) is never replaced.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
+import re
 import shutil
+import signal
 import sqlite3
+import tempfile
+from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterator, Optional
 
 from diag.errors import DiagError
 
@@ -28,6 +41,8 @@ TABLES = {
     "frames": "run_id",
     "races": "torch_build_id",
 }
+# The files an export writes: a table's partitions, or the one empty file of a table with no rows.
+_EXPORTED = re.compile(rf"(?:{'|'.join(TABLES)})/(?:build_date=[^/]+/part-\d+|empty)\.parquet")
 UNDATED = "unknown"  # a build with neither a nightly date nor a first-seen time
 
 
@@ -44,9 +59,61 @@ def _sql_type(declared: str) -> str:
     return "string"
 
 
+MARKER = ".diag-export.json"
+STAGING = ".diag-export-"  # the hidden folders an export is written in, beside its ``out``
+
+
 def export(db_path: Path, out: Path, progress: Callable[[str], None] = lambda message: None) -> dict[str, int]:
-    """Write every table of ``db_path`` under ``out`` (replacing what an earlier export put there);
+    """Write every table of ``db_path`` as ``out`` (replacing an earlier export there, whole);
     returns the rows written per table."""
+    why = check_out(out)
+    if why:
+        raise ExportError(why)
+    parent = out.absolute().parent
+    for stale in parent.glob(f".{out.name}{STAGING}*"):  # left by an export killed outright (SIGKILL)
+        shutil.rmtree(stale, ignore_errors=True)
+    stage = Path(tempfile.mkdtemp(prefix=f".{out.name}{STAGING}", dir=parent))
+    try:
+        written = _write_tables(db_path, stage, progress)
+        files = sorted(str(path.relative_to(stage)) for path in stage.rglob("*") if path.is_file())
+        marker = {
+            "db": str(db_path.absolute()),
+            "exported_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "rows": written,
+            "files": files,
+        }
+        (stage / MARKER).write_text(json.dumps(marker, indent=2), encoding="utf-8")
+        _replace(stage, out)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)  # gone already where it took out's place
+    return written
+
+
+def _replace(stage: Path, out: Path) -> None:
+    """``stage`` in ``out``'s place; the earlier export there moved aside first and removed after."""
+    with _signals_held():
+        if not out.exists():
+            os.rename(stage, out)
+            return
+        aside = Path(tempfile.mkdtemp(prefix=f".{out.name}{STAGING}old-", dir=out.absolute().parent))
+        os.rename(out, aside / "export")
+        os.rename(stage, out)
+    shutil.rmtree(aside, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    """Stop signals (Ctrl-C, SIGTERM, SIGHUP) held back for the two renames that swap the exports,
+    and delivered after: a stop then finds either export whole, never neither."""
+    held = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
+
+
+def _write_tables(db_path: Path, out: Path, progress: Callable[[str], None]) -> dict[str, int]:
     import pyarrow as pa
     import pyarrow.dataset as ds
     import pyarrow.parquet as pq
@@ -79,8 +146,6 @@ def export(db_path: Path, out: Path, progress: Callable[[str], None] = lambda me
             )
             arrays = pa.table(values, schema=schema)
             target = out / table
-            if target.exists():
-                shutil.rmtree(target)
             if arrays.num_rows == 0:  # no partition to write: one empty file keeps the table and its schema
                 target.mkdir(parents=True)
                 pq.write_table(arrays, target / "empty.parquet")
@@ -113,11 +178,20 @@ def _build_dates(conn: sqlite3.Connection) -> dict[int, str]:
 
 
 def check_out(out: Path) -> Optional[str]:
-    """Why ``out`` cannot take an export, or None."""
-    if out.is_dir():
-        foreign = [p.name for p in out.iterdir() if p.name not in TABLES]
-        if foreign:
-            return (
-                f"--out {out}: holds {', '.join(sorted(foreign)[:3])}, not an earlier export (choose an empty folder)"
-            )
+    """Why ``out`` cannot take an export, or None: it is nothing yet, an empty folder, or an earlier
+    export holding only the files its marker lists."""
+    if not out.is_dir():
+        return f"--out {out}: not a folder" if os.path.lexists(out) else None
+    found = {str(path.relative_to(out)) for path in out.rglob("*") if path.is_file() or path.is_symlink()}
+    if not found:
+        return None
+    try:
+        listed = set(json.loads((out / MARKER).read_text(encoding="utf-8"))["files"]) | {MARKER}
+    except (OSError, ValueError, KeyError, TypeError):
+        # an export written before the marker: only the Parquet files it names as it names them
+        listed = {name for name in found if _EXPORTED.fullmatch(name)}
+    foreign = sorted(found - listed)
+    if foreign:
+        what = "not an earlier export" if not listed else "files an earlier export did not write"
+        return f"--out {out}: holds {', '.join(foreign[:3])}, {what} (choose an empty or new folder)"
     return None

@@ -72,3 +72,86 @@ def test_an_out_that_is_not_an_export_is_refused_in_one_line(recorded_db, tmp_pa
 def test_a_missing_history_is_one_line(tmp_path):
     done = diag_here("export", "--db", "nope.db", "--out", "x", cwd=tmp_path)
     assert done.returncode == 1 and done.stderr.count("\n") == 1 and not (tmp_path / "x").exists()
+
+
+def test_a_users_files_in_folders_named_like_tables_are_never_removed(recorded_db, tmp_path):
+    """exp/runs/notes.txt and exp/timings/mine.csv are the user's: the export is refused, they stay."""
+    out = tmp_path / "exp"
+    for name, text in (("runs/notes.txt", "notes"), ("timings/mine.csv", "a,b")):
+        (out / name).parent.mkdir(parents=True, exist_ok=True)
+        (out / name).write_text(text)
+    done = diag_here("export", "--db", str(recorded_db), "--out", str(out), cwd=tmp_path)
+    assert done.returncode == 1 and done.stderr.count("\n") == 1, done.stderr
+    assert "runs/notes.txt" in done.stderr and "timings/mine.csv" in done.stderr
+    assert (out / "runs" / "notes.txt").read_text() == "notes" and (out / "timings" / "mine.csv").read_text() == "a,b"
+    # nor after an export of diag's own: a file put into it later is the user's
+    _export(recorded_db, tmp_path / "mine", tmp_path)
+    (tmp_path / "mine" / "runs" / "notes.txt").write_text("notes")
+    done = diag_here("export", "--db", str(recorded_db), "--out", str(tmp_path / "mine"), cwd=tmp_path)
+    assert done.returncode == 1 and "runs/notes.txt" in done.stderr and "did not write" in done.stderr
+    assert (tmp_path / "mine" / "runs" / "notes.txt").read_text() == "notes"
+
+
+def test_an_export_written_before_the_marker_is_replaced(recorded_db, tmp_path):
+    out = tmp_path / "old"
+    first = _export(recorded_db, out, tmp_path)["rows"]
+    (out / export.MARKER).unlink()
+    assert _export(recorded_db, out, tmp_path)["rows"] == first
+    assert json.loads((out / export.MARKER).read_text())["rows"] == first
+
+
+def _whole(out) -> dict:
+    """The export at ``out`` as its marker describes it, checked whole: every file it lists is there and
+    nothing else, and DuckDB reads as many runs as it says it wrote."""
+    marker = json.loads((out / export.MARKER).read_text())
+    found = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file() and p.name != export.MARKER)
+    assert found == marker["files"]
+    read = duckdb.sql(f"SELECT count(*) FROM read_parquet('{out}/runs/**/*.parquet')").fetchall()
+    assert read == [(marker["rows"]["runs"],)]
+    return marker
+
+
+@pytest.mark.slow
+def test_a_stopped_export_leaves_the_earlier_one_whole(tmp_path):
+    """SIGTERM at moments spread over a second export of a grown history: the folder holds the earlier
+    export or the new one, each whole, never a mix; no hidden folder is left beside it."""
+    import os
+    import shutil
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from conftest import REPO
+
+    sys.path.insert(0, str(REPO / "bench"))
+    import synthetic
+
+    kept, work = tmp_path / "kept", tmp_path / "work"
+    kept.mkdir()
+    work.mkdir()
+    made = synthetic.write_history(kept / "h.db", 3000)
+    first = _export(kept / "h.db", kept / "exp", kept)["rows"]
+    synthetic.add_nightly(kept / "h.db", made)
+    grown = made + len(synthetic.configs())
+    outcomes = []
+    for delay in (0.2, 0.4, 0.6, 0.8, 1.0, 1.2, 1.6, 3.0):
+        shutil.rmtree(work)
+        shutil.copytree(kept, work)  # the grown history, and the earlier export at exp
+        started = time.monotonic()
+        process = subprocess.Popen(
+            [sys.executable, "-m", "diag", "export", "--db", "h.db", "--out", "exp"],
+            cwd=work,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        time.sleep(delay)
+        process.send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=60)
+        runs = _whole(work / "exp")["rows"]["runs"]
+        outcomes.append((round(time.monotonic() - started, 1), process.returncode, runs))
+        assert runs in (first["runs"], grown), outcomes
+        assert process.returncode in (0, 143) and b"Traceback" not in err, (outcomes, err)
+        assert sorted(os.listdir(work)) == ["exp", "h.db"], os.listdir(work)
+    # the signal landed before the swap in some trials and after it in others
+    assert {runs for _, _, runs in outcomes} == {first["runs"], grown}, outcomes

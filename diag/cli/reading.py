@@ -195,7 +195,7 @@ def export_command(db_path: str, out_format: str, out_dir: str, as_json: bool) -
 
     read_store(db_path)  # a missing or foreign file is a one-line error, as for every reading command
     out = Path(out_dir)
-    why = export.check_out(out)
+    why = export.check_out(out)  # before pyarrow is imported: a refused folder is refused at once
     if why:
         raise fail(why)
     try:
