@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import shlex
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Optional
 
 from diag import pages, regress, store
@@ -188,14 +189,29 @@ def variant_runs(
         candidates = sorted(store.builds(db), key=build_order, reverse=True)
     for build in candidates:
         runs = store.runs_of_build(db, build["id"])
-        runs_a = [r for r in runs if r["case"] == case_a]
-        runs_b = [r for r in runs if r["case"] == case_b]
+        runs_a, runs_b = _of_case(runs, case_a), _of_case(runs, case_b)
         if runs_a and runs_b:
+            for case, chosen in ((case_a, runs_a), (case_b, runs_b)):
+                sources = sorted({rows.of(run).case_source for run in chosen})
+                if len(sources) > 1:
+                    # one name, two case files: pooling them would time neither (a row is case and source)
+                    raise store.StoreError(
+                        f"--case {case} names runs of {len(sources)} case files on {build['version']} "
+                        f"({', '.join(sources)}): give the file's path as --case to choose one"
+                    )
             return build, runs_a, runs_b
     where = f"on {candidates[0]['version']}" if build_ref is not None else "on any one build"
     raise store.StoreError(
         f"no runs of both {case_a!r} and {case_b!r} {where} (diag run --case {case_a} --case {case_b})"
     )
+
+
+def _of_case(runs: list[dict[str, Any]], case: str) -> list[dict[str, Any]]:
+    """The runs a --case value names: a case name, or a case file by its path (its runs' source)."""
+    if case.endswith(".py"):
+        source = str(Path(case).resolve())
+        return [run for run in runs if rows.of(run).case_source == source]
+    return [run for run in runs if run["case"] == case]
 
 
 def identity_differences(

@@ -81,3 +81,36 @@ def test_compare_two_variants_on_a_recorded_history(copied_db, tmp_path):
     ):
         done = diag_here("compare", *args, "--db", str(copied_db), cwd=tmp_path)
         assert done.returncode != 0 and said in done.stderr and len(done.stderr.strip().splitlines()) == 1, done
+
+
+def test_a_user_case_file_named_like_a_built_in_is_never_pooled_with_it(tmp_path):
+    """A DB holding the built-in append_last and a user's append_last.py on one build: --case
+    append_last names two rows, so compare refuses in one line; the file's path chooses one."""
+    from conftest import recorded_timed, replay
+
+    user = tmp_path / "mine" / "append_last.py"
+    user.parent.mkdir()
+    user.write_text("# a user's own append_last\n")
+    made = [recorded_timed(tmp_path / "runs", f"b{i}", step_s=1.4e-3, seed=i) for i in range(5)]
+    made += [
+        recorded_timed(
+            tmp_path / "runs", f"u{i}", step_s=36e-3, seed=10 + i, case_path=str(user), case_source=str(user)
+        )
+        for i in range(5)
+    ]
+    made += [
+        recorded_timed(tmp_path / "runs", f"s{i}", step_s=2.9e-3, seed=20 + i, case="dynamic_slice") for i in range(5)
+    ]
+    db = tmp_path / "h.db"
+    replay(made, db)
+    done = diag_here("compare", "--case", "append_last", "--case", "dynamic_slice", "--db", str(db), cwd=tmp_path)
+    assert done.returncode == 1 and done.stderr.count("\n") == 1, done.stderr
+    assert "names runs of 2 case files" in done.stderr and str(user) in done.stderr and "builtin" in done.stderr
+    for chosen, ratio in ((str(user), 2.9 / 36), (str(user.relative_to(tmp_path)), 2.9 / 36)):
+        body = json.loads(
+            diag_here(
+                "compare", "--case", chosen, "--case", "dynamic_slice", "--json", "--db", str(db), cwd=tmp_path
+            ).stdout
+        )
+        (point,) = [p for p in body["points"] if p["mode"] == "compiled"]
+        assert abs(point["ratio"] - ratio) < 0.1 * ratio and point["runs_a"] == 5, point
