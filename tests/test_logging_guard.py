@@ -25,6 +25,10 @@ def test_a_case_that_turns_torch_logging_off_still_counts_what_the_builtin_count
         str(TEST_CASES / "silences_logging.py"),
         "--case",
         str(TEST_CASES / "quiets_a_logger.py"),
+        "--case",
+        str(TEST_CASES / "disables_logging.py"),
+        "--case",
+        str(TEST_CASES / "disables_torch_loggers.py"),
         "--backend",
         "eager",
         "--no-fullgraph",
@@ -49,5 +53,15 @@ def test_a_case_that_turns_torch_logging_off_still_counts_what_the_builtin_count
     note = quieted["capabilities"]["debug_logs"]
     assert note["available"] is False and "torch._dynamo" in note["detail"] and "may be low" in note["detail"], note
     assert quieted["recompile_count"] == builtin["recompile_count"]
+    # logging.disable, which silences every logger of the process: held back, nothing lost, said
+    disabled = runs["disables_logging"]
+    assert [disabled[c] for c in counts] == [builtin[c] for c in counts]
+    note = disabled["capabilities"]["debug_logs"]
+    assert note["available"] is True and "logging.disable(CRITICAL)" in note["detail"], note
+    # loggers disabled and the process-wide level set by hand: caught at the next step, and said
+    by_hand = runs["disables_torch_loggers"]
+    note = by_hand["capabilities"]["debug_logs"]
+    assert note["available"] is False and "logging.root.manager.disable" in note["detail"], note
+    assert "may be low" in note["detail"] and by_hand["recompile_count"] > 0
     # the built-in case changed nothing: no note
     assert "debug_logs" not in builtin["capabilities"] or builtin["capabilities"]["debug_logs"]["available"]

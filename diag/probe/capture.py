@@ -49,6 +49,8 @@ class LogCapture(logging.Handler):
         # logger's level: the capture turns itself on again and says so (notes), never counts zeros.
         self.interference: list[tuple[bool, str]] = []
         self._set_logs: Optional[Callable] = None  # torch's own set_logs, while a guard stands in for it
+        self._disable: Optional[Callable] = None  # logging.disable, while a guard stands in for it
+        self._held_disable: Optional[int] = None  # the level a case passed to logging.disable, held back
         self._guarded: list[tuple[object, str]] = []  # (module, attribute) where the guard stands
         self._levels: list[tuple[logging.Logger, int]] = []  # each capture point's level as diag left it
         self.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
@@ -67,6 +69,7 @@ class LogCapture(logging.Handler):
             self._turn_on()
             if not self._legacy:
                 self._guard_set_logs()
+            self._guard_disable()
         except Exception as exc:
             self.parser_errors.append(f"log capture: turning torch's logs on failed: {type(exc).__name__}: {exc}")
         self._attach()
@@ -82,6 +85,10 @@ class LogCapture(logging.Handler):
                     logger.removeHandler(handler)
             if self not in logger.handlers:
                 logger.addHandler(self)
+            logger.disabled = False
+        if logging.root.manager.disable:  # set without logging.disable (its guard holds a call back)
+            logging.root.manager.disable = logging.NOTSET
+            logging.root.manager._clear_cache()
         self._levels = [(logger, logger.level) for logger in _capture_points(self._legacy)]
 
     def _guard_set_logs(self) -> None:
@@ -107,13 +114,38 @@ class LogCapture(logging.Handler):
                 module.set_logs = set_logs
                 self._guarded.append((module, "set_logs"))
 
+    def _guard_disable(self) -> None:
+        """Stand in for ``logging.disable``, which silences every logger of the process, torch's too
+        (no record is even made): the level a case asks for is held back while the capture is on,
+        said on the run, and applied when the capture ends."""
+        original = logging.disable
+        self._disable = original
+
+        @functools.wraps(original)
+        def disable(level: int = logging.CRITICAL) -> None:
+            self._held_disable = level
+            self.interference.append(
+                (
+                    True,
+                    f"the case called logging.disable({logging.getLevelName(level)}); diag held it back while "
+                    "it captured torch's logs (the case's own loggers were not silenced meanwhile)",
+                )
+            )
+
+        logging.disable = disable  # type: ignore[assignment]
+
     def keep(self) -> None:
         """At a decode step's boundary: where the case changed a level or a handler of torch's loggers
         by other means than set_logs, turn the capture on again and say that records were lost."""
         if self._file is None or self._legacy:
             return
         changed = sorted(
-            {logger.name for logger, level in self._levels if logger.level != level or self not in logger.handlers}
+            {
+                logger.name
+                for logger, level in self._levels
+                if logger.level != level or self not in logger.handlers or logger.disabled
+            }
+            | ({"logging.root.manager.disable"} if logging.root.manager.disable else set())
         )
         if not changed:
             return
@@ -194,6 +226,11 @@ class LogCapture(logging.Handler):
         for module, name in self._guarded:
             setattr(module, name, self._set_logs)
         self._guarded.clear()
+        if self._disable is not None:
+            logging.disable = self._disable  # type: ignore[assignment]
+            self._disable = None
+            if self._held_disable is not None:
+                logging.disable(self._held_disable)
         for logger, level, handlers in self._saved:
             logger.removeHandler(self)
             logger.setLevel(level)
