@@ -222,3 +222,36 @@ def test_the_retention_policy_on_plain_values():
     assert choice.thinned == {(3, *row)}
     capped = policy.choose(runs[:3], recent={2}, thin=set(), keep_runs=1)
     assert (capped.kept, capped.surplus) == ({10}, [9, 8])
+
+
+def test_prune_never_changes_a_verdict_check_or_the_report_gives(tmp_path):
+    """The newest build's cell holds a SIGSEGV and a later pass of the same row: the crash decides the
+    cell (a failure among repeats is never outvoted). --keep-runs 1 folds a cell's older runs, but never
+    the one that decides it: check reports the same regression after prune, the report the same cells."""
+    rng = random.Random(1)
+    found = []
+    for day, statuses in ((0, ("pass", "pass")), (1, ("pass", "pass")), (2, ("crash", "pass", "pass"))):
+        build = synthetic.nightly(day, rng, start=dt.date(2027, 1, 1))
+        for index, status in enumerate(statuses):
+            record = synthetic.record(build, f"n{day}-{index}", ROW, status, rng)
+            started = dt.datetime(2027, 1, 1) + dt.timedelta(days=day, minutes=index)
+            record.run.update(started_at=started.isoformat(), capabilities=CAPABILITIES, invocation=f"i{day}-{index}")
+            found.append(record)
+    path = tmp_path / "h.db"
+    store.save_runs(store.open_db(path), found)
+
+    def said() -> tuple:
+        checked = CliRunner().invoke(cli, ["check", "--db", str(path), "--json"])
+        matrix = build_matrix(store.builds(store.open_db(path)), store.report_runs(store.open_db(path)), {})
+        cells = sorted((row, build, cell.run["uid"], cell.state, cell.worst) for row, build, cell in matrix.cells())
+        return checked.exit_code, json.loads(checked.stdout)["regressions"], cells
+
+    before = said()
+    assert [cell[3] for cell in before[2]] == ["works", "works", "flaky"]
+    assert before[0] == 1 and any(r["kind"] == "status" and "crash" in r["message"] for r in before[1]), before
+    pruned = CliRunner().invoke(
+        cli, ["prune", "--db", str(path), "--keep-builds", "1", "--keep-runs", "1", "--thin-after", "1"]
+    )
+    assert pruned.exit_code == 0, pruned.output
+    assert store.open_db(path).execute("SELECT coalesce(sum(runs), 0) FROM folded_runs").fetchone()[0] > 0
+    assert said() == before

@@ -7,7 +7,10 @@ touches a DB, so each rule is tested on plain values.
   two ``diag run`` invocations (what ``check`` pools on one build).
 - Folded into counts: of each build, a row's runs beyond its newest ``keep_runs``; on an older
   build, a row's runs beyond its newest two invocations (a release leg re-runs one build every
-  night); and a row's runs on an old nightly where no verdict turns on (``thin_cells``).
+  night); and a row's runs on an old nightly where no verdict turns on (``thin_cells``). The first
+  two rules never fold the run that decides a cell (``regress.deciding_run``: its worst, a crash
+  among passes), nor the last run of any of its other statuses (a flaky cell stays flaky): pruning
+  thins detail, it never changes what check or the report says.
 - Compacted: every other run.
 """
 
@@ -33,10 +36,16 @@ def recent_builds(variants: dict[str, list[dict[str, Any]]], keep_builds: int) -
 
 
 def choose(
-    runs: Iterable[tuple[int, int, Optional[str], tuple]], recent: set[int], thin: set[Cell], keep_runs: int
+    runs: Iterable[tuple[int, int, Optional[str], tuple]],
+    recent: set[int],
+    thin: set[Cell],
+    keep_runs: int,
+    deciding: frozenset[int] = frozenset(),
 ) -> Choice:
     """``runs``: (run id, build id, invocation, row) newest first. A run stored before invocations
-    were recorded is an invocation of its own."""
+    were recorded is an invocation of its own. ``deciding``: the run that decides each cell, which
+    only a thinned cell (one whose verdict its neighbours repeat) folds, and likewise the deciding run of
+    each of a cell's other statuses."""
     choice = Choice()
     per_cell: dict[Cell, tuple[list[int], list[str]]] = {}  # cell -> ([runs seen], invocations newest first)
     for run_id, build_id, invocation, row in runs:
@@ -47,7 +56,8 @@ def choose(
         if invocation not in invocations:
             invocations.append(invocation)
         newest_two = invocations.index(invocation) < 2
-        if cell in thin or seen[0] > keep_runs or not (newest_two or build_id in recent):
+        surplus = seen[0] > keep_runs or not (newest_two or build_id in recent)
+        if cell in thin or (surplus and run_id not in deciding):
             choice.surplus.append(run_id)
             if cell in thin:
                 choice.thinned.add(cell)

@@ -12,6 +12,7 @@ import sqlite_utils
 
 from diag import row as rows
 from diag.build import order as build_order
+from diag.regress import deciding_run
 from diag.stats import quantile
 from diag.store import policy
 from diag.store.connection import StoreError, begin_writing, explain, insert, path_of
@@ -73,7 +74,7 @@ def _prune(db: sqlite_utils.Database, keep_builds: int, keep_runs: int, thin_aft
             f"SELECT id, torch_build_id, invocation, {row_columns()} FROM runs ORDER BY id DESC"
         )
     )
-    choice = policy.choose(runs, recent, thin, keep_runs)
+    choice = policy.choose(runs, recent, thin, keep_runs, deciding_runs(db))
     kept, surplus = choice.kept, choice.surplus
     with db.conn:
         begin_writing(db.conn, path_of(db))
@@ -127,6 +128,15 @@ def _prune(db: sqlite_utils.Database, keep_builds: int, keep_runs: int, thin_aft
         "folded": folded,
         "thinned": len(choice.thinned),
     }
+
+
+def deciding_runs(db: sqlite_utils.Database) -> frozenset[int]:
+    """Of each cell (a row on one build), the run that decides each of its statuses, as check and the
+    report choose it: the cell keeps its deciding run, its statuses and so whether it is flaky."""
+    by_status: dict[tuple, list[dict[str, Any]]] = {}
+    for run in db.query(f"SELECT id, torch_build_id, status, started_at, uid, {row_columns()} FROM runs"):
+        by_status.setdefault((run["torch_build_id"], rows.of(run), run["status"]), []).append(run)
+    return frozenset(deciding_run(runs)["id"] for runs in by_status.values())
 
 
 def thinned(db: sqlite_utils.Database, variants: dict[str, list[dict[str, Any]]], thin_after: int) -> set[tuple]:
