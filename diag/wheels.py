@@ -17,6 +17,7 @@ import subprocess
 import urllib.error
 import urllib.parse
 import urllib.request
+import zipfile
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
@@ -50,6 +51,7 @@ class Wheel:
     filename: str
     location: str  # a URL or a path
     origin: str  # given | find-links | wheel cache | index | direct URL
+    sha256: Optional[str] = None  # the digest the index gave with its link (#sha256=...), where it gave one
 
     @property
     def name(self) -> WheelName:
@@ -77,6 +79,18 @@ class Wheel:
     @property
     def is_url(self) -> bool:
         return "://" in self.location and not self.location.startswith("file://")
+
+
+def cached_wheels() -> list[Wheel]:
+    """The wheels of the wheel cache. A file there that is no whole wheel (an error page an older
+    diag kept as one) is removed, so that the build is fetched again rather than failing each time."""
+    found = []
+    for wheel in local_wheels([cache_dir()], "wheel cache"):
+        if _not_whole(Path(wheel.location), False) is None:
+            found.append(wheel)
+        else:
+            Path(wheel.location).unlink(missing_ok=True)
+    return found
 
 
 def is_wheel_name(filename: str) -> bool:
@@ -151,10 +165,11 @@ def listed_wheels(index_url: str) -> list[Wheel]:
     parser.feed(page)
     found = []
     for href in parser.hrefs:
-        target = urllib.parse.urljoin(url, href).split("#", 1)[0]
+        target, _, fragment = urllib.parse.urljoin(url, href).partition("#")
         name = target.rsplit("/", 1)[-1]
+        digest = fragment[len("sha256=") :].lower() if fragment.startswith("sha256=") else None
         if name.startswith("torch-") and is_wheel_name(name):
-            found.append(Wheel(urllib.parse.unquote(name), target, "index"))
+            found.append(Wheel(urllib.parse.unquote(name), target, "index", digest))
     return found
 
 
@@ -205,21 +220,47 @@ def fetch(wheel: Wheel) -> tuple[Path, str]:
     folder.mkdir(parents=True, exist_ok=True)
     target = folder / wheel.filename
     if target.is_file():
-        os.utime(target)
-        return target, sha256_of(target)
+        digest = sha256_of(target)
+        if _not_whole(target, False, digest, wheel.sha256) is None:
+            os.utime(target)
+            return target, digest
+        target.unlink()  # a cached file that is no whole wheel (an older diag kept it): fetched again
     partial = target.with_name(f".{target.name}.{os.getpid()}.part")
-    digest = hashlib.sha256()
+    hashed = hashlib.sha256()
     try:
         with urllib.request.urlopen(wheel.location, timeout=TIMEOUT_S) as response, open(partial, "wb") as out:
             for block in iter(lambda: response.read(1 << 20), b""):
-                digest.update(block)
+                hashed.update(block)
                 out.write(block)
+        why = _not_whole(partial, True, hashed.hexdigest(), wheel.sha256)
+        if why is not None:
+            raise WheelError(f"{wheel.location} did not serve a wheel: {why}; nothing was kept")
         os.replace(partial, target)
     except (OSError, ValueError) as exc:
-        partial.unlink(missing_ok=True)
         raise WheelError(f"downloading {wheel.location} failed: {exc}") from exc
+    finally:
+        partial.unlink(missing_ok=True)
     evict(keep=target)
-    return target, digest.hexdigest()
+    return target, hashed.hexdigest()
+
+
+def _not_whole(
+    path: Path, check_members: bool, digest: Optional[str] = None, expected: Optional[str] = None
+) -> Optional[str]:
+    """Why the file at ``path`` is not a whole wheel, or None: a zip archive with a ``.dist-info/WHEEL``
+    (with ``check_members``, every member's CRC read too), whose sha256 is the one the index gave."""
+    if expected and digest != expected:
+        return f"its sha256 is {digest}, the index gave {expected}"
+    try:
+        with zipfile.ZipFile(path) as archive:
+            if not any(name.endswith(".dist-info/WHEEL") for name in archive.namelist()):
+                return "the zip archive has no .dist-info/WHEEL"
+            broken = archive.testzip() if check_members else None
+    except (zipfile.BadZipFile, OSError) as exc:
+        with open(path, "rb") as handle:
+            start = handle.read(40)
+        return f"{path.stat().st_size} bytes that are no zip archive ({exc}), starting {start!r}"
+    return f"member {broken} is damaged" if broken else None
 
 
 def evict(keep: Optional[Path] = None, limit_mb: Optional[float] = None) -> list[Path]:

@@ -103,8 +103,10 @@ def stand_in(version: str, out_dir: Path, platform: str = "linux_x86_64", python
     """A tiny wheel with a torch wheel's name (never installed), for resolution tests."""
     python_tag = python_tag or f"cp{sys.version_info[0]}{sys.version_info[1]}"
     path = out_dir / f"torch-{version}-{python_tag}-{python_tag}-{platform}.whl"
+    info = f"torch-{version.split('+')[0]}.dist-info"
     with zipfile.ZipFile(path, "w") as out:
-        out.writestr(f"torch-{version.split('+')[0]}.dist-info/METADATA", f"Name: torch\nVersion: {version}\n")
+        out.writestr(f"{info}/METADATA", f"Name: torch\nVersion: {version}\n")
+        out.writestr(f"{info}/WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: false\n")
     return path
 
 

@@ -309,3 +309,49 @@ def test_nightly_is_keyed_on_the_newest_build_so_a_kept_env_is_never_yesterdays(
     (first, _, label), (second, wheel, _) = provisioned
     assert (first.spec, second.spec, label) == ("2.14.0.dev20260105", "2.14.0.dev20260106", "nightly")
     assert envs.env_key(first) != envs.env_key(second) and wheel.origin == "index"
+
+
+class _SignIn(nightly_index.QuietHandler):
+    """A server that answers every wheel address with a 200 and an HTML sign-in page, and counts GETs."""
+
+    gets = 0
+
+    def do_GET(self):  # noqa: N802 (the stdlib's name)
+        if not self.path.endswith(".whl"):
+            return super().do_GET()
+        type(self).gets += 1
+        page = b"<!DOCTYPE html><html><body>Sign in</body></html>"
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(page)))
+        self.end_headers()
+        self.wfile.write(page)
+
+
+def test_a_page_served_as_a_wheel_is_never_kept_and_a_later_run_asks_again(tmp_path, monkeypatch):
+    """A wheel URL that answers with a sign-in page: one line naming what was served, nothing in the
+    cache, and the next fetch downloads again (before: the 53-byte page was kept as the wheel and
+    reused by every later run). A page an older diag kept in the cache is removed when the cache is read."""
+    monkeypatch.setenv("DIAG_HOME", str(tmp_path / "home"))
+    wheels.cache_dir().mkdir(parents=True)
+    name = "torch-2.14.0.dev20260101%2Bcpu-cp311-cp311-linux_x86_64.whl"
+    with nightly_index.Server(tmp_path, _SignIn) as server:
+        wheel = wheels.Wheel(name.replace("%2B", "+"), f"{server.url}/{name}", "given")
+        for attempt in (1, 2):
+            with pytest.raises(wheels.WheelError, match="did not serve a wheel: 48 bytes that are no zip") as caught:
+                wheels.fetch(wheel)
+            assert "\n" not in str(caught.value) and _SignIn.gets == attempt
+            assert list(wheels.cache_dir().iterdir()) == []
+    kept = wheels.cache_dir() / name.replace("%2B", "+")
+    kept.write_bytes(b"<!DOCTYPE html><html><body>Sign in</body></html>")
+    assert wheels.cached_wheels() == [] and not kept.exists()
+
+
+def test_a_wheel_whose_sha256_is_not_the_indexs_is_refused(index, tmp_path):
+    url, made = index
+    listed = wheels.Wheel(made[1].name, f"{url}/{made[1].name}", "index", "0" * 64)
+    with pytest.raises(wheels.WheelError, match="the index gave 0000"):
+        wheels.fetch(listed)
+    assert list(wheels.cache_dir().iterdir()) == []
+    right = wheels.Wheel(made[1].name, f"{url}/{made[1].name}", "index", wheels.sha256_of(made[1]))
+    assert wheels.fetch(right)[1] == wheels.sha256_of(made[1])

@@ -98,7 +98,7 @@ def find_wheel(request: Request) -> wheels.Wheel:
             return _given_wheel(spec)
         tags = wheels.supported_tags(request.python)
         folders = [Path(f).expanduser() for f in request.find_links]
-        local = wheels.local_wheels(folders, "find-links") + wheels.local_wheels([wheels.cache_dir()], "wheel cache")
+        local = wheels.local_wheels(folders, "find-links") + wheels.cached_wheels()
         try:
             listed, unlisted_why = wheels.listed_wheels(request.index), ""
         except wheels.WheelError as exc:
