@@ -250,3 +250,29 @@ def test_every_command_is_listed_where_it_is_defined():
     assert sorted(commands) == sorted(COMMAND_MODULES)
     for name, command in commands.items():
         assert command.callback.__module__ == f"diag.cli.{COMMAND_MODULES[name]}", name
+
+
+def test_two_reports_into_one_folder_at_once_both_finish_and_give_the_site_one_gives(history, tmp_path):
+    """Two renders into one folder while a third holds it: each waits (and says so) rather than
+    refusing another's half-written files as a stranger's, then they render one after the other; the
+    site is the one a render alone gives, byte for byte."""
+    import fcntl
+    import os
+    import time
+
+    alone = tmp_path / "alone"
+    diag("report", "--db", str(history), "--out", str(alone), cwd=tmp_path)
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    command = [sys.executable, "-m", "diag", "report", "--db", str(history), "--out", str(shared)]
+    held = os.open(shared, os.O_RDONLY)
+    fcntl.flock(held, fcntl.LOCK_EX)  # as a render in progress holds it
+    logs = [tmp_path / f"{i}.err" for i in range(2)]
+    both = [subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=log.open("wb")) for log in logs]
+    deadline = time.monotonic() + 120
+    while not all(b"another diag report is writing" in log.read_bytes() for log in logs):
+        assert time.monotonic() < deadline and all(p.poll() is None for p in both), [log.read_bytes() for log in logs]
+        time.sleep(0.05)
+    os.close(held)
+    assert [process.wait(timeout=300) for process in both] == [0, 0], [log.read_bytes() for log in logs]
+    assert site_files(shared) == site_files(alone)

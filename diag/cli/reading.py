@@ -9,7 +9,7 @@ from typing import Optional
 import click
 
 from diag import artifacts, catalog, store, text
-from diag.cli.common import RUN_ID, cli, count, db_option, fail, json_option, read_store
+from diag.cli.common import RUN_ID, cli, count, db_option, fail, json_option, progress, read_store
 from diag.contract import STATUSES
 
 
@@ -149,11 +149,10 @@ def report_command(db_path: str, out_dir: str, processes: Optional[int], as_json
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise fail(f"--out {out_dir} is not a directory")
+    site = report.Site(out, Path(db_path))
     try:
-        site = report.Site(out, Path(db_path))
-        counts = site.publish(report.render(db, out, db_name=Path(db_path).stem, processes=processes, site=site))
-    except report.ReportError as exc:
-        raise fail(str(exc)) from exc
+        with site.exclusive(waiting=progress):
+            counts = site.publish(report.render(db, out, db_name=Path(db_path).stem, processes=processes, site=site))
     except OSError as exc:
         raise fail(f"cannot write report to {out_dir}: {exc}") from exc
     index = out / "index.html"

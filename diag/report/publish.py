@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 from pathlib import Path
-from typing import Iterable, Optional
+from typing import Callable, Iterable, Iterator, Optional
 
 from diag.errors import DiagError
 from diag.report.inputs import Kept, Written
@@ -47,6 +49,24 @@ class Site:
         self.previous: Optional[set[str]] = None  # what the manifest named before this publish
         self.claimed: set[str] = set()
         self.folders: set[Path] = set()
+
+    @contextlib.contextmanager
+    def exclusive(self, waiting: Callable[[str], None]) -> Iterator[None]:
+        """The folder to this report alone, from reading the state an earlier render kept to its last
+        write: a second ``diag report`` into it waits (``waiting`` says so), then renders after it,
+        rather than taking the first one's half-written files for a stranger's. The lock is the
+        folder's own (flock on it), so no file is left behind."""
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        handle = os.open(self.out_dir, os.O_RDONLY)
+        try:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                waiting(f"another diag report is writing {self.out_dir}; waiting for it to finish")
+                fcntl.flock(handle, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(handle)
 
     def _read(self) -> set[str]:
         if self.previous is None:
