@@ -69,21 +69,48 @@ def parse(text: str) -> Shard:
 
 def from_environ(environ: Mapping[str, str]) -> Shard:
     """``--shard auto``: K and N from the scheduler's variables. A Slurm array that does not start
-    at 0 (``--array=1-4``) counts from ``SLURM_ARRAY_TASK_MIN``."""
+    at 0 (``--array=1-4``) counts from ``SLURM_ARRAY_TASK_MIN``, one with a step (``--array=1-7:2``)
+    in steps; one whose ids are not evenly spaced (``--array=1,3,6``) names no share, and is refused."""
     for name, index_var, count_var in SCHEDULERS:
         if index_var not in environ:
             continue
         if count_var not in environ:
             raise ShardError(f"--shard auto: {index_var} is set ({name}) but {count_var} is not")
+        index, count = _whole(environ, index_var), _whole(environ, count_var)
+        if index_var == "SLURM_ARRAY_TASK_ID":
+            index = _slurm_position(environ, index, count)
         try:
-            index, count = int(environ[index_var]), int(environ[count_var])
-            if index_var == "SLURM_ARRAY_TASK_ID":
-                index -= int(environ.get("SLURM_ARRAY_TASK_MIN", "0"))
-        except ValueError as exc:
-            raise ShardError(f"--shard auto: {name}'s {index_var}/{count_var} are not whole numbers") from exc
-        return parse(f"{index}/{count}")
+            return parse(f"{index}/{count}")
+        except ShardError as exc:  # said of the variables the user has, not of a K/N never typed
+            given = f"{index_var}={environ[index_var]} and {count_var}={environ[count_var]}"
+            raise ShardError(f"--shard auto: {given} give share {index}/{count}: {str(exc).split(': ', 1)[1]}") from exc
     names = ", ".join(f"{index_var} and {count_var}" for _, index_var, count_var in SCHEDULERS)
     raise ShardError(f"--shard auto: none of the scheduler variables is set ({names})")
+
+
+def _whole(environ: Mapping[str, str], name: str) -> int:
+    value = environ[name]
+    if not value.strip().isdigit():
+        raise ShardError(f"--shard auto: {name}={value!r} is not a whole number")
+    return int(value)
+
+
+def _slurm_position(environ: Mapping[str, str], task: int, count: int) -> int:
+    """Where task id ``task`` stands among the array's ``count`` ids, counted from 0."""
+    if "SLURM_ARRAY_TASK_MIN" not in environ:
+        return task
+    low = _whole(environ, "SLURM_ARRAY_TASK_MIN")
+    high = _whole(environ, "SLURM_ARRAY_TASK_MAX") if "SLURM_ARRAY_TASK_MAX" in environ else low + count - 1
+    step = _whole(environ, "SLURM_ARRAY_TASK_STEP") if "SLURM_ARRAY_TASK_STEP" in environ else 1
+    if count == 1 and task == low:
+        return 0
+    if step < 1 or (high - low) != step * (count - 1) or (task - low) % step or not low <= task <= high:
+        raise ShardError(
+            f"--shard auto: the Slurm array's {count} task ids from {low} to {high} (step {step}) are not "
+            f"evenly spaced, so task {task} names no share (an array such as --array=1,3,6); give --shard K/N, "
+            f"or submit --array=0-{count - 1}"
+        )
+    return (task - low) // step
 
 
 @dataclass(frozen=True)

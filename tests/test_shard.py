@@ -4,6 +4,7 @@ shard input is one line and writes nothing. (The real sharded runs, under Slurm 
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import statistics
 from collections import Counter
@@ -144,6 +145,28 @@ def test_a_plan_run_with_another_shard_count_is_refused(tmp_path):
         ({"SLURM_ARRAY_TASK_ID": "4", "SLURM_ARRAY_TASK_COUNT": "4", "SLURM_ARRAY_TASK_MIN": "1"}, "3/4"),
         ({"JOB_COMPLETION_INDEX": "0", "JOB_COMPLETIONS": "8"}, "0/8"),
         ({"BUILDKITE_PARALLEL_JOB": "5", "BUILDKITE_PARALLEL_JOB_COUNT": "6"}, "5/6"),
+        # --array=1-7:2 (ids 1, 3, 5, 7) and --array=1,3,5,7 (evenly spaced all the same): the 2nd id is share 1
+        (
+            {
+                "SLURM_ARRAY_TASK_ID": "3",
+                "SLURM_ARRAY_TASK_COUNT": "4",
+                "SLURM_ARRAY_TASK_MIN": "1",
+                "SLURM_ARRAY_TASK_MAX": "7",
+                "SLURM_ARRAY_TASK_STEP": "2",
+            },
+            "1/4",
+        ),
+        (
+            {
+                "SLURM_ARRAY_TASK_ID": "7",
+                "SLURM_ARRAY_TASK_COUNT": "4",
+                "SLURM_ARRAY_TASK_MIN": "1",
+                "SLURM_ARRAY_TASK_MAX": "7",
+                "SLURM_ARRAY_TASK_STEP": "2",
+            },
+            "3/4",
+        ),
+        ({"SLURM_ARRAY_TASK_ID": "5", "SLURM_ARRAY_TASK_COUNT": "1", "SLURM_ARRAY_TASK_MIN": "5"}, "0/1"),
     ],
 )
 def test_auto_reads_each_schedulers_variables(environ, expected):
@@ -153,8 +176,47 @@ def test_auto_reads_each_schedulers_variables(environ, expected):
 def test_auto_names_the_missing_count():
     with pytest.raises(shard.ShardError, match="JOB_COMPLETION_INDEX is set .* but JOB_COMPLETIONS is not"):
         shard.from_environ({"JOB_COMPLETION_INDEX": "1"})
-    with pytest.raises(shard.ShardError, match="K must be below N"):
+    with pytest.raises(shard.ShardError, match="K must be below N") as caught:
         shard.from_environ({"BUILDKITE_PARALLEL_JOB": "6", "BUILDKITE_PARALLEL_JOB_COUNT": "6"})
+    assert "BUILDKITE_PARALLEL_JOB=6 and BUILDKITE_PARALLEL_JOB_COUNT=6" in str(caught.value)
+    assert "--shard 6/6" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "environ, said",
+    [
+        # the variable that is wrong is the one named, whichever it is
+        (
+            {"SLURM_ARRAY_TASK_ID": "2", "SLURM_ARRAY_TASK_COUNT": "4", "SLURM_ARRAY_TASK_MIN": "xyz"},
+            "SLURM_ARRAY_TASK_MIN='xyz' is not a whole number",
+        ),
+        ({"JOB_COMPLETION_INDEX": "-1", "JOB_COMPLETIONS": "4"}, "JOB_COMPLETION_INDEX='-1' is not a whole number"),
+        # --array=1,3,6: no even spacing, so no share is right for any id
+        (
+            {
+                "SLURM_ARRAY_TASK_ID": "3",
+                "SLURM_ARRAY_TASK_COUNT": "3",
+                "SLURM_ARRAY_TASK_MIN": "1",
+                "SLURM_ARRAY_TASK_MAX": "6",
+                "SLURM_ARRAY_TASK_STEP": "1",
+            },
+            "not evenly spaced",
+        ),
+        # --array=1,3,5,7 where Slurm gives no step: ids 1..7 are not 4 ids apart by 1
+        (
+            {
+                "SLURM_ARRAY_TASK_ID": "5",
+                "SLURM_ARRAY_TASK_COUNT": "4",
+                "SLURM_ARRAY_TASK_MIN": "1",
+                "SLURM_ARRAY_TASK_MAX": "7",
+            },
+            "not evenly spaced",
+        ),
+    ],
+)
+def test_auto_refuses_what_names_no_share_and_names_the_variable(environ, said):
+    with pytest.raises(shard.ShardError, match=re.escape(said)):
+        shard.from_environ(environ)
 
 
 def test_recorded_durations_cost_the_rows(tmp_path, recorded_db):
