@@ -21,6 +21,12 @@ from diag.build import identity
 FAST = ["--backend", "eager", "--fullgraph", "--no-timing", "--new-tokens", "3", "--prompt-length", "6"]
 
 
+def default_stop_signals() -> None:
+    """In a child, before it runs: SIGINT, SIGTERM and SIGHUP at their default disposition."""
+    for stop in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(stop, signal.SIG_DFL)
+
+
 def _probe_processes(marker: str) -> list[str]:
     done = subprocess.run(["ps", "-ww", "-eo", "pid,args"], capture_output=True, text=True)
     return [line for line in done.stdout.splitlines() if "diag.probe" in line and marker in line]
@@ -40,8 +46,9 @@ def test_a_stopped_matrix_kills_probes_keeps_finished_runs_and_leaves_nothing_be
     db = tmp_path / "int.db"
     temp = tmp_path / "tmp"  # the cold inductor caches and every other temporary folder go here
     temp.mkdir()
-    # A job a non-interactive shell starts in the background inherits SIGINT ignored, and Python then
-    # installs no handler for it: the test gives diag the terminal's default, as a user's shell does.
+    # A job a non-interactive shell starts in the background inherits SIGINT ignored (and one started
+    # under nohup SIGHUP), and Python then installs no handler for it: the test gives diag the default
+    # disposition of every stop signal, as a user's interactive shell does, whatever the test run inherited.
     process = subprocess.Popen(
         [
             sys.executable,
@@ -61,7 +68,7 @@ def test_a_stopped_matrix_kills_probes_keeps_finished_runs_and_leaves_nothing_be
         stderr=subprocess.PIPE,
         text=True,
         env={**os.environ, "TMPDIR": str(temp)},
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        preexec_fn=default_stop_signals,
     )
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
@@ -236,6 +243,7 @@ def test_a_probe_stopped_by_a_signal_takes_its_passes_with_it(tmp_path, stop):
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
+        preexec_fn=default_stop_signals,  # a test run started under nohup must not hand the probe SIGHUP ignored
     )
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and len(_probe_processes(str(tmp_path))) < 2:
