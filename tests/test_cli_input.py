@@ -97,7 +97,7 @@ def test_not_a_database(tmp_path):
         (["env", "add", "not-a-spec"], "malformed torch spec"),
         (["env", "add", "current"], "nothing to provision"),
         (
-            ["bisect", "--case", "append_last", "--good", "current", "--bad", "2.14.1", "--candidates", "/dev/null"],
+            ["bisect", "--case", "append_last", "--good", "current", "--bad", "2.14.1", "--candidates", "empty.txt"],
             "a release or a dated nightly at each end",
         ),
         (["bisect", "--case", "nope", "--good", "2.13.0", "--bad", "2.14.1"], "unknown case"),
@@ -107,6 +107,7 @@ def test_not_a_database(tmp_path):
     ],
 )
 def test_more_bad_input_is_one_line(tmp_path, args, fragment):
+    (tmp_path / "empty.txt").write_text("")
     done = (
         diag_here(*args, "--db", str(tmp_path / "x.db"), cwd=tmp_path)
         if args[0] not in ("env",)
@@ -135,7 +136,8 @@ def test_junit_into_a_missing_folder(tmp_path):
     from conftest import cli
 
     done = cli("check", "--db", str(tmp_path / "absent.db"), "--junit", str(tmp_path / "nodir" / "j.xml"))
-    assert done.exit_code == 1 and "nodir" in done.output and "does not exist" in done.output
+    # refused where the option enters, before the DB is even looked for
+    assert done.exit_code == 2 and "--junit" in done.output and "nodir does not exist" in done.output
 
 
 def test_messages_when_there_is_nothing_to_show(recorded_db, tmp_path):
@@ -219,4 +221,4 @@ def test_ids_and_counts_beyond_what_sqlite_holds_are_one_line(copied_db, tmp_pat
 
 def test_repro_into_a_missing_folder_is_one_line(copied_db, tmp_path):
     done = diag_here("repro", "1", "-o", "nodir/r.py", "--db", str(copied_db), cwd=tmp_path)
-    assert_one_line_error(done, "-o nodir/r.py", "No such file or directory")
+    assert_one_line_error(done, "'-o' / '--output'", "'nodir/r.py'", "nodir does not exist")

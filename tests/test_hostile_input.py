@@ -155,7 +155,7 @@ def test_a_plan_of_another_shape_is_refused(work, shape):
 def test_a_db_that_is_no_file_is_refused_before_it_is_opened(work, command, db):
     """SQLite would block on a FIFO, write a device (and leave a -journal beside it), or fail on a loop."""
     args = [*command, db] if command[0] == "merge" else [*command, "--db", db]
-    _refused(work, *args, fragments=(db, "not a database file"))
+    _refused(work, *args, fragments=(db, "not a regular file"))
 
 
 def test_merge_of_a_shard_whose_runs_name_a_build_it_lacks(copied_db, work):

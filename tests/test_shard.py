@@ -118,7 +118,7 @@ def test_plan_refuses_bad_input_in_one_line(tmp_path):
         (["--shards", "2", "--part", "--case nope"], "unknown case 'nope'"),
         (["--shards", "2", "--part", "--case all --db x.db"], "part 0 gives --db, an option of the whole invocation"),
         (["--shards", "2", "--part", "--case all --backend fast"], "part 0 (--case all --backend fast)"),
-        (["--shards", "2", "--matrix", "missing.toml"], "--matrix missing.toml"),
+        (["--shards", "2", "--matrix", "missing.toml"], "'--matrix': 'missing.toml': no such file"),
     ]:
         done = diag_here("plan", *args, cwd=tmp_path)
         assert done.returncode != 0 and said in done.stderr, (args, done.stderr)

@@ -44,7 +44,7 @@ from diag.cli.common import cli, db_option, fail, json_option, progress
 @click.option(
     "--history",
     "history_path",
-    type=click.Path(dir_okay=False),
+    type=params.DB_FILE,
     default=None,
     help="A diag DB: its builds are skipped (and named as candidates), its durations cost the rows.",
 )

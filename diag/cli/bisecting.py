@@ -10,6 +10,7 @@ from typing import Any, Optional
 import click
 
 from diag import catalog, envs, preflight, store, text
+from diag.cli import params
 from diag.cli.common import (
     build_configs,
     cli,
@@ -47,7 +48,7 @@ from diag.config import DEFAULT_TIMEOUT_S
 @click.option(
     "--candidates",
     "candidates_file",
-    type=click.Path(exists=True, dir_okay=False),
+    type=params.INPUT_FILE,
     default=None,
     help="File of torch specs to search, one per line (default: the versions on --index).",
 )

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 import click
 
 from diag import __version__, store
+from diag.cli import params
 from diag.config import DEFAULT_DB, DEFAULT_TIMEOUT_S
 from diag.contract import DTYPES, MODES, Config
 from diag.errors import DiagError
@@ -44,12 +45,7 @@ def fail(message: str) -> click.ClickException:
 
 def db_option(fn: Callable) -> Callable:
     return click.option(
-        "--db",
-        "db_path",
-        default=DEFAULT_DB,
-        show_default=True,
-        type=click.Path(dir_okay=False),
-        help="SQLite database file.",
+        "--db", "db_path", default=DEFAULT_DB, show_default=True, type=params.DB_FILE, help="SQLite database file."
     )(fn)
 
 
@@ -111,7 +107,7 @@ def config_options(fn: Callable) -> Callable:
         click.option(
             "--model",
             "model_path",
-            type=click.Path(exists=True, file_okay=False),
+            type=params.INPUT_FOLDER,
             default=None,
             help="Local transformers Llama checkpoint; default: a small random Llama.",
         ),
@@ -378,7 +374,7 @@ def env_options(fn: Callable) -> Callable:
             "find_links",
             multiple=True,
             metavar="DIR",
-            type=click.Path(exists=True, file_okay=False),
+            type=params.INPUT_FOLDER,
             help="A folder of torch wheels to look in before the index (also $DIAG_HOME/wheels). Repeatable.",
         ),
     ]

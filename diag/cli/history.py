@@ -12,6 +12,7 @@ import click
 
 from diag import envs, gate, junit, preflight, regress, store, text, variants
 from diag import row as rows
+from diag.cli import params
 from diag.cli.common import (
     cli,
     count,
@@ -108,8 +109,8 @@ def env_rm(name: str) -> None:
 
 
 @cli.command("merge")
-@click.argument("out_db", type=click.Path(dir_okay=False))
-@click.argument("shards", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.argument("out_db", type=params.DB_FILE)
+@click.argument("shards", nargs=-1, required=True, type=params.DB_FILE)
 @json_option
 def merge_command(out_db: str, shards: tuple[str, ...], as_json: bool) -> None:
     """Merge shard databases (e.g. one per CI leg) into OUT_DB without duplicating runs.
@@ -307,14 +308,14 @@ def prune_command(keep_builds: int, keep_runs: int, thin_after: int, db_path: st
 @click.option(
     "--allow",
     "allow_file",
-    type=click.Path(exists=True, dir_okay=False),
+    type=params.INPUT_FILE,
     default=None,
     help="File of keys known to be flaky (one per line), ignored when new.",
 )
 @click.option(
     "--junit",
     "junit_file",
-    type=click.Path(dir_okay=False),
+    type=params.OUTPUT_FILE,
     default=None,
     help="Write JUnit XML: a test case per row, a failure per regression.",
 )
@@ -328,7 +329,7 @@ def prune_command(keep_builds: int, keep_runs: int, thin_after: int, db_path: st
 @click.option(
     "--alerts",
     "alerts_file",
-    type=click.Path(dir_okay=False),
+    type=params.OUTPUT_FILE,
     default=None,
     help="Write one alert per regressed row (JSON: title, marker, Markdown body) for an issue tracker.",
 )

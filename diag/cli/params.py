@@ -3,7 +3,11 @@ malformed one is refused in one line before anything is created, provisioned or 
 
 from __future__ import annotations
 
+import errno
+import os
 import shlex
+import stat
+from pathlib import Path
 from typing import Any, Optional
 
 import click
@@ -32,3 +36,76 @@ class RunArgs(click.ParamType):
 
 
 RUN_ARGS = RunArgs()
+
+
+def _kind(path: Path) -> Optional[str]:
+    """What is at ``path``: None for nothing, "file" for a regular file (through links), else a phrase."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "a loop of symbolic links"
+        if exc.errno == errno.ENOTDIR:
+            return None
+        return f"unreadable ({exc.strerror})"
+    if stat.S_ISREG(mode):
+        return "file"
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    return {stat.S_IFIFO: "a FIFO", stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device"}.get(
+        stat.S_IFMT(mode), "not a regular file"
+    )
+
+
+class FilePath(click.Path):
+    """A file diag reads or writes, checked where it enters: what is there must be a regular file (a
+    FIFO would block diag, a device take its writes, a loop of links fail it later); ``must_exist`` for
+    an input; for an output, its folder must exist. The value is the path as given."""
+
+    def __init__(self, must_exist: bool = False, output: bool = False) -> None:
+        super().__init__(dir_okay=False)
+        self.must_exist, self.output = must_exist, output
+
+    def convert(self, value: Any, param: Optional[click.Parameter], ctx: Optional[click.Context]) -> Any:
+        text = os.fspath(value)
+        if not text:
+            self.fail("an empty path names no file", param, ctx)
+        path = Path(text)
+        kind = _kind(path)
+        if kind is None and self.must_exist:
+            self.fail(f"{text!r}: no such file", param, ctx)
+        if kind not in (None, "file"):
+            self.fail(f"{text!r} is {kind}, not a regular file", param, ctx)
+        if self.output and kind is None and not path.absolute().parent.is_dir():
+            self.fail(f"{text!r}: its folder {path.absolute().parent} does not exist", param, ctx)
+        return text
+
+
+DB_FILE = FilePath()  # a DB, new or existing: commands that read one say "no database at" themselves
+INPUT_FILE = FilePath(must_exist=True)
+OUTPUT_FILE = FilePath(output=True)
+
+
+class FolderPath(click.Path):
+    """A folder diag reads (``must_exist``) or writes into: what is there must be a directory."""
+
+    def __init__(self, must_exist: bool = False) -> None:
+        super().__init__(file_okay=False)
+        self.must_exist = must_exist
+
+    def convert(self, value: Any, param: Optional[click.Parameter], ctx: Optional[click.Context]) -> Any:
+        text = os.fspath(value)
+        if not text:
+            self.fail("an empty path names no folder", param, ctx)
+        kind = _kind(Path(text))
+        if kind is None and self.must_exist:
+            self.fail(f"{text!r}: no such folder", param, ctx)
+        if kind not in (None, "a directory"):
+            self.fail(f"{text!r} is {'a file' if kind == 'file' else kind}, not a folder", param, ctx)
+        return text
+
+
+INPUT_FOLDER = FolderPath(must_exist=True)
+OUTPUT_FOLDER = FolderPath()

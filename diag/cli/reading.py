@@ -9,6 +9,7 @@ from typing import Optional
 import click
 
 from diag import artifacts, catalog, store, text
+from diag.cli import params
 from diag.cli.common import RUN_ID, cli, count, db_option, fail, json_option, progress, read_store
 from diag.contract import STATUSES
 
@@ -90,7 +91,7 @@ def show_command(run_id: int, db_path: str, as_json: bool) -> None:
 @cli.command("repro")
 @click.argument("run_id", type=RUN_ID)
 @click.option(
-    "-o", "--output", type=click.Path(dir_okay=False), default=None, help="Write the script here (default: print it)."
+    "-o", "--output", type=params.OUTPUT_FILE, default=None, help="Write the script here (default: print it)."
 )
 @db_option
 def repro_command(run_id: int, output: Optional[str], db_path: str) -> None:
@@ -124,7 +125,7 @@ def repro_command(run_id: int, output: Optional[str], db_path: str) -> None:
     "out_dir",
     default="reports",
     show_default=True,
-    type=click.Path(file_okay=False),
+    type=params.OUTPUT_FOLDER,
     help="Output directory; updated in place, never overwriting files of yours.",
 )
 @click.option(
@@ -179,7 +180,7 @@ def report_command(db_path: str, out_dir: str, processes: Optional[int], as_json
     "--out",
     "out_dir",
     required=True,
-    type=click.Path(file_okay=False),
+    type=params.OUTPUT_FOLDER,
     help="Folder for the datasets, one per table (an earlier export there is replaced).",
 )
 @json_option

@@ -12,7 +12,7 @@ from typing import Any, Optional
 import click
 
 from diag import catalog, envs, preflight, runner, shard, stopping, store, text
-from diag.cli import sharding
+from diag.cli import params, sharding
 from diag.cli.common import (
     cli,
     config_options,
@@ -108,21 +108,21 @@ def resolve_envs(specs: tuple[str, ...], options: envs.Options) -> tuple[dict[st
 @click.option(
     "--matrix",
     "matrix_path",
-    type=click.Path(dir_okay=False),
+    type=params.INPUT_FILE,
     default=None,
     help="Matrix file (TOML, [[part]] tables of diag run arguments) to shard instead of this command's own.",
 )
 @click.option(
     "--plan",
     "plan_path",
-    type=click.Path(dir_okay=False),
+    type=params.INPUT_FILE,
     default=None,
     help="A plan written by diag plan --out: run its share --shard K/N.",
 )
 @click.option(
     "--history",
     "history_path",
-    type=click.Path(dir_okay=False),
+    type=params.DB_FILE,
     default=None,
     help="With --shard: a diag DB whose recorded durations cost the rows (the same file on every worker).",
 )

@@ -289,7 +289,7 @@ def actions_matrix(planned: shard.Plan) -> dict[str, Any]:
 @click.option(
     "--matrix",
     "matrix_path",
-    type=click.Path(dir_okay=False),
+    type=params.INPUT_FILE,
     default=None,
     help='Matrix file (TOML): [[part]] tables, each with run = "<diag run arguments>".',
 )
@@ -310,14 +310,14 @@ def actions_matrix(planned: shard.Plan) -> dict[str, Any]:
 @click.option(
     "--history",
     "history_path",
-    type=click.Path(dir_okay=False),
+    type=params.DB_FILE,
     default=None,
     help="A diag DB whose recorded run durations cost the rows (default: estimates, docs/scale-out.md).",
 )
 @click.option(
     "--out",
     "out_path",
-    type=click.Path(dir_okay=False),
+    type=params.OUTPUT_FILE,
     default=None,
     help="Write the plan here, for diag run --plan FILE --shard K/N.",
 )

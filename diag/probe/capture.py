@@ -49,9 +49,8 @@ class LogCapture(logging.Handler):
         # logger's level: the capture turns itself on again and says so (notes), never counts zeros.
         self.interference: list[tuple[bool, str]] = []
         self._set_logs: Optional[Callable] = None  # torch's own set_logs, while a guard stands in for it
-        self._disable: Optional[Callable] = None  # logging.disable, while a guard stands in for it
         self._held_disable: Optional[int] = None  # the level a case passed to logging.disable, held back
-        self._guarded: list[tuple[object, str]] = []  # (module, attribute) where the guard stands
+        self._guarded: list[tuple[object, str, Callable]] = []  # (module, attribute, original) of each guard
         self._levels: list[tuple[logging.Logger, int]] = []  # each capture point's level as diag left it
         self.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
 
@@ -112,26 +111,19 @@ class LogCapture(logging.Handler):
         for module in (torch._logging, getattr(torch._logging, "_internal", None)):
             if module is not None and getattr(module, "set_logs", None) is original:
                 module.set_logs = set_logs
-                self._guarded.append((module, "set_logs"))
+                self._guarded.append((module, "set_logs", original))
 
     def _guard_disable(self) -> None:
-        """Stand in for ``logging.disable``, which silences every logger of the process, torch's too
-        (no record is even made): the level a case asks for is held back while the capture is on,
-        said on the run, and applied when the capture ends."""
-        original = logging.disable
-        self._disable = original
+        """Stand in for ``logging.disable``, which silences every logger, torch's too (no record is even
+        made): the level asked for is held back while the capture is on, said, and applied after it."""
 
-        @functools.wraps(original)
+        @functools.wraps(logging.disable)
         def disable(level: int = logging.CRITICAL) -> None:
             self._held_disable = level
-            self.interference.append(
-                (
-                    True,
-                    f"the case called logging.disable({logging.getLevelName(level)}); diag held it back while "
-                    "it captured torch's logs (the case's own loggers were not silenced meanwhile)",
-                )
-            )
+            said = f"the case called logging.disable({logging.getLevelName(level)}); diag held it back while it"
+            self.interference.append((True, f"{said} captured torch's logs (the case's own loggers logged meanwhile)"))
 
+        self._guarded.append((logging, "disable", logging.disable))
         logging.disable = disable  # type: ignore[assignment]
 
     def keep(self) -> None:
@@ -223,14 +215,11 @@ class LogCapture(logging.Handler):
             logging.getLogger(name).setLevel(level)
 
     def uninstall(self) -> None:
-        for module, name in self._guarded:
-            setattr(module, name, self._set_logs)
+        for module, name, original in self._guarded:
+            setattr(module, name, original)
         self._guarded.clear()
-        if self._disable is not None:
-            logging.disable = self._disable  # type: ignore[assignment]
-            self._disable = None
-            if self._held_disable is not None:
-                logging.disable(self._held_disable)
+        if self._held_disable is not None:
+            logging.disable(self._held_disable)
         for logger, level, handlers in self._saved:
             logger.removeHandler(self)
             logger.setLevel(level)
