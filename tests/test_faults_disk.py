@@ -316,3 +316,13 @@ def test_a_run_whose_run_directories_cannot_be_created_is_refused_before_it_star
             assert "running" not in done.stderr
     finally:
         holder.conn.close()
+
+
+def test_export_into_a_folder_that_cannot_be_written_is_one_line_and_leaves_nothing(tmp_path):
+    db = one_db(tmp_path)
+    parent = tmp_path / "locked"
+    parent.mkdir()
+    with immutable(parent):
+        done = diag_main("export", "--db", str(db), "--out", str(parent / "exp"), cwd=tmp_path)
+    assert_one_line(done, "locked")
+    assert list(parent.iterdir()) == []

@@ -8,6 +8,7 @@ import http.server
 import json
 import threading
 import urllib.parse
+from typing import Optional
 
 import pytest
 from conftest import diag_here
@@ -20,6 +21,7 @@ class Tracker:
 
     def __init__(self, issues: list[dict]) -> None:
         self.issues, self.requests = issues, []
+        self.answer: Optional[object] = None  # set: what every request is answered with instead
         tracker = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -37,6 +39,8 @@ class Tracker:
             def do_GET(self):  # noqa: N802 (the stdlib's name)
                 url = urllib.parse.urlparse(self.path)
                 tracker.requests.append(("GET", url.path, dict(self.headers), urllib.parse.parse_qs(url.query)))
+                if tracker.answer is not None:
+                    return self._reply(tracker.answer)
                 query = urllib.parse.parse_qs(url.query)["q"][0]
                 term = query.split('"')[1]
                 items = [issue for issue in tracker.issues if term in issue["title"] + issue["body"]]
@@ -45,6 +49,8 @@ class Tracker:
             def do_POST(self):  # noqa: N802 (the stdlib's name)
                 sent = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 tracker.requests.append(("POST", self.path, dict(self.headers), sent))
+                if tracker.answer is not None:
+                    return self._reply(tracker.answer, 201)
                 made = {"number": 9000 + len(tracker.issues), "state": "open", **sent}
                 made["html_url"] = f"https://tracker.test/issues/{made['number']}"
                 tracker.issues.append(made)
@@ -145,3 +151,18 @@ def test_a_run_without_the_asked_break_is_one_line(recorded_db, tmp_path):
     )
     assert done.returncode == 1 and "has no finding 'nope'; it has: GB0124, GB0219" in done.stderr
     assert done.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize("answer", [[], {}, {"items": "x"}, {"items": [1]}, "ok", 3])
+def test_a_tracker_that_answers_something_else_is_one_line(recorded_db, tmp_path, tracker, monkeypatch, answer):
+    """A tracker (or a proxy before it) that answers JSON of another shape: one line naming what it
+    answered, and nothing filed on a guess."""
+    monkeypatch.setenv("GITHUB_TOKEN", "t0ken")
+    tracker.answer = answer
+    done = diag_here(
+        "file-upstream", str(_gb_run(recorded_db)), "--db", str(recorded_db), "--api-url", tracker.url, "--file",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 1 and done.stderr.count("\n") == 1 and "Traceback" not in done.stderr, done.stderr
+    assert "the tracker answered" in done.stderr and "not a search result" in done.stderr
+    assert [method for method, *_ in tracker.requests] == ["GET"]
