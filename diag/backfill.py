@@ -30,7 +30,7 @@ class End:
     series: Optional[str]  # "2.1.0" where the end is a dated nightly
 
 
-def parse_end(text: str, option: str) -> End:
+def parse_end(text: str) -> End:
     """A dated nightly (``2.1.0.dev20230601``) or a date (``2023-06-01``, ``20230601``)."""
     version = Version.lenient(text)
     if version is not None and version.nightly_date:
@@ -41,7 +41,7 @@ def parse_end(text: str, option: str) -> End:
             return End(datetime.date(*(int(group) for group in found.groups())), None)
     except ValueError:
         pass
-    raise BackfillError(f"{option} {text!r}: expected a date (2023-06-01) or a dated nightly (2.1.0.dev20230601)")
+    raise BackfillError(f"{text!r}: expected a date (2023-06-01) or a dated nightly (2.1.0.dev20230601)")
 
 
 MAX_EVERY_DAYS = 36_525  # a century: every window past it holds one build at most anyway
@@ -50,10 +50,10 @@ MAX_EVERY_DAYS = 36_525  # a century: every window past it holds one build at mo
 def parse_every(text: str) -> int:
     found = re.fullmatch(r"\s*(\d+)\s*([dw])\s*", text)
     if not found or int(found.group(1)) == 0:
-        raise BackfillError(f"--every {text!r}: expected days or weeks, such as 1d, 7d or 2w")
+        raise BackfillError(f"{text!r}: expected days or weeks, such as 1d, 7d or 2w")
     days = int(found.group(1)) * (7 if found.group(2) == "w" else 1)
     if days > MAX_EVERY_DAYS:
-        raise BackfillError(f"--every {text!r}: at most {MAX_EVERY_DAYS} days (a century)")
+        raise BackfillError(f"{text!r}: at most {MAX_EVERY_DAYS} days (a century)")
     return days
 
 

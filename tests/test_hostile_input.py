@@ -67,8 +67,8 @@ def test_python_given_by_a_relative_path_is_run_from_there(work):
 @pytest.mark.parametrize(
     "ends, said",
     [
-        (["--from", "2.1.0.dev20231340", "--to", "2.1.0.dev20231345"], "--from '2.1.0.dev20231340'"),
-        (["--from", "2.1.0.dev20230230", "--to", "2.1.0.dev20230301"], "--from '2.1.0.dev20230230'"),
+        (["--from", "2.1.0.dev20231340", "--to", "2.1.0.dev20231345"], "'--from': '2.1.0.dev20231340'"),
+        (["--from", "2.1.0.dev20230230", "--to", "2.1.0.dev20230301"], "'--from': '2.1.0.dev20230230'"),
         (["--from", "9999-12-30", "--to", "9999-12-31"], "no nightly of it exists yet"),
         (["--from", "2023-01-01", "--to", "2023-02-01", "--every", "99999999999999999999d"], "at most 36525 days"),
         (["--from", "2023-01-01", "--to", "2023-01-02", "--history", "text.txt"], "text.txt is not a diag database"),

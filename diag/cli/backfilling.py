@@ -9,24 +9,33 @@ from typing import Optional
 
 import click
 
-from diag import backfill, store, text
+from diag import backfill, shard, store, text
 from diag.cli import params, running, sharding
 from diag.cli.common import cli, db_option, fail, json_option, progress
 
 
 @cli.command("backfill")
 @click.option(
-    "--from", "first", required=True, help="First day: a date (2023-06-01) or a dated nightly (2.1.0.dev20230601)."
+    "--from",
+    "first",
+    required=True,
+    type=params.DAY,
+    metavar="TEXT",
+    help="First day: a date (2023-06-01) or a dated nightly (2.1.0.dev20230601).",
 )
 @click.option(
     "--to",
     "last",
     required=True,
+    type=params.DAY,
+    metavar="TEXT",
     help="Last day, as --from. Dated nightlies at both ends also find "
     "builds the index no longer lists, at their direct URLs.",
 )
 @click.option(
     "--every",
+    type=params.EVERY,
+    metavar="TEXT",
     default="1d",
     show_default=True,
     help="One build per this many days (1d, 7d, 2w): each window's earliest.",
@@ -50,7 +59,8 @@ from diag.cli.common import cli, db_option, fail, json_option, progress
 )
 @click.option(
     "--shard",
-    "shard_text",
+    "wanted",
+    type=params.SHARD,
     default=None,
     metavar="K/N|auto",
     help="Run share K of N of the backfill (see diag run --shard).",
@@ -59,12 +69,12 @@ from diag.cli.common import cli, db_option, fail, json_option, progress
 @db_option
 @json_option
 def backfill_command(
-    first: str,
-    last: str,
-    every: str,
+    first: backfill.End,
+    last: backfill.End,
+    every: int,
     part_args: tuple[list[str], ...],
     history_path: Optional[str],
-    shard_text: Optional[str],
+    wanted: Optional[shard.Shard],
     dry_run: bool,
     db_path: str,
     as_json: bool,
@@ -74,9 +84,6 @@ def backfill_command(
     Builds the history (--history, else --db) already has are skipped. Sharded with --shard,
     every worker finds the same builds and plans the same shares, as diag run --shard does.
     """
-    start, end = backfill.parse_end(first, "--from"), backfill.parse_end(last, "--to")
-    days = backfill.parse_every(every)
-    wanted = running.parse_shard(shard_text) if shard_text is not None else None
     parts = [sharding.parse_part(i, args, "--part") for i, args in enumerate(part_args)]
     for part in parts:
         if part.torch_specs != ("current",):
@@ -88,7 +95,7 @@ def backfill_command(
         raise fail(f"--history {history_path}: no such file (the builds it holds are the ones skipped)")
     stored = [build["version"] for build in store.builds(store.open_db(history, readonly=True))] if history else []
     request = parts[0].env_options.request("nightly")
-    found = backfill.select(start, end, days, request, [Path(f) for f in request.find_links], stored)
+    found = backfill.select(first, last, every, request, [Path(f) for f in request.find_links], stored)
     for note in found.notes:
         progress(text.safe(note))
     progress(

@@ -28,8 +28,10 @@ from diag.config import DEFAULT_TIMEOUT_S
 
 @cli.command("bisect")
 @click.option("--case", "case_value", required=True, help="Case name or path to a case file.")
-@click.option("--good", default=None, help="A torch spec that behaves (e.g. 2.1.0.dev20230601).")
-@click.option("--bad", default=None, help="A later torch spec that does not.")
+@click.option(
+    "--good", default=None, type=params.TORCH_SPEC, help="A torch spec that behaves (e.g. 2.1.0.dev20230601)."
+)
+@click.option("--bad", default=None, type=params.TORCH_SPEC, help="A later torch spec that does not.")
 @click.option(
     "--transformers",
     "transformers_range",
@@ -41,6 +43,7 @@ from diag.config import DEFAULT_TIMEOUT_S
 @click.option(
     "--torch",
     "torch_spec",
+    type=params.TORCH_SPEC,
     default=None,
     help="With --transformers: the torch release or dated nightly every step uses "
     "(default: the version of the torch installed here).",

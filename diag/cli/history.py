@@ -48,7 +48,7 @@ def env_list(as_json: bool) -> None:
 
 
 @env_group.command("add")
-@click.argument("spec", required=False)
+@click.argument("spec", required=False, type=params.TORCH_SPEC)
 @env_options
 @click.option(
     "--like",

@@ -109,3 +109,74 @@ class FolderPath(click.Path):
 
 INPUT_FOLDER = FolderPath(must_exist=True)
 OUTPUT_FOLDER = FolderPath()
+
+
+class ShardParam(click.ParamType):
+    """``--shard K/N``, or ``auto`` (K and N read from the scheduler's variables, as the worker starts):
+    a ``shard.Shard``."""
+
+    name = "shard"
+
+    def convert(self, value: Any, param: Optional[click.Parameter], ctx: Optional[click.Context]) -> Any:
+        from diag import shard
+
+        if isinstance(value, shard.Shard):
+            return value
+        try:
+            return shard.from_environ(os.environ) if value.strip() == "auto" else shard.parse(value)
+        except shard.ShardError as exc:
+            self.fail(str(exc).split(": ", 1)[-1] if value.strip() != "auto" else str(exc), param, ctx)
+
+
+class TorchSpec(click.ParamType):
+    """A ``--torch`` value, checked by the one spec parser (``build.Spec``) where it enters; the value
+    stays the text, which names the environment from here on."""
+
+    name = "spec"
+
+    def convert(self, value: Any, param: Optional[click.Parameter], ctx: Optional[click.Context]) -> Any:
+        from diag.build import BuildError, Spec
+
+        try:
+            Spec.parse(value)
+        except BuildError as exc:
+            self.fail(str(exc), param, ctx)
+        return value
+
+
+class DayParam(click.ParamType):
+    """A backfill's end: a date (2023-06-01) or a dated nightly (2.1.0.dev20230601): a ``backfill.End``."""
+
+    name = "day"
+
+    def convert(self, value: Any, param: Optional[click.Parameter], ctx: Optional[click.Context]) -> Any:
+        from diag import backfill
+
+        if isinstance(value, backfill.End):
+            return value
+        try:
+            return backfill.parse_end(value)
+        except backfill.BackfillError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+class EveryParam(click.ParamType):
+    """Days between a backfill's builds (1d, 7d, 2w): a number of days."""
+
+    name = "every"
+
+    def convert(self, value: Any, param: Optional[click.Parameter], ctx: Optional[click.Context]) -> Any:
+        from diag import backfill
+
+        if isinstance(value, int):
+            return value
+        try:
+            return backfill.parse_every(value)
+        except backfill.BackfillError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+SHARD = ShardParam()
+TORCH_SPEC = TorchSpec()
+DAY = DayParam()
+EVERY = EveryParam()

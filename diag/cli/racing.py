@@ -15,7 +15,7 @@ import click
 from diag import catalog, envs, preflight, race, runner, store, text
 from diag import row as rows
 from diag.build import identity
-from diag.cli import common
+from diag.cli import common, params
 from diag.cli.common import cli
 from diag.contract import records
 from diag.spawn import run_probe
@@ -34,6 +34,7 @@ IDENTITY = ("torch_version", "git_version", "cuda_version", "python", "transform
 @click.option(
     "--torch",
     "torch_spec",
+    type=params.TORCH_SPEC,
     default="current",
     show_default=True,
     help="Torch environment, as diag run takes it (current, 2.13.0, 2.1.0.dev20230621, a python).",
@@ -82,7 +83,6 @@ def race_command(
             f"a race needs two or more different cases, got {', '.join(case_values)}"
             " (to race a case against itself, copy its file under another case name)"
         )
-    envs.parse_spec(torch_spec)  # a malformed spec is refused before any file is made or provisioned
     common.run_preflight(preflight.check_configs, configs)
     # a DB the races cannot be stored in is refused before the cases are raced
     common.run_preflight(preflight.check_database, db_path)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import sys
 from pathlib import Path
@@ -60,6 +59,7 @@ def resolve_envs(specs: tuple[str, ...], options: envs.Options) -> tuple[dict[st
 @click.option(
     "--torch",
     "torch_specs",
+    type=params.TORCH_SPEC,
     multiple=True,
     default=("current",),
     show_default=True,
@@ -99,7 +99,8 @@ def resolve_envs(specs: tuple[str, ...], options: envs.Options) -> tuple[dict[st
 )
 @click.option(
     "--shard",
-    "shard_text",
+    "wanted",
+    type=params.SHARD,
     default=None,
     metavar="K/N|auto",
     help="Run share K (counted from 0) of N of the whole matrix, balanced by cost; every worker "
@@ -130,7 +131,7 @@ def resolve_envs(specs: tuple[str, ...], options: envs.Options) -> tuple[dict[st
 @click.pass_context
 def run_command(
     ctx: click.Context,
-    shard_text: Optional[str],
+    wanted: Optional[shard.Shard],
     matrix_path: Optional[str],
     plan_path: Optional[str],
     history_path: Optional[str],
@@ -149,7 +150,7 @@ def run_command(
     Each run's directory (spec, records, logs, trace, tlparse and depyf output) goes
     next to the DB: for diag.db, in diag.runs/<run uid>/.
     """
-    if shard_text is None:
+    if wanted is None:
         for name in ("matrix", "plan", "history"):
             if ctx.params[f"{name}_path"] is not None:
                 raise click.UsageError(f"--{name} shards a matrix: give --shard K/N too (0/1 runs all of it)")
@@ -158,7 +159,7 @@ def run_command(
             sharding.resolve_cases([part])
         parts, keys = [part], None
     else:
-        parts, keys = sharded_parts(shard_text, matrix_path, plan_path, history_path, params)
+        parts, keys = sharded_parts(wanted, matrix_path, plan_path, history_path, params)
     execute(parts, keys, db_path, as_json)
 
 
@@ -183,13 +184,12 @@ def execute(parts: list[sharding.Part], keys: Optional[set[str]], db_path: str, 
 
 
 def sharded_parts(
-    shard_text: str, matrix_path: Optional[str], plan_path: Optional[str], history_path: Optional[str], params: dict
+    wanted: shard.Shard, matrix_path: Optional[str], plan_path: Optional[str], history_path: Optional[str], params: dict
 ) -> tuple[list[sharding.Part], set[str]]:
     """This worker's parts and the keys of its units: from a saved plan, or planned here as every
     worker plans it. Bad input fails before anything is written."""
     if sum(value is not None for value in (matrix_path, plan_path)) + bool(params["case_values"]) > 1:
         raise click.UsageError("give the matrix one way: --case (this command's own), --matrix FILE or --plan FILE")
-    wanted = parse_shard(shard_text)
     if plan_path is not None:
         parts, keys = sharding.read_plan(plan_path, wanted)
         announce(parts, keys, wanted)
@@ -197,11 +197,6 @@ def sharded_parts(
         parts = sharding.read_matrix(matrix_path) if matrix_path else [sharding.part_of(0, [], params)]
         keys = share_of(parts, wanted, history_path)
     return parts, keys
-
-
-def parse_shard(text: str) -> shard.Shard:
-    """``--shard K/N`` or ``auto``; a one-line error for anything else."""
-    return shard.from_environ(os.environ) if text.strip() == "auto" else shard.parse(text)
 
 
 def share_of(parts: list[sharding.Part], wanted: shard.Shard, history_path: Optional[str]) -> set[str]:
