@@ -241,14 +241,9 @@ def prune_command(keep_builds: int, keep_runs: int, thin_after: int, db_path: st
     the nightly is its week's first. The nightly workflow runs this after each merge.
     """
     db = open_store(db_path)
-    try:
-        before = Path(db_path).stat().st_size
-        changed = store.prune(db, keep_builds, keep_runs, thin_after)
-        after = Path(db_path).stat().st_size
-    except store.StoreError as exc:
-        raise fail(str(exc)) from exc
-    except OSError as exc:
-        raise fail(f"{db_path}: {exc.strerror or exc}") from exc
+    before = Path(db_path).stat().st_size
+    changed = store.prune(db, keep_builds, keep_runs, thin_after)
+    after = Path(db_path).stat().st_size
     result = {**changed, "bytes_before": before, "bytes_after": after}
     if as_json:
         click.echo(json.dumps(result, indent=2))
