@@ -3,14 +3,14 @@ malformed one is refused in one line before anything is created, provisioned or 
 
 from __future__ import annotations
 
-import errno
 import os
 import shlex
-import stat
 from pathlib import Path
 from typing import Any, Optional
 
 import click
+
+from diag import store
 
 
 def split_words(text: str) -> list[str]:
@@ -38,27 +38,6 @@ class RunArgs(click.ParamType):
 RUN_ARGS = RunArgs()
 
 
-def _kind(path: Path) -> Optional[str]:
-    """What is at ``path``: None for nothing, "file" for a regular file (through links), else a phrase."""
-    try:
-        mode = path.stat().st_mode
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            return "a loop of symbolic links"
-        if exc.errno == errno.ENOTDIR:
-            return None
-        return f"unreadable ({exc.strerror})"
-    if stat.S_ISREG(mode):
-        return "file"
-    if stat.S_ISDIR(mode):
-        return "a directory"
-    return {stat.S_IFIFO: "a FIFO", stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device"}.get(
-        stat.S_IFMT(mode), "not a regular file"
-    )
-
-
 class FilePath(click.Path):
     """A file diag reads or writes, checked where it enters: what is there must be a regular file (a
     FIFO would block diag, a device take its writes, a loop of links fail it later); ``must_exist`` for
@@ -73,7 +52,7 @@ class FilePath(click.Path):
         if not text:
             self.fail("an empty path names no file", param, ctx)
         path = Path(text)
-        kind = _kind(path)
+        kind = store.path_kind(path)
         if kind is None and self.must_exist:
             self.fail(f"{text!r}: no such file", param, ctx)
         if kind not in (None, "file"):
@@ -99,7 +78,7 @@ class FolderPath(click.Path):
         text = os.fspath(value)
         if not text:
             self.fail("an empty path names no folder", param, ctx)
-        kind = _kind(Path(text))
+        kind = store.path_kind(Path(text))
         if kind is None and self.must_exist:
             self.fail(f"{text!r}: no such folder", param, ctx)
         if kind not in (None, "a directory"):

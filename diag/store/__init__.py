@@ -13,7 +13,17 @@ own and would split the transaction.
 """
 
 from diag.store import _sqlite_utils  # noqa: F401 (first: sqlite-utils without numpy)
-from diag.store.connection import StoreError, check_path, check_writable, explain, integrity, now, open_db, path_of
+from diag.store.connection import (
+    StoreError,
+    check_path,
+    check_writable,
+    explain,
+    integrity,
+    now,
+    open_db,
+    path_kind,
+    path_of,
+)
 from diag.store.descriptions import DESCRIPTIONS, datasette_metadata
 from diag.store.queries import (
     DOC_URL,
@@ -53,6 +63,7 @@ __all__ = [
     "RunRecord",
     "StoreError",
     "check_path",
+    "path_kind",
     "build_stamps",
     "builds",
     "check_writable",

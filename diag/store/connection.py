@@ -53,14 +53,14 @@ def explain(exc: sqlite3.Error, path: Path) -> str:
 def check_path(path: Path) -> bool:
     """Whether a DB file is at ``path`` (False: nothing is there yet); StoreError where something
     else is, before anything opens, resolves or creates it."""
-    kind = _kind(path)
+    kind = path_kind(path)
     if kind not in (None, "file"):
         raise StoreError(f"{path} is {kind}, not a database file")
     return kind == "file"
 
 
-def _kind(path: Path) -> str | None:
-    """None where nothing is at ``path``; "file" for a regular file (through symbolic links); else
+def path_kind(path: Path) -> str | None:
+    """What is at ``path``: None for nothing, "file" for a regular file (through symbolic links), else
     what is there, as a phrase: SQLite would block on a FIFO, write a device, or fail on a loop."""
     try:
         mode = path.stat().st_mode
@@ -69,9 +69,7 @@ def _kind(path: Path) -> str | None:
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             return "a loop of symbolic links"
-        if exc.errno == errno.ENOTDIR:
-            return None
-        raise StoreError(f"cannot open {path}: {exc.strerror}") from exc
+        return None if exc.errno == errno.ENOTDIR else f"unreadable ({exc.strerror})"
     for test, phrase in _KINDS:
         if test(mode):
             return phrase
