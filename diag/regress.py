@@ -331,9 +331,27 @@ class Thresholds:
 @dataclass
 class Regression:
     row: rows.Row
-    kind: str  # status | new_key | tokens | slowdown | inconclusive | host_changed
+    kind: str  # one of KINDS
     message: str
     change: Optional[TimingChange] = None  # the timing change behind a slowdown
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"regression kind {self.kind!r} is not one of regress.KINDS")
+
+
+# Every kind of verdict check reports per row, with what it means: the one list (docs/regressions.md
+# names each; a test holds the two together).
+KINDS = {
+    "status": "the row worked on the baseline and fails now",
+    "new_key": "a graph-break, recompile or hidden-error key the baseline did not have",
+    "decode_recompiles": "decode steps recompile beyond the allowed number, where the baseline stayed within it",
+    "second_call_recompiles": "a second generate call recompiles, where the baseline's did not",
+    "tokens": "compiled tokens no longer match eager",
+    "slowdown": "a significant slowdown beyond the threshold (latency, compile time, guard time)",
+    "inconclusive": "a slowdown beyond the threshold with too few runs a side to judge",
+    "host_changed": "a slowdown the stable twin shared the same night: the runner's, not torch's",
+}
 
 
 def _timing_text(change: TimingChange) -> str:

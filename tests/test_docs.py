@@ -9,6 +9,7 @@ import sys
 import tokenize
 
 import click
+import pytest
 from click.testing import CliRunner
 from conftest import REPO
 
@@ -103,6 +104,22 @@ def test_the_cli_reference_is_generated_and_current():
     )
     assert done.returncode == 0, "docs/cli.md is stale: run cog -r docs/cli.md\n" + done.stdout + done.stderr
     assert "## diag run\n" in (REPO / "docs" / "cli.md").read_text()
+
+
+def test_the_regression_kinds_are_listed_once_and_every_verdict_is_one_of_them():
+    """docs/regressions.md's list of check's verdict kinds is written by cog from regress.KINDS, and a
+    verdict of any other kind cannot be made."""
+    from diag import regress
+    from diag import row as rows
+
+    done = subprocess.run(
+        [sys.executable, "-m", "cogapp", "--check", "docs/regressions.md"], cwd=REPO, capture_output=True, text=True
+    )
+    assert done.returncode == 0, "docs/regressions.md is stale: run cog -r docs/regressions.md\n" + done.stdout
+    assert len(regress.KINDS) == 8
+    row = rows.Row("c", "builtin", "eager", 1, "auto", "default", "cpu", "float32", 1, 16, 16, "tiny-random")
+    with pytest.raises(ValueError, match="not one of regress.KINDS"):
+        regress.Regression(row, "slower", "a kind no list names")
 
 
 def test_the_architecture_table_is_the_recorded_runs():

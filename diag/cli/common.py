@@ -59,6 +59,10 @@ def timeout_option(help: str) -> Callable[[Callable], Callable]:
     )
 
 
+# The run config's own defaults (``Config``'s fields) are the options' defaults: one definition.
+DEFAULT = Config()
+
+
 def config_options(fn: Callable) -> Callable:
     """The compile and workload options every command that runs a case shares."""
     options = [
@@ -70,7 +74,7 @@ def config_options(fn: Callable) -> Callable:
         click.option(
             "--backend",
             type=click.Choice(BACKENDS),
-            default="inductor",
+            default=DEFAULT.backend,
             show_default=True,
             help="torch.compile backend.",
         ),
@@ -82,25 +86,25 @@ def config_options(fn: Callable) -> Callable:
             show_default=True,
             help="torch.compile dynamic= (auto passes None).",
         ),
-        click.option("--batch-size", type=click.IntRange(1, MAX_BATCH), default=1, show_default=True),
+        click.option("--batch-size", type=click.IntRange(1, MAX_BATCH), default=DEFAULT.batch_size, show_default=True),
         click.option(
             "--prompt-length",
             type=click.IntRange(1, MAX_POSITIONS),
-            default=16,
+            default=DEFAULT.prompt_length,
             show_default=True,
             help="Prompt tokens; with --new-tokens, within the model's positions.",
         ),
         click.option(
             "--new-tokens",
             type=click.IntRange(2, MAX_POSITIONS),
-            default=16,
+            default=DEFAULT.new_tokens,
             show_default=True,
             help="Tokens to generate (the prefill emits the first).",
         ),
-        click.option("--dtype", type=click.Choice(sorted(DTYPES)), default="float32", show_default=True),
+        click.option("--dtype", type=click.Choice(sorted(DTYPES)), default=DEFAULT.dtype, show_default=True),
         click.option(
             "--device",
-            default="cpu",
+            default=DEFAULT.device,
             show_default=True,
             help="cpu, cuda or cuda:N (checked in each torch environment before any run).",
         ),
@@ -111,18 +115,20 @@ def config_options(fn: Callable) -> Callable:
             default=None,
             help="Local transformers Llama checkpoint; default: a small random Llama.",
         ),
-        click.option("--seed", type=count(0), default=0, show_default=True, help="Seed for weights and prompt."),
+        click.option(
+            "--seed", type=count(0), default=DEFAULT.seed, show_default=True, help="Seed for weights and prompt."
+        ),
         click.option(
             "--repeats",
             type=click.IntRange(1, 100_000),
-            default=5,
+            default=DEFAULT.repeats,
             show_default=True,
             help="Timed generations per mode in the timing pass.",
         ),
         click.option(
             "--timing-seconds",
             type=click.FloatRange(0, 86_400),
-            default=1.0,
+            default=DEFAULT.timing_seconds,
             show_default=True,
             help="Timed generations per mode go on at least this long (after --repeats), so that "
             "the samples span the host's own changes of speed.",
@@ -137,7 +143,7 @@ def config_options(fn: Callable) -> Callable:
         ),
         click.option(
             "--profile/--no-profile",
-            default=False,
+            default=DEFAULT.profile,
             show_default=True,
             help="After the timing pass, one eager and one compiled generation under torch.profiler: "
             "a gzipped Chrome trace in the run directory (open it in Perfetto) and the top ops "
@@ -145,7 +151,7 @@ def config_options(fn: Callable) -> Callable:
         ),
         click.option(
             "--reuse-compiled/--no-reuse-compiled",
-            default=True,
+            default=DEFAULT.reuse_compiled,
             show_default=True,
             help="Let the diagnosis pass take the timing pass's compiled graphs from inductor's cache "
             "where the timing pass lowered every graph and torch logged no warning or exception "
@@ -154,7 +160,7 @@ def config_options(fn: Callable) -> Callable:
         ),
         click.option(
             "--depyf/--no-depyf",
-            default=False,
+            default=DEFAULT.depyf,
             show_default=True,
             help="Where depyf is installed, dump dynamo's transformed bytecode, decompiled, into the run "
             "directory. Its hooks keep AOTAutograd from reusing the timing pass's graphs.",

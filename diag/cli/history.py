@@ -274,14 +274,14 @@ def prune_command(keep_builds: int, keep_runs: int, thin_after: int, db_path: st
 @click.option(
     "--compile-threshold",
     type=click.FloatRange(min=1.0),
-    default=1.15,
+    default=regress.Thresholds.compile_ratio,
     show_default=True,
     help="Compile-time ratio that counts as a slowdown (when significant).",
 )
 @click.option(
     "--latency-threshold",
     type=click.FloatRange(min=1.0),
-    default=1.05,
+    default=regress.Thresholds.latency_ratio,
     show_default=True,
     help="Per-token latency ratio that counts as a slowdown (when significant).",
 )

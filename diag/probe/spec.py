@@ -55,7 +55,7 @@ class Config:
     seed: int = 0
     repeats: int = 5
     warmup: int = 1
-    timing_seconds: float = 0.0  # timed generations per mode go on at least this long (and >= repeats)
+    timing_seconds: float = 1.0  # timed generations per mode go on at least this long (and >= repeats)
     threads: Optional[int] = None  # torch intra-op threads; None keeps torch's default
     profile: bool = False  # after the timing pass: one eager and one compiled generation under torch.profiler
     reuse_compiled: bool = True  # the diagnosis may take the timing pass's graphs from the caches (diagnose.py)
