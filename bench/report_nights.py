@@ -25,9 +25,9 @@ from typing import Optional
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import synthetic  # noqa: E402 (after sys.path names bench/)
-from common import REPO, compiled  # noqa: E402 (as above)
-from report_scale import _render, _synthetic  # noqa: E402 (as above)
+import synthetic  # after sys.path names bench/
+from common import REPO, compiled  # as above
+from report_scale import _render, _synthetic  # as above
 
 
 def main() -> None:

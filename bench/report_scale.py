@@ -34,8 +34,8 @@ from typing import Any, Optional
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import synthetic  # noqa: E402 (after sys.path names bench/)
-from common import REPO, compiled, tree_usage  # noqa: E402 (after sys.path names bench/)
+import synthetic  # after sys.path names bench/
+from common import REPO, compiled, tree_usage  # after sys.path names bench/
 
 KINDS = ("from scratch", "one night later", "no new data")
 

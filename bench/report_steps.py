@@ -27,11 +27,11 @@ from typing import Any, Callable
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import synthetic  # noqa: E402 (after sys.path names bench/)
-from common import compiled  # noqa: E402 (as above)
+import synthetic  # after sys.path names bench/
+from common import compiled  # as above
 
-from diag import report, store  # noqa: E402 (after sys.path names the repository)
-from diag.report import breaks_page, charts, history, matrix_pages, variants_page  # noqa: E402 (as above)
+from diag import report, store  # after sys.path names the repository
+from diag.report import breaks_page, charts, history, matrix_pages, variants_page  # as above
 
 # (label, module, attribute): each step where the render looks it up
 STEPS: list[tuple[str, Any, str]] = [

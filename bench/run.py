@@ -32,12 +32,23 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import report_scale  # noqa: E402 (after sys.path names bench/)
-import synthetic  # noqa: E402 (after sys.path names the repository)
-from common import BENCH, CASES, LEG, REPO, _seconds, environ, graph_break_pages, leg_option, timed, tree_usage  # noqa: E402 (after sys.path names bench/)
-from fidelity import fidelity, steadiness  # noqa: E402 (after sys.path names bench/)
+import report_scale  # after sys.path names bench/
+import synthetic  # after sys.path names the repository
+from common import (
+    BENCH,
+    CASES,
+    LEG,
+    REPO,
+    _seconds,
+    environ,
+    graph_break_pages,
+    leg_option,
+    timed,
+    tree_usage,
+)  # after sys.path names bench/
+from fidelity import fidelity, steadiness  # after sys.path names bench/
 
-from diag import store  # noqa: E402 (after sys.path names the repository)
+from diag import store  # after sys.path names the repository
 
 
 def diag_run(*args: str) -> list[str]:

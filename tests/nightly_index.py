@@ -129,7 +129,7 @@ def stand_ins(root: Path, days: tuple[int, ...], listed: tuple[int, ...]) -> dic
 
 
 class QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, format, *args):  # noqa: A002 (the stdlib's name)
+    def log_message(self, format, *args):  # the stdlib's name
         pass
 
 

@@ -15,7 +15,7 @@ from diag import bisect, gate, store
 from diag import row as rows
 
 sys.path.insert(0, str(REPO / "bench"))
-import synthetic  # noqa: E402 (after sys.path names bench/)
+import synthetic  # after sys.path names bench/
 
 
 def test_the_releases_between_two_leave_out_pre_releases_and_keep_both_ends():

@@ -16,7 +16,7 @@ import pytest
 from diag import store
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-import synthetic  # noqa: E402 (after sys.path names bench/)
+import synthetic  # after sys.path names bench/
 
 ROW = {"case": "append_last", "backend": "aot_eager", "fullgraph": 0, "dtype": "float32"}
 NIGHTS = 4

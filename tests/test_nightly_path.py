@@ -316,7 +316,7 @@ class _SignIn(nightly_index.QuietHandler):
 
     gets = 0
 
-    def do_GET(self):  # noqa: N802 (the stdlib's name)
+    def do_GET(self):  # the stdlib's name
         if not self.path.endswith(".whl"):
             return super().do_GET()
         type(self).gets += 1

@@ -24,7 +24,7 @@ import pytest
 from click.testing import CliRunner
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-from pipeline_year import ARCHITECTURES, RELEASES, Year, _outcome  # noqa: E402 (after sys.path names bench/)
+from pipeline_year import ARCHITECTURES, RELEASES, Year, _outcome  # after sys.path names bench/
 
 from diag import store
 from diag.cli import cli

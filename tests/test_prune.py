@@ -16,7 +16,7 @@ from diag.cli import cli
 from diag.report.history import build_matrix
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-import synthetic  # noqa: E402 (after sys.path names bench/)
+import synthetic  # after sys.path names bench/
 
 ROW = {"case": "append_last", "backend": "aot_eager", "fullgraph": 1, "dtype": "float32"}
 OTHER = {**ROW, "case": "dynamic_slice"}

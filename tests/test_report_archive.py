@@ -20,7 +20,7 @@ from diag import report, store
 from diag.report import inputs
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-import synthetic  # noqa: E402 (after sys.path names bench/)
+import synthetic  # after sys.path names bench/
 
 PER_PAGE = 3
 NIGHT = len(synthetic.configs())

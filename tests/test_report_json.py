@@ -13,7 +13,7 @@ from diag import store
 from diag.report import history, model, report_json, row_label
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-import synthetic  # noqa: E402 (after sys.path names bench/)
+import synthetic  # after sys.path names bench/
 
 ODD = 'cr"ash\\ \x07 \u202e é \u2028'
 

@@ -18,7 +18,7 @@ from diag import report, store
 from diag.report import forked
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-import synthetic  # noqa: E402 (after sys.path names bench/)
+import synthetic  # after sys.path names bench/
 
 NIGHTS = 4  # x 96 configs: every run of them is detailed, more than forked.FORK_AT
 PAGES = NIGHTS * len({config["case"] for config in synthetic.configs()})  # a page per case and build

@@ -22,7 +22,7 @@ from diag.build import identity
 from diag.report import charts, resume
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-import synthetic  # noqa: E402 (after sys.path names bench/)
+import synthetic  # after sys.path names bench/
 
 ROWS = [
     {"case": case, "backend": backend, "fullgraph": fullgraph, "dtype": "float32"}

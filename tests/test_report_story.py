@@ -21,7 +21,7 @@ from diag.report import charts
 from diag.report.history import build_matrix
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-import synthetic  # noqa: E402 (after sys.path names bench/)
+import synthetic  # after sys.path names bench/
 
 NEWEST = synthetic.STORY_NIGHTLIES - 1
 

@@ -19,7 +19,7 @@ from diag import pages, report, store
 from diag.report import inputs
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-import synthetic  # noqa: E402 (after sys.path names bench/)
+import synthetic  # after sys.path names bench/
 
 NIGHT = len(synthetic.configs())
 DETAIL = 3  # the story's regression (nightly 20) and fix (26) are older than its newest 3 nightlies

@@ -25,7 +25,7 @@ class Tracker:
         tracker = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
-            def log_message(self, format, *args):  # noqa: A002 (the stdlib's name)
+            def log_message(self, format, *args):  # the stdlib's name
                 pass
 
             def _reply(self, payload: dict, code: int = 200) -> None:
@@ -36,7 +36,7 @@ class Tracker:
                 self.end_headers()
                 self.wfile.write(data)
 
-            def do_GET(self):  # noqa: N802 (the stdlib's name)
+            def do_GET(self):  # the stdlib's name
                 url = urllib.parse.urlparse(self.path)
                 tracker.requests.append(("GET", url.path, dict(self.headers), urllib.parse.parse_qs(url.query)))
                 if tracker.answer is not None:
@@ -46,7 +46,7 @@ class Tracker:
                 items = [issue for issue in tracker.issues if term in issue["title"] + issue["body"]]
                 self._reply({"total_count": len(items), "items": items})
 
-            def do_POST(self):  # noqa: N802 (the stdlib's name)
+            def do_POST(self):  # the stdlib's name
                 sent = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 tracker.requests.append(("POST", self.path, dict(self.headers), sent))
                 if tracker.answer is not None:

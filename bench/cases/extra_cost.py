@@ -14,7 +14,7 @@ from pathlib import Path
 from diag.probe.cases import case
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "diag" / "cases"))
-import append_last  # noqa: E402 (after sys.path names the built-in cases)
+import append_last  # after sys.path names the built-in cases
 
 
 @case("bench_extra_cost", "append_last, each decode step DIAG_BENCH_SLOWDOWN (a fraction) slower")

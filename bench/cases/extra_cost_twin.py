@@ -8,7 +8,7 @@ from pathlib import Path
 from diag.probe.cases import case
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import extra_cost  # noqa: E402 (after sys.path names this folder)
+import extra_cost  # after sys.path names this folder
 
 
 @case("bench_extra_cost_twin", "bench_extra_cost, each decode step DIAG_BENCH_SLOWDOWN_TWIN (a fraction) slower")

@@ -55,7 +55,7 @@ def preload(backend: Optional[str] = None) -> None:
     compile-worker pool kept cold (``TORCH_WARM_POOL=0``): some torch releases start that pool when
     inductor's code cache is imported, and forked children must not share one.
     """
-    import torch  # noqa: F401 (imported before forking, so that both passes inherit it)
+    import torch  # imported before forking, so that both passes inherit it
     import torch._dynamo  # noqa: F401 (imported before forking, so that both passes inherit it)
 
     from diag.probe import diagnose, llama, timing  # noqa: F401 (imported before forking, so that both passes inherit it)

@@ -72,7 +72,7 @@ class Helper:
                     pickle.dump(item, self.output, protocol=pickle.HIGHEST_PROTOCOL)
                 self.output.flush()
                 code = 0
-            except BaseException:  # noqa: BLE001 (no task, or a failed child: the parent does the work)
+            except BaseException:  # no task, or a failed child: the parent does the work
                 pass
             finally:
                 os._exit(code)

@@ -344,7 +344,7 @@ class Fold:
         fold = cls(strip, by_id)
         fold.folded = list(state["folded"])
         for b in fold.folded:
-            by_id[b]  # noqa: B018 (a build the state names must still be there: KeyError otherwise)
+            by_id[b]  # a build the state names must still be there: KeyError otherwise
         fold.rows = {RowKey(*row) for row in state["rows"]}
         for variant, row, b, cell in state["carry"]:
             hrefs = {int(run): href for run, href in cell["hrefs"].items()}

@@ -8,7 +8,7 @@ from pathlib import Path
 from diag.probe.cases import case
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "diag" / "cases"))
-import dynamic_slice  # noqa: E402 (after sys.path names the built-in cases)
+import dynamic_slice  # after sys.path names the built-in cases
 
 
 @case("disables_logging", "dynamic_slice after logging.disable(logging.CRITICAL)")

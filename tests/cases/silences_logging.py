@@ -10,7 +10,7 @@ import torch
 from diag.probe.cases import case
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "diag" / "cases"))
-import dynamic_slice  # noqa: E402 (after sys.path names the built-in cases)
+import dynamic_slice  # after sys.path names the built-in cases
 
 
 @case("silences_logging", "dynamic_slice after torch._logging.set_logs(dynamo=CRITICAL, recompiles=False, ...)")
