@@ -224,3 +224,15 @@ def test_a_graph_break_links_only_to_torchs_documentation_host(tmp_path):
         "GB0002": None,
         "GB0003": None,
     }
+
+
+def test_migration_names_are_unique_and_in_order():
+    """A DB records a migration as applied by its name: a name registered twice is refused, and the
+    registered names are numbered in the order they run."""
+    from diag.store import schema
+
+    names = [name for name, _ in schema.MIGRATIONS]
+    assert len(set(names)) == len(names) and names == sorted(names)
+    with pytest.raises(ValueError, match="registered twice"):
+        schema.migration(schema.MIGRATIONS[0][1])
+    assert [name for name, _ in schema.MIGRATIONS] == names
