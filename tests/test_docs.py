@@ -122,6 +122,25 @@ def test_the_regression_kinds_are_listed_once_and_every_verdict_is_one_of_them()
         regress.Regression(row, "slower", "a kind no list names")
 
 
+def test_every_column_of_the_schema_is_described_and_the_docs_list_them(tmp_path):
+    """Each column of a DB migrated from blank has a description (its table's, the row's or a shared
+    one), no description names a column that is not there, and docs/data-model.md lists them all."""
+    from diag import store
+    from diag.store.descriptions import DESCRIPTIONS, column_descriptions
+
+    db = store.open_db(tmp_path / "blank.db")
+    for table in db.table_names():
+        columns = [column.name for column in db[table].columns]
+        assert all(column_descriptions(table, columns).values()), (table, column_descriptions(table, columns))
+        named = set(DESCRIPTIONS.get(table, ("", {}))[1])
+        assert named <= set(columns), (table, named - set(columns))
+    done = subprocess.run(
+        [sys.executable, "-m", "cogapp", "--check", "docs/data-model.md"], cwd=REPO, capture_output=True, text=True
+    )
+    assert done.returncode == 0, "docs/data-model.md is stale: run cog -r docs/data-model.md\n" + done.stdout
+    assert "| graph_break_count | INTEGER |" in (REPO / "docs" / "data-model.md").read_text()
+
+
 def test_the_architecture_table_is_the_recorded_runs():
     """docs/coverage.md's architecture table is written by cog from docs/architectures.json, which
     bench/architectures.py writes from a recorded hf:all run: a hand edit of either fails here."""

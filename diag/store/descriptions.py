@@ -18,17 +18,24 @@ DESCRIPTIONS: dict[str, tuple[str, dict[str, str]]] = {
             "variant": "cpu, cu126, ...",
             "wheel_url": "where the installed wheel came from",
             "wheel_sha256": "the installed wheel's sha256",
+            "cuda_version": "torch.version.cuda (NULL: a CPU build)",
+            "first_seen": "when diag first stored a run of this build (UTC)",
+            "wheel_origin": "how the wheel was found: given, find-links, wheel cache, index or direct URL",
         },
     ),
     "runs": (
         "One `diag run` of one case on one build: the row's fields, status, counts, timings and environment.",
         {
-            "case": "case name",
-            "case_source": "builtin, or the path of the user's case file",
-            "fullgraph": "1: torch.compile(fullgraph=True)",
+            "uid": "the run's own id, the same in every DB it is merged into",
+            "config": "the probe's whole config, as JSON",
             "status": "the run's one status (see `diag statuses`)",
             "error_type": "the compile's exception type, when it failed",
             "error_key": "stable key of that exception",
+            "error_message": "its message (the start of it once pruned)",
+            "error_location": "the line of the case's code it points at (file:line)",
+            "traceback": "its traceback (the start of it once pruned)",
+            "graph_count": "graphs dynamo compiled (its unique_graphs counter; 0: the frames ran eagerly)",
+            "ops_captured": "torch calls dynamo put into graphs (its calls_captured counter)",
             "graph_break_count": "graph breaks, each counted as often as it happened (NULL: nothing was compiled)",
             "recompile_count": "recompiles dynamo logged",
             "prefill_recompiles": "of them, before the first decode step (the prefill's shapes)",
@@ -46,6 +53,31 @@ DESCRIPTIONS: dict[str, tuple[str, dict[str, str]]] = {
             "compiled_ms_per_token": "median compiled decode step (ms)",
             "eager_ms_low": "95% interval of the eager median, low end (ms)",
             "compiled_ms_high": "95% interval of the compiled median, high end (ms)",
+            "eager_ms_high": "95% interval of the eager median, high end (ms)",
+            "compiled_ms_low": "95% interval of the compiled median, low end (ms)",
+            "peak_mem_eager_mb": "peak memory of the eager generations, as memory_kind says (MB)",
+            "peak_mem_compiled_mb": "peak memory of the compiled generations, as memory_kind says (MB)",
+            "tokens_equal": "1: the compiled tokens equal eager's",
+            "max_abs_diff": "largest difference between compiled and eager logits",
+            "first_differing_step": "the first decode step whose token differs from eager's",
+            "eager_margin": "eager's top-2 logit margin at that step: within the tolerance, a tie, not a mismatch",
+            "oracle_equal": "1: eager's tokens equal transformers' own generate (NULL: the case has no reference)",
+            "capabilities": "JSON: which collectors ran on this torch, and why any could not",
+            "counters": "JSON: dynamo's counters after the diagnosis pass",
+            "timing_error": "the compile error the timing pass saw, where the diagnosis pass died after it",
+            "torch_version": "torch.__version__ as the probe saw it",
+            "depyf_version": "depyf in the run's environment, where installed",
+            "platform": "the probe's platform (platform.platform())",
+            "device_name": "the device's name (a CPU model or a GPU's)",
+            "host": "the machine's name",
+            "started_at": "when the run started (UTC)",
+            "duration_s": "wall time of the whole run, probe and storing (s)",
+            "tool_version": "the diag that made the run",
+            "artifacts_dir": "the run's directory: logs, trace, tlparse report, depyf output",
+            "exit_code": "the diagnosis pass's exit status",
+            "signal": "the signal that ended the probe, where one did",
+            "stderr_tail": "the end of the probe's stderr",
+            "case_path": "the case's file as the probe loaded it",
             "timing_noisy": "1: the latency figures are noisy and give no verdict (NULL: not judged)",
             "timing_note": "why the timing is noisy, in plain words",
             "timing_pass_s": "wall time of the timing pass (s)",
@@ -64,6 +96,10 @@ DESCRIPTIONS: dict[str, tuple[str, dict[str, str]]] = {
             "key": "stable across builds: gb_type or the normalised reason",
             "gb_type": "torch's graph-break type (2.8+)",
             "resumable": "1: dynamo resumed after the break",
+            "reason": "torch's words for the break",
+            "decode_step": "the decode step it first happened at (0: the prefill)",
+            "count": "how often it happened in the run",
+            "location": "the line of the case's code it happened at (file:line)",
         },
     ),
     "recompiles": (
@@ -76,6 +112,9 @@ DESCRIPTIONS: dict[str, tuple[str, dict[str, str]]] = {
             "guard_property": "size[1], stride[0], dtype, id, type, value, item, len, ...",
             "guard_expected": "the value the compiled code was made for",
             "guard_actual": "the value this call had, where torch says it",
+            "key": "stable across builds: the failed guard, normalised",
+            "function": "the function that was compiled again",
+            "location": "where that function is (file:line)",
         },
     ),
     "hidden_errors": (
@@ -83,18 +122,50 @@ DESCRIPTIONS: dict[str, tuple[str, dict[str, str]]] = {
         {
             "source": "where it was caught: log, exception hook, timing_pass, recompile_limit, ...",
             "logger": "the logger that reported it",
+            "key": "stable across builds: exception type and normalised message",
+            "exc_type": "the exception's type",
+            "message": "its message",
+            "location": "the line of the case's code it points at (file:line)",
+            "traceback": "its traceback, where torch logged one",
+            "decode_step": "the decode step it first happened at",
+            "count": "how often it happened in the run",
         },
     ),
     "timings": (
         "Timing series per run: raw samples for recent builds, a summary after `diag prune`.",
-        {"samples": "JSON list of samples (NULL once pruned)", "summary": "JSON n, median, p10, p90 of pruned samples"},
+        {
+            "samples": "JSON list of samples (NULL once pruned)",
+            "summary": "JSON n, median, p10, p90 of pruned samples",
+            "mode": "eager or compiled",
+            "metric": "decode_step, generation, host_reference, ...",
+            "unit": "the samples' unit (s)",
+        },
     ),
     "frames": (
         "Per compiled frame, torch's compilation_metrics (torch 2.4+).",
         {
             "metrics": "every field torch's in-process compilation metrics hold for the frame, as JSON (torch "
             "2.3+); a field over 512 characters (the config dumps) as its sha256 and length, whole in the run "
-            "directory's diagnose.jsonl"
+            "directory's diagnose.jsonl",
+            "compile_id": "torch's compile id of the frame (frame/attempt)",
+            "co_name": "the compiled function's name",
+            "co_filename": "its file",
+            "co_firstlineno": "its first line",
+            "cache_size": "compiled entries of this code object at the time",
+            "accumulated_cache_size": "compiled entries of this code object, counted over the run",
+            "guard_count": "guards on the compiled entry",
+            "shape_env_guard_count": "of them, guards on symbolic shapes",
+            "graph_op_count": "ops in the captured graph",
+            "graph_node_count": "nodes in the captured graph",
+            "graph_input_count": "inputs of the captured graph",
+            "entire_frame_compile_time_s": "the frame's whole compile (s)",
+            "backend_compile_time_s": "of it, the backend's (s)",
+            "inductor_compile_time_s": "of it, inductor's (s)",
+            "code_gen_time_s": "of it, inductor's code generation (s)",
+            "fail_type": "the exception that failed the frame's compile, where one did",
+            "fail_reason": "its message",
+            "restart_reasons": "why dynamo restarted its analysis of the frame",
+            "structured_logging_overhead_s": "what torch's structured logging cost the frame (s)",
         },
     ),
     "folded_runs": (
@@ -102,6 +173,9 @@ DESCRIPTIONS: dict[str, tuple[str, dict[str, str]]] = {
         "beyond its newest, and a row's runs on old nightlies where it does not change.",
         {
             "runs": "how many runs were folded",
+            "status": "their status",
+            "error_key": "their error's stable key",
+            "finding_keys": "the keys of what they found (graph breaks, recompiles, hidden errors), as text",
             "first_started_at": "when the first of them started",
             "last_started_at": "when the last of them started",
         },
@@ -122,6 +196,17 @@ DESCRIPTIONS: dict[str, tuple[str, dict[str, str]]] = {
             "verdict": "slower, faster, no difference, noisy, too few rounds, or not raced",
             "failed": "not raced: the case that failed to build or compile",
             "samples": "JSON: each round's median decode step (s) of the baseline and of the variant",
+            "started_at": "when the race started (UTC)",
+            "baseline_source": "builtin, or the path of the baseline's case file",
+            "python": "the race's Python",
+            "transformers_version": "transformers in the race's environment",
+            "error_type": "the exception of the case that was not raced",
+            "error_message": "its message",
+            "error_location": "the line of the case's code it points at (file:line)",
+            "threads": "torch intra-op threads the race ran with",
+            "cpus": "CPUs the race could use",
+            "load_1m": "the host's load average over the minute before the race",
+            "seconds": "how long the variants were timed, each (s)",
         },
     ),
     "build_stamps": (
@@ -130,9 +215,63 @@ DESCRIPTIONS: dict[str, tuple[str, dict[str, str]]] = {
         "report` compares to know which builds changed since its last render.",
         {"stamp": "a random number, replaced at each write touching the build"},
     ),
+    "migrations": (
+        "The schema migrations applied to this DB, by name (diag/store/schema.py).",
+        {"name": "the migration's function", "applied_at": "when it was applied (UTC)"},
+    ),
     "run_summary": ("Every run with its build's version: the table to filter and facet.", {}),
     "latest_status": ("The newest run of each row on each build: the report's matrix as a table.", {}),
 }
+
+
+# The row (diag/row.py): in runs, folded_runs and races alike.
+ROW = {
+    "case": "case name",
+    "case_source": "builtin, or the path of the user's case file",
+    "backend": "torch.compile backend",
+    "fullgraph": "1: torch.compile(fullgraph=True)",
+    "dynamic": "torch.compile dynamic=: auto (None), true or false",
+    "mode": "torch.compile mode (default, reduce-overhead, max-autotune, ...)",
+    "device": "cpu, cuda or cuda:N",
+    "dtype": "the model's dtype",
+    "batch_size": "prompts in the batch",
+    "prompt_length": "prompt tokens",
+    "new_tokens": "tokens generated (the prefill emits the first)",
+    "model": "the checkpoint's path, or tiny-random",
+}
+SHARED = {
+    "id": "the row's id in this DB",
+    "run_id": "the run (runs.id) it belongs to",
+    "torch_build_id": "the build (torch_builds.id) it ran on",
+    "extra": "JSON: fields the probe recorded that this diag has no column for",
+}
+
+
+def column_descriptions(table: str, columns: list[str]) -> dict[str, str]:
+    """What each column of ``table`` holds: the table's own words, else the row's, else the shared ones."""
+    own = DESCRIPTIONS.get(table, ("", {}))[1]
+    return {name: own.get(name) or ROW.get(name) or SHARED.get(name, "") for name in columns}
+
+
+def schema_markdown() -> str:
+    """Every table of a DB migrated from blank, each column with its type and what it holds: the
+    schema section of docs/data-model.md (written by cog; a test fails where it is stale)."""
+    import tempfile
+
+    from diag.store.connection import open_db
+
+    with tempfile.TemporaryDirectory() as folder:
+        db = open_db(Path(folder) / "schema.db")
+        lines = []
+        for table in db.table_names():
+            lines += [f"### {table}", "", DESCRIPTIONS.get(table, ("",))[0], "", "| column | type | holds |"]
+            lines.append("|---|---|---|")
+            columns = {column.name: column.type for column in db[table].columns}
+            described = column_descriptions(table, list(columns))
+            lines += [f"| {name} | {kind} | {described[name]} |" for name, kind in columns.items()]
+            lines.append("")
+        db.conn.close()
+    return "\n".join(lines)
 
 
 def datasette_metadata(db: sqlite_utils.Database, name: Optional[str] = None) -> dict[str, Any]:
@@ -140,8 +279,10 @@ def datasette_metadata(db: sqlite_utils.Database, name: Optional[str] = None) ->
     Datasette names a database after its file's stem: ``name``, or the stem of ``db``'s file."""
     path = next((row[2] for row in db.execute("PRAGMA database_list") if row[1] == "main"), "") or "history.db"
     tables = {}
-    for table, (description, columns) in DESCRIPTIONS.items():
-        tables[table] = {"description": description, "columns": columns}
+    present = set(db.table_names()) | set(db.view_names())
+    for table, (description, _) in DESCRIPTIONS.items():
+        names = [column.name for column in db[table].columns] if table in present else []
+        tables[table] = {"description": description, "columns": column_descriptions(table, names)}
     tables["torch_builds"]["label_column"] = "version"
     tables["runs"]["label_column"] = "case"
     return {
