@@ -21,13 +21,13 @@ import os
 import re
 import shutil
 import signal
-import sqlite3
 import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional
 
 from diag.errors import DiagError
+from diag.store import dump
 
 # (table, how a row finds its build): runs and folded runs name their build, findings their run.
 TABLES = {
@@ -118,63 +118,35 @@ def _write_tables(db_path: Path, out: Path, progress: Callable[[str], None]) -> 
     import pyarrow.dataset as ds
     import pyarrow.parquet as pq
 
-    conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
-    try:
-        present = {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        if "runs" not in present or "torch_builds" not in present:
-            raise ExportError(f"{db_path} is not a diag history (no runs or torch_builds table)")
-        build_dates = _build_dates(conn)
-        run_builds = dict(conn.execute("SELECT id, torch_build_id FROM runs"))
-        written: dict[str, int] = {}
-        for table, link in TABLES.items():
-            if table not in present:
-                continue
-            columns = [(row[1], _sql_type(row[2] or "")) for row in conn.execute(f"PRAGMA table_info({table})")]
-            names = [name for name, _ in columns]
-            values: dict[str, list[Any]] = {name: [] for name in names}
-            values["build_id"], values["build_date"] = [], []
-            position = names.index(link)
-            for record in conn.execute(f"SELECT {', '.join(_quoted(n) for n in names)} FROM {table} ORDER BY id"):
-                for name, value in zip(names, record):
-                    values[name].append(value)
-                build = record[position] if link != "run_id" else run_builds.get(record[position])
-                values["build_id"].append(build)
-                values["build_date"].append(build_dates.get(build, UNDATED))
-            schema = pa.schema(
-                [(name, getattr(pa, kind)()) for name, kind in columns]
-                + [("build_id", pa.int64()), ("build_date", pa.string())]
-            )
-            arrays = pa.table(values, schema=schema)
-            target = out / table
-            if arrays.num_rows == 0:  # no partition to write: one empty file keeps the table and its schema
-                target.mkdir(parents=True)
-                pq.write_table(arrays, target / "empty.parquet")
-                written[table] = 0
-                continue
-            ds.write_dataset(
-                arrays,
-                target,
-                format="parquet",
-                partitioning=ds.partitioning(pa.schema([("build_date", pa.string())]), flavor="hive"),
-                basename_template="part-{i}.parquet",
-                existing_data_behavior="overwrite_or_ignore",
-            )
-            written[table] = arrays.num_rows
-            progress(f"{table}: {arrays.num_rows} rows")
-        return written
-    finally:
-        conn.close()
-
-
-def _quoted(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
-def _build_dates(conn: sqlite3.Connection) -> dict[int, str]:
-    dates: dict[int, str] = {}
-    for build_id, nightly_date, first_seen in conn.execute("SELECT id, nightly_date, first_seen FROM torch_builds"):
-        dates[build_id] = nightly_date or (first_seen or "")[:10] or UNDATED
-    return dates
+    found = dump.build_days(db_path)
+    days = {build: nightly or (first_seen or "")[:10] or UNDATED for build, (nightly, first_seen) in found.items()}
+    written: dict[str, int] = {}
+    for table, columns, records, builds in dump.tables(db_path, TABLES):
+        names = [name for name, _ in columns]
+        values: dict[str, list[Any]] = {name: [record[i] for record in records] for i, name in enumerate(names)}
+        values["build_id"], values["build_date"] = builds, [days.get(build, UNDATED) for build in builds]
+        schema = pa.schema(
+            [(name, getattr(pa, _sql_type(declared))()) for name, declared in columns]
+            + [("build_id", pa.int64()), ("build_date", pa.string())]
+        )
+        arrays = pa.table(values, schema=schema)
+        target = out / table
+        if arrays.num_rows == 0:  # no partition to write: one empty file keeps the table and its schema
+            target.mkdir(parents=True)
+            pq.write_table(arrays, target / "empty.parquet")
+            written[table] = 0
+            continue
+        ds.write_dataset(
+            arrays,
+            target,
+            format="parquet",
+            partitioning=ds.partitioning(pa.schema([("build_date", pa.string())]), flavor="hive"),
+            basename_template="part-{i}.parquet",
+            existing_data_behavior="overwrite_or_ignore",
+        )
+        written[table] = arrays.num_rows
+        progress(f"{table}: {arrays.num_rows} rows")
+    return written
 
 
 def check_out(out: Path) -> Optional[str]:

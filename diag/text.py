@@ -13,7 +13,8 @@ from diag.noise import HALF_WIDTH, NOT_COMPARED
 
 if TYPE_CHECKING:
     from diag.gate import Outcome
-    from diag.regress import RowComparison, TimingChange
+    from diag.regress import RowComparison
+    from diag.timing_change import TimingChange
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 # Characters that reorder the text around them (right-to-left overrides, embeddings, isolates and

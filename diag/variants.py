@@ -17,8 +17,8 @@ import statistics
 from dataclasses import asdict, dataclass
 from typing import Any, Optional, Sequence
 
-from diag import regress
 from diag import row as rows
+from diag import timing_change
 
 MIN_EFFECT = 0.02
 MIN_RUNS = 2
@@ -69,18 +69,22 @@ def verdict(ratio: float, low: float, high: float) -> str:
 
 
 def _point(label: str, mode: str, runs_a: list[dict[str, Any]], runs_b: list[dict[str, Any]]) -> Optional[Point]:
-    timed_a, steady_a = regress.timed_and_steady(runs_a, mode)
-    timed_b, steady_b = regress.timed_and_steady(runs_b, mode)
+    timed_a, steady_a = timing_change.timed_and_steady(runs_a, mode)
+    timed_b, steady_b = timing_change.timed_and_steady(runs_b, mode)
     if not timed_a or not timed_b:
         return None
     counts = (len(steady_a), len(steady_b))
 
     def ms(runs: list[dict[str, Any]]) -> Optional[float]:
-        return statistics.median(statistics.median(regress.samples_of(r, mode)) for r in runs) * 1e3 if runs else None
+        return (
+            statistics.median(statistics.median(timing_change.samples_of(r, mode)) for r in runs) * 1e3
+            if runs
+            else None
+        )
 
     if not steady_a or not steady_b:
         return Point(label, mode, *counts, ms(timed_a), ms(timed_b), None, None, None, "", "noisy")
-    a, b, basis = regress.run_summaries(mode, steady_a, steady_b)
+    a, b, basis = timing_change.run_summaries(mode, steady_a, steady_b)
     ratio = statistics.median(b) / statistics.median(a)
     if min(counts) < MIN_RUNS:
         return Point(label, mode, *counts, ms(steady_a), ms(steady_b), ratio, None, None, basis, "too few runs")

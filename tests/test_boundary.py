@@ -8,6 +8,7 @@ names that cross. The modules import each other without cycles, at the top or in
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -145,3 +146,25 @@ def test_every_room_stays_small():
         if (count := len(path.read_text(encoding="utf-8").splitlines())) > 450
     }
     assert long == {}
+
+
+SQL = re.compile(
+    r"""["']\s*(?:select|insert\s+into|update\s+\w+\s+set|delete\s+from|alter\s+table"""
+    r"""|create\s+(?:table|index|view|trigger)|drop\s+(?:table|index|view))\s""",
+    re.I,
+)
+
+
+def test_sql_lives_in_the_store_alone():
+    """Every SQL statement of diag is in diag/store/: a query anywhere else is a second definition of
+    what a table holds, which the next migration leaves behind."""
+    diag = REPO / "diag"
+    found = [
+        f"{path.relative_to(REPO)}:{number}"
+        for path in sorted(diag.rglob("*.py"))
+        if "store" not in path.relative_to(diag).parts[:1]
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if SQL.search(line)
+    ]
+    assert found == [], found
+    assert SQL.search('db.execute("SELECT count(*) FROM runs")')  # the check can fail

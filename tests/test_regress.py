@@ -10,7 +10,7 @@ import xml.etree.ElementTree as ET
 import pytest
 from conftest import REPO, TEST_CASES, diag
 
-from diag import gate, junit, regress
+from diag import gate, junit, regress, stats
 
 
 def test_mann_whitney_detects_a_shift_and_not_noise():
@@ -18,25 +18,25 @@ def test_mann_whitney_detects_a_shift_and_not_noise():
     before = [1.0 + rng.random() * 0.05 for _ in range(40)]
     same = [1.0 + rng.random() * 0.05 for _ in range(40)]
     slower = [1.1 + rng.random() * 0.05 for _ in range(40)]
-    assert regress.mann_whitney_greater(slower, before) < 1e-6
-    assert regress.mann_whitney_greater(same, before) > 0.01
-    assert regress.mann_whitney_greater(before, slower) > 0.99
-    assert regress.mann_whitney_greater([], before) is None
+    assert stats.mann_whitney_greater(slower, before) < 1e-6
+    assert stats.mann_whitney_greater(same, before) > 0.01
+    assert stats.mann_whitney_greater(before, slower) > 0.99
+    assert stats.mann_whitney_greater([], before) is None
     # small untied samples are counted exactly: 5 runs all above 5 runs is 1 arrangement in C(10, 5)
-    assert regress.mann_whitney_greater([6, 7, 8, 9, 10], [1, 2, 3, 4, 5]) == pytest.approx(1 / 252)
-    assert regress.mann_whitney_greater([2, 4], [1, 3]) == pytest.approx(2 / 6)
+    assert stats.mann_whitney_greater([6, 7, 8, 9, 10], [1, 2, 3, 4, 5]) == pytest.approx(1 / 252)
+    assert stats.mann_whitney_greater([2, 4], [1, 3]) == pytest.approx(2 / 6)
 
 
 def test_runs_needed_is_where_the_exact_test_can_reach_alpha():
     assert [regress.runs_needed(alpha) for alpha in (0.001, 0.01, 0.02, 0.05)] == [7, 5, 4, 4]
     for alpha in (0.01, 0.05, 0.001):
         n = regress.runs_needed(alpha)
-        assert regress.mann_whitney_greater(list(range(n, 2 * n)), list(range(n))) < alpha
-        assert regress.mann_whitney_greater(list(range(n - 1, 2 * n - 2)), list(range(n - 1))) >= alpha
+        assert stats.mann_whitney_greater(list(range(n, 2 * n)), list(range(n))) < alpha
+        assert stats.mann_whitney_greater(list(range(n - 1, 2 * n - 2)), list(range(n - 1))) >= alpha
 
 
 def test_mann_whitney_with_all_ties_is_not_significant():
-    assert regress.mann_whitney_greater([1.0] * 5, [1.0] * 5) == 1.0
+    assert stats.mann_whitney_greater([1.0] * 5, [1.0] * 5) == 1.0
 
 
 def _run(id_, status="pass", keys=(), tokens_equal=1, samples=(), **extra):

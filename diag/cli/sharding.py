@@ -190,9 +190,7 @@ def history_costs(path: Optional[str]) -> dict[tuple, float]:
     if not Path(path).is_file():
         progress(f"--history {path}: no such file yet; every row is costed by the estimates")
         return {}
-    wanted = [*rows.FIELDS, *shard.COST_COLUMNS]
-    columns = ", ".join(f'"{column}"' for column in wanted)
-    runs = store.open_db(path, readonly=True).query(f"SELECT {columns} FROM runs")
+    runs = store.run_columns(store.open_db(path, readonly=True), [*rows.FIELDS, *shard.COST_COLUMNS])
     return shard.recorded_costs({**run, "row": rows.of(run)} for run in runs)
 
 

@@ -326,13 +326,13 @@ def _pages(
     hand_off(rendered, quiet)
     front = {
         **common,
-        "run_count": db.execute("SELECT count(*) FROM runs").fetchone()[0],
+        "run_count": store.run_count(db),
         "folded_count": store.folded_total(db),
         "build_count": len(matrix.builds),
         "row_count": len(matrix.rows),
     }
     wanted = paged.keys() | hidden.keys()
-    owner = dict(db.execute(f"SELECT id, torch_build_id FROM runs{store.of_builds('id', wanted)}").fetchall())
+    owner = store.run_owners(db, wanted)
 
     def tables(end: int, chunk: list[dict[str, Any]], rows: list[Any]) -> list[Any]:
         return matrix_html.table_inputs(rows, chunk, stamped[end], owner, paged, hidden, texts)

@@ -31,10 +31,9 @@ def build_summaries(db, builds: list[dict[str, Any]], every: bool = False) -> di
     ids = {build["id"] for build in builds}
     found: dict[int, Summary] = {build_id: {} for build_id in ids}
     # a night's: the new builds' runs alone, found by the index on their build
-    of_builds = store.of_builds("r.torch_build_id", None if every else ids)
-    query = f"""SELECT g.key, g.gb_type, g.reason, g.resumable, g.location, g.count, r.id, r."case", r.torch_build_id
-                FROM graph_breaks g JOIN runs r ON r.id = g.run_id{of_builds} ORDER BY r.id, g.id"""
-    for key, gb_type, reason, resumable, location, count, run_id, case, build_id in db.execute(query).fetchall():
+    for key, gb_type, reason, resumable, location, count, run_id, case, build_id in store.break_rows(
+        db, None if every else ids
+    ):
         if not key or build_id not in ids:
             continue
         entry = found[build_id].get(key)

@@ -124,6 +124,33 @@ def run_builds(db: sqlite_utils.Database) -> set[int]:
     return {build_id for (build_id,) in db.execute("SELECT DISTINCT torch_build_id FROM runs").fetchall()}
 
 
+def run_count(db: sqlite_utils.Database) -> int:
+    """How many runs the DB holds (not counting those folded into counts)."""
+    return int(db.execute("SELECT count(*) FROM runs").fetchone()[0])
+
+
+def run_owners(db: sqlite_utils.Database, run_ids: Iterable[int]) -> dict[int, int]:
+    """Run id -> the build it ran on, for ``run_ids``."""
+    return dict(db.execute(f"SELECT id, torch_build_id FROM runs{of_builds('id', run_ids)}").fetchall())
+
+
+def break_rows(db: sqlite_utils.Database, build_ids: Optional[Iterable[int]]) -> list[tuple[Any, ...]]:
+    """Every graph break of the runs on ``build_ids`` (all builds where None), oldest run first: key,
+    gb_type, reason, resumable, location, count, run id, case, build id."""
+    return db.execute(
+        """SELECT g.key, g.gb_type, g.reason, g.resumable, g.location, g.count, r.id, r."case", r.torch_build_id
+           FROM graph_breaks g JOIN runs r ON r.id = g.run_id"""
+        + of_builds("r.torch_build_id", build_ids)
+        + " ORDER BY r.id, g.id"
+    ).fetchall()
+
+
+def run_columns(db: sqlite_utils.Database, columns: Iterable[str]) -> Iterable[dict[str, Any]]:
+    """Every run's ``columns``, as dicts."""
+    quoted = ", ".join(f'"{column}"' for column in columns)
+    return db.query(f"SELECT {quoted} FROM runs")
+
+
 def newest_run(db: sqlite_utils.Database) -> Optional[tuple[int, Optional[str]]]:
     """The id and start of the run stored last."""
     return db.execute("SELECT id, started_at FROM runs ORDER BY id DESC LIMIT 1").fetchone()
