@@ -76,6 +76,23 @@ def race_command(
     configs = common.configs_of(params)  # with --sweep and --sweep-values
     if any(config.profile for config in configs):
         raise common.fail("--profile belongs to diag run: a race times compiled generations only")
+    refs = _distinct_cases(case_values)
+    common.run_preflight(preflight.check_configs, configs)
+    # a DB the races cannot be stored in is refused before the cases are raced
+    common.run_preflight(preflight.check_database, db_path)
+    env = envs.resolve(torch_spec, env_options, log=common.progress)
+    common.run_preflight(preflight.check_environment, env, refs, configs)
+    results, build = _race_each(env, refs, configs, timeout_s, db_path, as_json)
+    if as_json:
+        click.echo(json.dumps(_as_json(results, build, refs[0].name), indent=2))
+    else:
+        click.echo(f"recorded {len(results)} race{'s' if len(results) != 1 else ''} in {db_path}")
+
+
+Raced = tuple[str, Any, dict[str, Any], list[Any]]  # (label, config, race record, verdicts) of one config
+
+
+def _distinct_cases(case_values: tuple[str, ...]) -> list[catalog.CaseRef]:
     refs = catalog.resolve(list(case_values))
     names = [ref.name for ref in refs]
     if len(refs) < 2 or len(set(names)) != len(names):
@@ -83,14 +100,18 @@ def race_command(
             f"a race needs two or more different cases, got {', '.join(case_values)}"
             " (to race a case against itself, copy its file under another case name)"
         )
-    common.run_preflight(preflight.check_configs, configs)
-    # a DB the races cannot be stored in is refused before the cases are raced
-    common.run_preflight(preflight.check_database, db_path)
-    env = envs.resolve(torch_spec, env_options, log=common.progress)
-    common.run_preflight(preflight.check_environment, env, refs, configs)
+    return refs
+
+
+def _race_each(
+    env: envs.TorchEnv, refs: list[catalog.CaseRef], configs: list[Any], timeout_s: float, db_path: str, as_json: bool
+) -> tuple[list[Raced], dict[str, Any]]:
+    """Race the cases at each config, storing each race as it ends (and printing it, unless JSON)."""
     db = common.open_store(db_path, create=True)
+    names = [ref.name for ref in refs]
     sources = {ref.name: ref.source for ref in refs}
-    results, build = [], {}
+    results: list[Raced] = []
+    build: dict[str, Any] = {}
     for index, config in enumerate(configs, 1):
         label = rows.config_label(asdict(config))
         common.progress(f"[{index}/{len(configs)}] racing {', '.join(names)}: {label}")
@@ -110,22 +131,22 @@ def race_command(
         if not as_json:
             said = race.lines(label, build["torch_version"], record, verdicts)
             click.echo("\n".join(text.safe(line) for line in said))
-    if as_json:
-        races = [
-            {
-                "config": asdict(config),
-                "label": label,
-                "verdicts": [v.as_dict() for v in verdicts],
-                "generation_median_s": record["generation_median_s"],
-                "threads": record.get("threads"),
-                "load_1m": record.get("load_1m"),
-            }
-            for label, config, record, verdicts in results
-        ]
-        identity = {k: build.get(k) for k in IDENTITY}
-        click.echo(json.dumps({"build": identity, "baseline": names[0], "races": races}, indent=2))
-    else:
-        click.echo(f"recorded {len(results)} race{'s' if len(results) != 1 else ''} in {db_path}")
+    return results, build
+
+
+def _as_json(results: list[Raced], build: dict[str, Any], baseline: str) -> dict[str, Any]:
+    races = [
+        {
+            "config": asdict(config),
+            "label": label,
+            "verdicts": [v.as_dict() for v in verdicts],
+            "generation_median_s": record["generation_median_s"],
+            "threads": record.get("threads"),
+            "load_1m": record.get("load_1m"),
+        }
+        for label, config, record, verdicts in results
+    ]
+    return {"build": {k: build.get(k) for k in IDENTITY}, "baseline": baseline, "races": races}
 
 
 def _identity(build: dict[str, Any], env: envs.TorchEnv) -> dict[str, Any]:
