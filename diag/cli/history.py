@@ -6,7 +6,7 @@ import dataclasses
 import json
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import click
 
@@ -354,9 +354,6 @@ def check_command(
     confirms. A slowdown beyond a threshold with too few runs a side to test (4 for
     --alpha 0.02, 5 for 0.01) is INCONCLUSIVE: exit 3 when nothing else regressed, skipped in JUnit.
     """
-    for option, path in (("--junit", junit_file), ("--alerts", alerts_file)):
-        if path and not Path(path).resolve().parent.is_dir():
-            raise fail(f"{option} {path}: directory {Path(path).resolve().parent} does not exist")
     db = read_store(db_path)
     thresholds = regress.Thresholds(
         compile_ratio=compile_threshold,
@@ -365,6 +362,21 @@ def check_command(
         decode_recompile_steps=decode_recompile_steps,
     )
     outcome = gate.check(db, baseline, thresholds, gate.read_allow_list(allow_file), stable)
+    _write_gate_files(outcome, junit_file, alerts_file, site_url)
+    if as_json:
+        click.echo(json.dumps(_check_json(outcome), indent=2))
+    else:
+        click.echo("\n".join(text.check_lines(outcome)))
+    if outcome.regressions:
+        sys.exit(1)
+    if outcome.inconclusive:
+        sys.exit(inconclusive_exit)
+
+
+def _write_gate_files(
+    outcome: gate.Outcome, junit_file: Optional[str], alerts_file: Optional[str], site_url: Optional[str]
+) -> None:
+    """JUnit XML (a test case per row) and the alerts (one per regressed row), where asked for."""
     if junit_file:
         try:
             Path(junit_file).write_text(
@@ -378,31 +390,20 @@ def check_command(
             Path(alerts_file).write_text(json.dumps(gate.alerts(outcome, site_url), indent=2), encoding="utf-8")
         except OSError as exc:
             raise fail(f"--alerts {alerts_file}: {exc.strerror or exc}") from exc
+
+
+def _check_json(outcome: gate.Outcome) -> dict[str, Any]:
     compared = [c for c in outcome.comparisons if c.before is not None and c.after is not None]
-    if as_json:
-        click.echo(
-            json.dumps(
-                {
-                    "checked": outcome.description,
-                    "rows": len(outcome.comparisons),
-                    "compared": len(compared),
-                    "regressions": [
-                        {"row": rows.label(r.row), "kind": r.kind, "message": r.message} for r in outcome.regressions
-                    ],
-                    "inconclusive": [{"row": rows.label(r.row), "message": r.message} for r in outcome.inconclusive],
-                    "host_changed": [{"row": rows.label(r.row), "message": r.message} for r in outcome.host_changed],
-                    "not_compared": [
-                        {"row": rows.label(c.row), "note": note}
-                        for c in outcome.comparisons
-                        for note in ([c.note] if c.note else []) + c.noisy
-                    ],
-                },
-                indent=2,
-            )
-        )
-    else:
-        click.echo("\n".join(text.check_lines(outcome)))
-    if outcome.regressions:
-        sys.exit(1)
-    if outcome.inconclusive:
-        sys.exit(inconclusive_exit)
+    return {
+        "checked": outcome.description,
+        "rows": len(outcome.comparisons),
+        "compared": len(compared),
+        "regressions": [{"row": rows.label(r.row), "kind": r.kind, "message": r.message} for r in outcome.regressions],
+        "inconclusive": [{"row": rows.label(r.row), "message": r.message} for r in outcome.inconclusive],
+        "host_changed": [{"row": rows.label(r.row), "message": r.message} for r in outcome.host_changed],
+        "not_compared": [
+            {"row": rows.label(c.row), "note": note}
+            for c in outcome.comparisons
+            for note in ([c.note] if c.note else []) + c.noisy
+        ],
+    }
