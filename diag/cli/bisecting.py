@@ -90,7 +90,6 @@ def bisect_command(
     With --transformers GOOD..BAD, torch stays fixed (--torch) and the transformers
     releases between the two are searched instead, each in an environment of its own.
     """
-    from diag import bisect
 
     config["fullgraph"] = True if config["fullgraph"] is None else config["fullgraph"]
     run_config = build_configs(**config)[0]
@@ -105,6 +104,27 @@ def bisect_command(
         raise fail("bisect needs --good and --bad (torch specs), or --transformers GOOD..BAD")
     if torch_spec is not None:
         raise fail("--torch fixes torch for --transformers; a torch bisect moves between --good and --bad")
+    _bisect_torch(
+        case_value, good, bad, candidates_file, listing_index, run_config, env_options, db_path, timeout_s, as_json
+    )
+
+
+def _bisect_torch(
+    case_value: str,
+    good: str,
+    bad: str,
+    candidates_file: Optional[str],
+    listing_index: Optional[str],
+    run_config: Any,
+    env_options: envs.Options,
+    db_path: str,
+    timeout_s: float,
+    as_json: bool,
+) -> None:
+    """The torch builds from ``good`` to ``bad`` searched: listed, provisioned (a build run before from
+    its recorded wheel), run where the DB has no run of them yet."""
+    from diag import bisect
+
     refs = catalog.resolve([case_value])
     bisect.check_ends(good, bad)
     run_preflight(preflight.check_configs, [run_config])
