@@ -67,6 +67,12 @@ def _section(title: str) -> list[str]:
 
 def show(run: dict[str, Any]) -> str:
     """Everything recorded for one run, for ``diag show``."""
+    parts = (_heading, _build, _counts, _correctness, _timings, _findings, _frames_and_more)
+    return "\n".join(line for part in parts for line in part(run))
+
+
+def _heading(run: dict[str, Any]) -> list[str]:
+    """The run, its status and error, the config fields a row does not show."""
     status = BY_NAME.get(run["status"])
     lines = [
         f"run #{run['id']}  {safe(run['case'])}  {config_text(run)}",
@@ -80,6 +86,12 @@ def show(run: dict[str, Any]) -> str:
     if config:
         said = [f"{name} {config[name]}" for name in ("seed", "threads", "repeats", "timing_seconds") if name in config]
         lines.append("config: " + ", ".join(said))
+    return lines
+
+
+def _build(run: dict[str, Any]) -> list[str]:
+    """The build and the environment the run had."""
+    lines: list[str] = []
     lines += _section("build")
     for field in (
         "torch_version",
@@ -101,6 +113,12 @@ def show(run: dict[str, Any]) -> str:
     ):
         if run.get(field) is not None:
             lines.append(f"  {field}: {safe(run[field])}")
+    return lines
+
+
+def _counts(run: dict[str, Any]) -> list[str]:
+    """Graphs, breaks, recompiles (prefill and decode apart) and hidden errors."""
+    lines: list[str] = []
     lines += _section("counts")
     for field in ("graph_count", "ops_captured", "graph_break_count", "recompile_count", "hidden_error_count"):
         lines.append(f"  {field}: {_num(run.get(field), 'd', '')}")
@@ -113,9 +131,21 @@ def show(run: dict[str, Any]) -> str:
     if run.get("second_call_recompiles") is not None:
         error = f", and it failed: {safe(run['second_call_error'])}" if run.get("second_call_error") else ""
         lines.append(f"  a second generate call right after: {run['second_call_recompiles']} recompiles{error}")
+    return lines
+
+
+def _correctness(run: dict[str, Any]) -> list[str]:
+    """Compiled against eager, and eager against the reference."""
+    lines: list[str] = []
     lines += _section("correctness (compiled vs eager)")
     for field in ("oracle_equal", "tokens_equal", "max_abs_diff", "first_differing_step", "eager_margin"):
         lines.append(f"  {field}: {safe(run.get(field))}")
+    return lines
+
+
+def _timings(run: dict[str, Any]) -> list[str]:
+    """Compile time, latency, memory, what the passes cost."""
+    lines: list[str] = []
     lines += _section("timings")
     lines.append(
         f"  compile: {_num(run.get('compile_s'), '.3f', ' s')} cold, "
@@ -138,6 +168,12 @@ def show(run: dict[str, Any]) -> str:
     )
     if run.get("timing_error"):
         lines.append(f"  timing error: {safe(_first_line(run['timing_error']))}")
+    return lines
+
+
+def _findings(run: dict[str, Any]) -> list[str]:
+    """Every graph break, recompile and hidden error, with its key."""
+    lines: list[str] = []
     lines += _section(f"graph breaks ({_num(run.get('graph_break_count'), 'd', '')})")
     for gb in run["graph_breaks"]:
         lines.append(
@@ -161,6 +197,12 @@ def show(run: dict[str, Any]) -> str:
             f"  [{safe(he['source'])}] {safe(he['exc_type'])}: {safe(_first_line(he['message']))} "
             f"(logger {safe(he['logger'])}, x{he['count']})"
         )
+    return lines
+
+
+def _frames_and_more(run: dict[str, Any]) -> list[str]:
+    """The compiled frames, the capabilities, the probe's stderr tail, the run directory."""
+    lines: list[str] = []
     lines += _section(f"compiled frames ({len(run.get('frames', []))})")
     for frame in run.get("frames", []):
         fail = f"  FAIL {safe(frame['fail_type'])}" if frame.get("fail_type") else ""
@@ -177,7 +219,7 @@ def show(run: dict[str, Any]) -> str:
         lines += ["  " + safe(line) for line in run["stderr_tail"].splitlines()[-20:]]
     lines += _section("artifacts")
     lines.append(f"  {safe(run.get('artifacts_dir'))}")
-    return "\n".join(lines)
+    return lines
 
 
 def statuses_table() -> str:
