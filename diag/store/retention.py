@@ -75,49 +75,10 @@ def _prune(db: sqlite_utils.Database, keep_builds: int, keep_runs: int, thin_aft
         )
     )
     choice = policy.choose(runs, recent, thin, keep_runs, deciding_runs(db))
-    kept, surplus = choice.kept, choice.surplus
     with db.conn:
         begin_writing(db.conn, path_of(db))
-        folded = _fold(db.conn, surplus)
-        db.execute("CREATE TEMP TABLE IF NOT EXISTS pruned (id INTEGER PRIMARY KEY)")
-        db.execute("DELETE FROM pruned")
-        db.conn.executemany(
-            "INSERT INTO pruned (id) SELECT id FROM runs WHERE id = ? AND capabilities IS NOT NULL",
-            [(i,) for i in set(r[0] for r in db.execute("SELECT id FROM runs")) - kept],
-        )
-        compacted = db.execute("SELECT count(*) FROM pruned").fetchone()[0]
-        series = 0
-        # of a compacted run's timings, the decode steps' summary stays (its medians are run columns)
-        db.execute("DELETE FROM timings WHERE run_id IN (SELECT id FROM pruned) AND metric != 'decode_step'")
-        raw = db.execute(
-            "SELECT id, samples FROM timings WHERE run_id IN (SELECT id FROM pruned) AND samples IS NOT NULL"
-        ).fetchall()
-        for timing_id, samples in raw:
-            values = json.loads(samples)
-            summary = json.dumps(_summary(values)) if values else None
-            db.execute("UPDATE timings SET samples = NULL, summary = ? WHERE id = ?", [summary, timing_id])
-            series += 1
-        for run_id, tb, stderr in db.execute(
-            "SELECT id, traceback, stderr_tail FROM runs WHERE id IN (SELECT id FROM pruned)"
-        ).fetchall():
-            # per-run detail a verdict never reads: what each collector could do, dynamo's raw counters
-            db.execute(
-                "UPDATE runs SET traceback = ?, stderr_tail = ?, capabilities = NULL, counters = NULL, "
-                f"error_message = substr(error_message, 1, {PRUNED_TEXT_CHARS}) WHERE id = ?",
-                [_tail(tb), _tail(stderr), run_id],
-            )
-        of_pruned = "run_id IN (SELECT id FROM pruned)"
-        db.execute(f"DELETE FROM frames WHERE {of_pruned}")
-        # findings keep their key, location and count, and the start of what torch said
-        db.execute(
-            f"UPDATE hidden_errors SET traceback = NULL, message = substr(message, 1, {PRUNED_TEXT_CHARS}) "
-            f"WHERE {of_pruned}"
-        )
-        for table in ("graph_breaks", "recompiles"):
-            db.execute(
-                f"UPDATE {table} SET reason = substr(reason, 1, {PRUNED_TEXT_CHARS}) WHERE {of_pruned} "
-                f"AND length(reason) > {PRUNED_TEXT_CHARS}"
-            )
+        folded = _fold(db.conn, choice.surplus)
+        compacted, series = _compact(db, choice.kept)
     pages, free = (db.execute(f"PRAGMA {name}").fetchone()[0] for name in ("page_count", "freelist_count"))
     if free * 10 > pages:
         db.execute("VACUUM")  # cleared columns and folded runs leave pages empty, which only a rewrite returns
@@ -128,6 +89,51 @@ def _prune(db: sqlite_utils.Database, keep_builds: int, keep_runs: int, thin_aft
         "folded": folded,
         "thinned": len(choice.thinned),
     }
+
+
+def _compact(db: sqlite_utils.Database, kept: set[int]) -> tuple[int, int]:
+    """Every run not ``kept`` in full, compacted to what verdicts read (``_prune``), inside the caller's
+    transaction; how many runs, and how many timing series were summarised."""
+    db.execute("CREATE TEMP TABLE IF NOT EXISTS pruned (id INTEGER PRIMARY KEY)")
+    db.execute("DELETE FROM pruned")
+    db.conn.executemany(
+        "INSERT INTO pruned (id) SELECT id FROM runs WHERE id = ? AND capabilities IS NOT NULL",
+        [(i,) for i in set(r[0] for r in db.execute("SELECT id FROM runs")) - kept],
+    )
+    compacted = db.execute("SELECT count(*) FROM pruned").fetchone()[0]
+    series = 0
+    # of a compacted run's timings, the decode steps' summary stays (its medians are run columns)
+    db.execute("DELETE FROM timings WHERE run_id IN (SELECT id FROM pruned) AND metric != 'decode_step'")
+    raw = db.execute(
+        "SELECT id, samples FROM timings WHERE run_id IN (SELECT id FROM pruned) AND samples IS NOT NULL"
+    ).fetchall()
+    for timing_id, samples in raw:
+        values = json.loads(samples)
+        summary = json.dumps(_summary(values)) if values else None
+        db.execute("UPDATE timings SET samples = NULL, summary = ? WHERE id = ?", [summary, timing_id])
+        series += 1
+    for run_id, tb, stderr in db.execute(
+        "SELECT id, traceback, stderr_tail FROM runs WHERE id IN (SELECT id FROM pruned)"
+    ).fetchall():
+        # per-run detail a verdict never reads: what each collector could do, dynamo's raw counters
+        db.execute(
+            "UPDATE runs SET traceback = ?, stderr_tail = ?, capabilities = NULL, counters = NULL, "
+            f"error_message = substr(error_message, 1, {PRUNED_TEXT_CHARS}) WHERE id = ?",
+            [_tail(tb), _tail(stderr), run_id],
+        )
+    of_pruned = "run_id IN (SELECT id FROM pruned)"
+    db.execute(f"DELETE FROM frames WHERE {of_pruned}")
+    # findings keep their key, location and count, and the start of what torch said
+    db.execute(
+        f"UPDATE hidden_errors SET traceback = NULL, message = substr(message, 1, {PRUNED_TEXT_CHARS}) "
+        f"WHERE {of_pruned}"
+    )
+    for table in ("graph_breaks", "recompiles"):
+        db.execute(
+            f"UPDATE {table} SET reason = substr(reason, 1, {PRUNED_TEXT_CHARS}) WHERE {of_pruned} "
+            f"AND length(reason) > {PRUNED_TEXT_CHARS}"
+        )
+    return compacted, series
 
 
 def deciding_runs(db: sqlite_utils.Database) -> frozenset[int]:
