@@ -148,6 +148,22 @@ def test_every_room_stays_small():
     assert long == {}
 
 
+# The functions allowed past 60 lines: the first migration, frozen as it shipped (a migration never
+# changes once released), and the table of run options, one declaration per option.
+LONG_FUNCTIONS_ALLOWED = {"diag/store/schema.py:m001_initial", "diag/cli/common.py:config_options"}
+
+
+def test_every_function_reads_at_once():
+    """No function of diag/ over 60 lines but those LONG_FUNCTIONS_ALLOWED names; and each of those is
+    still there and still long (a name left in the list after a split is stale)."""
+    long = set()
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno >= 60:
+                long.add(f"{path.relative_to(REPO).as_posix()}:{node.name}")
+    assert long == LONG_FUNCTIONS_ALLOWED
+
+
 SQL = re.compile(
     r"""["']\s*(?:select|insert\s+into|update\s+\w+\s+set|delete\s+from|alter\s+table"""
     r"""|create\s+(?:table|index|view|trigger)|drop\s+(?:table|index|view))\s""",

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from diag import wheels
-from diag.build import DEV_KINDS, Version, nightly_date
+from diag.build import DEV_KINDS, Spec, Version, nightly_date
 from diag.config import diag_home
 from diag.envs.interpreters import EnvError, TorchEnv, check_compile_support, describe, parse_spec, python_version
 
@@ -92,33 +92,12 @@ def find_wheel(request: Request) -> wheels.Wheel:
     A wheel spec: that URL or file. EnvError, in one line, when there is none.
     """
     spec, wanted = request.spec, parse_spec(request.spec)
-    kind = wanted.kind
     try:
-        if kind == "wheel":
+        if wanted.kind == "wheel":
             return _given_wheel(spec)
         tags = wheels.supported_tags(request.python)
-        folders = [Path(f).expanduser() for f in request.find_links]
-        local = wheels.local_wheels(folders, "find-links") + wheels.cached_wheels()
-        try:
-            listed, unlisted_why = wheels.listed_wheels(request.index), ""
-        except wheels.WheelError as exc:
-            listed, unlisted_why = [], f" ({exc})"
-        rank = {tag: index for index, tag in enumerate(tags)}
-
-        def fits(wheel: wheels.Wheel) -> bool:
-            return (
-                bool(wheel.tags() & rank.keys())
-                and wheel.label in (None, request.variant)
-                and wanted.admits(wheel.version)
-            )
-
-        def preference(wheel: wheels.Wheel) -> int:
-            return min(rank.get(tag, len(rank)) for tag in wheel.tags())
-
-        found = [w for w in local + listed if fits(w)]
-        python_tag = _python_tag(tags)
-        places = ", ".join([*(str(f) for f in folders), str(wheels.cache_dir())])
-        if kind == "nightly_date":
+        found, preference, places, unlisted_why = _candidates(request, wanted, tags)
+        if wanted.kind == "nightly_date":
             if found:
                 return min(found, key=preference)
             urls = wheels.direct_urls(request.index, spec, request.variant, tags)
@@ -126,26 +105,53 @@ def find_wheel(request: Request) -> wheels.Wheel:
                 if wheels.exists(url):
                     return wheels.Wheel(urllib.parse.unquote(url.rsplit("/", 1)[-1]), url, "direct URL")
             raise EnvError(
-                f"torch spec {spec!r}: no {request.variant} wheel for {python_tag}: none in {places}, "
+                f"torch spec {spec!r}: no {request.variant} wheel for {_python_tag(tags)}: none in {places}, "
                 f"none listed on {request.index}{unlisted_why}, and none at its direct URL "
                 f"({urls[0] if urls else 'no platform tag fits'}); is there a nightly of that date?"
             )
         if not found:
-            if kind == "nightly_prefix":
-                series = ".".join(map(str, wanted.version.release))
-                raise EnvError(
-                    f"torch spec {spec!r}: {request.index} lists no {series} nightly for {python_tag} "
-                    f"({request.variant}){unlisted_why}, and none is in {places}; the nightly index keeps "
-                    f"about two months of nightlies. Use a dated nightly ({series}.devYYYYMMDD, installed "
-                    f"by its direct wheel URL), a wheel URL or --find-links DIR, or the release {series}"
-                )
-            raise EnvError(
-                f"torch spec 'nightly': {request.index} lists no nightly for {python_tag} "
-                f"({request.variant}){unlisted_why}"
-            )
+            raise _no_nightly(request, wanted, _python_tag(tags), places, unlisted_why)
         return max(found, key=lambda w: (Version.parse(w.version).key(), -preference(w)))
     except wheels.WheelError as exc:
         raise EnvError(f"torch spec {spec!r}: {exc}") from exc
+
+
+def _candidates(request: Request, wanted: Spec, tags: list[str]):
+    """The wheels that fit the spec, this python's tags and the variant, from the ``--find-links``
+    folders, the wheel cache and the index listing; how well each fits this python (lower is better);
+    the places searched; and why the listing could not be read ("" where it could)."""
+    folders = [Path(f).expanduser() for f in request.find_links]
+    local = wheels.local_wheels(folders, "find-links") + wheels.cached_wheels()
+    try:
+        listed, unlisted_why = wheels.listed_wheels(request.index), ""
+    except wheels.WheelError as exc:
+        listed, unlisted_why = [], f" ({exc})"
+    rank = {tag: index for index, tag in enumerate(tags)}
+
+    def fits(wheel: wheels.Wheel) -> bool:
+        fitting_tag = bool(wheel.tags() & rank.keys())
+        return fitting_tag and wheel.label in (None, request.variant) and wanted.admits(wheel.version)
+
+    def preference(wheel: wheels.Wheel) -> int:
+        return min(rank.get(tag, len(rank)) for tag in wheel.tags())
+
+    places = ", ".join([*(str(f) for f in folders), str(wheels.cache_dir())])
+    return [w for w in local + listed if fits(w)], preference, places, unlisted_why
+
+
+def _no_nightly(request: Request, wanted: Spec, python_tag: str, places: str, unlisted_why: str) -> EnvError:
+    """The error of a nightly prefix or ``nightly`` that no wheel fits."""
+    if wanted.kind == "nightly_prefix":
+        series = ".".join(map(str, wanted.version.release))
+        return EnvError(
+            f"torch spec {request.spec!r}: {request.index} lists no {series} nightly for {python_tag} "
+            f"({request.variant}){unlisted_why}, and none is in {places}; the nightly index keeps "
+            f"about two months of nightlies. Use a dated nightly ({series}.devYYYYMMDD, installed "
+            f"by its direct wheel URL), a wheel URL or --find-links DIR, or the release {series}"
+        )
+    return EnvError(
+        f"torch spec 'nightly': {request.index} lists no nightly for {python_tag} ({request.variant}){unlisted_why}"
+    )
 
 
 def _given_wheel(spec: str) -> wheels.Wheel:

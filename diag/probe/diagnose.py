@@ -126,8 +126,22 @@ def reuse_decision(
 
 
 def run(workload: Workload, results: Writer, artifacts: Path, timing_results: Optional[Path] = None) -> None:
+    """The diagnosis: eager and its reference (stop on a broken case), one compile with every
+    collector on, then the findings and the one result record."""
+    eager = eager_pass(workload, results)
+    if eager is None:
+        return
+    capabilities, (collector, compiled, error) = instrumented_compile(workload, results, artifacts, timing_results)
+    write_verdict(workload, results, capabilities, collector, eager, compiled, error)
+    if compiled is not None and error is None:
+        # after the verdict is written: what the second call does cannot change the first's record
+        second_call(workload, artifacts, results)
+
+
+def eager_pass(workload: Workload, results: Writer):
+    """The case's eager generation, checked against its reference; None (with the result written)
+    where the case itself is broken."""
     spec = workload.spec
-    case_path = workload.case.path
     try:
         eager = workload.eager()
         reference = (
@@ -140,9 +154,9 @@ def run(workload: Workload, results: Writer, artifacts: Path, timing_results: Op
     except Exception as exc:
         info = exception_info(exc)
         results.write(
-            records.RESULT, status=statuses.EAGER_ERROR, error_location=error_location(exc, case_path), **info
+            records.RESULT, status=statuses.EAGER_ERROR, error_location=error_location(exc, workload.case.path), **info
         )
-        return
+        return None
     import torch
 
     if eager.own:
@@ -151,23 +165,27 @@ def run(workload: Workload, results: Writer, artifacts: Path, timing_results: Op
         reference, detail = own_reference(eager, spec.config.new_tokens)
         oracle_equal = None if reference is None else bool(torch.equal(torch.cat(eager.tokens, 1), reference.cpu()))
         results.write(records.ORACLE, oracle_equal=oracle_equal, required=False, detail=detail)
-    else:
-        oracle_equal = bool(torch.equal(torch.cat(eager.tokens, 1), reference.cpu()))
-        results.write(records.ORACLE, oracle_equal=oracle_equal, required=True, detail="transformers generate")
-        if not oracle_equal:
-            results.write(
-                records.RESULT,
-                status=statuses.EAGER_ERROR,
-                error_type="OracleMismatch",
-                error_message=f"eager tokens of case {spec.case} differ from transformers generate: "
-                f"case {torch.cat(eager.tokens, 1).tolist()}, "
-                f"transformers {reference.cpu().tolist()}",
-            )
-            return
+        return eager
+    oracle_equal = bool(torch.equal(torch.cat(eager.tokens, 1), reference.cpu()))
+    results.write(records.ORACLE, oracle_equal=oracle_equal, required=True, detail="transformers generate")
+    if not oracle_equal:
+        results.write(
+            records.RESULT,
+            status=statuses.EAGER_ERROR,
+            error_type="OracleMismatch",
+            error_message=f"eager tokens of case {spec.case} differ from transformers generate: "
+            f"case {torch.cat(eager.tokens, 1).tolist()}, "
+            f"transformers {reference.cpu().tolist()}",
+        )
+        return None
+    return eager
 
-    reuse, why = reuse_decision(
-        timing_results, spec.config.reuse_compiled, spec.config.backend, compat.graph_caches_on()
-    )
+
+def instrumented_compile(workload: Workload, results: Writer, artifacts: Path, timing_results: Optional[Path]):
+    """The compile with every collector on, after the notes on what is collected: the capabilities,
+    and (collector, compiled generation, error)."""
+    config = workload.spec.config
+    reuse, why = reuse_decision(timing_results, config.reuse_compiled, config.backend, compat.graph_caches_on())
     if not reuse:
         compat.recompute_compiled_graphs()
     capabilities = compat.detect()
@@ -176,8 +194,8 @@ def run(workload: Workload, results: Writer, artifacts: Path, timing_results: Op
         capabilities={name: {"available": ok, "detail": detail} for name, (ok, detail) in capabilities.items()},
     )
     results.write(records.COLLECTOR_NOTE, name="lowering_logs", available=not reuse, detail=why)
-    use_depyf = capabilities["depyf"][0] and spec.config.depyf
-    if capabilities["depyf"][0] and not spec.config.depyf:
+    use_depyf = capabilities["depyf"][0] and config.depyf
+    if capabilities["depyf"][0] and not config.depyf:
         results.write(
             records.COLLECTOR_NOTE,
             name="depyf",
@@ -202,29 +220,30 @@ def run(workload: Workload, results: Writer, artifacts: Path, timing_results: Op
             available=not lost,
             detail="; ".join((lost or [detail for _, detail in collector.interference])[:3]),
         )
+    return capabilities, (collector, compiled, error)
+
+
+def write_verdict(workload: Workload, results: Writer, capabilities, collector, eager, compiled, error) -> None:
+    """The findings of the compile, its correctness against eager, and the one result record."""
+    config = workload.spec.config
     counters = capture.counter_snapshot()
-    fullgraph = bool(spec.config.fullgraph)
+    fullgraph = bool(config.fullgraph)
     breaks_from_counters = [] if fullgraph else graph_breaks_from_counters(collector, counters)
     if breaks_from_counters:
         results.write(records.COLLECTOR_NOTE, **counted_breaks_note(capabilities["graph_breaks_log"][0]))
     breaks = emit_findings(
         results, collector, breaks_from_counters, counters, failed_whole=fullgraph and error is not None
     )
-
     stats = counters.get("stats", {})
     graph_count = stats.get("unique_graphs", 0) if capabilities["dynamo_counters"][0] else None
     ops_captured = stats.get("calls_captured", 0) if capabilities["dynamo_counters"][0] else None
     correctness = None
     if compiled is not None:
-        correctness = compare(eager, compiled, TOLERANCE.get(spec.config.dtype, 1e-4))
+        correctness = compare(eager, compiled, TOLERANCE.get(config.dtype, 1e-4))
         results.write(records.CORRECTNESS, **correctness)
     graph_breaks = statuses.finding_total(breaks)
     status = classify(
-        fullgraph=spec.config.fullgraph,
-        error=error,
-        graph_count=graph_count,
-        graph_breaks=graph_breaks,
-        correctness=correctness,
+        fullgraph=fullgraph, error=error, graph_count=graph_count, graph_breaks=graph_breaks, correctness=correctness
     )
     summary: dict[str, Any] = {
         "status": status,
@@ -239,15 +258,12 @@ def run(workload: Workload, results: Writer, artifacts: Path, timing_results: Op
         inner = compat.unwrap_backend_error(error)
         summary.update(exception_info(error))
         summary["error_type"] = type(inner).__name__
-        summary["error_location"] = error_location(error, case_path)
+        summary["error_location"] = error_location(error, workload.case.path)
         summary["error_key"] = keys.stable_key(type(inner).__name__, str(inner), summary["error_location"])
     metrics = compat.compilation_metrics()
     if metrics is not None:
         results.write(records.COMPILE_METRICS, frames=metrics)
     results.write(records.RESULT, **summary)
-    if compiled is not None and error is None:
-        # after the verdict is written: what the second call does cannot change the first's record
-        second_call(workload, artifacts, results)
 
 
 def own_reference(eager, new_tokens: int):

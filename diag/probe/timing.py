@@ -220,39 +220,27 @@ def _write_eager(
 def run(workload: Workload, results: Writer, folder: Optional[Path] = None) -> None:
     """Warm-up, then each mode's peak memory, then eager and compiled generations interleaved."""
     cfg = workload.spec.config
-    torch = workload.torch
-    shared = {"order": "interleaved", "threads": torch.get_num_threads()}
+    shared = {"order": "interleaved", "threads": workload.torch.get_num_threads()}
     eager_first = None
     for _ in range(max(cfg.warmup, 1)):
         total, _ = _timed(workload, workload.eager)
         eager_first = eager_first if eager_first is not None else total
     eager_memory = peak_memory(workload, workload.eager)
-    torch._dynamo.reset()
+    workload.torch._dynamo.reset()
     notices = capture.CompileNotices()
     notices.install()
     try:
-        try:
-            # The first compiled generation pays for compilation (and any recompiles) once. It runs with
-            # the caches this process was given (cold when the orchestrator passed an empty inductor
-            # cache); after a dynamo reset below, the same compile again finds them warm.
-            compiled_first = None
-            for _ in range(max(cfg.warmup, 1)):
-                total, _ = _timed(workload, workload.compiled)
-                compiled_first = compiled_first if compiled_first is not None else total
-            compiled_memory = peak_memory(workload, workload.compiled)
-            sampled = sample(
-                workload, {"eager": workload.eager, "compiled": workload.compiled}, cfg.repeats, cfg.timing_seconds
-            )
-        except Exception as exc:
-            results.write(
-                records.TIMING_ERROR,
-                mode="compiled",
-                error_location=error_location(exc, workload.case.path),
-                **exception_info(exc),
-            )
-            eager = sample(workload, {"eager": workload.eager}, cfg.repeats, cfg.timing_seconds)["eager"]
-            _write_eager(results, eager_memory, eager_first, eager, {**shared, **host()})
-            return
+        compiled_first, compiled_memory, sampled = _compiled_and_sampled(workload)
+    except Exception as exc:
+        results.write(
+            records.TIMING_ERROR,
+            mode="compiled",
+            error_location=error_location(exc, workload.case.path),
+            **exception_info(exc),
+        )
+        eager = sample(workload, {"eager": workload.eager}, cfg.repeats, cfg.timing_seconds)["eager"]
+        _write_eager(results, eager_memory, eager_first, eager, {**shared, **host()})
+        return
     finally:
         notices.uninstall()
     metrics = compat.compilation_metrics()  # the cold compile's frames, before the reset below
@@ -261,12 +249,6 @@ def run(workload: Workload, results: Writer, folder: Optional[Path] = None) -> N
     hits = _graph_cache_hits()
     compiled = sampled["compiled"]
     steady = statistics.median(compiled["totals_s"]) if compiled["totals_s"] else 0.0
-    compile_s = max(0.0, compiled_first - steady)
-    torch._dynamo.reset()
-    start = time.perf_counter()
-    workload.compiled()
-    workload.synchronize()
-    compile_warm_s = max(0.0, time.perf_counter() - start - steady)
     memory, kind = compiled_memory
     results.write(
         records.TIMING,
@@ -274,8 +256,8 @@ def run(workload: Workload, results: Writer, folder: Optional[Path] = None) -> N
         memory_kind=kind,
         peak_memory_mb=memory,
         first_total_s=compiled_first,
-        compile_s=compile_s,
-        compile_warm_s=compile_warm_s,
+        compile_s=max(0.0, compiled_first - steady),
+        compile_warm_s=_warm_compile_s(workload, steady),
         compile_notices=notices.noted(),
         graph_cache_hits=hits,
         **compiled,
@@ -289,3 +271,31 @@ def run(workload: Workload, results: Writer, folder: Optional[Path] = None) -> N
             profile(workload, results, folder)
         except Exception as exc:  # the profiler is a view on the run; its failure is noted, not the run's
             results.write(records.TIMING_ERROR, mode="profile", **exception_info(exc))
+
+
+def _compiled_and_sampled(workload: Workload):
+    """The first compiled generation (it pays for compilation, and any recompiles, once), the compiled
+    mode's peak memory, and both modes sampled interleaved."""
+    cfg = workload.spec.config
+    # The first compiled generation runs with the caches this process was given (cold when the
+    # orchestrator passed an empty inductor cache); after a dynamo reset, the same compile again
+    # finds them warm (_warm_compile_s).
+    compiled_first = None
+    for _ in range(max(cfg.warmup, 1)):
+        total, _ = _timed(workload, workload.compiled)
+        compiled_first = compiled_first if compiled_first is not None else total
+    compiled_memory = peak_memory(workload, workload.compiled)
+    sampled = sample(
+        workload, {"eager": workload.eager, "compiled": workload.compiled}, cfg.repeats, cfg.timing_seconds
+    )
+    return compiled_first, compiled_memory, sampled
+
+
+def _warm_compile_s(workload: Workload, steady: float) -> float:
+    """The compile again after a dynamo reset, with the caches the cold one filled: its time past a
+    steady generation."""
+    workload.torch._dynamo.reset()
+    start = time.perf_counter()
+    workload.compiled()
+    workload.synchronize()
+    return max(0.0, time.perf_counter() - start - steady)

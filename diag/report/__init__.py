@@ -282,47 +282,27 @@ def _pages(
     """Every page but the pages of runs, with those to be rendered (each one's path and its runs'
     ids) and what they share; those are given to ``hand_off`` as soon as they are known. With
     ``resume``, the matrix is taken up from the state kept beside the site, where it can be."""
-    builds, stamps = store.builds(db), store.build_stamps(db)
-    line = history.ordered(builds, store.run_builds(db))
-    marks = inputs.build_marks(line, stamps)
+    line = history.ordered(store.builds(db), store.run_builds(db))
+    marks = inputs.build_marks(line, store.build_stamps(db))
     stamped = inputs.build_history(line, marks)
     keep = resume_at.keep_at(line, detail_builds, builds_per_page)
     start = resume_at.kept(out_dir, resume and bool(made.before), stamped, STRIP_BUILDS, keep)
     live = [build["id"] for build in line[len(start["folded"]) :]] if start else None
-    runs = store.report_runs(db, live)
-    of_live = f"WHERE run_id IN (SELECT id FROM runs{store.of_builds('torch_build_id', live)})"
-    keys = store.finding_keys(db, "" if live is None else of_live)
-    matrix = history.build_matrix(builds, runs, keys, STRIP_BUILDS, start, keep)
-    cases = sorted({row.case for row in matrix.rows})
+    runs, keys = store.report_runs(db, live), store.finding_keys_of_builds(db, live)
+    matrix = history.build_matrix(store.builds(db), runs, keys, STRIP_BUILDS, start, keep)
     paged = detailed_runs(matrix, detail_builds)
     memo = inputs.Memo(out_dir, bool(made.before), marks)
     breaks = breaks_page.contexts(db, matrix, memo)
     shown = variants_page.context(db, matrix.builds, runs)
-    texts = store.key_texts(db)
-    hidden = store.hidden_keys(db)
+    texts, hidden = store.key_texts(db), store.hidden_keys(db)
     env.globals["matrix_table"] = functools.partial(
         matrix_html.matrix_table, case_href=case_href, hidden=hidden, texts=texts
     )
-    common = {
-        "case_links": [{"name": c, "href": case_href(c)} for c in cases if not c.startswith(HF_PREFIX)],
-        "has_architectures": any(c.startswith(HF_PREFIX) for c in cases),
-        "paged": paged,
-        "data_stamp": _data_stamp(store.newest_run(db)),
-        "key_texts": texts,
-        "detail_builds": detail_builds,
-        "has_variants": shown is not None,
-        "has_breaks": bool(breaks),
-    }
+    cases = sorted({row.case for row in matrix.rows})
+    common = _shared(db, cases, paged, texts, detail_builds, has_variants=shown is not None, has_breaks=bool(breaks))
     nav = [common["case_links"], common["has_architectures"], common["has_variants"], common["has_breaks"]]
     quiet = {**common, "data_stamp": ""}  # the pages kept from night to night carry no stamp of the data
-    files: dict[str, str] = {}
-    rendered = []
-    for path, marks in _grouped(paged, store.page_marks(db, paged)).items():
-        folders = [bool(mark[-1]) and Path(mark[-1]).is_dir() for mark in marks]
-        if made.stale(path, inputs.digest(inputs.sources(), nav, marks, folders)):
-            rendered.append((path, [mark[0] for mark in marks]))
-        else:
-            files[path] = inputs.Kept()
+    files, rendered = _stale_run_pages(db, made, paged, nav)
     hand_off(rendered, quiet)
     front = {
         **common,
@@ -331,43 +311,70 @@ def _pages(
         "build_count": len(matrix.builds),
         "row_count": len(matrix.rows),
     }
-    wanted = paged.keys() | hidden.keys()
-    owner = store.run_owners(db, wanted)
+    owner = store.run_owners(db, paged.keys() | hidden.keys())
 
     def tables(end: int, chunk: list[dict[str, Any]], rows: list[Any]) -> list[Any]:
         return matrix_html.table_inputs(rows, chunk, stamped[end], owner, paged, hidden, texts)
 
     files.update(matrix_pages.pages(env, matrix, front, quiet, made, nav, builds_per_page, memo, tables))
-    files["transitions.html"] = env.get_template("transitions.html.j2").render(
-        root="",
-        matrix=matrix,
-        transitions=matrix.transitions,
-        key_changes=matrix.key_changes,
-        backends=sorted({r.backend for r in matrix.rows}),
-        **common,
-    )
+    files.update(_summary_pages(env, matrix, keys, breaks, shown, common, quiet))
+    files.update(_case_pages(env, matrix, runs, cases, memo, quiet))
+    files["datasette.json"] = json.dumps(store.datasette_metadata(db, db_name), indent=1)
+    # an old address of a run's page (runs/<id>.html, as alerts named it) is sent to its section
+    files[RUN_INDEX] = json.dumps({str(run_id): paged[run_id] for run_id in sorted(paged)}, separators=(",", ":"))
+    files["404.html"] = env.get_template("404.html.j2").render()
+    files[inputs.INPUTS], files[inputs.MEMO] = made.written(), memo.written()
+    kept = resume_at.written(matrix.state, keep, stamped, STRIP_BUILDS)
+    if kept is not None:
+        files[resume_at.FOLD] = kept
+    return files, rendered, quiet
+
+
+def _shared(db, cases, paged, texts, detail_builds: int, *, has_variants: bool, has_breaks: bool) -> dict[str, Any]:
+    """What every page is given: the navigation, the run pages' addresses, the keys' texts."""
+    return {
+        "case_links": [{"name": c, "href": case_href(c)} for c in cases if not c.startswith(HF_PREFIX)],
+        "has_architectures": any(c.startswith(HF_PREFIX) for c in cases),
+        "paged": paged,
+        "data_stamp": _data_stamp(store.newest_run(db)),
+        "key_texts": texts,
+        "detail_builds": detail_builds,
+        "has_variants": has_variants,
+        "has_breaks": has_breaks,
+    }
+
+
+def _stale_run_pages(db, made: inputs.Pages, paged: dict[int, str], nav: list[Any]):
+    """The pages of runs whose inputs changed since the site was made (each path with its runs' ids),
+    and the others, kept as they are."""
+    files: dict[str, Any] = {}
+    rendered = []
+    for path, marks in _grouped(paged, store.page_marks(db, paged)).items():
+        folders = [bool(mark[-1]) and Path(mark[-1]).is_dir() for mark in marks]
+        if made.stale(path, inputs.digest(inputs.sources(), nav, marks, folders)):
+            rendered.append((path, [mark[0] for mark in marks]))
+        else:
+            files[path] = inputs.Kept()
+    return files, rendered
+
+
+def _summary_pages(env, matrix: Matrix, keys, breaks, shown, common, quiet) -> dict[str, str]:
+    """The transitions, architectures, graph-break keys and variants pages, and report.json."""
+    files = {
+        "transitions.html": env.get_template("transitions.html.j2").render(
+            root="",
+            matrix=matrix,
+            transitions=matrix.transitions,
+            key_changes=matrix.key_changes,
+            backends=sorted({r.backend for r in matrix.rows}),
+            **common,
+        ),
+        "report.json": report_json(matrix),
+    }
     architectures = hf_architectures(matrix, keys, HF_PREFIX)
     if architectures:
         files["architectures.html"] = env.get_template("architectures.html.j2").render(
             root="", matrix=matrix, architectures=architectures, **common
-        )
-    files["report.json"] = report_json(matrix)
-    newest = matrix.builds[-1]["id"] if matrix.builds else None
-    on_newest: dict[str, list[dict[str, Any]]] = {}
-    for run in runs:
-        if run["torch_build_id"] == newest:
-            on_newest.setdefault(run["case"], []).append(run)
-    for case in cases:
-        sweeps = charts.sweep_charts(on_newest.get(case, []))
-        files[case_href(case)] = env.get_template("case.html.j2").render(
-            root="../",
-            case=case,
-            charts=charts.case_charts(matrix, case, memo),
-            sweeps=sweeps,
-            newest=matrix.builds[-1] if matrix.builds else None,
-            detail=charts.DETAIL_BUILDS,
-            max_lines=charts.MAX_LINES,
-            **quiet,
         )
     if breaks:
         files["breaks.html"] = env.get_template("breaks.html.j2").render(root="", breaks=breaks, **common)
@@ -376,16 +383,29 @@ def _pages(
             files[entry["href"]] = page.render(root="../", b=entry, **quiet)
     if shown is not None:
         files["variants.html"] = env.get_template("variants.html.j2").render(root="", v=shown, **common)
-    files["datasette.json"] = json.dumps(store.datasette_metadata(db, db_name), indent=1)
-    # an old address of a run's page (runs/<id>.html, as alerts named it) is sent to its section
-    files[RUN_INDEX] = json.dumps({str(run_id): paged[run_id] for run_id in sorted(paged)}, separators=(",", ":"))
-    files["404.html"] = env.get_template("404.html.j2").render()
-    files[inputs.INPUTS] = made.written()
-    files[inputs.MEMO] = memo.written()
-    kept = resume_at.written(matrix.state, keep, stamped, STRIP_BUILDS)
-    if kept is not None:
-        files[resume_at.FOLD] = kept
-    return files, rendered, quiet
+    return files
+
+
+def _case_pages(env, matrix: Matrix, runs, cases: list[str], memo: inputs.Memo, quiet) -> dict[str, str]:
+    """One page of trend charts per case, with the sweeps of its runs on the newest build."""
+    newest = matrix.builds[-1]["id"] if matrix.builds else None
+    on_newest: dict[str, list[dict[str, Any]]] = {}
+    for run in runs:
+        if run["torch_build_id"] == newest:
+            on_newest.setdefault(run["case"], []).append(run)
+    return {
+        case_href(case): env.get_template("case.html.j2").render(
+            root="../",
+            case=case,
+            charts=charts.case_charts(matrix, case, memo),
+            sweeps=charts.sweep_charts(on_newest.get(case, [])),
+            newest=matrix.builds[-1] if matrix.builds else None,
+            detail=charts.DETAIL_BUILDS,
+            max_lines=charts.MAX_LINES,
+            **quiet,
+        )
+        for case in cases
+    }
 
 
 def _grouped(paged: dict[int, str], marks: dict[int, tuple[Any, ...]]) -> dict[str, list[tuple[Any, ...]]]:

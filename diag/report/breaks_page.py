@@ -64,13 +64,22 @@ def build_summaries(db, builds: list[dict[str, Any]], every: bool = False) -> di
 def contexts(db, matrix: Matrix, memo: Optional[Memo] = None) -> list[dict[str, Any]]:
     """One dict per graph-break key of the stored runs, most widespread first (then by key). With a
     ``memo``, a build's summary is read from the DB only where the memo keeps none."""
-    order = {build["id"]: index for index, build in enumerate(matrix.builds)}
-    builds = {build["id"]: build for build in matrix.builds}
     wanted = [build for build in matrix.builds if memo is None or not memo.has(KIND, build)]
     made = build_summaries(db, wanted, every=len(wanted) == len(matrix.builds)) if wanted else {}
+    summaries = [
+        (build, made.get(build["id"], {}) if memo is None else memo.of(KIND, build, lambda b=build: made[b["id"]]))
+        for build in matrix.builds
+    ]
+    pages = [_page(key, entry, matrix) for key, entry in _by_key(summaries, matrix).items()]
+    return sorted(pages, key=lambda page: (-page["build_count"], -page["runs"], page["key"]))
+
+
+def _by_key(summaries: list[tuple[dict[str, Any], dict[str, Any]]], matrix: Matrix) -> dict[str, dict[str, Any]]:
+    """The builds' summaries folded per key: where it was first seen, each build's wording, the cases,
+    runs, events, locations and the newest run that shows it."""
+    order = {build["id"]: index for index, build in enumerate(matrix.builds)}
     found: dict[str, dict[str, Any]] = {}
-    for build in matrix.builds:
-        summary = made.get(build["id"], {}) if memo is None else memo.of(KIND, build, lambda b=build: made[b["id"]])
+    for build, summary in summaries:
         for key, part in summary.items():
             entry = found.setdefault(
                 key,
@@ -97,39 +106,41 @@ def contexts(db, matrix: Matrix, memo: Optional[Memo] = None) -> list[dict[str, 
     for entry in found.values():  # each build's wording, in the order of the runs that first showed it
         entry["gb_type"] = entry["first"][1]
         entry["builds"] = {b: reason for b, (_, reason) in sorted(entry["builds"].items(), key=lambda i: i[1][0])}
-    pages = []
-    for key, entry in found.items():
-        seen = sorted(entry["builds"], key=order.__getitem__)
-        wordings: list[dict[str, Any]] = []
-        for build_id in seen:
-            text = entry["builds"][build_id]
-            if wordings and wordings[-1]["text"] == text:
-                wordings[-1]["last"] = builds[build_id]
-                wordings[-1]["builds"] += 1
-            else:
-                wordings.append({"text": text, "first": builds[build_id], "last": builds[build_id], "builds": 1})
-        doc = store.DOC_URL.search(" ".join(entry["builds"].values()))
-        gb_id = gb_id_of_key(key)
-        pages.append(
-            {
-                "key": key,
-                "href": href(key),
-                "gb_id": gb_id,
-                "registry": doc.group(0) if doc else (registry_url(gb_id) if gb_id else None),
-                "title": entry["gb_type"] or (wordings[-1]["text"].splitlines() or [key])[0],
-                "first": builds[seen[0]],
-                "last": builds[seen[-1]],
-                "newest_build": matrix.builds[-1] if matrix.builds else None,
-                "build_count": len(seen),
-                "cases": sorted(entry["cases"]),
-                "runs": entry["runs"],
-                "count": entry["count"],
-                "wordings": wordings,
-                "locations": sorted(entry["locations"])[:10],
-                "resumable": sorted(
-                    {"resumed" if value else "not resumed" for value in entry["resumable"] if value is not None}
-                ),
-                "repro_run": entry["newest"][1],
-            }
-        )
-    return sorted(pages, key=lambda page: (-page["build_count"], -page["runs"], page["key"]))
+    return found
+
+
+def _page(key: str, entry: dict[str, Any], matrix: Matrix) -> dict[str, Any]:
+    """The page of one key: its wordings build by build (consecutive builds that word it alike as one)."""
+    order = {build["id"]: index for index, build in enumerate(matrix.builds)}
+    builds = {build["id"]: build for build in matrix.builds}
+    seen = sorted(entry["builds"], key=order.__getitem__)
+    wordings: list[dict[str, Any]] = []
+    for build_id in seen:
+        text = entry["builds"][build_id]
+        if wordings and wordings[-1]["text"] == text:
+            wordings[-1]["last"] = builds[build_id]
+            wordings[-1]["builds"] += 1
+        else:
+            wordings.append({"text": text, "first": builds[build_id], "last": builds[build_id], "builds": 1})
+    doc = store.DOC_URL.search(" ".join(entry["builds"].values()))
+    gb_id = gb_id_of_key(key)
+    return {
+        "key": key,
+        "href": href(key),
+        "gb_id": gb_id,
+        "registry": doc.group(0) if doc else (registry_url(gb_id) if gb_id else None),
+        "title": entry["gb_type"] or (wordings[-1]["text"].splitlines() or [key])[0],
+        "first": builds[seen[0]],
+        "last": builds[seen[-1]],
+        "newest_build": matrix.builds[-1] if matrix.builds else None,
+        "build_count": len(seen),
+        "cases": sorted(entry["cases"]),
+        "runs": entry["runs"],
+        "count": entry["count"],
+        "wordings": wordings,
+        "locations": sorted(entry["locations"])[:10],
+        "resumable": sorted(
+            {"resumed" if value else "not resumed" for value in entry["resumable"] if value is not None}
+        ),
+        "repro_run": entry["newest"][1],
+    }

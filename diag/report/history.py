@@ -276,28 +276,12 @@ class Fold:
 
     def state(self, keys: Keys) -> dict[str, Any]:
         """The fold so far, as JSON-able data (``load`` reads it back)."""
-
-        def carried(cell: Any) -> dict[str, Any]:
-            if not isinstance(cell, Cell):  # as it was loaded
-                return {**cell, "keys": sorted(cell["keys"])}
-            return {
-                "status": cell.run["status"],
-                "run": cell.run["id"],
-                "transformers": cell.runs[-1].get("transformers_version"),
-                "keys": sorted(keys.get(cell.run["id"], _NONE)),
-                "hrefs": _hrefs(cell),
-            }
-
-        def episode(e: Episode) -> list[Any]:
-            return [e.first_bad["id"], e.last_good and e.last_good["id"], e.last_bad["id"],
-                    e.fixed_in and e.fixed_in["id"], e.error]  # fmt: skip
-
         return {
             "folded": list(self.folded),
             "rows": [list(row) for row in sorted(self.rows, key=rows.sort_key)],
-            "carry": [[variant, list(row), b, carried(cell)] for (variant, row), (b, cell) in self.carry.items()],
+            "carry": [[v, list(row), b, _carried(cell, keys)] for (v, row), (b, cell) in self.carry.items()],
             "last": [[list(row), b] for row, b in self.last.items()],
-            "episodes": [[list(row), [episode(e) for e in found]] for row, found in self.episodes.items()],
+            "episodes": [[list(row), [_episode(e) for e in found]] for row, found in self.episodes.items()],
             "groups": [
                 [
                     case,
@@ -309,21 +293,7 @@ class Fold:
                 ]
                 for (case, fullgraph), entry in self.groups.items()
             ],  # fmt: skip
-            "transitions": [
-                [
-                    list(t.row),
-                    t.kind,
-                    t.last_before["id"],
-                    t.first_after["id"],
-                    t.status_before,
-                    t.status_after,
-                    t.run_id,
-                    t.error,
-                    t.environment,
-                    t.before_run_id,
-                ]
-                for t in self.transitions
-            ],  # fmt: skip
+            "transitions": [_transition(t) for t in self.transitions],
             "key_changes": [
                 [
                     list(c.row),
@@ -380,3 +350,26 @@ class Fold:
             (RowKey(*row), b): {int(run): href for run, href in hrefs.items()} for row, b, hrefs in state["sides"]
         }
         return fold
+
+
+def _carried(cell: Any, keys: Keys) -> dict[str, Any]:
+    """A carried cell of the fold's state, as JSON-able data."""
+    if not isinstance(cell, Cell):  # as it was loaded
+        return {**cell, "keys": sorted(cell["keys"])}
+    return {
+        "status": cell.run["status"],
+        "run": cell.run["id"],
+        "transformers": cell.runs[-1].get("transformers_version"),
+        "keys": sorted(keys.get(cell.run["id"], _NONE)),
+        "hrefs": _hrefs(cell),
+    }
+
+
+def _episode(e: Episode) -> list[Any]:
+    return [e.first_bad["id"], e.last_good and e.last_good["id"], e.last_bad["id"],
+            e.fixed_in and e.fixed_in["id"], e.error]  # fmt: skip
+
+
+def _transition(t: Any) -> list[Any]:
+    return [list(t.row), t.kind, t.last_before["id"], t.first_after["id"], t.status_before, t.status_after,
+            t.run_id, t.error, t.environment, t.before_run_id]  # fmt: skip

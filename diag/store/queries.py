@@ -168,6 +168,15 @@ def finding_keys(
     return found
 
 
+def finding_keys_of_builds(
+    db: sqlite_utils.Database | sqlite3.Connection, build_ids: Optional[list[int]]
+) -> dict[int, set[tuple[str, str]]]:
+    """``finding_keys`` of the runs on the builds ``build_ids`` (of every run where None)."""
+    if build_ids is None:
+        return finding_keys(db)
+    return finding_keys(db, f"WHERE run_id IN (SELECT id FROM runs{of_builds('torch_build_id', build_ids)})")
+
+
 def hidden_keys(db: sqlite_utils.Database | sqlite3.Connection) -> dict[int, list[str]]:
     """Per run id with hidden errors, their keys, sorted."""
     return {
