@@ -1,4 +1,4 @@
-"""diag's own benchmarks; the Markdown table goes to docs/BENCHMARKS.md with --write.
+"""diag's own benchmarks; the Markdown tables go to docs/benchmarks/raw-latest.md with --write.
 
     python bench/run.py [--write]    # everything (about an hour on 2 cores; part 4 alone 45 minutes)
     python bench/run.py --quick      # a smoke run of every part (CI checks it still works)
@@ -244,7 +244,7 @@ def scale(work: Path, total: int) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="a smoke run of every part")
-    parser.add_argument("--write", action="store_true", help="append the results to docs/BENCHMARKS.md")
+    parser.add_argument("--write", action="store_true", help="write the tables to docs/benchmarks/raw-latest.md")
     parser.add_argument(
         "--parts",
         default="overhead,matrix,scale,fidelity",
@@ -392,13 +392,10 @@ def main() -> None:
     text = "\n".join(lines)
     print(text)
     if args.write:
-        target = REPO / "docs" / "BENCHMARKS.md"
-        existing = (
-            target.read_text()
-            if target.exists()
-            else ("# Benchmarks\n\nMeasured by `python bench/run.py --write`; newest first below the targets.\n")
-        )
-        target.write_text(existing.rstrip("\n") + "\n\n" + text + "\n")
+        # the newest raw tables; docs/BENCHMARKS.md's targets table quotes the figures by hand
+        target = REPO / "docs" / "benchmarks" / "raw-latest.md"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(f"# Raw tables of the newest `python bench/run.py --write`\n\n{text}\n")
 
 
 if __name__ == "__main__":

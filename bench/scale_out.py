@@ -33,8 +33,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from diag import matrix, shard  # after sys.path names the repository
 from diag import row as rows  # after sys.path names the repository
-from diag import shard  # after sys.path names the repository
 from diag.catalog import HF_PREFIX  # after sys.path names the repository
 from diag.cli import sharding  # after sys.path names the repository
 
@@ -45,8 +45,8 @@ WALL = ["--case", "all", "--backend", "eager", "--no-timing", "--new-tokens", "8
 
 def balance(history: str | None, counts: list[int]) -> list[str]:
     parts = sharding.read_matrix(str(MATRIX))
-    sharding.resolve_cases(parts)
-    costs = sharding.history_costs(history)
+    matrix.resolve_cases(parts, print)
+    costs = matrix.history_costs(history, print)
     rng = random.Random(0)
     drawn = 0
     for part in parts:
@@ -57,7 +57,7 @@ def balance(history: str | None, counts: list[int]) -> list[str]:
                     estimate = shard.estimate(config.backend, part.timing, case.name.startswith(HF_PREFIX))
                     costs[key] = estimate * rng.lognormvariate(0.0, 0.8)
                     drawn += 1
-    units = sharding.units(parts, costs)
+    units = matrix.units(parts, costs)
     runs = sum(unit.runs for unit in units)
     lines = [
         f"nightly matrix: {len(parts)} parts, {len(units)} units, {runs} runs; "

@@ -14,7 +14,7 @@ from typing import Callable, Iterable, Optional
 
 from diag import envs, runner, store, wheels
 from diag import row as rows
-from diag.build import Version, nightly_spec, version_key
+from diag.build import Spec, Version, nightly_spec, version_key
 from diag.catalog import CaseRef
 from diag.contract import Config
 from diag.errors import DiagError
@@ -81,8 +81,8 @@ class Candidates:
 
 
 def candidates(
-    good: str,
-    bad: str,
+    good: Spec,
+    bad: Spec,
     candidates_file: Optional[str],
     listing_index: Optional[str],
     variant: str,
@@ -105,7 +105,7 @@ def candidates(
         ]
         for spec in listed:
             envs.parse_spec(spec)  # refuses a malformed spec before anything runs
-        return Candidates(between(listed, good, bad), {spec: ["file"] for spec in listed})
+        return Candidates(between(listed, good.text, bad.text), {spec: ["file"] for spec in listed})
     found = Candidates([])
     index = listing_index or envs.NIGHTLY_INDEX.format(variant=variant)
     try:
@@ -117,27 +117,27 @@ def candidates(
         found.sources.setdefault(_base(version), []).append("db")
     if request is not None:
         _walk_dates(good, bad, request, found)
-    found.specs = between(list(found.sources), good, bad)
+    found.specs = between(list(found.sources), good.text, bad.text)
     return found
 
 
-def check_ends(good: str, bad: str) -> None:
+def check_ends(good: Spec, bad: Spec) -> None:
     """EnvError unless both ends are releases or dated nightlies, good before bad."""
     for spec in (good, bad):
-        if envs.parse_spec(spec).kind not in ("release", "nightly_date"):
+        if spec.kind not in ("release", "nightly_date"):
             raise envs.EnvError(
-                f"bisect needs a release or a dated nightly at each end, not {spec!r} "
+                f"bisect needs a release or a dated nightly at each end, not {spec.text!r} "
                 "(a dated nightly: 2.1.0.dev20230621)"
             )
-    if version_key(good) >= version_key(bad):
-        raise envs.EnvError(f"the good build {good} must come before the bad build {bad}")
+    if version_key(good.text) >= version_key(bad.text):
+        raise envs.EnvError(f"the good build {good.text} must come before the bad build {bad.text}")
 
 
-def _walk_dates(good: str, bad: str, request: envs.Request, found: Candidates) -> None:
+def _walk_dates(good: Spec, bad: Spec, request: envs.Request, found: Candidates) -> None:
     """Each date between two dated nightlies whose wheel exists at its direct URL (or locally)."""
-    if envs.parse_spec(good).kind != "nightly_date" or envs.parse_spec(bad).kind != "nightly_date":
+    if good.kind != "nightly_date" or bad.kind != "nightly_date":
         return
-    ends = [envs.parse_spec(spec).version for spec in (good, bad)]
+    ends = [spec.version for spec in (good, bad)]
     first, last = (datetime.date.fromisoformat(end.nightly_date) for end in ends)
     series = sorted({".".join(map(str, end.release)) for end in ends}, key=version_key)
     tags = wheels.supported_tags(request.python)

@@ -176,6 +176,9 @@ class Spec:
     kind: str
     version: Optional[Version] = None
 
+    def __str__(self) -> str:
+        return self.text
+
     @classmethod
     def parse(cls, text: str) -> Spec:
         if text in ("current", "nightly"):
@@ -222,6 +225,10 @@ class Spec:
         if self.kind == "nightly":
             return version.is_nightly
         return self.version is None or version.base == self.version.base
+
+
+CURRENT = Spec("current", "current")  # the CLI's own interpreter
+NIGHTLY = Spec("nightly", "nightly")  # the newest nightly
 
 
 def nightly_spec(series: str, stamp: str) -> str:

@@ -23,13 +23,17 @@ def _pip(python="py"):
 
 @pytest.mark.parametrize("spec, expected", [("2.13.0", _pip() + ["torch==2.13.0"]), ("2.4", _pip() + ["torch==2.4"])])
 def test_release_install_command(spec, expected):
-    assert envs.torch_install_command(envs.Request(spec), "py") == expected
-    with_links = envs.torch_install_command(envs.Request(spec, find_links=("/w",), index_url="https://x/simple"), "py")
+    assert envs.torch_install_command(envs.Request(envs.parse_spec(spec)), "py") == expected
+    with_links = envs.torch_install_command(
+        envs.Request(envs.parse_spec(spec), find_links=("/w",), index_url="https://x/simple"), "py"
+    )
     assert with_links[-5:] == ["--index-url", "https://x/simple", "--find-links", "/w", f"torch=={spec}"]
 
 
 def test_a_found_nightly_wheel_is_installed_as_a_file_with_the_nightly_index_for_its_dependencies(tmp_path):
-    request = envs.Request("2.1.0.dev20230621", variant="cu124", extra_index_urls=("https://mirror.example/simple",))
+    request = envs.Request(
+        envs.parse_spec("2.1.0.dev20230621"), variant="cu124", extra_index_urls=("https://mirror.example/simple",)
+    )
     command = envs.wheel_install_command(request, "py", tmp_path / "torch.whl")
     assert command == _pip() + [
         "--extra-index-url",
@@ -38,23 +42,23 @@ def test_a_found_nightly_wheel_is_installed_as_a_file_with_the_nightly_index_for
         "https://mirror.example/simple",
         str(tmp_path / "torch.whl"),
     ]
-    custom = envs.Request("2.1.0.dev20230621", index_url="https://my.index/nightly")
+    custom = envs.Request(envs.parse_spec("2.1.0.dev20230621"), index_url="https://my.index/nightly")
     assert custom.index == "https://my.index/nightly"
     assert NIGHTLY_CPU not in envs.wheel_install_command(custom, "py", tmp_path / "torch.whl")
 
 
 def test_extras_step_pins_torch_and_adds_transformers_only_when_missing():
-    plain = envs.extras_install_command(envs.Request("2.13.0"), "py", "pin.txt")
+    plain = envs.extras_install_command(envs.Request(envs.parse_spec("2.13.0")), "py", "pin.txt")
     assert plain == _pip() + ["-c", "pin.txt", "transformers"]
     pinned = envs.extras_install_command(
-        envs.Request("2.4.1", extras=("transformers==4.44.2", "depyf")), "py", "pin.txt"
+        envs.Request(envs.parse_spec("2.4.1"), extras=("transformers==4.44.2", "depyf")), "py", "pin.txt"
     )
     assert pinned[-2:] == ["transformers==4.44.2", "depyf"]
     assert pinned.count("transformers") == 0
 
 
 def test_uv_installer_arguments():
-    request = envs.Request("2.13.0", installer="uv")
+    request = envs.Request(envs.parse_spec("2.13.0"), installer="uv")
     assert envs.torch_install_command(request, "/e/bin/python") == [
         "uv",
         "pip",
@@ -66,19 +70,19 @@ def test_uv_installer_arguments():
 
 
 def test_env_key_depends_on_everything_that_changes_the_environment():
-    base = envs.Request("2.13.0")
+    base = envs.Request(envs.parse_spec("2.13.0"))
     keys = {
         envs.env_key(r)
         for r in (
             base,
-            envs.Request("2.13.0", extras=("transformers==4.44.2",)),
-            envs.Request("2.13.0", index_url="https://x"),
-            envs.Request("2.13.0", installer="uv"),
-            envs.Request("2.14.1"),
+            envs.Request(envs.parse_spec("2.13.0"), extras=("transformers==4.44.2",)),
+            envs.Request(envs.parse_spec("2.13.0"), index_url="https://x"),
+            envs.Request(envs.parse_spec("2.13.0"), installer="uv"),
+            envs.Request(envs.parse_spec("2.14.1")),
         )
     }
     assert len(keys) == 5
-    assert envs.env_key(base) == envs.env_key(envs.Request("2.13.0"))
+    assert envs.env_key(base) == envs.env_key(envs.Request(envs.parse_spec("2.13.0")))
 
 
 def test_interpreter_without_torch_is_one_line_error(tmp_path):
@@ -199,16 +203,18 @@ def test_python_path_and_bad_values(tmp_path):
 )
 def test_torch_without_compile_on_that_python_is_refused(spec, python, ok):
     if ok:
-        envs.check_compile_support(spec, python)
+        envs.check_compile_support(envs.parse_spec(spec), python)
         return
     with pytest.raises(envs.EnvError) as error:
-        envs.check_compile_support(spec, python)
+        envs.check_compile_support(envs.parse_spec(spec), python)
     assert f"Python {python[0]}.{python[1]}" in str(error.value) and "--python 3." in str(error.value)
 
 
 def test_env_key_includes_the_interpreter(tmp_path):
     other = _fake_python(tmp_path / "python3.77", "3.77.0")
-    assert envs.env_key(envs.Request("2.13.0")) != envs.env_key(envs.Request("2.13.0", python=str(other)))
+    assert envs.env_key(envs.Request(envs.parse_spec("2.13.0"))) != envs.env_key(
+        envs.Request(envs.parse_spec("2.13.0"), python=str(other))
+    )
 
 
 def test_torch_20_on_python_311_is_refused_before_anything_is_installed(tmp_path):

@@ -33,7 +33,7 @@ def index(tmp_path, monkeypatch):
 
 
 def _request(spec, index_url, **kwargs):
-    return envs.Request(spec, index_url=index_url, **kwargs)
+    return envs.Request(envs.parse_spec(spec), index_url=index_url, **kwargs)
 
 
 def test_a_dated_nightly_is_found_listed_then_at_its_direct_url_then_refused_in_one_line(index):
@@ -98,20 +98,22 @@ def test_a_fetched_wheel_is_cached_hashed_and_the_cache_stays_bounded(index, mon
 def test_a_wheel_url_or_file_is_a_spec(index, tmp_path):
     url, made = index
     assert envs.parse_spec(f"{url}/{made[3].name}").kind == "wheel"
-    given = envs.find_wheel(envs.Request(f"{url}/{made[3].name.replace('+', '%2B')}"))
+    given = envs.find_wheel(envs.Request(envs.parse_spec(f"{url}/{made[3].name.replace('+', '%2B')}")))
     assert (given.origin, given.base_version) == ("given", "2.14.0.dev20260103")
-    assert envs.find_wheel(envs.Request(str(made[3]))).location == str(made[3])
+    assert envs.find_wheel(envs.Request(envs.parse_spec(str(made[3])))).location == str(made[3])
     with pytest.raises(envs.EnvError, match="nothing is served"):
-        envs.find_wheel(envs.Request(f"{url}/torch-2.14.0.dev20260109%2Bcpu-{CP}-{CP}-linux_x86_64.whl"))
+        envs.find_wheel(
+            envs.Request(envs.parse_spec(f"{url}/torch-2.14.0.dev20260109%2Bcpu-{CP}-{CP}-linux_x86_64.whl"))
+        )
     with pytest.raises(envs.EnvError, match="not a torch wheel"):
-        envs.find_wheel(envs.Request(str(tmp_path / "numpy-1.0-py3-none-any.whl")))
+        envs.find_wheel(envs.Request(envs.parse_spec(str(tmp_path / "numpy-1.0-py3-none-any.whl"))))
 
 
 def test_bisect_candidates_reach_past_the_listing_and_name_missing_dates(index):
     url, _ = index
     found = bisect.candidates(
-        "2.14.0.dev20260101",
-        "2.14.0.dev20260105",
+        envs.parse_spec("2.14.0.dev20260101"),
+        envs.parse_spec("2.14.0.dev20260105"),
         None,
         url,
         "cpu",
@@ -302,12 +304,12 @@ def test_nightly_is_keyed_on_the_newest_build_so_a_kept_env_is_never_yesterdays(
     monkeypatch.setattr(
         envs, "provision", lambda request, log, wheel=None, label=None: provisioned.append((request, wheel, label))
     )
-    envs.resolve("nightly", envs.Options(index_url=url))
+    envs.resolve(envs.parse_spec("nightly"), envs.Options(index_url=url))
     nightly_index.stand_in("2.14.0.dev20260106+cpu", made[1].parent)
     nightly_index.write_listing(made[1].parents[2], "cpu", [made[5], made[1].parent / made[5].name.replace("05", "06")])
-    envs.resolve("nightly", envs.Options(index_url=url))
+    envs.resolve(envs.parse_spec("nightly"), envs.Options(index_url=url))
     (first, _, label), (second, wheel, _) = provisioned
-    assert (first.spec, second.spec, label) == ("2.14.0.dev20260105", "2.14.0.dev20260106", "nightly")
+    assert (first.spec.text, second.spec.text, label) == ("2.14.0.dev20260105", "2.14.0.dev20260106", "nightly")
     assert envs.env_key(first) != envs.env_key(second) and wheel.origin == "index"
 
 

@@ -57,7 +57,7 @@ def test_the_named_backend_is_imported_with_its_worker_pool_left_cold():
 
 def _job(**config) -> runner.Job:
     case = catalog.resolve(["dynamic_slice"])[0]
-    return runner.Job(envs.resolve("current"), case, Config(**config))
+    return runner.Job(envs.resolve(envs.parse_spec("current")), case, Config(**config))
 
 
 def _stored(db_path, job: runner.Job, status: str, uid: str) -> None:

@@ -232,7 +232,7 @@ def test_a_probe_stopped_by_a_signal_takes_its_passes_with_it(tmp_path, stop):
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     job = runner.Job(
-        envs.resolve("current"),
+        envs.resolve(envs.parse_spec("current")),
         catalog.resolve([str(TEST_CASES / "hang.py")])[0],
         Config(backend="eager", new_tokens=3, prompt_length=6),
     )

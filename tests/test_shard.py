@@ -14,8 +14,8 @@ import nightly_index
 import pytest
 from conftest import diag_here
 
+from diag import matrix, shard
 from diag import row as rows
-from diag import shard
 from diag.cli import sharding
 
 # Parts that differ in what a unit holds: untimed (one spec a unit), timed (every spec of the part in
@@ -27,7 +27,7 @@ PARTS = [
 ]
 
 
-def _jobs(parts: list[sharding.Part], keys) -> Counter:
+def _jobs(parts: list[matrix.Part], keys) -> Counter:
     """Every run the parts plan (those of ``keys`` where given), with its repeat, as a multiset."""
     return Counter(
         (part.index, repeat, spec, case.name, case.path, repr(config))
@@ -47,7 +47,7 @@ def _planned(tmp_path: Path, shards: int, parts: list[str] = PARTS) -> dict:
 def test_the_shares_together_are_the_unsharded_plan_with_no_run_twice(tmp_path, shards):
     document = _planned(tmp_path, shards)
     whole = [sharding.parse_part(i, shlex.split(args), "test") for i, args in enumerate(PARTS)]
-    sharding.resolve_cases(whole)
+    matrix.resolve_cases(whole, print)
     unsharded = _jobs(whole, None)
     assert sum(unsharded.values()) == 4 * 2 * 2 + 2 * 2 * 3 + 3 * 2 * 2  # cases x fullgraphs x specs x repeats
     union: Counter = Counter()
@@ -60,8 +60,8 @@ def test_the_shares_together_are_the_unsharded_plan_with_no_run_twice(tmp_path, 
     assert set(keys_seen.values()) == {1}
     assert len(document["shares"]) == shards
     if shards == 64:  # more workers than units: some shares are empty, and the Actions matrix skips them
-        matrix = json.loads(diag_here("plan", "--part", PARTS[0], "--shards", "64", "--json", cwd=tmp_path).stdout)
-        assert len(matrix["include"]) == 16 and all(job["runs"] == 1 for job in matrix["include"])
+        jobs = json.loads(diag_here("plan", "--part", PARTS[0], "--shards", "64", "--json", cwd=tmp_path).stdout)
+        assert len(jobs["include"]) == 16 and all(job["runs"] == 1 for job in jobs["include"])
 
 
 def test_a_timed_unit_holds_every_build_of_its_part_and_an_untimed_one_a_single_build(tmp_path):
@@ -78,7 +78,7 @@ def test_workers_that_plan_for_themselves_get_the_plan_files_shares(tmp_path):
     document = _planned(tmp_path, 5, PARTS[:1])
     part = sharding.part_of(0, [], _run_params(PARTS[0]))
     for index in range(5):
-        planned = sharding.plan([part], 5, None).share_keys(index)
+        planned = matrix.plan([part], 5, None, print).share_keys(index)
         assert planned == set(document["shares"][index]["units"])
 
 
@@ -224,7 +224,7 @@ def test_recorded_durations_cost_the_rows(tmp_path, recorded_db):
     from diag import store
 
     runs = list(store.open_db(recorded_db).query("select * from runs"))
-    costs = sharding.history_costs(str(recorded_db))
+    costs = matrix.history_costs(str(recorded_db), print)
     timed = [run for run in runs if run["case"] == "append_last" and run["fullgraph"] and run["timing_pass_s"]]
     assert timed, "the recorded runs carry their passes' durations"
     row = rows.of(timed[0])

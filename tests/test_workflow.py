@@ -16,7 +16,7 @@ import tomllib
 import yaml
 from conftest import REPO, diag_here
 
-from diag import regress
+from diag import matrix, regress
 from diag.cli import sharding
 
 TESTED = {"run", "merge", "report", "env", "prune", "check", "plan", "race"}
@@ -133,8 +133,8 @@ def test_the_nightly_is_timed_beside_its_twin_and_the_gate_sets_slowdowns_agains
     assert _values(nightly, "--torch") == ["nightly", twin]
     assert sum(twin in _values(words, "--torch") for words in parts) == 1  # timed once a night
     part = sharding.parse_part(0, nightly, "test")
-    sharding.resolve_cases([part])
-    units = sharding.units([part], {})
+    matrix.resolve_cases([part], print)
+    units = matrix.units([part], {})
     assert units and all(unit.specs == ("nightly", twin) for unit in units)
 
 
@@ -389,4 +389,4 @@ def test_the_nightly_race_is_a_race_the_command_line_takes():
     with cli.commands["race"].make_context("diag race", words[2:]) as ctx:
         params = ctx.params
     assert params["case_values"] == ("append_last", "dynamic_slice") and params["fullgraph"] is False
-    assert params["torch_spec"] == "nightly" and params["sweep"] == "batch" and params["db_path"] == "shard.db"
+    assert params["torch_spec"].text == "nightly" and params["sweep"] == "batch" and params["db_path"] == "shard.db"

@@ -9,7 +9,8 @@ from typing import Optional
 
 import click
 
-from diag import backfill, shard, store, text
+from diag import backfill, envs, matrix, shard, store, text
+from diag.build import NIGHTLY
 from diag.cli import params, running, sharding
 from diag.cli.common import cli, db_option, fail, json_option, progress
 
@@ -86,7 +87,7 @@ def backfill_command(
     """
     parts = [sharding.parse_part(i, args, "--part") for i, args in enumerate(part_args)]
     for part in parts:
-        if part.torch_specs != ("current",):
+        if [spec.kind for spec in part.torch_specs] != ["current"]:
             raise fail(f"--part {part.index}: gives --torch; backfill chooses the builds")
     # Sharded workers each write their own DB: only --history, the same file everywhere, may decide
     # what is skipped, or two workers would plan two different backfills.
@@ -94,7 +95,7 @@ def backfill_command(
     if history_path is not None and not Path(history_path).is_file():
         raise fail(f"--history {history_path}: no such file (the builds it holds are the ones skipped)")
     stored = [build["version"] for build in store.builds(store.open_db(history, readonly=True))] if history else []
-    request = parts[0].env_options.request("nightly")
+    request = parts[0].env_options.request(NIGHTLY)
     found = backfill.select(first, last, every, request, [Path(f) for f in request.find_links], stored)
     for note in found.notes:
         progress(text.safe(note))
@@ -118,7 +119,8 @@ def backfill_command(
     if not found.builds:
         return
     torch = tuple(arg for build in found.builds for arg in ("--torch", build))
-    parts = [replace(part, args=(*part.args, *torch), torch_specs=tuple(found.builds)) for part in parts]
-    sharding.resolve_cases(parts)
+    specs = tuple(envs.parse_spec(build) for build in found.builds)  # the builds found, parsed as they enter
+    parts = [replace(part, args=(*part.args, *torch), torch_specs=specs) for part in parts]
+    matrix.resolve_cases(parts, progress)
     keys = running.share_of(parts, wanted, history_path) if wanted else None
     running.execute(parts, keys, db_path, as_json)

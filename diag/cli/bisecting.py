@@ -10,6 +10,7 @@ from typing import Any, Optional
 import click
 
 from diag import catalog, envs, preflight, store, text
+from diag.build import Spec
 from diag.cli import params
 from diag.cli.common import (
     build_configs,
@@ -69,10 +70,10 @@ from diag.config import DEFAULT_TIMEOUT_S
 @json_option
 def bisect_command(
     case_value: str,
-    good: Optional[str],
-    bad: Optional[str],
+    good: Optional[Spec],
+    bad: Optional[Spec],
     transformers_range: Optional[str],
-    torch_spec: Optional[str],
+    torch_spec: Optional[Spec],
     candidates_file: Optional[str],
     listing_index: Optional[str],
     env_options: envs.Options,
@@ -111,8 +112,8 @@ def bisect_command(
 
 def _bisect_torch(
     case_value: str,
-    good: str,
-    bad: str,
+    good: Spec,
+    bad: Spec,
     candidates_file: Optional[str],
     listing_index: Optional[str],
     run_config: Any,
@@ -148,12 +149,13 @@ def _bisect_torch(
             f"{', '.join(found.missing_dates[:10])}{' ...' if len(found.missing_dates) > 10 else ''}"
         )
 
-    def provision(spec: str) -> envs.TorchEnv:
-        build = recorded.get(spec)
+    def provision(version: str) -> envs.TorchEnv:
+        build = recorded.get(version)
         if build is not None:
             # a build diag ran before: the same wheel again, checked by its sha256
-            return envs.resolve(build["wheel_url"], env_options, log=progress, sha256=build["wheel_sha256"])
-        return envs.resolve(spec, env_options, log=progress)
+            wheel = envs.parse_spec(build["wheel_url"])
+            return envs.resolve(wheel, env_options, log=progress, sha256=build["wheel_sha256"])
+        return envs.resolve(envs.parse_spec(version), env_options, log=progress)
 
     _search(
         db,
@@ -172,7 +174,7 @@ def _bisect_torch(
 def _bisect_transformers(
     case_value: str,
     span: str,
-    torch_spec: Optional[str],
+    torch_spec: Optional[Spec],
     run_config: Any,
     env_options: envs.Options,
     db_path: str,
@@ -190,10 +192,12 @@ def _bisect_transformers(
     good, bad = good.strip(), bad.strip()
     if envs.names_transformers(env_options.extras):
         raise fail("--transformers moves transformers itself: leave it out of --with")
-    torch_spec = torch_spec or envs.installed_torch_release()
+    torch_spec = torch_spec or envs.parse_spec(envs.installed_torch_release())
     refs = catalog.resolve([case_value])
-    if envs.parse_spec(torch_spec).kind not in ("release", "nightly_date"):
-        raise envs.EnvError(f"--torch {torch_spec!r}: a bisect of transformers needs a torch release or dated nightly")
+    if torch_spec.kind not in ("release", "nightly_date"):
+        raise envs.EnvError(
+            f"--torch {torch_spec.text!r}: a bisect of transformers needs a torch release or dated nightly"
+        )
     listed = envs.package_versions("transformers", env_options)
     candidates = bisect.release_versions(listed, good, bad)
     progress(f"transformers {good}..{bad}: {len(candidates)} releases, torch {torch_spec} in each")
@@ -205,7 +209,7 @@ def _bisect_transformers(
         with_version = replace(env_options, extras=(*env_options.extras, f"transformers=={version}"))
         return envs.resolve(torch_spec, with_version, log=progress)
 
-    axis = bisect.Axis("transformers", torch_spec)
+    axis = bisect.Axis("transformers", torch_spec.text)
     _search(db, db_path, refs[0], run_config, candidates, provision, timeout_s, as_json, axis, missing_dates=[])
 
 

@@ -12,6 +12,7 @@ import click
 
 from diag import envs, gate, junit, preflight, regress, store, text, variants
 from diag import row as rows
+from diag.build import Spec
 from diag.cli import params
 from diag.cli.common import (
     cli,
@@ -60,7 +61,7 @@ def env_list(as_json: bool) -> None:
 )
 @db_option
 @json_option
-def env_add(spec: Optional[str], env_options: envs.Options, like: Optional[str], db_path: str, as_json: bool) -> None:
+def env_add(spec: Optional[Spec], env_options: envs.Options, like: Optional[str], db_path: str, as_json: bool) -> None:
     """Provision (or reuse) the environment for a torch SPEC: a release, a dated nightly, 2.1.0.dev, nightly,
     a wheel URL or file; or, with --like BUILD, the build a stored run used."""
     if (spec is None) == (like is None):
@@ -68,14 +69,14 @@ def env_add(spec: Optional[str], env_options: envs.Options, like: Optional[str],
     sha256 = None
     if like is not None:
         spec, env_options, sha256 = _like(like, db_path, env_options)
-    if envs.parse_spec(spec).kind in ("current", "python"):
-        raise fail(f"torch spec {spec!r} names an existing interpreter; nothing to provision")
+    if spec.kind in ("current", "python"):
+        raise fail(f"torch spec {spec.text!r} names an existing interpreter; nothing to provision")
     env = envs.resolve(spec, env_options, log=progress, sha256=sha256)
-    info = {"spec": spec, "python": env.python, "path": env.path, **env.build()}
-    click.echo(json.dumps(info, indent=2) if as_json else f"{spec}: torch {info['torch_version']} at {env.path}")
+    info = {"spec": spec.text, "python": env.python, "path": env.path, **env.build()}
+    click.echo(json.dumps(info, indent=2) if as_json else f"{spec.text}: torch {info['torch_version']} at {env.path}")
 
 
-def _like(build_ref: str, db_path: str, options: envs.Options) -> tuple[str, envs.Options, Optional[str]]:
+def _like(build_ref: str, db_path: str, options: envs.Options) -> tuple[Spec, envs.Options, Optional[str]]:
     """The wheel, Python and transformers of a stored build (by id or torch version)."""
     db = read_store(db_path)
     found = [
@@ -98,7 +99,8 @@ def _like(build_ref: str, db_path: str, options: envs.Options) -> tuple[str, env
     if transformers and not envs.names_transformers(extras):
         extras = (*extras, f"transformers=={transformers}")
     chosen = options.python or (".".join(python.split(".")[:2]) if python else None)
-    return build["wheel_url"], dataclasses.replace(options, extras=extras, python=chosen), build["wheel_sha256"]
+    wheel = envs.parse_spec(build["wheel_url"])  # the stored build's wheel, parsed as it leaves the DB
+    return wheel, dataclasses.replace(options, extras=extras, python=chosen), build["wheel_sha256"]
 
 
 @env_group.command("rm")

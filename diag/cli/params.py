@@ -4,21 +4,12 @@ malformed one is refused in one line before anything is created, provisioned or 
 from __future__ import annotations
 
 import os
-import shlex
 from pathlib import Path
 from typing import Any, Optional
 
 import click
 
 from diag import store
-
-
-def split_words(text: str) -> list[str]:
-    """The words of a quoted argument list, as a shell splits them; ValueError names what is wrong."""
-    try:
-        return shlex.split(text)
-    except ValueError as exc:  # shlex says "No closing quotation" / "No escaped character"
-        raise ValueError(f"{str(exc)[0].lower()}{str(exc)[1:]} in {text!r}") from exc
 
 
 class RunArgs(click.ParamType):
@@ -29,6 +20,8 @@ class RunArgs(click.ParamType):
     def convert(self, value: Any, param: Optional[click.Parameter], ctx: Optional[click.Context]) -> Any:
         if isinstance(value, list):
             return value
+        from diag.matrix import split_words
+
         try:
             return split_words(value)
         except ValueError as exc:
@@ -108,19 +101,20 @@ class ShardParam(click.ParamType):
 
 
 class TorchSpec(click.ParamType):
-    """A ``--torch`` value, checked by the one spec parser (``build.Spec``) where it enters; the value
-    stays the text, which names the environment from here on."""
+    """A ``--torch`` value, parsed by the one spec parser where it enters: a ``build.Spec`` (whose
+    ``text`` names the environment from here on)."""
 
     name = "spec"
 
     def convert(self, value: Any, param: Optional[click.Parameter], ctx: Optional[click.Context]) -> Any:
         from diag.build import BuildError, Spec
 
+        if isinstance(value, Spec):
+            return value
         try:
-            Spec.parse(value)
+            return Spec.parse(value)
         except BuildError as exc:
             self.fail(str(exc), param, ctx)
-        return value
 
 
 class DayParam(click.ParamType):

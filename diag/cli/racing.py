@@ -14,7 +14,7 @@ import click
 
 from diag import catalog, envs, preflight, race, runner, store, text
 from diag import row as rows
-from diag.build import identity
+from diag.build import Spec, identity
 from diag.cli import common, params
 from diag.cli.common import cli
 from diag.contract import records
@@ -53,7 +53,7 @@ IDENTITY = ("torch_version", "git_version", "cuda_version", "python", "transform
 @common.json_option
 def race_command(
     case_values: tuple[str, ...],
-    torch_spec: str,
+    torch_spec: Spec,
     timeout_s: float,
     db_path: str,
     as_json: bool,

@@ -10,7 +10,8 @@ from typing import Any, Optional
 
 import click
 
-from diag import catalog, envs, preflight, runner, shard, stopping, store, text
+from diag import catalog, envs, matrix, preflight, runner, shard, stopping, store, text
+from diag.build import Spec
 from diag.cli import params, sharding
 from diag.cli.common import (
     cli,
@@ -27,9 +28,10 @@ from diag.cli.common import (
     timeout_option,
 )
 from diag.config import artifacts_root
+from diag.matrix import Part
 
 
-def resolve_envs(specs: tuple[str, ...], options: envs.Options) -> tuple[dict[str, envs.TorchEnv], list[str]]:
+def resolve_envs(specs: tuple[Spec, ...], options: envs.Options) -> tuple[dict[Spec, envs.TorchEnv], list[str]]:
     """Environments for ``specs``, by spec; a spec that fails is reported and skipped, the others still run."""
     if options.python is not None:
         # Every spec is checked against the interpreter before anything is installed.
@@ -156,14 +158,14 @@ def run_command(
                 raise click.UsageError(f"--{name} shards a matrix: give --shard K/N too (0/1 runs all of it)")
         part = sharding.part_of(0, [], params)
         if catalog.HF_ALL not in part.case_values:  # hf:all: expanded in the environments, once provisioned
-            sharding.resolve_cases([part])
+            matrix.resolve_cases([part], progress)
         parts, keys = [part], None
     else:
         parts, keys = sharded_parts(wanted, matrix_path, plan_path, history_path, params)
     execute(parts, keys, db_path, as_json)
 
 
-def execute(parts: list[sharding.Part], keys: Optional[set[str]], db_path: str, as_json: bool) -> None:
+def execute(parts: list[Part], keys: Optional[set[str]], db_path: str, as_json: bool) -> None:
     """Run the parts (the units of ``keys`` only, where sharded) into the DB, one line per run;
     exit 1 where a torch spec could not be provisioned (the others still ran)."""
     run_preflight(preflight.check_database, db_path)
@@ -185,7 +187,7 @@ def execute(parts: list[sharding.Part], keys: Optional[set[str]], db_path: str, 
 
 def sharded_parts(
     wanted: shard.Shard, matrix_path: Optional[str], plan_path: Optional[str], history_path: Optional[str], params: dict
-) -> tuple[list[sharding.Part], set[str]]:
+) -> tuple[list[Part], set[str]]:
     """This worker's parts and the keys of its units: from a saved plan, or planned here as every
     worker plans it. Bad input fails before anything is written."""
     if sum(value is not None for value in (matrix_path, plan_path)) + bool(params["case_values"]) > 1:
@@ -199,21 +201,19 @@ def sharded_parts(
     return parts, keys
 
 
-def share_of(parts: list[sharding.Part], wanted: shard.Shard, history_path: Optional[str]) -> set[str]:
+def share_of(parts: list[Part], wanted: shard.Shard, history_path: Optional[str]) -> set[str]:
     """The keys of this worker's units, planned here as every worker plans them."""
-    keys = sharding.plan(parts, wanted.count, history_path).share_keys(wanted.index)
+    keys = matrix.plan(parts, wanted.count, history_path, progress).share_keys(wanted.index)
     announce(parts, keys, wanted)
     return keys
 
 
-def announce(parts: list[sharding.Part], keys: set[str], wanted: shard.Shard) -> None:
+def announce(parts: list[Part], keys: set[str], wanted: shard.Shard) -> None:
     runs = sum(1 for part in parts for _ in part.runs_of(keys))
     progress(f"shard {wanted}: {runs} runs of the matrix")
 
 
-def run_part(
-    part: sharding.Part, keys: Optional[set[str]], db_path: str, as_json: bool, recorded: list[dict[str, Any]]
-) -> bool:
+def run_part(part: Part, keys: Optional[set[str]], db_path: str, as_json: bool, recorded: list[dict[str, Any]]) -> bool:
     """Run the part's jobs (those of ``keys``, where sharded) into the DB; True where a torch spec failed."""
     run_preflight(preflight.check_configs, part.configs)
     specs = part.torch_specs if part.refs is None else tuple(dict.fromkeys(s for _, s, _, _ in part.runs_of(keys)))
@@ -222,11 +222,11 @@ def run_part(
     environments, env_failures = resolve_envs(specs, part.env_options)
     if part.refs is None:  # hf:all, unsharded: every architecture of the environments' transformers
         part.case_values = tuple(value for value in part.case_values if value != catalog.HF_ALL)
-        sharding.resolve_cases([part])
+        matrix.resolve_cases([part], progress)
         names = {ref.name for ref in part.refs}
         part.refs += [
             catalog.hf_case(model_type)
-            for model_type in sharding.hf_architectures(list(environments.values()))
+            for model_type in matrix.hf_architectures(list(environments.values()), progress)
             if catalog.hf_case(model_type).name not in names
         ]
     for env in environments.values():

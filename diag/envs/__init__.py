@@ -18,6 +18,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Optional
 
+from diag.build import Spec
 from diag.envs.installing import (
     NIGHTLY_INDEX,
     STAMP,
@@ -90,7 +91,7 @@ class Options:
     find_links: tuple[str, ...] = ()
     extra_index_urls: tuple[str, ...] = ()
 
-    def request(self, spec: str, sha256: Optional[str] = None) -> Request:
+    def request(self, spec: Spec, sha256: Optional[str] = None) -> Request:
         return Request(
             spec=spec,
             extras=tuple(self.extras),
@@ -105,7 +106,7 @@ class Options:
 
 
 def resolve(
-    spec: str, options: Options = Options(), log=lambda message: None, sha256: Optional[str] = None
+    spec: Spec, options: Options = Options(), log=lambda message: None, sha256: Optional[str] = None
 ) -> TorchEnv:
     """The environment for a spec: an interpreter as it is, else a provisioned one.
 
@@ -113,22 +114,21 @@ def resolve(
     the environment is that build's: a machine that keeps its environments never reuses
     yesterday's nightly for today's.
     """
-    kind = parse_spec(spec).kind
-    if kind == "current" and options.python is not None:
-        spec, kind = find_python(options.python), "python"
-    if kind == "current":
+    if spec.kind == "current" and options.python is not None:
+        spec = Spec(find_python(options.python), "python")
+    if spec.kind == "current":
         # The CLI's own interpreter: importing torch just to name it would add seconds to every run.
-        return TorchEnv(spec, sys.executable)
-    if kind == "python":
-        path = Path(spec).expanduser()
+        return TorchEnv(spec.text, sys.executable)
+    if spec.kind == "python":
+        path = Path(spec.text).expanduser()
         if not path.is_file() or not os.access(path, os.X_OK):
-            raise EnvError(f"torch spec {spec!r}: no executable python at that path")
-        return TorchEnv(spec, str(path.absolute()), describe(spec, str(path.absolute())))
+            raise EnvError(f"torch spec {spec.text!r}: no executable python at that path")
+        return TorchEnv(spec.text, str(path.absolute()), describe(spec.text, str(path.absolute())))
     request = options.request(spec, sha256)
-    if kind in ("nightly_prefix", "nightly"):
+    if spec.kind in ("nightly_prefix", "nightly"):
         wheel = find_wheel(request)
-        log(f"{spec}: the newest is {wheel.base_version} ({wheel.origin})")
-        return provision(replace(request, spec=wheel.base_version), log, wheel, label=spec)
+        log(f"{spec.text}: the newest is {wheel.base_version} ({wheel.origin})")
+        return provision(replace(request, spec=parse_spec(wheel.base_version)), log, wheel, label=spec.text)
     return provision(request, log)
 
 

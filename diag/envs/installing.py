@@ -36,7 +36,7 @@ STAMP = ".diag-env.json"
 class Request:
     """Everything that decides what a provisioned environment contains."""
 
-    spec: str
+    spec: Spec
     extras: tuple[str, ...] = ()
     python: str = sys.executable
     index_url: Optional[str] = None
@@ -50,7 +50,7 @@ class Request:
 
     @property
     def kind(self) -> str:
-        return parse_spec(self.spec).kind
+        return self.spec.kind
 
     @property
     def index(self) -> str:
@@ -75,8 +75,8 @@ def torch_install_command(request: Request, python: str) -> list[str]:
     for folder in request.find_links:
         command += ["--find-links", folder]
     if request.kind != "release":
-        raise EnvError(f"torch spec {request.spec!r} is not a release; nightlies are installed from their wheel")
-    return command + [f"torch=={request.spec}"]
+        raise EnvError(f"torch spec {request.spec.text!r} is not a release; nightlies are installed from their wheel")
+    return command + [f"torch=={request.spec.text}"]
 
 
 def _python_tag(tags: list[str]) -> str:
@@ -91,7 +91,7 @@ def find_wheel(request: Request) -> wheels.Wheel:
     URLs). A prefix or ``nightly``: the newest such wheel in the folders, the cache and the listing.
     A wheel spec: that URL or file. EnvError, in one line, when there is none.
     """
-    spec, wanted = request.spec, parse_spec(request.spec)
+    spec, wanted = request.spec.text, request.spec
     try:
         if wanted.kind == "wheel":
             return _given_wheel(spec)
@@ -144,7 +144,7 @@ def _no_nightly(request: Request, wanted: Spec, python_tag: str, places: str, un
     if wanted.kind == "nightly_prefix":
         series = ".".join(map(str, wanted.version.release))
         return EnvError(
-            f"torch spec {request.spec!r}: {request.index} lists no {series} nightly for {python_tag} "
+            f"torch spec {request.spec.text!r}: {request.index} lists no {series} nightly for {python_tag} "
             f"({request.variant}){unlisted_why}, and none is in {places}; the nightly index keeps "
             f"about two months of nightlies. Use a dated nightly ({series}.devYYYYMMDD, installed "
             f"by its direct wheel URL), a wheel URL or --find-links DIR, or the release {series}"
@@ -195,7 +195,8 @@ def env_key(request: Request) -> str:
     ).stdout.strip()
     # python, python3 and python3.11 may name one interpreter: key on the file they resolve to.
     python = os.path.realpath(request.python)
-    spec = request.spec if request.kind != "wheel" else request.spec.rsplit("/", 1)[-1]  # the build, not its place
+    spec = request.spec.text
+    spec = spec if request.kind != "wheel" else spec.rsplit("/", 1)[-1]  # the build, not its place
     parts = [
         spec,
         *sorted(request.extras),
@@ -247,7 +248,7 @@ def provision(
     caller found it already), fetched into the wheel cache, checked against ``request.sha256``
     when one is given, and installed as a file. ``label``: the spec as the user wrote it.
     """
-    label = label or request.spec
+    label = label or request.spec.text
     directory = envs_dir() / env_key(request)
     stamp = read_stamp(directory)
     python = _env_python(directory)
@@ -260,31 +261,33 @@ def provision(
     if wheel is None and request.kind in (*DEV_KINDS, "wheel"):
         wheel = find_wheel(request)
     if request.installer == "uv" and shutil.which("uv") is None:
-        raise EnvError(f"torch spec {request.spec!r}: --installer uv asked for, but uv is not on PATH")
+        raise EnvError(f"torch spec {request.spec.text!r}: --installer uv asked for, but uv is not on PATH")
     envs_dir().mkdir(parents=True, exist_ok=True)
     partial = directory.with_name(f"{directory.name}.partial-{os.getpid()}")
     try:
-        log(f"provisioning {request.spec} in {directory}")
-        _run([request.python, "-m", "venv", str(partial)], request.spec, "creating the virtualenv", 600)
+        log(f"provisioning {request.spec.text} in {directory}")
+        _run([request.python, "-m", "venv", str(partial)], request.spec.text, "creating the virtualenv", 600)
         env_python = str(_env_python(partial))
         if wheel is None:
-            _run(torch_install_command(request, env_python), request.spec, "installing torch")
+            _run(torch_install_command(request, env_python), request.spec.text, "installing torch")
         else:
             source = _install_wheel(request, env_python, wheel, log)
-        info = describe(request.spec, env_python)
-        wanted = request.spec if wheel is None or request.kind != "wheel" else wheel.base_version
-        if not parse_spec(wanted).admits(info["torch_version"]):
+        info = describe(request.spec.text, env_python)
+        wanted = request.spec if wheel is None or request.kind != "wheel" else parse_spec(wheel.base_version)
+        if not wanted.admits(info["torch_version"]):
             raise EnvError(
-                f"torch spec {request.spec!r}: the installer gave torch {info['torch_version']}, "
+                f"torch spec {request.spec.text!r}: the installer gave torch {info['torch_version']}, "
                 "not the requested build (is that nightly on the index?)"
             )
         if wheel is not None:
             info["wheel"] = source
         pin = partial / "torch-pin.txt"
         pin.write_text(f"torch=={info['torch_version']}\n", encoding="utf-8")
-        _run(extras_install_command(request, env_python, str(pin)), request.spec, "installing transformers and extras")
+        extras = extras_install_command(request, env_python, str(pin))
+        _run(extras, request.spec.text, "installing transformers and extras")
         info["transformers_version"] = _working_transformers(request, env_python, str(pin), log)
-        stamp = {"spec": request.spec, "request": request.__dict__, "torch": info, "created": time.time()}
+        asked = {**request.__dict__, "spec": request.spec.text}
+        stamp = {"spec": request.spec.text, "request": asked, "torch": info, "created": time.time()}
         (partial / STAMP).write_text(json.dumps(stamp, indent=2, default=list), encoding="utf-8")
         os.replace(partial, directory)
     except BaseException:
@@ -299,13 +302,13 @@ def _install_wheel(request: Request, python: str, wheel: wheels.Wheel, log) -> d
     try:
         path, sha256 = wheels.fetch(wheel)
     except wheels.WheelError as exc:
-        raise EnvError(f"torch spec {request.spec!r}: {exc}") from exc
+        raise EnvError(f"torch spec {request.spec.text!r}: {exc}") from exc
     if request.sha256 and sha256 != request.sha256:
         raise EnvError(
-            f"torch spec {request.spec!r}: the wheel's sha256 is {sha256}, not the recorded "
+            f"torch spec {request.spec.text!r}: the wheel's sha256 is {sha256}, not the recorded "
             f"{request.sha256}: it is not the build that was run"
         )
-    _run(wheel_install_command(request, python, path), request.spec, "installing torch")
+    _run(wheel_install_command(request, python, path), request.spec.text, "installing torch")
     return {"url": wheel.location, "origin": wheel.origin, "sha256": sha256, "filename": wheel.filename}
 
 
@@ -338,12 +341,12 @@ def _working_transformers(request: Request, python: str, pin: str, log) -> Optio
         if version is not None and _allows(ceiling, version):  # already below it: nothing to change
             continue
         log(f"transformers {version} does not accept this torch; trying {ceiling}")
-        _run(_installer(request, python) + ["-c", pin, ceiling], request.spec, f"installing {ceiling}")
+        _run(_installer(request, python) + ["-c", pin, ceiling], request.spec.text, f"installing {ceiling}")
         version, sees_torch = _transformers_state(python)
         if sees_torch:
             return version
     raise EnvError(
-        f"torch spec {request.spec!r}: no transformers release tried "
+        f"torch spec {request.spec.text!r}: no transformers release tried "
         f"({', '.join(TRANSFORMERS_FALLBACKS)}) accepts this torch; pin one with --with transformers==X"
     )
 

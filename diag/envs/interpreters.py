@@ -170,16 +170,16 @@ def find_python(value: Optional[str]) -> str:
     raise EnvError(f"--python {value}: no Python {version} found; tried {'; '.join(tried)}")
 
 
-def check_compile_support(spec: str, version: tuple[int, ...]) -> None:
+def check_compile_support(spec: Spec, version: tuple[int, ...]) -> None:
     """EnvError, before anything is installed, when the spec's torch has no torch.compile on this Python."""
-    series = parse_spec(spec).series
+    series = spec.series
     needed = COMPILE_SINCE.get(tuple(version[:2]))
     if series is None or needed is None or series >= needed:
         return
     supported = [p for p, t in COMPILE_SINCE.items() if t <= series]
     fits = max(supported) if supported else (3, min(COMPILE_SINCE)[1] - 1)
     raise EnvError(
-        f"torch spec {spec!r}: torch {series[0]}.{series[1]} has no torch.compile on Python "
+        f"torch spec {spec.text!r}: torch {series[0]}.{series[1]} has no torch.compile on Python "
         f"{version[0]}.{version[1]} (it needs torch >= {needed[0]}.{needed[1]}); "
         f"choose an older Python, e.g. --python {fits[0]}.{fits[1]}"
     )
