@@ -33,10 +33,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from diag import matrix, shard  # after sys.path names the repository
 from diag import row as rows  # after sys.path names the repository
-from diag.catalog import HF_PREFIX  # after sys.path names the repository
 from diag.cli import sharding  # after sys.path names the repository
+from diag.run import matrix, shard  # after sys.path names the repository
+from diag.run.catalog import HF_PREFIX  # after sys.path names the repository
 
 REPO = Path(__file__).resolve().parent.parent
 MATRIX = REPO / ".github" / "nightly-matrix.toml"

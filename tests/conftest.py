@@ -278,7 +278,7 @@ def recorded_timed(
 def replay(run_dirs: list[Path], db_path: Path) -> list[int]:
     """Store recorded run directories through the same path a real run takes (assemble, save)."""
     from diag import store
-    from diag.runner import record_of
+    from diag.run.runner import record_of
 
     db = store.open_db(db_path)
     unknown = {"torch_version": "unknown", "git_version": None, "cuda_version": None}

@@ -7,8 +7,8 @@ import json
 import pytest
 from conftest import RECORDED, recorded
 
-from diag import assemble, rundir
 from diag.probe import records, statuses
+from diag.run import assemble, rundir
 
 UNKNOWN_BUILD = {"torch_version": "unknown", "git_version": None, "cuda_version": None}
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from diag import trace
+from diag.run import trace
 
 
 def _trace_dir(tmp_path, lines):

@@ -209,7 +209,7 @@ def test_env_add_and_rm_refuse_what_they_cannot_do():
 def test_heartbeat_names_each_running_job_until_it_ends():
     import time
 
-    from diag.runner import Heartbeat
+    from diag.run.runner import Heartbeat
 
     said: list[str] = []
     with Heartbeat(said.append, interval_s=0.05) as heartbeat:

@@ -106,10 +106,10 @@ def test_tiny_configs_keep_what_the_architecture_needs_and_generate_eagerly(mode
 def test_an_hf_case_builds_its_model_and_prompt_with_the_runs_seed():
     """--seed reaches hf: cases: the run's seed builds the weights and the prompt (they were seed 0's
     whatever the run said), and the same seed builds the same ones again."""
-    from diag import catalog
     from diag.probe.cases import load_case_file
     from diag.probe.session import Workload
     from diag.probe.spec import Config, Spec
+    from diag.run import catalog
 
     ref = catalog.hf_case("llama")
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from diag.catalog import builtin_cases
 from diag.probe import llama
 from diag.probe.cases import Generation, load_case_file
+from diag.run.catalog import builtin_cases
 
 pytestmark = pytest.mark.slow  # builds the model and runs generate for every case
 

@@ -13,7 +13,7 @@ import sys
 import pytest
 from conftest import REPO
 
-from diag.catalog import builtin_cases
+from diag.run.catalog import builtin_cases
 
 pytestmark = pytest.mark.slow  # builds a wheel and installs it with its dependencies
 

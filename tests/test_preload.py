@@ -9,11 +9,12 @@ from dataclasses import asdict
 
 import pytest
 
-from diag import catalog, envs, runner, store
+from diag import envs, store
 from diag import row as rows
 from diag.build import identity
 from diag.contract import Config
 from diag.probe import supervise
+from diag.run import catalog, runner
 
 LOADED = """
 import json, os, sys

@@ -333,7 +333,7 @@ def test_compare_names_a_changed_error_and_what_each_key_stands_for():
 
 
 def test_a_decode_that_recompiles_on_every_step_is_a_finding_check_gates_on():
-    from diag.assemble import recompile_split
+    from diag.run.assemble import recompile_split
 
     found = {
         "recompiles": [

@@ -226,8 +226,9 @@ print(float(out.sum()), len(capture.parser_errors) > 0, capture.record_count > 0
 def test_a_probe_stopped_by_a_signal_takes_its_passes_with_it(tmp_path, stop):
     """A scheduler may signal the probe itself, with no orchestrator left to kill its group (Slurm
     signals every process of a job step): the probe's passes and compile workers go with it."""
-    from diag import catalog, envs, runner
+    from diag import envs
     from diag.contract import Config
+    from diag.run import catalog, runner
 
     run_dir = tmp_path / "run"
     run_dir.mkdir()

@@ -276,7 +276,7 @@ def test_a_run_made_in_ci_links_its_uploaded_run_directory(tmp_path):
     """A leg's machine is gone by the time the site is published: the run page links the workflow
     run and names the artifact and the directory in it. What a run recorded that is not a plain https
     link to a repository's run is not linked."""
-    from diag import runner
+    from diag.run import runner
 
     runs = tmp_path / "shard.runs"
     made = recorded("append_last-fullgraph", runs, "ci")

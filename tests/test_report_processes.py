@@ -205,7 +205,7 @@ def test_a_command_imports_only_its_own_module():
         "import sys\n"
         "from diag.cli import cli\n"
         "assert cli.get_command(None, 'report') is not None\n"
-        "print(sorted(m for m in sys.modules if m.startswith(('diag.cli.', 'diag.runner', 'diag.bisect'))))\n"
+        "print(sorted(m for m in sys.modules if m.startswith(('diag.cli.', 'diag.run.runner', 'diag.bisect'))))\n"
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
     # the parameter types every command's options share, beside the group and the command's own module

@@ -14,9 +14,9 @@ import nightly_index
 import pytest
 from conftest import diag_here
 
-from diag import matrix, shard
 from diag import row as rows
 from diag.cli import sharding
+from diag.run import matrix, shard
 
 # Parts that differ in what a unit holds: untimed (one spec a unit), timed (every spec of the part in
 # one unit), a sweep (configs that differ only in size), repeats, and a case file named like a built-in.

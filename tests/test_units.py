@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from diag.assemble import probe_failure
 from diag.probe import keys
 from diag.probe.diagnose import classify
 from diag.probe.findings import group
 from diag.probe.parsers import Record, parse_graph_break, parse_hidden_error, parse_recompile
-from diag.rundir import PassOutcome
+from diag.run.assemble import probe_failure
+from diag.run.rundir import PassOutcome
 
 
 def test_fingerprint_ignores_addresses_numbers_and_paths():

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from diag import trace
 from diag.probe import capture, findings, records, statuses
+from diag.run import trace
 
 VERSIONS = Path(__file__).parent / "fixtures" / "versions"
 RUNS = sorted(p.parent for p in VERSIONS.glob("*/*/diagnose.jsonl"))

@@ -9,10 +9,11 @@ from typing import Optional
 
 import click
 
-from diag import backfill, envs, matrix, shard, store, text
+from diag import backfill, envs, store, text
 from diag.build import NIGHTLY
 from diag.cli import params, running, sharding
 from diag.cli.common import cli, db_option, fail, json_option, progress
+from diag.run import matrix, shard
 
 
 @cli.command("backfill")

@@ -9,7 +9,7 @@ from typing import Any, Optional
 
 import click
 
-from diag import catalog, envs, preflight, store, text
+from diag import envs, store, text
 from diag.build import Spec
 from diag.cli import params
 from diag.cli.common import (
@@ -25,6 +25,7 @@ from diag.cli.common import (
     run_preflight,
 )
 from diag.config import DEFAULT_TIMEOUT_S
+from diag.run import catalog, preflight
 
 
 @cli.command("bisect")

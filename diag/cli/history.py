@@ -10,7 +10,7 @@ from typing import Any, Optional
 
 import click
 
-from diag import envs, gate, junit, preflight, regress, store, text, variants
+from diag import envs, gate, junit, regress, store, text, variants
 from diag import row as rows
 from diag.build import Spec
 from diag.cli import params
@@ -26,6 +26,7 @@ from diag.cli.common import (
     read_store,
     run_preflight,
 )
+from diag.run import preflight
 
 
 @cli.group("env")

@@ -20,7 +20,7 @@ class RunArgs(click.ParamType):
     def convert(self, value: Any, param: Optional[click.Parameter], ctx: Optional[click.Context]) -> Any:
         if isinstance(value, list):
             return value
-        from diag.matrix import split_words
+        from diag.run.matrix import split_words
 
         try:
             return split_words(value)
@@ -90,7 +90,7 @@ class ShardParam(click.ParamType):
     name = "shard"
 
     def convert(self, value: Any, param: Optional[click.Parameter], ctx: Optional[click.Context]) -> Any:
-        from diag import shard
+        from diag.run import shard
 
         if isinstance(value, shard.Shard):
             return value

@@ -12,13 +12,14 @@ from typing import Any
 
 import click
 
-from diag import catalog, envs, preflight, race, runner, store, text
+from diag import envs, race, store, text
 from diag import row as rows
 from diag.build import Spec, identity
 from diag.cli import common, params
 from diag.cli.common import cli
 from diag.contract import records
-from diag.spawn import run_probe
+from diag.run import catalog, preflight, runner
+from diag.run.spawn import run_probe
 
 IDENTITY = ("torch_version", "git_version", "cuda_version", "python", "transformers_version")
 

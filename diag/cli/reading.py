@@ -8,10 +8,11 @@ from typing import Optional
 
 import click
 
-from diag import artifacts, catalog, store, text
+from diag import store, text
 from diag.cli import params
 from diag.cli.common import RUN_ID, cli, count, db_option, fail, json_option, progress, read_store
 from diag.contract import STATUSES
+from diag.run import artifacts, catalog
 
 
 @cli.command("statuses")

@@ -10,7 +10,7 @@ from typing import Any, Optional
 
 import click
 
-from diag import catalog, envs, matrix, preflight, runner, shard, stopping, store, text
+from diag import envs, stopping, store, text
 from diag.build import Spec
 from diag.cli import params, sharding
 from diag.cli.common import (
@@ -28,7 +28,8 @@ from diag.cli.common import (
     timeout_option,
 )
 from diag.config import artifacts_root
-from diag.matrix import Part
+from diag.run import catalog, matrix, preflight, runner, shard
+from diag.run.matrix import Part
 
 
 def resolve_envs(specs: tuple[Spec, ...], options: envs.Options) -> tuple[dict[Spec, envs.TorchEnv], list[str]]:

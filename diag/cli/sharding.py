@@ -1,6 +1,6 @@
 """``diag plan``, and a part of the matrix read as the command line reads ``diag run``'s arguments.
 
-The matrix itself (parts, units, plans) is the orchestrator's: diag/matrix.py. What is here parses
+The matrix itself (parts, units, plans) is the orchestrator's: diag/run/matrix.py. What is here parses
 a part's words with ``diag run``'s own parser, so that a matrix file, a saved plan and ``--part``
 refuse what the command line refuses, with the same words.
 """
@@ -15,10 +15,10 @@ from typing import Any, Iterable, Optional
 
 import click
 
-from diag import matrix, shard
 from diag.cli import params
 from diag.cli.common import cli, configs_of, fail, json_option, pop_env_options, progress
-from diag.matrix import Part
+from diag.run import matrix, shard
+from diag.run.matrix import Part
 
 # Options of diag run that belong to the invocation, not to a part of the matrix.
 NOT_IN_A_PART = ("--db", "--json", "--shard", "--matrix", "--plan", "--history")

@@ -417,4 +417,4 @@ def _grouped(paged: dict[int, str], marks: dict[int, tuple[Any, ...]]) -> dict[s
 
 
 RUN_INDEX = "run-pages.json"  # per run id with details, its section's address: what 404.html reads
-HF_PREFIX = "hf:"  # the architecture cases (diag/catalog.py): their own page, not one link each in the nav
+HF_PREFIX = "hf:"  # the architecture cases (diag/run/catalog.py): their own page, not one link each in the nav

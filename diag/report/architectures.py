@@ -1,5 +1,5 @@
 """The architectures page's entries: per transformers architecture (the ``hf:<model_type>`` cases of
-diag/catalog.py), its fullgraph verdict and the graph breaks in its way."""
+diag/run/catalog.py), its fullgraph verdict and the graph breaks in its way."""
 
 from __future__ import annotations
 

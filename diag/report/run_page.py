@@ -9,7 +9,7 @@ import statistics
 from pathlib import Path
 from typing import Any, Optional
 
-from diag import artifacts
+from diag.run import artifacts
 
 
 def quantiles(samples: list[float]) -> dict[str, Any]:

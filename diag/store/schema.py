@@ -360,7 +360,7 @@ def m014_recompile_fields(db: sqlite_utils.Database) -> None:
 @migration
 def m015_compile_metrics(db: sqlite_utils.Database) -> None:
     """Every field of torch's per-frame compilation metrics, as JSON on the frame, and the guard check a
-    decode call costs, on the run (diag/assemble.py, guard_latency; NULL: a build that reports none,
+    decode call costs, on the run (diag/run/assemble.py, guard_latency; NULL: a build that reports none,
     or stored before)."""
     db["frames"].add_column("metrics", str)
     db["runs"].add_column("guard_latency_us", float)

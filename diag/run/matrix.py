@@ -3,7 +3,7 @@ and the scale-out benchmark share.
 
 A *part* is the arguments of one ``diag run`` (its cases, torch specs, configs and options); a
 matrix file lists several, as a nightly does. Every worker parses the same parts and plans the same
-units (diag/shard.py), then runs the units of its own share. ``hf:all`` is expanded by the
+units (diag/run/shard.py), then runs the units of its own share. ``hf:all`` is expanded by the
 transformers beside diag, not in each torch environment, so that planning provisions nothing.
 
 Parsing a part's words is the command line's (``diag.cli.sharding.parse_part``, the ``diag run``
@@ -20,12 +20,13 @@ from typing import Any, Callable, Iterator, Optional
 
 import tomllib
 
-from diag import catalog, envs, shard, store
+from diag import envs, store
 from diag import row as rows
 from diag.build import Spec
-from diag.catalog import CaseRef
 from diag.contract import Config
 from diag.errors import DiagError
+from diag.run import catalog, shard
+from diag.run.catalog import CaseRef
 
 PLAN_FORMAT = 1
 NIGHTLY_KINDS = ("nightly", "nightly_prefix")

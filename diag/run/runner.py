@@ -15,15 +15,16 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable, Iterator, Optional
 
-from diag import __version__, rundir, trace
+from diag import __version__
 from diag import row as rows
-from diag.assemble import assemble
-from diag.catalog import CaseRef
 from diag.config import artifacts_root
 from diag.contract import ENVIRONMENT_ERRNOS, Config, records, statuses
 from diag.envs import TorchEnv
 from diag.errors import DiagError
-from diag.spawn import ProcessTracker, run_probe
+from diag.run import rundir, trace
+from diag.run.assemble import assemble
+from diag.run.catalog import CaseRef
+from diag.run.spawn import ProcessTracker, run_probe
 from diag.store import RunRecord, newest_status, now
 
 

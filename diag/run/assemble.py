@@ -1,6 +1,6 @@
 """A run directory's records -> one storable run: status, counts, findings, timings. Pure: no I/O.
 
-Each step below takes pass outcomes (diag/rundir.py) and returns columns. Record fields
+Each step below takes pass outcomes (diag/run/rundir.py) and returns columns. Record fields
 carry their column's name (diag/probe/records.py), so a record maps to its row by name;
 fields the record format does not declare are kept in the row's ``extra`` column.
 """
@@ -11,11 +11,12 @@ import hashlib
 import json
 from typing import Any, Optional
 
-from diag import guards, noise, trace
+from diag import guards, noise
 from diag import row as rows
 from diag.build import identity as build_identity
 from diag.contract import errors_in_stderr, records, stable_key, statuses
-from diag.rundir import STDERR_TAIL_BYTES, PassOutcome, RunFiles
+from diag.run import trace
+from diag.run.rundir import STDERR_TAIL_BYTES, PassOutcome, RunFiles
 from diag.store import RunRecord
 
 SIGKILL = 9  # what the kernel's OOM killer sends
@@ -330,7 +331,7 @@ def assemble(
     frames: Optional[list[dict[str, Any]]] = None,
     notes: Optional[dict[str, dict[str, Any]]] = None,
 ) -> RunRecord:
-    """One RunRecord from a run directory's files (see diag/rundir.py).
+    """One RunRecord from a run directory's files (see diag/run/rundir.py).
 
     ``fallback_build`` names the build when the probe died before writing its build record.
     """

@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Optional
 
 from diag import envs, store
-from diag.catalog import CaseRef
 from diag.config import artifacts_root
 from diag.contract import TINY_LLAMA, Config, records
 from diag.errors import DiagError
+from diag.run.catalog import CaseRef
 
 # Room a run needs on the database's disk: its rows (timing samples are the bulk, ~130 KB) and the
 # start of its run directory. Below this a run would die at its final save.

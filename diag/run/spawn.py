@@ -1,7 +1,7 @@
 """Run one probe process: own process group, timeout, killed on any exception in the parent.
 
 Nothing comes back from the process but its exit: what it found is in the files it
-wrote (diag/rundir.py reads them). Its stdout and stderr go to files in the run
+wrote (diag/run/rundir.py reads them). Its stdout and stderr go to files in the run
 directory.
 """
 

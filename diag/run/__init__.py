@@ -1,0 +1,3 @@
+"""From a matrix to storable runs: which cases (``catalog``), the matrix and its shares (``matrix``,
+``shard``), what a run needs (``preflight``), the probe processes (``runner``, ``spawn``), and what a
+run directory holds (``rundir``, ``trace``, ``artifacts``) made into one storable run (``assemble``)."""
