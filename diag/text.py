@@ -9,12 +9,12 @@ from typing import TYPE_CHECKING, Any, Optional
 from diag import guards
 from diag import row as rows
 from diag.contract import BY_NAME, FINDING_KINDS
-from diag.noise import HALF_WIDTH, NOT_COMPARED
+from diag.verdicts.noise import HALF_WIDTH, NOT_COMPARED
 
 if TYPE_CHECKING:
-    from diag.gate import Outcome
-    from diag.regress import RowComparison
-    from diag.timing_change import TimingChange
+    from diag.verdicts.gate import Outcome
+    from diag.verdicts.regress import RowComparison
+    from diag.verdicts.timing_change import TimingChange
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 # Characters that reorder the text around them (right-to-left overrides, embeddings, isolates and

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 from conftest import REPO, diag
 
-from diag import bisect, gate, store
+from diag import bisect, store
 from diag import row as rows
+from diag.verdicts import gate
 
 sys.path.insert(0, str(REPO / "bench"))
 import synthetic  # after sys.path names bench/

@@ -109,8 +109,8 @@ def test_the_cli_reference_is_generated_and_current():
 def test_the_regression_kinds_are_listed_once_and_every_verdict_is_one_of_them():
     """docs/regressions.md's list of check's verdict kinds is written by cog from regress.KINDS, and a
     verdict of any other kind cannot be made."""
-    from diag import regress
     from diag import row as rows
+    from diag.verdicts import regress
 
     done = subprocess.run(
         [sys.executable, "-m", "cogapp", "--check", "docs/regressions.md"], cwd=REPO, capture_output=True, text=True

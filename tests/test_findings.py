@@ -157,8 +157,8 @@ def test_a_padded_batch_of_two_compiles_whole_once_and_matches_eager(tmp_path):
     """transformers' own compile tests generate for a padded batch of two: the second prompt is
     left-padded (its mask starts with zeros), and the static-cache decode step must compile whole,
     match eager, and not recompile on a second generate call."""
-    from diag import regress
     from diag.probe import llama
+    from diag.verdicts import regress
 
     _, mask = llama.make_prompt(2, 16, 100, seed=0, device="cpu")
     assert mask[0].all() and not mask[1, 0] and mask[1, -1]

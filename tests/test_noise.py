@@ -9,8 +9,9 @@ import statistics
 import pytest
 from test_regress import _run
 
-from diag import gate, noise, regress, text
-from diag.stats import bimodal, median_interval
+from diag import text
+from diag.verdicts import gate, noise, regress
+from diag.verdicts.stats import bimodal, median_interval
 
 
 def _bootstrap(samples, resamples, rng):

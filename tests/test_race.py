@@ -12,7 +12,8 @@ import browser
 import pytest
 from conftest import diag, diag_here
 
-from diag import build, race, store, variants
+from diag import build, store
+from diag.verdicts import race, variants
 
 REPO = Path(__file__).resolve().parents[1]
 BENCH_CASES = REPO / "bench" / "cases"

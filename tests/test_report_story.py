@@ -14,11 +14,12 @@ import browser
 import pytest
 from conftest import diag, diag_here, run_section, site_files
 
-from diag import gate, pages, report, store
+from diag import pages, report, store
 from diag import row as rows
 from diag.build import identity
 from diag.report import charts
 from diag.report.history import build_matrix
+from diag.verdicts import gate
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 import synthetic  # after sys.path names bench/

@@ -6,9 +6,10 @@ import json
 
 from conftest import NIGHTLY, cli, recorded, replay
 
-from diag import gate, store
 from diag import row as rows
+from diag import store
 from diag.report.history import build_matrix
+from diag.verdicts import gate
 
 
 def _respec(run_dir, **changes):

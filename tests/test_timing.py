@@ -11,7 +11,7 @@ import sys
 import pytest
 from conftest import TEST_CASES, diag, show
 
-from diag.noise import NOT_COMPARED
+from diag.verdicts.noise import NOT_COMPARED
 
 pytestmark = pytest.mark.slow  # real probes with timing passes
 

@@ -8,7 +8,7 @@ import random
 from conftest import diag_here
 from test_regress import _run
 
-from diag import variants
+from diag.verdicts import variants
 
 
 def _runs(case, step_s, count, seed, noisy=False, **fields):

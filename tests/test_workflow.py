@@ -16,9 +16,9 @@ import tomllib
 import yaml
 from conftest import REPO, diag_here
 
-from diag import regress
 from diag.cli import sharding
 from diag.run import matrix
+from diag.verdicts import regress
 
 TESTED = {"run", "merge", "report", "env", "prune", "check", "plan", "race"}
 MATRIX = REPO / ".github" / "nightly-matrix.toml"

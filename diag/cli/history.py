@@ -10,7 +10,7 @@ from typing import Any, Optional
 
 import click
 
-from diag import envs, gate, junit, regress, store, text, variants
+from diag import envs, store, text
 from diag import row as rows
 from diag.build import Spec
 from diag.cli import params
@@ -27,6 +27,7 @@ from diag.cli.common import (
     run_preflight,
 )
 from diag.run import preflight
+from diag.verdicts import gate, junit, regress, variants
 
 
 @cli.group("env")

@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from diag import envs, race, store, text
+from diag import envs, store, text
 from diag import row as rows
 from diag.build import Spec, identity
 from diag.cli import common, params
@@ -20,6 +20,7 @@ from diag.cli.common import cli
 from diag.contract import records
 from diag.run import catalog, preflight, runner
 from diag.run.spawn import run_probe
+from diag.verdicts import race
 
 IDENTITY = ("torch_version", "git_version", "cuda_version", "python", "transformers_version")
 

@@ -3,7 +3,7 @@ rounds of one compiled generation per variant, the order reversed every other ro
 timing pass alternates eager and compiled). Two variants timed in two processes, one after the
 other, differ by whatever the host did between them (on a shared 2-core machine, +-15% from one
 run to the next); within a round the host is the same for both, so the orchestrator compares
-each round's pair (diag/race.py).
+each round's pair (diag/verdicts/race.py).
 
 Imports: standard library, torch, transformers (through ``session``).
 """

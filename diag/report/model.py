@@ -16,7 +16,7 @@ from typing import Any, Iterable, Iterator, Optional
 
 from diag import row as rows
 from diag.contract import BY_NAME, WORKS
-from diag.regress import deciding_run
+from diag.verdicts.regress import deciding_run
 
 RowKey = rows.Row
 

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from diag import build, store, variants
+from diag import build, store
 from diag import row as rows
 from diag.report import charts
+from diag.verdicts import variants
 
 
 def context(db, builds: list[dict[str, Any]], runs: list[dict[str, Any]]) -> Optional[dict[str, Any]]:

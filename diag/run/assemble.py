@@ -11,13 +11,14 @@ import hashlib
 import json
 from typing import Any, Optional
 
-from diag import guards, noise
+from diag import guards
 from diag import row as rows
 from diag.build import identity as build_identity
 from diag.contract import errors_in_stderr, records, stable_key, statuses
 from diag.run import trace
 from diag.run.rundir import STDERR_TAIL_BYTES, PassOutcome, RunFiles
 from diag.store import RunRecord
+from diag.verdicts import noise
 
 SIGKILL = 9  # what the kernel's OOM killer sends
 

@@ -83,7 +83,7 @@ def _builds_by_id(db: sqlite_utils.Database) -> dict[int, dict[str, Any]]:
 
 
 def save_races(db: sqlite_utils.Database, build: dict[str, Any], races: list[dict[str, Any]]) -> int:
-    """Write the rows of one race (diag/race.py, ``stored``) on ``build`` in one transaction; how many."""
+    """Write the rows of one race (diag/verdicts/race.py, ``stored``) on ``build`` in one transaction; how many."""
     with _transaction(db) as conn:
         build_id = _build_id(conn, build)
         for race in races:

@@ -8,9 +8,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from diag import pages, regress, store
+from diag import pages, store
 from diag import row as rows
 from diag.build import order as build_order
+from diag.verdicts import regress
 
 
 @dataclass

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Sequence
 from xml.sax.saxutils import escape, quoteattr
 
-from diag import regress
 from diag import row as rows
+from diag.verdicts import regress
 
 
 def junit_xml(

@@ -25,9 +25,9 @@ from typing import Any, Optional, Sequence
 
 from diag import row as rows
 from diag.contract import BY_NAME, FINDING_KINDS, WORKS
-from diag.noise import NOT_COMPARED
-from diag.stats import runs_needed
-from diag.timing_change import TimingChange, compile_change, guard_change, latency_change, timed_and_steady
+from diag.verdicts.noise import NOT_COMPARED
+from diag.verdicts.stats import runs_needed
+from diag.verdicts.timing_change import TimingChange, compile_change, guard_change, latency_change, timed_and_steady
 
 
 @dataclass
