@@ -14,9 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Optional
 
-from diag import envs, wheels
+from diag import envs
 from diag.bisect import at_direct_url, index_versions
 from diag.build import Version, nightly_date, version_key
+from diag.envs import wheels
 from diag.errors import DiagError
 
 

@@ -12,10 +12,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Optional
 
-from diag import envs, store, wheels
+from diag import envs, store
 from diag import row as rows
 from diag.build import Spec, Version, nightly_spec, version_key
 from diag.contract import Config
+from diag.envs import wheels
 from diag.errors import DiagError
 from diag.run import runner
 from diag.run.catalog import CaseRef

@@ -17,7 +17,8 @@ import nightly_index
 import pytest
 from conftest import diag
 
-from diag import bisect, envs, wheels
+from diag import bisect, envs
+from diag.envs import wheels
 
 CP = f"cp{sys.version_info[0]}{sys.version_info[1]}"
 

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
-from diag import wheels
 from diag.build import DEV_KINDS, Spec, Version, nightly_date
 from diag.config import diag_home
+from diag.envs import wheels
 from diag.envs.interpreters import EnvError, TorchEnv, check_compile_support, describe, parse_spec, python_version
 
 # Tried in turn when the newest transformers disables itself on an old torch ("PyTorch >= 2.1 is required").
