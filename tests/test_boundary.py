@@ -148,6 +148,23 @@ def test_every_room_stays_small():
     assert long == {}
 
 
+# What the top of diag/ holds: the shared vocabulary and the one-command features; the pipeline is in
+# its folders (docs/ARCHITECTURE.md, "The rooms"). A module added here says why it is not in one.
+TOP_LEVEL_MODULES = {
+    "__init__", "__main__",
+    "build", "config", "contract", "errors", "guards", "pages", "row", "stopping", "text",  # vocabulary
+    "backfill", "bisect", "export", "repro", "upstream",  # one command each
+}  # fmt: skip
+PACKAGES = {"cases", "cli", "envs", "probe", "report", "run", "store", "verdicts"}
+
+
+def test_the_top_level_holds_what_it_is_allowed_to():
+    """The folders of diag/ tell the pipeline: a new module goes into the folder of its step."""
+    modules = {path.stem for path in PACKAGE.glob("*.py")}
+    packages = {path.name for path in PACKAGE.iterdir() if path.is_dir() and any(path.glob("*.py"))}
+    assert (modules, packages) == (TOP_LEVEL_MODULES, PACKAGES)
+
+
 # The functions allowed past 60 lines: the first migration, frozen as it shipped (a migration never
 # changes once released), and the table of run options, one declaration per option.
 LONG_FUNCTIONS_ALLOWED = {"diag/store/schema.py:m001_initial", "diag/cli/common.py:config_options"}

@@ -64,6 +64,31 @@ def test_architecture_doc_names_files_that_exist():
     assert [path for path in sorted(named) if not (REPO / path).exists()] == []
 
 
+def test_architecture_doc_names_functions_that_exist():
+    """Every dotted name of docs/ARCHITECTURE.md (`diag.run.matrix.plan`) is a module, or a name
+    defined in one: a function renamed or moved leaves no stale pointer in the map of the code."""
+    import importlib
+
+    doc = (REPO / "docs" / "ARCHITECTURE.md").read_text()
+    names = sorted(set(re.findall(r"`(diag\.[A-Za-z_][\w.]*)`", doc)))
+    assert len(names) > 30
+    missing = []
+    for name in names:
+        parts = name.split(".")
+        found: object = None
+        for cut in range(len(parts), 0, -1):
+            try:
+                found, rest = importlib.import_module(".".join(parts[:cut])), parts[cut:]
+                break
+            except ImportError:
+                continue
+        for attribute in rest:
+            found = getattr(found, attribute, None)
+        if found is None:
+            missing.append(name)
+    assert missing == []
+
+
 def test_the_coverage_table_is_the_recorded_coverage():
     """docs/coverage.md's version table is made from tests/fixtures/versions/coverage.json, never by hand."""
     import importlib.util

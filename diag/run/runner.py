@@ -1,4 +1,5 @@
-"""Plan and execute a matrix of environment x case x config, one probe process per run."""
+"""Execute the runs of a matrix (planned in diag/run/matrix.py): one probe process per run, each
+into its run directory, assembled into a storable run."""
 
 from __future__ import annotations
 
