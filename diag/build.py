@@ -130,7 +130,9 @@ class Version:
         if self.dev is not None:
             stage: tuple = (0, "", 0)
         elif self.pre:
-            letter, number = _PRE.match(self.pre).groups()
+            pre = _PRE.match(self.pre)
+            assert pre is not None  # parse admits no other pre-release
+            letter, number = pre.groups()
             stage = (1, letter, int(number))
         else:
             stage = (2, "", self.post or 0)
@@ -193,14 +195,15 @@ class Spec:
         if "/" in text or "\\" in text or Path(text).name.startswith("python"):
             return cls(text, "python")
         version = Version.lenient(text)
-        plain = version is not None and not version.pre and version.post is None and version.local is None
-        if plain and version.dev is None and len(version.release) in (2, 3):
+        if version is None or version.pre or version.post is not None or version.local is not None:
+            raise BuildError(f"malformed torch spec {text!r}: expected {SPEC_FORMS}")
+        if version.dev is None and len(version.release) in (2, 3):
             return cls(text, "release", version)
-        if plain and len(version.release) == 3 and version.dev == "":
+        if len(version.release) == 3 and version.dev == "":
             return cls(text, "nightly_prefix", version)
-        if plain and len(version.release) == 3 and version.nightly_stamp and version.dev == version.nightly_stamp:
+        if len(version.release) == 3 and version.nightly_stamp and version.dev == version.nightly_stamp:
             return cls(text, "nightly_date", version)
-        if plain and version.dev is not None and len(version.dev) == 8 and not _is_date(version.dev):
+        if version.dev is not None and len(version.dev) == 8 and not _is_date(version.dev):
             raise BuildError(f"malformed torch spec {text!r}: {version.dev} is not a date (YYYYMMDD)")
         raise BuildError(f"malformed torch spec {text!r}: expected {SPEC_FORMS}")
 
@@ -216,12 +219,13 @@ class Spec:
             return True
         if version is None:
             return False
-        if self.kind == "release":
-            return version.dev is None and not version.pre and version.full_release == self.version.full_release
+        mine = self.version
+        if self.kind == "release" and mine is not None:
+            return version.dev is None and not version.pre and version.full_release == mine.full_release
         if self.kind == "nightly_date":
             return version.base == self.text
-        if self.kind == "nightly_prefix":
-            return version.nightly_stamp is not None and version.full_release == self.version.full_release
+        if self.kind == "nightly_prefix" and mine is not None:
+            return version.nightly_stamp is not None and version.full_release == mine.full_release
         if self.kind == "nightly":
             return version.is_nightly
         return self.version is None or version.base == self.version.base

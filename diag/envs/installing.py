@@ -141,7 +141,7 @@ def _candidates(request: Request, wanted: Spec, tags: list[str]):
 
 def _no_nightly(request: Request, wanted: Spec, python_tag: str, places: str, unlisted_why: str) -> EnvError:
     """The error of a nightly prefix or ``nightly`` that no wheel fits."""
-    if wanted.kind == "nightly_prefix":
+    if wanted.kind == "nightly_prefix" and wanted.version is not None:
         series = ".".join(map(str, wanted.version.release))
         return EnvError(
             f"torch spec {request.spec.text!r}: {request.index} lists no {series} nightly for {python_tag} "
@@ -364,7 +364,7 @@ def names_transformers(extras: tuple[str, ...]) -> bool:
 
 def listing() -> list[dict[str, Any]]:
     """Provisioned environments with their torch build, size on disk and path."""
-    rows = []
+    rows: list[dict[str, Any]] = []
     if not envs_dir().is_dir():
         return rows
     for directory in sorted(envs_dir().iterdir()):

@@ -173,7 +173,7 @@ def find_python(value: Optional[str]) -> str:
 def check_compile_support(spec: Spec, version: tuple[int, ...]) -> None:
     """EnvError, before anything is installed, when the spec's torch has no torch.compile on this Python."""
     series = spec.series
-    needed = COMPILE_SINCE.get(tuple(version[:2]))
+    needed = COMPILE_SINCE.get((version[0], version[1]))
     if series is None or needed is None or series >= needed:
         return
     supported = [p for p, t in COMPILE_SINCE.items() if t <= series]

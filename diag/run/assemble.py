@@ -98,7 +98,8 @@ def timing_pass_evidence(timing: Optional[PassOutcome]) -> list[dict[str, Any]]:
     error = timing.first(records.TIMING_ERROR)
     if error is not None:
         seen.append((error["error_type"], error["error_message"], error.get("error_location"), error.get("traceback")))
-    rows, index = [], {}
+    rows: list[dict[str, Any]] = []
+    index: dict[tuple[Any, ...], dict[str, Any]] = {}
     for exc_type, message, location, tb in seen:
         ident = (exc_type, message, location)
         if ident in index:
@@ -255,7 +256,8 @@ def timing_error(outcome: Optional[PassOutcome], compiled_expected: bool = True)
         return _error_text(error)
     if outcome.timed_out or outcome.signal or outcome.first(records.TIMING) is None:
         failure = probe_failure(outcome)
-        return failure["error_message"] + (f"\n{outcome.stderr_tail[-1000:]}" if outcome.stderr_tail else "")
+        if failure is not None:
+            return failure["error_message"] + (f"\n{outcome.stderr_tail[-1000:]}" if outcome.stderr_tail else "")
     return None
 
 

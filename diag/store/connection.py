@@ -372,7 +372,9 @@ def insert(conn: sqlite3.Connection, table: str, row: dict[str, Any]) -> int:
     columns = ", ".join(f'"{c}"' for c in row)
     marks = ", ".join("?" for _ in row)
     cursor = conn.execute(f'INSERT INTO "{table}" ({columns}) VALUES ({marks})', [_storable(v) for v in row.values()])
-    return int(cursor.lastrowid)
+    rowid = cursor.lastrowid
+    assert rowid is not None  # an INSERT sets it
+    return rowid
 
 
 def integrity(db: sqlite_utils.Database) -> str:

@@ -27,8 +27,8 @@ def migration(fn: Migration) -> Migration:
 
 @migration
 def m001_initial(db: sqlite_utils.Database) -> None:
-    db["migrations"].create({"name": str, "applied_at": str}, pk="name")
-    db["torch_builds"].create(
+    db.table("migrations").create({"name": str, "applied_at": str}, pk="name")
+    db.table("torch_builds").create(
         {
             "id": int,
             "build_key": str,
@@ -41,8 +41,8 @@ def m001_initial(db: sqlite_utils.Database) -> None:
         },
         pk="id",
     )
-    db["torch_builds"].create_index(["build_key"], unique=True)
-    db["runs"].create(
+    db.table("torch_builds").create_index(["build_key"], unique=True)
+    db.table("runs").create(
         {
             "id": int,
             "uid": str,
@@ -100,9 +100,9 @@ def m001_initial(db: sqlite_utils.Database) -> None:
         pk="id",
         foreign_keys=[("torch_build_id", "torch_builds", "id")],
     )
-    db["runs"].create_index(["uid"], unique=True)
-    db["runs"].create_index(["torch_build_id", "case"])
-    db["graph_breaks"].create(
+    db.table("runs").create_index(["uid"], unique=True)
+    db.table("runs").create_index(["torch_build_id", "case"])
+    db.table("graph_breaks").create(
         {
             "id": int,
             "run_id": int,
@@ -118,7 +118,7 @@ def m001_initial(db: sqlite_utils.Database) -> None:
         pk="id",
         foreign_keys=[("run_id", "runs", "id")],
     )
-    db["recompiles"].create(
+    db.table("recompiles").create(
         {
             "id": int,
             "run_id": int,
@@ -132,7 +132,7 @@ def m001_initial(db: sqlite_utils.Database) -> None:
         pk="id",
         foreign_keys=[("run_id", "runs", "id")],
     )
-    db["hidden_errors"].create(
+    db.table("hidden_errors").create(
         {
             "id": int,
             "run_id": int,
@@ -149,13 +149,13 @@ def m001_initial(db: sqlite_utils.Database) -> None:
         pk="id",
         foreign_keys=[("run_id", "runs", "id")],
     )
-    db["timings"].create(
+    db.table("timings").create(
         {"id": int, "run_id": int, "pass": str, "metric": str, "unit": str, "samples": str},
         pk="id",
         foreign_keys=[("run_id", "runs", "id")],
     )
     for table in ("graph_breaks", "recompiles", "hidden_errors", "timings"):
-        db[table].create_index(["run_id"])
+        db.table(table).create_index(["run_id"])
 
 
 CHILD_TABLES = (*FINDING_TABLES, "timings", "frames")
@@ -189,14 +189,14 @@ def m002_views(db: sqlite_utils.Database) -> None:
 def m003_error_key_case_path(db: sqlite_utils.Database) -> None:
     """The stable key of a run's own exception (check and compare name it across builds), and the
     case file a run used (repro rebuilds from it)."""
-    db["runs"].add_column("error_key", str)
-    db["runs"].add_column("case_path", str)
+    db.table("runs").add_column("error_key", str)
+    db.table("runs").add_column("case_path", str)
 
 
 @migration
 def m004_frames_and_warm_compile(db: sqlite_utils.Database) -> None:
     """Per compiled frame: torch's compilation_metrics (torch >= 2.4); and compile time with warm caches."""
-    db["frames"].create(
+    db.table("frames").create(
         {
             "id": int,
             "run_id": int,
@@ -222,15 +222,15 @@ def m004_frames_and_warm_compile(db: sqlite_utils.Database) -> None:
         pk="id",
         foreign_keys=[("run_id", "runs", "id")],
     )
-    db["frames"].create_index(["run_id"])
-    db["runs"].add_column("compile_warm_s", float)
+    db.table("frames").create_index(["run_id"])
+    db.table("runs").add_column("compile_warm_s", float)
 
 
 @migration
 def m005_invocation(db: sqlite_utils.Database) -> None:
     """Which ``diag run`` made a run: ``diag check`` on one build pools the newest invocation's runs
     of a row against the invocation's before it (NULL on older runs: each run stands alone)."""
-    db["runs"].add_column("invocation", str)
+    db.table("runs").add_column("invocation", str)
 
 
 @migration
@@ -264,7 +264,7 @@ def m006_one_vocabulary(db: sqlite_utils.Database) -> None:
 def m007_ops_captured(db: sqlite_utils.Database) -> None:
     """How many torch calls dynamo put into graphs (its calls_captured counter): a graph that shrinks
     between builds, more of the step left to eager, shows here even where the status holds."""
-    db["runs"].add_column("ops_captured", int)
+    db.table("runs").add_column("ops_captured", int)
 
 
 @migration
@@ -272,7 +272,7 @@ def m008_wheel_source(db: sqlite_utils.Database) -> None:
     """Where each build's torch wheel came from (a URL or a file) and its sha256, so that any build
     diag ran can be installed again and checked (diag env add --like BUILD)."""
     for column in ("wheel_url", "wheel_origin", "wheel_sha256"):
-        db["torch_builds"].add_column(column, str)
+        db.table("torch_builds").add_column(column, str)
 
 
 WHEEL_COLUMNS = ("wheel_url", "wheel_origin", "wheel_sha256")
@@ -282,7 +282,7 @@ WHEEL_COLUMNS = ("wheel_url", "wheel_origin", "wheel_sha256")
 def m009_timing_summaries(db: sqlite_utils.Database) -> None:
     """A timing series of an old build kept as its summary (n, median, p10, p90) once its raw
     samples are pruned (diag prune): the history stays bounded."""
-    db["timings"].add_column("summary", str)
+    db.table("timings").add_column("summary", str)
 
 
 @migration
@@ -291,7 +291,7 @@ def m010_folded_runs(db: sqlite_utils.Database) -> None:
     leg re-runs its build every night), and a row's runs on an old nightly where the row does not
     change. One row per build, row and outcome (status, error key and finding keys): how many runs,
     when the first and the last of them started."""
-    db["folded_runs"].create(
+    db.table("folded_runs").create(
         {
             "id": int,
             "torch_build_id": int,
@@ -306,18 +306,18 @@ def m010_folded_runs(db: sqlite_utils.Database) -> None:
         pk="id",
         foreign_keys=[("torch_build_id", "torch_builds", "id")],
     )
-    db["folded_runs"].create_index(["torch_build_id"])
+    db.table("folded_runs").create_index(["torch_build_id"])
 
 
 @migration
 def m011_timing_noise(db: sqlite_utils.Database) -> None:
     """Whether a run's latency can be trusted (diag/verdicts/noise.py): the 95% interval of each mode's median
     step, and the verdict noisy with its reason. Runs stored before have none (NULL: not judged)."""
-    db["runs"].add_column("timing_noisy", int)
-    db["runs"].add_column("timing_note", str)
+    db.table("runs").add_column("timing_noisy", int)
+    db.table("runs").add_column("timing_note", str)
     for mode in ("eager", "compiled"):
         for end in ("low", "high"):
-            db["runs"].add_column(f"{mode}_ms_{end}", float)
+            db.table("runs").add_column(f"{mode}_ms_{end}", float)
 
 
 @migration
@@ -325,9 +325,9 @@ def m012_what_diagnosis_costs(db: sqlite_utils.Database) -> None:
     """What a run cost, read from any history: each pass's wall time, the orchestrator's own work on
     the run after its probe ended, and the structured-logging overhead torch reports per frame (the
     sum, on the run; NULL where the build reports none)."""
-    db["frames"].add_column("structured_logging_overhead_s", float)
+    db.table("frames").add_column("structured_logging_overhead_s", float)
     for column in ("timing_pass_s", "diagnosis_pass_s", "orchestrator_s", "logging_overhead_s"):
-        db["runs"].add_column(column, float)
+        db.table("runs").add_column(column, float)
 
 
 @migration
@@ -335,7 +335,7 @@ def m013_decode_recompiles(db: sqlite_utils.Database) -> None:
     """Recompiles split at the first decode step: the prefill's apart from decode's, and on how many
     distinct decode steps decode recompiled (NULL: stored before, or never compiled)."""
     for column in ("prefill_recompiles", "decode_recompiles", "decode_recompile_steps"):
-        db["runs"].add_column(column, int)
+        db.table("runs").add_column(column, int)
 
 
 @migration
@@ -345,7 +345,7 @@ def m014_recompile_fields(db: sqlite_utils.Database) -> None:
     from diag import guards
 
     for column in guards.FIELDS:
-        db["recompiles"].add_column(column, str)
+        db.table("recompiles").add_column(column, str)
     updates = [
         (*guards.parse(reason).values(), recompile_id)
         for recompile_id, reason in db.execute("SELECT id, reason FROM recompiles").fetchall()
@@ -362,26 +362,27 @@ def m015_compile_metrics(db: sqlite_utils.Database) -> None:
     """Every field of torch's per-frame compilation metrics, as JSON on the frame, and the guard check a
     decode call costs, on the run (diag/run/assemble.py, guard_latency; NULL: a build that reports none,
     or stored before)."""
-    db["frames"].add_column("metrics", str)
-    db["runs"].add_column("guard_latency_us", float)
+    db.table("frames").add_column("metrics", str)
+    db.table("runs").add_column("guard_latency_us", float)
 
 
 @migration
 def m016_second_call(db: sqlite_utils.Database) -> None:
     """What a second compiled generation right after the first recompiled, and how it failed if it
     did (NULL: stored before, or the first call did not compile)."""
-    db["runs"].add_column("second_call_recompiles", int)
-    db["runs"].add_column("second_call_error", str)
+    db.table("runs").add_column("second_call_recompiles", int)
+    db.table("runs").add_column("second_call_error", str)
 
 
 @migration
 def m017_races(db: sqlite_utils.Database) -> None:
     """Variants raced in one probe (diag race): a row per variant against the race's baseline, with
     the row's fields (the variant's case and the config), the verdict and the paired samples."""
-    text = ("baseline", "baseline_source", "python", "transformers_version", "verdict", "failed", "error_type")
+    text: tuple[str, ...] = ("baseline", "baseline_source", "python", "transformers_version", "verdict", "failed")
+    text += ("error_type",)
     text += ("error_message", "error_location", "samples")
     numbers = ("ms_baseline", "ms_case", "ratio", "low", "high", "load_1m", "seconds")
-    db["races"].create(
+    db.table("races").create(
         {
             "id": int,
             "uid": str,
@@ -395,8 +396,8 @@ def m017_races(db: sqlite_utils.Database) -> None:
         pk="id",
         foreign_keys=[("torch_build_id", "torch_builds", "id")],
     )
-    db["races"].create_index(["torch_build_id"])
-    db["races"].create_index(["uid", "case"], unique=True)
+    db.table("races").create_index(["torch_build_id"])
+    db.table("races").create_index(["uid", "case"], unique=True)
 
 
 @migration

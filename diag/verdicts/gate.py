@@ -53,8 +53,8 @@ def _row_flags(row: rows.Row) -> list[str]:
     ):
         if value != default:
             flags += [name, str(value)]
-    for name, value in (("--batch-size", row.batch_size), ("--prompt-length", row.prompt_length)):
-        flags += [name, str(value)]
+    for name, size in (("--batch-size", row.batch_size), ("--prompt-length", row.prompt_length)):
+        flags += [name, str(size)]
     return [*flags, "--new-tokens", str(row.new_tokens)]
 
 
@@ -157,9 +157,8 @@ def compare(db, a: str, b: str) -> Outcome:
     """Two run ids (digits) or two builds (version, git prefix, build:ID)."""
     if a.isdigit() and b.isdigit():
         before, after = store.get_run(db, int(a)), store.get_run(db, int(b))
-        missing = [ref for ref, run in ((a, before), (b, after)) if run is None]
-        if missing:
-            raise store.StoreError(f"no run #{missing[0]}")
+        if before is None or after is None:
+            raise store.StoreError(f"no run #{a if before is None else b}")
         differ = rows.differences(rows.of(before), rows.of(after))
         note = f" (different rows: {', '.join(differ)})" if differ else ""
         return Outcome(f"run #{a} -> run #{b}{note}", [regress.compare_runs(before, after)], [])

@@ -39,7 +39,9 @@ def assess(samples: dict[str, Sequence[float]], load: Optional[float] = None, cp
     for mode, steps in samples.items():
         if not steps:
             continue
-        low, high = median_interval(steps, LEVEL)
+        interval = median_interval(steps, LEVEL)
+        assert interval is not None  # steps is not empty
+        low, high = interval
         median = statistics.median(steps)
         intervals[mode] = (low * 1e3, high * 1e3)
         if median > 0:

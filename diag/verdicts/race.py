@@ -63,7 +63,9 @@ def judge(record: dict[str, Any], names: list[str]) -> list[Verdict]:
             continue
         ratios = [y / x for x, y in pairs]
         ratio = statistics.median(ratios)
-        low, high = median_interval(ratios)
+        interval = median_interval(ratios)
+        assert interval is not None  # at least MIN_ROUNDS ratios
+        low, high = interval
         if max(ratio - low, high - ratio) > noise.HALF_WIDTH * ratio:
             said = "noisy"
         else:

@@ -126,8 +126,9 @@ def compare_runs(
 ) -> RowComparison:
     """Full run records (with child rows) of one row on two sides: findings from the newest run of
     each, timings over each side's pool of runs (default: that one run)."""
-    row = rows.of(after or before)
-    result = RowComparison(row, before, after)
+    ran = after or before
+    assert ran is not None, "a comparison needs a run on one side at least"
+    result = RowComparison(rows.of(ran), before, after)
     if before is None or after is None:
         return result
     for kind in FINDING_KINDS:
@@ -209,7 +210,7 @@ def _timing_text(change: TimingChange) -> str:
 
 def inconclusive(comparison: RowComparison, thresholds: Thresholds) -> list[Regression]:
     """Slowdowns beyond a threshold that too few runs cannot judge: neither a regression nor a pass."""
-    found = []
+    found: list[Regression] = []
     if comparison.before is None or comparison.after is None:
         return found
     needed = runs_needed(thresholds.alpha)
@@ -242,15 +243,15 @@ def regressions(comparison: RowComparison, thresholds: Thresholds, allowed: set[
             if key not in allowed:
                 said = comparison.key_text(kind.table, key)
                 found.append(Regression(row, "new_key", f"new {kind.label} key {key}" + (f" ({said})" if said else "")))
-    limit = thresholds.decode_recompile_steps
-    if (after.get("decode_recompile_steps") or 0) > limit >= (before.get("decode_recompile_steps") or 0):
+    steps = thresholds.decode_recompile_steps
+    if (after.get("decode_recompile_steps") or 0) > steps >= (before.get("decode_recompile_steps") or 0):
         steps = max(0, (after.get("new_tokens") or 1) - 1)
         found.append(
             Regression(
                 row,
                 "decode_recompiles",
                 f"decode recompiles on {after['decode_recompile_steps']} of {steps} decode steps "
-                f"(was {before.get('decode_recompile_steps') or 0}; more than {limit} allowed)",
+                f"(was {before.get('decode_recompile_steps') or 0}; more than {steps} allowed)",
             )
         )
     if (after.get("second_call_recompiles") or 0) > 0 and before.get("second_call_recompiles") == 0:
@@ -293,7 +294,7 @@ def against_stable(
         change = regression.change
         twin = stable.get((regression.row, change.metric)) if change is not None else None
         limit = thresholds.limit(change.metric) if change is not None else thresholds.latency_ratio
-        if twin is None or twin.ratio is None or twin.ratio <= limit:
+        if change is None or change.ratio is None or twin is None or twin.ratio is None or twin.ratio <= limit:
             kept.append(regression)
             continue
         beyond = change.ratio / twin.ratio

@@ -31,7 +31,7 @@ def _exact_upper_tail(n1: int, n2: int, u: float) -> float:
     """P(U >= u) for samples of n1 and n2 with no ties: counts of arrangements by U (a DP)."""
     # counts[i][j][k]: arrangements of i values of one side and j of the other with U = k
     size = n1 * n2
-    table = [[None] * (n2 + 1) for _ in range(n1 + 1)]
+    table: list[list[list[int]]] = [[[] for _ in range(n2 + 1)] for _ in range(n1 + 1)]
     for i in range(n1 + 1):
         for j in range(n2 + 1):
             if i == 0 or j == 0:

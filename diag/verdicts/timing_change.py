@@ -81,8 +81,8 @@ def run_summaries(
     host-adjusted where every run on both sides can be and all ran the same Python (the yardstick is
     pure Python), else each run's median step in seconds."""
     runs = [*one, *other]
-    adjusted = [host_adjusted(r, mode) for r in runs]
-    if all(values is not None for values in adjusted) and len({r.get("python") for r in runs}) == 1:
+    adjusted = [values for r in runs if (values := host_adjusted(r, mode)) is not None]
+    if len(adjusted) == len(runs) and len({r.get("python") for r in runs}) == 1:
         summaries = [quantile(values, ADJUSTED_QUANTILE) for values in adjusted]
         basis = "host-adjusted"
     else:
