@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from conftest import TEST_CASES, diag, show
+from factories import small
 
 from diag import store
 
@@ -19,7 +20,7 @@ pytestmark = pytest.mark.slow  # real probes that crash and hang
 
 def test_segfault_and_hang_are_recorded_and_the_matrix_carries_on(tmp_path):
     db = tmp_path / "faults.db"
-    common = ["--backend", "eager", "--fullgraph", "--new-tokens", "3", "--prompt-length", "6", "--db", str(db)]
+    common = [*small(timing=True), "--db", str(db)]
     diag("run", "--case", "append_last", "--no-timing", *common, cwd=tmp_path)
     before = store.get_run(store.open_db(db), 1)
 

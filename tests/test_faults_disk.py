@@ -21,12 +21,13 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO, TEST_CASES, cli, recorded, replay
+from factories import small
 
 from diag import store
 
 ROOT = os.geteuid() == 0 and shutil.which("mount") and shutil.which("chattr")
 pytestmark = pytest.mark.skipif(not ROOT, reason="mounting tmpfs and chattr +i need root")
-FAST = ["--backend", "eager", "--fullgraph", "--no-timing", "--new-tokens", "3", "--prompt-length", "6"]
+FAST = small()
 
 
 @contextlib.contextmanager

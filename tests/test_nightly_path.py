@@ -16,6 +16,7 @@ import sys
 import nightly_index
 import pytest
 from conftest import diag
+from factories import small
 
 from diag import bisect, envs
 from diag.envs import wheels
@@ -154,7 +155,7 @@ def test_the_nightly_path_end_to_end(real_index, tmp_path, monkeypatch):
     home = tmp_path / "home"
     extra = {"DIAG_HOME": str(home)}
     db = tmp_path / "n.db"
-    common = ["--backend", "eager", "--fullgraph", "--new-tokens", "3", "--prompt-length", "8", "--db", str(db)]
+    common = [*small(timing=True, prompt_length=8), "--db", str(db)]
     # bisect across the listing's edge: 02 and 03 are served only at their direct URLs
     done = diag(
         "bisect",

@@ -8,10 +8,10 @@ import sys
 from dataclasses import asdict
 
 import pytest
+from factories import run_record, stored
 
-from diag import envs, store
+from diag import envs
 from diag import row as rows
-from diag.build import identity
 from diag.contract import Config
 from diag.probe import supervise
 from diag.run import catalog, runner
@@ -63,17 +63,7 @@ def _job(**config) -> runner.Job:
 
 def _stored(db_path, job: runner.Job, status: str, uid: str) -> None:
     columns = rows.columns(asdict(job.config), job.case.name, job.case.source)
-    record = store.RunRecord(
-        build=identity("2.13.0+cpu", "abc123", None),
-        run={**columns, "uid": uid, "config": "{}", "status": status},
-        graph_breaks=[],
-        recompiles=[],
-        hidden_errors=[],
-        timings=[],
-    )
-    db = store.open_db(db_path)
-    store.save_run(db, record)
-    db.conn.close()
+    stored(db_path, run_record(**columns, uid=uid, status=status))
 
 
 @pytest.mark.parametrize(

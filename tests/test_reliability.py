@@ -14,11 +14,12 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO, TEST_CASES, diag, run_section
+from factories import run_record, small, stored
 
 from diag import store, text
 from diag.build import identity
 
-FAST = ["--backend", "eager", "--fullgraph", "--no-timing", "--new-tokens", "3", "--prompt-length", "6"]
+FAST = small()
 
 
 def default_stop_signals() -> None:
@@ -141,31 +142,16 @@ HOSTILE = "<script>alert(1)</script> \x1b[2J\x1b[31mred\x00nul " + "x" * 20000 +
 
 def test_hostile_strings_are_stored_and_readable_in_the_terminal(tmp_path):
     db = store.open_db(tmp_path / "h.db")
-    run_id = store.save_run(
-        db,
-        store.RunRecord(
-            build=identity("2.13.0", "abc", None),
-            run={
-                "uid": "h",
-                "case": "\x1b]0;title\x07case",
-                "config": "{}",
-                "backend": "eager",
-                "fullgraph": 1,
-                "dynamic": "auto",
-                "mode": "default",
-                "device": "cpu",
-                "dtype": "float32",
-                "batch_size": 1,
-                "status": "compile_error",
-                "error_type": "RuntimeError",
-                "error_message": HOSTILE,
-            },
-            graph_breaks=[],
-            recompiles=[],
-            hidden_errors=[{"key": "k", "exc_type": "E", "message": HOSTILE, "count": 1}],
-            timings=[],
-        ),
+    record = run_record(
+        build=identity("2.13.0", "abc", None),
+        hidden_errors=[{"key": "k", "exc_type": "E", "message": HOSTILE, "count": 1}],
+        uid="h",
+        case="\x1b]0;title\x07case",
+        status="compile_error",
+        error_type="RuntimeError",
+        error_message=HOSTILE,
     )
+    run_id = stored(db, record)
     run = store.get_run(db, run_id)
     assert run["error_message"].startswith("<script>alert(1)</script> \x1b[2J")
     assert "\x00nul" in run["error_message"] and "x" * 20000 in run["error_message"]

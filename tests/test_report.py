@@ -12,6 +12,7 @@ from pathlib import Path
 import browser
 import pytest
 from conftest import cli, diag, recorded, replay, run_section
+from factories import run_record, stored
 
 from diag import pages, report, store
 from diag.build import identity
@@ -56,30 +57,17 @@ def test_run_page_shows_the_exception_location_and_artifacts(findings_db, findin
 
 
 def _hostile_db(path: Path) -> int:
-    db = store.open_db(path)
-    record = store.RunRecord(
+    record = run_record(
         build=identity("2.13.0", "deadbeef", None),
-        run={
-            "uid": "hostile",
-            "case": "<b>case</b>",
-            "config": "{}",
-            "backend": "eager",
-            "fullgraph": 1,
-            "dynamic": "auto",
-            "mode": "default",
-            "device": "cpu",
-            "dtype": "float32",
-            "batch_size": 1,
-            "status": "compile_error",
-            "error_type": "RuntimeError",
-            "error_message": "<script>alert('x')</script> \x1b[31mred\x1b[0m",
-        },
         graph_breaks=[{"key": "<img src=x onerror=alert(1)>", "reason": "<script>1</script>", "count": 1}],
-        recompiles=[],
         hidden_errors=[{"key": "k", "exc_type": "E", "message": "</pre><script>2</script>", "count": 1}],
-        timings=[],
+        uid="hostile",
+        case="<b>case</b>",
+        status="compile_error",
+        error_type="RuntimeError",
+        error_message="<script>alert('x')</script> \x1b[31mred\x1b[0m",
     )
-    return store.save_run(db, record)
+    return stored(path, record)
 
 
 def test_strings_from_logs_and_case_names_are_escaped(tmp_path):

@@ -9,31 +9,20 @@ import sys
 import time
 
 import pytest
+from factories import run_record
 
 from diag import store
 from diag.build import identity
 
 
 def record(**run) -> store.RunRecord:
-    nightly = identity("2.1.0.dev20230621+cu118", "abc123", "11.8")
-    base = {
-        "uid": run.pop("uid", "u1"),
-        "case": "append_last",
-        "config": "{}",
-        "backend": "eager",
-        "fullgraph": 1,
-        "status": "pass",
-        "device": "cpu",
-        "dtype": "float32",
-        "batch_size": 1,
-    }
-    return store.RunRecord(
-        build=nightly,
-        run={**base, **run},
+    """A run on a CUDA nightly with a graph break, a recompile and a timing."""
+    return run_record(
+        build=identity("2.1.0.dev20230621+cu118", "abc123", "11.8"),
         graph_breaks=[{"key": "GB0124", "reason": "r", "count": 2}],
         recompiles=[{"key": "Recompile:x", "reason": "size", "decode_step": 1}],
-        hidden_errors=[],
         timings=[{"mode": "eager", "metric": "decode_step", "unit": "s", "samples": "[0.1, 0.2]"}],
+        **run,
     )
 
 
