@@ -48,6 +48,7 @@ def test_the_model_both_passes_build_is_imported_before_forking():
     assert not found["inductor"], "a backend's compiler was imported though no backend was named"
 
 
+@pytest.mark.slow  # three interpreters that import torch and its whole inductor stack: about 12 CPU-s
 def test_the_named_backend_is_imported_with_its_worker_pool_left_cold():
     found = _loaded("inductor")
     assert found["inductor"]
