@@ -70,6 +70,10 @@ WORKS = frozenset(status.name for status in STATUSES if status.works)
 PASS, GRAPH_BREAK, EAGER_FALLBACK, FULLGRAPH_ERROR, COMPILE_ERROR, MISMATCH, EAGER_ERROR, CRASH, TIMEOUT = (
     status.name for status in STATUSES
 )
+# What says nothing of the compiler: the case itself is broken (it fails in eager, or its eager tokens
+# are not generate's). Such a run never decides a cell another run decides, never makes a regression
+# or a fix, and a row whose runs on a build are all such is not compared there (docs/regressions.md).
+NOT_A_FINDING = frozenset({EAGER_ERROR})
 # After these the run holds no timings; after the compile failures, eager timings only.
 NOT_TIMEABLE = frozenset({EAGER_ERROR, CRASH, TIMEOUT})
 EAGER_ONLY = frozenset({FULLGRAPH_ERROR, COMPILE_ERROR})

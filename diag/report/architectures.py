@@ -29,5 +29,5 @@ def hf_architectures(matrix: Matrix, keys: dict[int, set[tuple[str, str]]], pref
         found.append(
             {"name": verdict.case[len(prefix) :], "verdict": verdict, "partner": partner, "breaks": sorted(set(breaks))}
         )
-    order = {"works": 0, "flaky": 1, "partly": 2, "fails": 3}
+    order = {"works": 0, "flaky": 1, "partly": 2, "fails": 3, "broken": 4}
     return sorted(found, key=lambda a: (order[a["verdict"].state], a["name"]))

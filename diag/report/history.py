@@ -91,8 +91,11 @@ def build_matrix(
 
 
 def _state(cells: list[Cell]) -> str:
-    """A group of cells on one build: works, fails, flaky (none fails outright, some runs failed) or partly."""
-    states = {cell.state for cell in cells}
+    """A group of cells on one build: works, fails, flaky (none fails outright, some runs failed) or partly;
+    broken where no cell was measured (the case itself is broken on every config)."""
+    states = {cell.state for cell in cells} - {"broken"}
+    if not states:
+        return "broken"
     if states == {"works"}:
         return "works"
     if states == {"fails"}:
@@ -107,16 +110,17 @@ def _hrefs(cell: Cell) -> dict[int, str]:
 def _newest(present: list[Cell], keys: Keys) -> dict[str, Any]:
     """What a verdict says of a group's newest build: its errors, most frequent first (of each cell's
     deciding run), its runs' hidden-error keys (most runs first), how many runs failed."""
-    errors = Counter(text for c in present if (text := error_line(c.run)) and c.run["status"] not in WORKS)
+    measured = [c for c in present if not c.broken]
+    errors = Counter(text for c in measured if (text := error_line(c.run)) and c.run["status"] not in WORKS)
     hidden = Counter(
         key for c in present for run in c.runs for table, key in keys.get(run["id"], _NONE) if table == "hidden_errors"
     )
     return {
-        "working": sum(c.state == "works" for c in present),
-        "total": len(present),
+        "working": sum(c.state == "works" for c in measured),
+        "total": len(measured),
         "errors": [text for text, _ in errors.most_common()],
-        "runs_failed": sum(len(c.runs) - c.working for c in present),
-        "runs": sum(len(c.runs) for c in present),
+        "runs_failed": sum(c.measured - c.working for c in measured),
+        "runs": sum(c.measured for c in measured),
         "hidden": [key for key, _ in sorted(hidden.items(), key=lambda item: (-item[1], item[0]))],
     }
 
@@ -146,17 +150,21 @@ class Fold:
         present: dict[tuple[str, int], list[Cell]] = {}
         for row, cell in cells:
             self.rows.add(row)
+            self.json.setdefault(row, []).append(cell_json(build_id, cell))
+            present.setdefault((row.case, row.fullgraph), []).append(cell)
+            if cell.broken:  # a broken case says nothing of this build: the next is compared with the last measured
+                continue
             previous = self.carry.get((variant, row))
             if previous is not None:
                 self._compare(row, previous, build, cell, keys)
             self.carry[(variant, row)] = (build_id, cell)
             self._episode(row, build, cell)
-            self.json.setdefault(row, []).append(cell_json(build_id, cell))
-            present.setdefault((row.case, row.fullgraph), []).append(cell)
         for group, members in present.items():
             state = _state(members)
             entry = self.groups.setdefault(group, {"tail": [], "since": None, "newest": None})
-            entry["tail"].append((build_id, state, f"{sum(c.state == 'works' for c in members)}/{len(members)} work"))
+            measured = [c for c in members if not c.broken]
+            tally = f"{sum(c.state == 'works' for c in measured)}/{len(measured)} work" if measured else "broken case"
+            entry["tail"].append((build_id, state, tally))
             if self.strip > 0 and len(entry["tail"]) > self.strip:
                 del entry["tail"][0]
             if entry["since"] is None or entry["since"][1] != state:

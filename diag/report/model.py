@@ -4,7 +4,10 @@ the stored runs by history.py).
 A cell is every run of one row on one build. Its status is its deciding run's
 (``regress.deciding_run``: the worst, as ``diag check`` reads it too): a failure among repeats is
 never outvoted, and the same runs give the same verdicts in whatever order they were stored. A cell
-whose runs partly failed is flaky, and says how many failed. Transitions and key changes are
+whose runs partly failed is flaky, and says how many failed. A broken case (``eager_error``) is not a
+compiler finding: it decides a cell only where no other run does, and a cell of broken runs alone is
+``broken``, neither working nor failing; it makes no transition, key change or episode, and the
+row's next build is compared with its last build that was measured. Transitions and key changes are
 between consecutive builds of one variant (a CUDA nightly is not the next build after a CPU one),
 again as ``check`` pairs them.
 """
@@ -15,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Optional
 
 from diag import row as rows
-from diag.contract import BY_NAME, WORKS
+from diag.contract import BY_NAME, WORKS, statuses
 from diag.verdicts.regress import deciding_run
 
 RowKey = rows.Row
@@ -37,24 +40,39 @@ def error_line(run: dict[str, Any]) -> Optional[str]:
 class Cell:
     """Every run of one row on one build. A plain class with slots: a history has one per run."""
 
-    __slots__ = ("runs", "changed", "run", "working", "state")
+    __slots__ = ("runs", "changed", "run", "working", "measured", "state")
 
     def __init__(self, runs: list[dict[str, Any]]) -> None:
         self.runs = runs  # every run of the row on the build, oldest first
         self.changed = False  # the status differs from the previous build of the variant with a run in this row
         if len(runs) == 1:  # most cells: decided without a sort or a count
             self.run = runs[0]  # the deciding run: the cell's status, as ``diag check`` reads it
-            works = self.run["status"] in WORKS
-            self.working, self.state = (1, "works") if works else (0, "fails")
+            status = self.run["status"]
+            self.measured = int(status not in statuses.NOT_A_FINDING)
+            self.working = int(status in WORKS)
+            self.state = "broken" if not self.measured else ("works" if self.working else "fails")
             return
         self.run = deciding_run(runs)
-        self.working = sum(1 for r in runs if r["status"] in WORKS)  # runs that worked
-        # works (every run), flaky (some runs failed, some worked) or fails (none worked)
-        self.state = "works" if self.working == len(runs) else ("fails" if self.working == 0 else "flaky")
+        # the runs that say something of the compiler, and of those the runs that worked
+        self.measured = sum(1 for r in runs if r["status"] not in statuses.NOT_A_FINDING)
+        self.working = sum(1 for r in runs if r["status"] in WORKS)
+        # works (every measured run), flaky (some failed, some worked), fails (none worked), broken (none measured)
+        if not self.measured:
+            self.state = "broken"
+        else:
+            self.state = "works" if self.working == self.measured else ("fails" if self.working == 0 else "flaky")
+
+    @property
+    def broken(self) -> bool:
+        """No run of the cell says anything of the compiler."""
+        return self.state == "broken"
 
     @property
     def worst(self) -> str:
-        return max((r["status"] for r in self.runs), key=lambda s: BY_NAME[s].severity if s in BY_NAME else 9)
+        """The worst status of the cell's measured runs (of every run, where none was measured)."""
+        measured = [r["status"] for r in self.runs if r["status"] not in statuses.NOT_A_FINDING]
+        every = measured or [r["status"] for r in self.runs]
+        return max(every, key=lambda s: BY_NAME[s].severity if s in BY_NAME else 9)
 
     @property
     def mixed(self) -> bool:
@@ -63,7 +81,11 @@ class Cell:
     @property
     def tally(self) -> str:
         """``3/5 work``; empty for a single run."""
-        return f"{self.working}/{len(self.runs)} work" if len(self.runs) > 1 else ""
+        if len(self.runs) < 2:
+            return ""
+        broken = len(self.runs) - self.measured
+        work = f"{self.working}/{self.measured} work" if self.measured else ""
+        return ", ".join(part for part in (work, f"{broken} broken" if broken else "") if part)
 
     @property
     def split(self) -> list[tuple[str, dict[str, Any]]]:

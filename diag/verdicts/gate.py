@@ -96,11 +96,12 @@ def compare_build_runs(
             comparison = regress.compare_runs(deciding_before, deciding_after, before, after)
             was, now = environment(deciding_before), environment(deciding_after)
             if was != now:
-                comparison.note = "also different: " + ", ".join(
+                also = "also different: " + ", ".join(
                     f"{name} {old} -> {new}"
                     for name, old, new in zip(("Python", "transformers"), was, now)
                     if old != new
                 )
+                comparison.note = f"{comparison.note}; {also}" if comparison.note else also
             comparisons.append(comparison)
             continue
         if before and after:

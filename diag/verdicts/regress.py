@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
 
 from diag import row as rows
-from diag.contract import BY_NAME, FINDING_KINDS, WORKS
+from diag.contract import BY_NAME, FINDING_KINDS, WORKS, statuses
 from diag.verdicts.noise import NOT_COMPARED
 from diag.verdicts.stats import runs_needed
 from diag.verdicts.timing_change import TimingChange, compile_change, guard_change, latency_change, timed_and_steady
@@ -89,20 +89,27 @@ class RowComparison:
 
 def deciding_run(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """The run that decides a cell (a row on one build, or one side of a comparison): its worst run,
-    so that a failure among repeats is never outvoted; ties go to the newest start, then the uid, so
-    that the same runs decide the same way in whatever order they were stored (the id, the storage
-    order, only where a run has neither, as hand-made records in tests)."""
+    so that a failure among repeats is never outvoted, but a broken case (``not_a_finding``) only
+    where no run says anything of the compiler; ties go to the newest start, then the uid, so that
+    the same runs decide the same way in whatever order they were stored (the id, the storage order,
+    only where a run has neither, as hand-made records in tests)."""
     if len(runs) == 1:
         return runs[0]
     return max(
         runs,
         key=lambda run: (
+            run.get("status") not in statuses.NOT_A_FINDING,  # a broken case never outvotes a finding
             BY_NAME[run["status"]].severity if run.get("status") in BY_NAME else 99,
             run.get("started_at") or "",
             run.get("uid") or "",
             run.get("id") or 0,
         ),
     )
+
+
+def not_a_finding(run: dict[str, Any]) -> bool:
+    """A run whose status says nothing of the compiler (a broken case): never a regression or a fix."""
+    return run.get("status") in statuses.NOT_A_FINDING
 
 
 def _first_line(text: str, limit: int) -> str:
@@ -130,6 +137,15 @@ def compare_runs(
     assert ran is not None, "a comparison needs a run on one side at least"
     result = RowComparison(rows.of(ran), before, after)
     if before is None or after is None:
+        return result
+    broken = [(side, run) for side, run in (("before", before), ("after", after)) if not_a_finding(run)]
+    if broken:
+        side, run = broken[0]
+        said = error_text(run)
+        result.note = (
+            f"not compared: the case is broken {side} ({run['status']}{': ' + said if said else ''}), "
+            "not a compiler finding"
+        )
         return result
     for kind in FINDING_KINDS:
         keys_before = {item["key"] for item in before.get(kind.table, [])}
@@ -232,7 +248,7 @@ def regressions(comparison: RowComparison, thresholds: Thresholds, allowed: set[
     """What makes ``diag check`` fail for one row."""
     found: list[Regression] = []
     before, after, row = comparison.before, comparison.after, comparison.row
-    if before is None or after is None:
+    if before is None or after is None or not_a_finding(before) or not_a_finding(after):
         return found
     if before["status"] in WORKS and after["status"] not in WORKS:
         detail = f": {after.get('error_type')}" if after.get("error_type") else ""
