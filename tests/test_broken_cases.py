@@ -94,3 +94,14 @@ def test_a_case_broken_on_the_new_build_is_no_regression_in_check_compare_or_the
     index = json.loads(site["report.json"])
     assert index["transitions"] == [] and [v["state"] for v in index["verdicts"]] == ["broken"]
     assert "broken case" in site["index.html"]
+
+
+def test_compare_of_two_runs_names_the_variant_and_python_they_differ_in(tmp_path):
+    """As a comparison of two builds does: what besides torch differs between the two runs."""
+    db_path = tmp_path / "h.db"
+    old = stored(db_path, run_record(build=identity("2.0.1+cu117", "e" * 40, "11.7"), uid="a", python="3.10.13"))
+    new = stored(db_path, run_record(build=NEW, uid="b", python="3.11.7"))
+    done = cli("compare", str(old), str(new), "--db", str(db_path))
+    assert done.exit_code == 0, done.output
+    said = done.output.splitlines()[0]
+    assert "also different: variant cu117 -> cpu; CUDA 11.7 -> none; Python 3.10 -> 3.11" in said, said

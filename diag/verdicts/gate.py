@@ -162,6 +162,11 @@ def compare(db, a: str, b: str) -> Outcome:
             raise store.StoreError(f"no run #{a if before is None else b}")
         differ = rows.differences(rows.of(before), rows.of(after))
         note = f" (different rows: {', '.join(differ)})" if differ else ""
+        builds = {build["id"]: build for build in store.builds(db)}
+        others = identity_differences(
+            builds[before["torch_build_id"]], builds[after["torch_build_id"]], [before], [after]
+        )
+        note += f" (also different: {'; '.join(others)})" if others else ""
         return Outcome(f"run #{a} -> run #{b}{note}", [regress.compare_runs(before, after)], [])
     if a.isdigit() or b.isdigit():
         raise store.StoreError("compare two run ids or two builds, not one of each")
