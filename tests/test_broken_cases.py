@@ -105,3 +105,28 @@ def test_compare_of_two_runs_names_the_variant_and_python_they_differ_in(tmp_pat
     assert done.exit_code == 0, done.output
     said = done.output.splitlines()[0]
     assert "also different: variant cu117 -> cpu; CUDA 11.7 -> none; Python 3.10 -> 3.11" in said, said
+
+
+GUARDS = {
+    "key": "TypeError:VariableBuilder.__init__() got an unexpected keyword argument 'guards'",
+    "exc_type": "TypeError",
+    "message": "VariableBuilder.__init__() got an unexpected keyword argument 'guards'",
+    "source": "log",
+    "count": 7,
+}
+
+
+def test_a_hidden_error_key_has_a_page_linked_from_its_case_line_though_the_newest_build_lacks_it(tmp_path):
+    """The seed's own hidden error (the 'guards' TypeError of torch 2.1 nightlies) seen on an old build
+    only: its page says where it was first and last seen, and the case's line on the front page links
+    it, where before only the newest build's hidden errors were named, and none had a page."""
+    db_path = tmp_path / "h.db"
+    swallowed = {"status": "graph_break", "hidden_error_count": 1, "hidden_errors": [GUARDS]}
+    _history(db_path, (OLD, [swallowed]), (MID, [swallowed]), (NEW, [{"status": "pass"}]))
+    site = render(store.open_db(db_path), tmp_path / "site")
+    (page,) = [name for name in site if name.startswith("hidden/")]
+    text = site[page]
+    assert "VariableBuilder.__init__() got an unexpected keyword argument &#39;guards&#39;" in text
+    assert "from <b>2.11.0+cpu</b> to <b>2.12.0+cpu</b>" in text and "not on the newest, 2.13.0+cpu" in text
+    line = site["index.html"].split('<tr data-case="append_last"')[1].split("</tr>")[0]
+    assert f'href="{page}"' in line and "2.11.0+cpu to 2.12.0+cpu" in line

@@ -35,9 +35,10 @@ def derived(monkeypatch) -> dict[str, set[int]]:
         asked["charts"].add(build_id)
         return points(matrix, case_rows, build_id)
 
-    def counted_summaries(db, builds, every=False):
-        asked["breaks"].update(build["id"] for build in builds)
-        return summaries(db, builds, every)
+    def counted_summaries(db, builds, every=False, kind=breaks_page.BREAKS):
+        if kind == breaks_page.BREAKS:
+            asked["breaks"].update(build["id"] for build in builds)
+        return summaries(db, builds, every, kind)
 
     monkeypatch.setattr(charts, "build_points", counted_points)
     monkeypatch.setattr(breaks_page, "build_summaries", counted_summaries)

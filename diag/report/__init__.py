@@ -292,7 +292,7 @@ def _pages(
     matrix = history.build_matrix(store.builds(db), runs, keys, STRIP_BUILDS, start, keep)
     paged = detailed_runs(matrix, detail_builds)
     memo = inputs.Memo(out_dir, bool(made.before), marks)
-    breaks = breaks_page.contexts(db, matrix, memo)
+    breaks, swallowed = (breaks_page.contexts(db, matrix, memo, k) for k in (breaks_page.BREAKS, breaks_page.HIDDEN))
     shown = variants_page.context(db, matrix.builds, runs)
     texts, hidden = store.key_texts(db), store.hidden_keys(db)
     env.globals["matrix_table"] = functools.partial(
@@ -304,13 +304,7 @@ def _pages(
     quiet = {**common, "data_stamp": ""}  # the pages kept from night to night carry no stamp of the data
     files, rendered = _stale_run_pages(db, made, paged, nav)
     hand_off(rendered, quiet)
-    front = {
-        **common,
-        "run_count": store.run_count(db),
-        "folded_count": store.folded_total(db),
-        "build_count": len(matrix.builds),
-        "row_count": len(matrix.rows),
-    }
+    front = _front(db, common, matrix, swallowed)
     owner = store.run_owners(db, paged.keys() | hidden.keys())
 
     def tables(end: int, chunk: list[dict[str, Any]], rows: list[Any]) -> list[Any]:
@@ -318,6 +312,7 @@ def _pages(
 
     files.update(matrix_pages.pages(env, matrix, front, quiet, made, nav, builds_per_page, memo, tables))
     files.update(_summary_pages(env, matrix, keys, breaks, shown, common, quiet))
+    files.update(_key_pages(env, swallowed, "hidden error: an error torch swallowed", quiet))
     files.update(_case_pages(env, matrix, runs, cases, memo, quiet))
     files["datasette.json"] = json.dumps(store.datasette_metadata(db, db_name), indent=1)
     # an old address of a run's page (runs/<id>.html, as alerts named it) is sent to its section
@@ -328,6 +323,29 @@ def _pages(
     if kept is not None:
         files[resume_at.FOLD] = kept
     return files, rendered, quiet
+
+
+def _front(db, common: dict[str, Any], matrix: Matrix, swallowed: list[dict[str, Any]]) -> dict[str, Any]:
+    """What the front page is given beside what every page is: the counts of the history, and per
+    case the pages of the hidden-error keys its runs recorded on any build in view."""
+    by_case: dict[str, list[dict[str, Any]]] = {}
+    for page in swallowed:
+        for case in page["cases"]:
+            by_case.setdefault(case, []).append(page)
+    return {
+        **common,
+        "run_count": store.run_count(db),
+        "folded_count": store.folded_total(db),
+        "build_count": len(matrix.builds),
+        "row_count": len(matrix.rows),
+        "hidden_pages": by_case,
+    }
+
+
+def _key_pages(env, entries: list[dict[str, Any]], noun: str, quiet: dict[str, Any]) -> dict[str, str]:
+    """A page per key of ``entries`` (breaks_page.contexts)."""
+    page = env.get_template("break.html.j2")
+    return {entry["href"]: page.render(root="../", b=entry, noun=noun, **quiet) for entry in entries}
 
 
 def _shared(db, cases, paged, texts, detail_builds: int, *, has_variants: bool, has_breaks: bool) -> dict[str, Any]:
@@ -378,9 +396,7 @@ def _summary_pages(env, matrix: Matrix, keys, breaks, shown, common, quiet) -> d
         )
     if breaks:
         files["breaks.html"] = env.get_template("breaks.html.j2").render(root="", breaks=breaks, **common)
-        page = env.get_template("break.html.j2")
-        for entry in breaks:
-            files[entry["href"]] = page.render(root="../", b=entry, **quiet)
+        files.update(_key_pages(env, breaks, "graph break", quiet))
     if shown is not None:
         files["variants.html"] = env.get_template("variants.html.j2").render(root="", v=shown, **common)
     return files

@@ -1,11 +1,12 @@
 """A page per graph break: per GB id (torch's own id for a kind of break, stable across builds from
-2.8), and per graph-break key for breaks without one. Where it was first and last seen, the builds
-and cases it shows up on, the message as torch words it on each build, the command that reproduces
-it, and torch's registry entry for the id."""
+2.8), and per graph-break key for breaks without one; and a page per hidden-error key (an error torch
+swallowed). Where it was first and last seen, the builds and cases it shows up on, the message as
+torch words it on each build, the command that reproduces it, and torch's registry entry for a GB id."""
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
 
 from diag import store
 from diag.pages import page_path
@@ -13,25 +14,37 @@ from diag.report.inputs import Memo
 from diag.report.model import Matrix
 from diag.upstream import gb_id_of_key, registry_url
 
-KIND = "graph breaks"  # what a build's summary is kept as (inputs.Memo)
+
+@dataclass(frozen=True)
+class Kind:
+    """A kind of finding with a page per key."""
+
+    memo: str  # what a build's summary is kept as (inputs.Memo)
+    folder: str  # where its pages are
+    rows: Callable[..., list[tuple[Any, ...]]]  # the store's rows of it, in break_rows' shape
+    registry: bool  # torch's GB ids and their registry apply
 
 
-def href(key: str) -> str:
-    return page_path("breaks", key, 60)
+BREAKS = Kind("graph breaks", "breaks", store.break_rows, True)
+HIDDEN = Kind("hidden errors", "hidden", store.hidden_rows, False)
+
+
+def href(key: str, kind: Kind = BREAKS) -> str:
+    return page_path(kind.folder, key, 60)
 
 
 Summary = dict[str, dict[str, Any]]  # per graph-break key: what one build's runs recorded of it
 
 
-def build_summaries(db, builds: list[dict[str, Any]], every: bool = False) -> dict[int, Summary]:
-    """Per build of ``builds``, per graph-break key its runs recorded: the first finding's run id and
+def build_summaries(db, builds: list[dict[str, Any]], every: bool = False, kind: Kind = BREAKS) -> dict[int, Summary]:
+    """Per build of ``builds``, per key of ``kind`` its runs recorded: the first finding's run id and
     gb_type, its first wording, the cases, how many findings and breaks, the newest run, where in
     the model code, whether torch resumed. A function of the build's runs alone (``inputs.Memo``).
     ``every``: ``builds`` are all the builds with runs, read in one pass over the table."""
     ids = {build["id"] for build in builds}
     found: dict[int, Summary] = {build_id: {} for build_id in ids}
     # a night's: the new builds' runs alone, found by the index on their build
-    for key, gb_type, reason, resumable, location, count, run_id, case, build_id in store.break_rows(
+    for key, gb_type, reason, resumable, location, count, run_id, case, build_id in kind.rows(
         db, None if every else ids
     ):
         if not key or build_id not in ids:
@@ -61,16 +74,16 @@ def build_summaries(db, builds: list[dict[str, Any]], every: bool = False) -> di
     return found
 
 
-def contexts(db, matrix: Matrix, memo: Optional[Memo] = None) -> list[dict[str, Any]]:
-    """One dict per graph-break key of the stored runs, most widespread first (then by key). With a
+def contexts(db, matrix: Matrix, memo: Optional[Memo] = None, kind: Kind = BREAKS) -> list[dict[str, Any]]:
+    """One dict per key of ``kind`` in the stored runs, most widespread first (then by key). With a
     ``memo``, a build's summary is read from the DB only where the memo keeps none."""
-    wanted = [build for build in matrix.builds if memo is None or not memo.has(KIND, build)]
-    made = build_summaries(db, wanted, every=len(wanted) == len(matrix.builds)) if wanted else {}
+    wanted = [build for build in matrix.builds if memo is None or not memo.has(kind.memo, build)]
+    made = build_summaries(db, wanted, len(wanted) == len(matrix.builds), kind) if wanted else {}
     summaries = [
-        (build, made.get(build["id"], {}) if memo is None else memo.of(KIND, build, lambda b=build: made[b["id"]]))
+        (build, made.get(build["id"], {}) if memo is None else memo.of(kind.memo, build, lambda b=build: made[b["id"]]))
         for build in matrix.builds
     ]
-    pages = [_page(key, entry, matrix) for key, entry in _by_key(summaries, matrix).items()]
+    pages = [_page(key, entry, matrix, kind) for key, entry in _by_key(summaries, matrix).items()]
     return sorted(pages, key=lambda page: (-page["build_count"], -page["runs"], page["key"]))
 
 
@@ -109,7 +122,7 @@ def _by_key(summaries: list[tuple[dict[str, Any], dict[str, Any]]], matrix: Matr
     return found
 
 
-def _page(key: str, entry: dict[str, Any], matrix: Matrix) -> dict[str, Any]:
+def _page(key: str, entry: dict[str, Any], matrix: Matrix, kind: Kind) -> dict[str, Any]:
     """The page of one key: its wordings build by build (consecutive builds that word it alike as one)."""
     order = {build["id"]: index for index, build in enumerate(matrix.builds)}
     builds = {build["id"]: build for build in matrix.builds}
@@ -122,14 +135,14 @@ def _page(key: str, entry: dict[str, Any], matrix: Matrix) -> dict[str, Any]:
             wordings[-1]["builds"] += 1
         else:
             wordings.append({"text": text, "first": builds[build_id], "last": builds[build_id], "builds": 1})
-    doc = store.DOC_URL.search(" ".join(entry["builds"].values()))
-    gb_id = gb_id_of_key(key)
+    doc = store.DOC_URL.search(" ".join(entry["builds"].values())) if kind.registry else None
+    gb_id = gb_id_of_key(key) if kind.registry else None
     return {
         "key": key,
-        "href": href(key),
+        "href": href(key, kind),
         "gb_id": gb_id,
         "registry": doc.group(0) if doc else (registry_url(gb_id) if gb_id else None),
-        "title": entry["gb_type"] or (wordings[-1]["text"].splitlines() or [key])[0],
+        "title": (entry["gb_type"] if kind.registry else None) or (wordings[-1]["text"].splitlines() or [key])[0],
         "first": builds[seen[0]],
         "last": builds[seen[-1]],
         "newest_build": matrix.builds[-1] if matrix.builds else None,

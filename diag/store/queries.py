@@ -145,6 +145,19 @@ def break_rows(db: sqlite_utils.Database, build_ids: Optional[Iterable[int]]) ->
     ).fetchall()
 
 
+def hidden_rows(db: sqlite_utils.Database, build_ids: Optional[Iterable[int]]) -> list[tuple[Any, ...]]:
+    """Every hidden error of the runs on ``build_ids`` (all builds where None), oldest run first, in
+    ``break_rows``' shape: key, exception type, "type: message", None (resumable), location, count,
+    run id, case, build id."""
+    return db.execute(
+        """SELECT h.key, h.exc_type, COALESCE(h.exc_type || ': ', '') || COALESCE(h.message, ''), NULL,
+                  h.location, h.count, r.id, r."case", r.torch_build_id
+           FROM hidden_errors h JOIN runs r ON r.id = h.run_id"""
+        + of_builds("r.torch_build_id", build_ids)
+        + " ORDER BY r.id, h.id"
+    ).fetchall()
+
+
 def run_columns(db: sqlite_utils.Database, columns: Iterable[str]) -> Iterable[dict[str, Any]]:
     """Every run's ``columns``, as dicts."""
     quoted = ", ".join(f'"{column}"' for column in columns)
