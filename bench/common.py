@@ -66,9 +66,7 @@ def graph_break_pages(db, keys: int = 300) -> tuple[int, float]:
     shared = {"case_links": [], "has_architectures": False, "has_variants": False, "has_breaks": True}
     shared.update({"paged": {}, "data_stamp": "", "key_texts": {}, "detail_builds": 30})
     env.get_template("breaks.html.j2").render(root="", breaks=found, **shared)
-    page = env.get_template("break.html.j2")
-    for entry in found:
-        page.render(root="../", b=entry, **shared)
+    report.key_pages(env, found, breaks_page.BREAKS, shared)
     return len(found), time.process_time() - start
 
 

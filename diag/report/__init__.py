@@ -312,7 +312,7 @@ def _pages(
 
     files.update(matrix_pages.pages(env, matrix, front, quiet, made, nav, builds_per_page, memo, tables))
     files.update(_summary_pages(env, matrix, keys, breaks, shown, common, quiet))
-    files.update(_key_pages(env, swallowed, "hidden error: an error torch swallowed", quiet))
+    files.update(key_pages(env, swallowed, breaks_page.HIDDEN, quiet))
     files.update(_case_pages(env, matrix, runs, cases, memo, quiet))
     files["datasette.json"] = json.dumps(store.datasette_metadata(db, db_name), indent=1)
     # an old address of a run's page (runs/<id>.html, as alerts named it) is sent to its section
@@ -342,10 +342,10 @@ def _front(db, common: dict[str, Any], matrix: Matrix, swallowed: list[dict[str,
     }
 
 
-def _key_pages(env, entries: list[dict[str, Any]], noun: str, quiet: dict[str, Any]) -> dict[str, str]:
-    """A page per key of ``entries`` (breaks_page.contexts)."""
+def key_pages(env, entries: list[dict[str, Any]], kind: breaks_page.Kind, quiet: dict[str, Any]) -> dict[str, str]:
+    """A page per key of ``entries`` (breaks_page.contexts of ``kind``)."""
     page = env.get_template("break.html.j2")
-    return {entry["href"]: page.render(root="../", b=entry, noun=noun, **quiet) for entry in entries}
+    return {entry["href"]: page.render(root="../", b=entry, noun=kind.noun, **quiet) for entry in entries}
 
 
 def _shared(db, cases, paged, texts, detail_builds: int, *, has_variants: bool, has_breaks: bool) -> dict[str, Any]:
@@ -396,7 +396,7 @@ def _summary_pages(env, matrix: Matrix, keys, breaks, shown, common, quiet) -> d
         )
     if breaks:
         files["breaks.html"] = env.get_template("breaks.html.j2").render(root="", breaks=breaks, **common)
-        files.update(_key_pages(env, breaks, "graph break", quiet))
+        files.update(key_pages(env, breaks, breaks_page.BREAKS, quiet))
     if shown is not None:
         files["variants.html"] = env.get_template("variants.html.j2").render(root="", v=shown, **common)
     return files

@@ -23,10 +23,11 @@ class Kind:
     folder: str  # where its pages are
     rows: Callable[..., list[tuple[Any, ...]]]  # the store's rows of it, in break_rows' shape
     registry: bool  # torch's GB ids and their registry apply
+    noun: str  # what one key's page says it is
 
 
-BREAKS = Kind("graph breaks", "breaks", store.break_rows, True)
-HIDDEN = Kind("hidden errors", "hidden", store.hidden_rows, False)
+BREAKS = Kind("graph breaks", "breaks", store.break_rows, True, "graph break")
+HIDDEN = Kind("hidden errors", "hidden", store.hidden_rows, False, "hidden error: an error torch swallowed")
 
 
 def href(key: str, kind: Kind = BREAKS) -> str:
