@@ -58,3 +58,9 @@ def on_stop_signals() -> Iterator[None]:
     finally:
         for each, handler in previous.items():
             signal.signal(each, handler)
+
+
+def hold() -> None:
+    """From now on stop signals wait, undelivered, for the process to exit: once a command has ended,
+    its outcome is what the process reports, not a signal that came while it was exiting."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)

@@ -95,6 +95,32 @@ def test_a_stopped_matrix_kills_probes_keeps_finished_runs_and_leaves_nothing_be
 
 
 @pytest.mark.slow
+def test_a_stop_signal_while_a_finished_command_exits_leaves_its_exit_status(tmp_path):
+    """SIGTERM that lands after the command has ended, while the process exits (a CI runner's timeout
+    at the wrong moment): the process reports the command's outcome, not a death by signal."""
+    script = (
+        "import os, signal, sys\n"
+        "from diag.cli import main\n"
+        "real_exit = sys.exit\n"
+        "def exit_after_a_stop(code=0):\n"
+        "    os.kill(os.getpid(), signal.SIGTERM)\n"
+        "    real_exit(code)\n"
+        "sys.exit = exit_after_a_stop\n"
+        "sys.argv = ['diag', 'cases']\n"
+        "main()\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        preexec_fn=default_stop_signals,
+        timeout=120,
+    )
+    assert done.returncode == 0, (done.returncode, done.stderr)
+    assert "append_last" in done.stdout and "Traceback" not in done.stderr
+
+
 def test_two_concurrent_writers_keep_every_run_once(tmp_path):
     db = tmp_path / "shared.db"
     command = [

@@ -24,7 +24,10 @@ def main() -> None:
         if undecodable is not None:
             raise click.UsageError(f"{text.safe(undecodable)!r} is not valid UTF-8: diag takes text it can store")
         with stopping.on_stop_signals():
-            code = cli.main(prog_name="diag", standalone_mode=False)
+            try:
+                code = cli.main(prog_name="diag", standalone_mode=False)
+            finally:
+                stopping.hold()
     except click.exceptions.Abort as exc:
         # click turns Ctrl-C (and stopping.Stopped, which is one) into Abort; the signal is its context
         stop = stopping.of(exc.__context__ if isinstance(exc.__context__, KeyboardInterrupt) else KeyboardInterrupt())
