@@ -186,6 +186,41 @@ def test_the_refused_compile_is_not_a_recompile_and_the_fallback_is_its_own_find
     hidden = collector.of_kind("hidden_error")
     assert [h["source"] for h in hidden] == [parsers.RECOMPILE_LIMIT]
     assert hidden[0]["location"] == "/w/model.py:40" and "recompile limit (8)" in hidden[0]["message"]
+    # with fullgraph the refused compile raises: it is the run's error, and its message names the limit
+    assert findings.hidden_errors(hidden, failed_whole=True) == []
+    said = diagnose._with_recompile_limit("Hard failure due to fullgraph=True", collector)
+    assert said == "Hard failure due to fullgraph=True: recompile limit (8) hit for forward"
+
+
+def test_one_given_up_frame_named_by_three_loggers_is_one_hidden_error():
+    """torch 2.13, aot_eager: the backend's DataDependentOutputException on the graph-break log,
+    convert_frame's WON'T CONVERT carrying torch's "Backend compiler exception" around it, and the
+    recompile-limit warning beside its fallback each name the frame they gave up on, at its line in
+    one decode step: one event each, kept as the record that says most."""
+    frame = "/w/case.py line 15"
+    wrapped = "WON'T CONVERT decode_step " + frame + "\nTraceback (most recent call last):\n"
+    records_ = [
+        Record(GB_LOG, "DEBUG", wrapped + "DataDependentOutputException: aten._local_scalar_dense.default\n", None, 0),
+        Record("torch._dynamo.convert_frame", "INFO", wrapped + "torch._dynamo.exc.Unsupported: Backend compiler exception\n", None, 0),
+        # the same frame given up again at the next decode step is a second event
+        Record("torch._dynamo.convert_frame", "INFO", wrapped + "torch._dynamo.exc.Unsupported: Backend compiler exception\n", None, 1),
+    ]
+    hidden = findings.hidden_errors(_collect(*records_).of_kind("hidden_error"))
+    assert [(h["exc_type"], h["location"], h["count"]) for h in hidden] == [
+        ("DataDependentOutputException", "/w/case.py:15", 1),
+        ("Unsupported", "/w/case.py:15", 1),
+    ]
+    limit = Record("torch._dynamo.convert_frame", "WARNING", LIMIT, None, 8)
+    refused = Record(
+        "torch._dynamo.convert_frame",
+        "INFO",
+        "WON'T CONVERT forward /w/model.py line 40\n"
+        "Traceback (most recent call last):\ntorch._dynamo.exc.Unsupported: Dynamo recompile limit exceeded\n",
+        None,
+        8,
+    )
+    hidden = findings.hidden_errors(_collect(refused, limit).of_kind("hidden_error"))
+    assert [h["source"] for h in hidden] == [parsers.RECOMPILE_LIMIT]
 
 
 class FailOnRecompileLimitHit(Exception):

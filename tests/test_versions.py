@@ -132,6 +132,30 @@ def test_breaks_agree_with_torchs_counters_per_category(run, tmp_path):
     assert by_kind == {True: sum(resumed.values()), False: sum(cut.values())}, breaks
 
 
+RAISED = (statuses.COMPILE_ERROR, statuses.FULLGRAPH_ERROR)
+
+
+@pytest.mark.parametrize("run", _params(RUNS, "counters"))
+def test_hidden_errors_are_the_frames_torch_gave_up_on(run, tmp_path):
+    """Hidden errors as today's parsers make them of each version's log, against torch's ``frames``
+    counter: the frames it gave up on (total - ok) are the hidden errors of a given-up frame, one per
+    frame however many of its loggers named it; where the run raised, that frame is the run's error.
+    A break dynamo compiled up to and ran the rest of eagerly is a break, not a hidden error."""
+    result = records.first(_stored(run), records.RESULT)
+    frames = ((result or {}).get("counters") or {}).get("frames")
+    replayed = _replayed(run, tmp_path)
+    hidden = records.every(replayed, records.HIDDEN_ERROR)
+    assert not [h for h in hidden if "Compiling up to the previous resumable state" in (h.get("traceback") or "")]
+    if not frames:
+        return
+    given_up = frames.get("total", 0) - frames.get("ok", 0)
+    gave = statuses.finding_total([h for h in hidden if h["source"] in findings.GAVE_UP])
+    if result["status"] in RAISED:
+        assert given_up - 1 <= gave <= given_up, (gave, frames, hidden)
+    else:
+        assert gave == given_up, (gave, frames, hidden)
+
+
 TRACED = [run for run in RUNS if (run / "trace.log").exists()]
 TRACED_WITH_COUNTERS = [
     run for run in TRACED if ((records.first(_stored(run), records.RESULT) or {}).get("counters") or {}).get("frames")

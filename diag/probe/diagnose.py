@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Optional
 
-from diag.probe import capture, compat, keys, llama, records, statuses
+from diag.probe import capture, compat, keys, llama, parsers, records, statuses
 from diag.probe.findings import counted_breaks_note, emit_findings, graph_breaks_from_counters
 from diag.probe.records import Writer
 from diag.probe.session import Workload, error_location, exception_info
@@ -260,10 +260,19 @@ def write_verdict(workload: Workload, results: Writer, capabilities, collector, 
         summary["error_type"] = type(inner).__name__
         summary["error_location"] = error_location(error, workload.case.path)
         summary["error_key"] = keys.stable_key(type(inner).__name__, str(inner), summary["error_location"])
+        if fullgraph and "Limit" in summary["error_type"]:  # FailOnRecompileLimitHit, FailOnCacheLimitHit
+            summary["error_message"] = _with_recompile_limit(summary["error_message"], collector)
     metrics = compat.compilation_metrics()
     if metrics is not None:
         results.write(records.COMPILE_METRICS, frames=metrics)
     results.write(records.RESULT, **summary)
+
+
+def _with_recompile_limit(message: str, collector) -> str:
+    """A fullgraph failure at the recompile limit ("Hard failure due to fullgraph=True") with the
+    limit and the function torch refused to compile again, which only its warning names."""
+    limit = next((h for h in collector.of_kind("hidden_error") if h["source"] == parsers.RECOMPILE_LIMIT), None)
+    return message if limit is None else f"{message}: {limit['message'].split(':')[0]}"
 
 
 def own_reference(eager, new_tokens: int):

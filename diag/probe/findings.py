@@ -273,7 +273,7 @@ def emit_findings(
     # one row per break and per way torch handled it: a break it resumed from and the same break
     # where it could not (the rest of the frame ran eagerly) are two rows, as torch counts them
     breaks = group(located_as_before(collector.of_kind("graph_break")), ("key", "location", "resumable")) + extra_breaks
-    hidden = group(collector.of_kind("hidden_error"), ("key", "location"))
+    hidden = group(collector.of_kind("hidden_error"), ("key", "location"))  # where frames fell back
     breaks = (
         []
         if failed_whole
@@ -283,6 +283,41 @@ def emit_findings(
         results.write(records.GRAPH_BREAK, **item)
     for item in collector.of_kind("recompile"):
         results.write(records.RECOMPILE, **item)
-    for item in one_fallback_each(hidden):
+    for item in hidden_errors(collector.of_kind("hidden_error"), failed_whole):
         results.write(records.HIDDEN_ERROR, **item)
     return breaks
+
+
+def hidden_errors(found: list[dict], failed_whole: bool = False) -> list[dict]:
+    """The hidden errors of one compile: one per event torch swallowed, whichever of its logs named
+    it and however often, then a row per key and location counting the events.
+
+    An event is a frame torch gave up on (one per frame and decode step) or an error it swallowed
+    without giving up a frame. On a fullgraph compile that raised, the recompile limit is the run's
+    error, not one torch swallowed."""
+    events = one_per_frame(one_fallback_each([dict(item) for item in found]))
+    if failed_whole:
+        events = [item for item in events if item["source"] != parsers.RECOMPILE_LIMIT]
+    return group([{k: v for k, v in item.items() if k != "count"} for item in events], ("key", "location"))
+
+
+GAVE_UP = ("frame_fallback", parsers.RECOMPILE_LIMIT)
+
+
+def one_per_frame(hidden: list[dict]) -> list[dict]:
+    """Records of one given-up frame made one: torch names the frame it gives up on from several
+    loggers at once (the backend's exception on the graph-break log, convert_frame's WON'T CONVERT
+    with torch's own wrapper of it, the recompile-limit warning beside the fallback it causes), each
+    at the frame's line in the same decode step. The one kept says most: the recompile limit, else
+    the exception torch wrapped (DataDependentOutputException, not "Backend compiler exception")."""
+
+    def rank(item: dict) -> int:
+        return 0 if item["source"] == parsers.RECOMPILE_LIMIT else 1 if item.get("exc_type") != "Unsupported" else 2
+
+    kept: "OrderedDict[Any, dict]" = OrderedDict()
+    for index, item in enumerate(hidden):
+        place = item.get("location")
+        event = ("frame", place, item.get("decode_step")) if item["source"] in GAVE_UP and place else index
+        if event not in kept or rank(item) < rank(kept[event]):
+            kept[event] = item
+    return list(kept.values())

@@ -56,6 +56,10 @@ _INLINE_ERROR = re.compile(
 # A break dynamo could not resume from: the rest of the frame ran eagerly.
 _NOT_RESUMED = ("cannot resume from", "Failed to handle graph break gracefully")
 
+# Of those, one where dynamo compiled the frame up to the break (2.10 on): the frame was not given up
+# (torch counts it ok), the break is the finding (parse_graph_break), and no error was swallowed.
+_CUT_SHORT = "Compiling up to the previous resumable state"
+
 
 @dataclass
 class Finding:
@@ -248,6 +252,8 @@ def parse_recompile(record: Record) -> Optional[Finding]:
 def parse_hidden_error(record: Record) -> Optional[Finding]:
     """An exception or fallback that torch logged instead of raising."""
     text = record.message
+    if _CUT_SHORT in text:
+        return None
     won_t = _WONT_CONVERT.search(text)
     limit = _LIMIT_HIT.search(text)
     if limit:
