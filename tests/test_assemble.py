@@ -115,3 +115,20 @@ def test_a_declared_result_field_reaches_its_column_by_name(tmp_path):
     assert _assembled("append_last-fullgraph", tmp_path).run["ops_captured"] > 0
     assert _assembled("dynamic_slice-fullgraph", tmp_path).run["ops_captured"] == 0  # fullgraph refused it all
     assert _assembled("segfault", tmp_path).run.get("ops_captured") is None
+
+
+def test_recompiles_a_build_gave_no_means_to_see_are_unknown_not_zero(tmp_path):
+    """A torch with neither a recompiles log nor dynamo's guard_failures: its runs' recompiles are
+    unknown ('-'), where a build that can see them and saw none stores 0."""
+    directory = recorded("append_last-no-fullgraph", tmp_path / "runs")
+    lines = []
+    for line in (directory / "diagnose.jsonl").read_text().splitlines():
+        record = json.loads(line)
+        if record["kind"] == records.CAPABILITIES:
+            record["capabilities"]["recompiles_log"] = {"available": False, "detail": "neither on this torch"}
+        lines.append(json.dumps(record))
+    (directory / "diagnose.jsonl").write_text("\n".join(lines) + "\n")
+    run = assemble.assemble(rundir.load(directory), UNKNOWN_BUILD, [], {}).run
+    assert run["recompile_count"] is None and run["decode_recompiles"] is None
+    assert run["graph_break_count"] == 0  # what the build could see is still counted
+    assert _assembled("append_last-fullgraph", tmp_path).run["recompile_count"] == 0

@@ -201,9 +201,21 @@ def test_one_given_up_frame_named_by_three_loggers_is_one_hidden_error():
     wrapped = "WON'T CONVERT decode_step " + frame + "\nTraceback (most recent call last):\n"
     records_ = [
         Record(GB_LOG, "DEBUG", wrapped + "DataDependentOutputException: aten._local_scalar_dense.default\n", None, 0),
-        Record("torch._dynamo.convert_frame", "INFO", wrapped + "torch._dynamo.exc.Unsupported: Backend compiler exception\n", None, 0),
+        Record(
+            "torch._dynamo.convert_frame",
+            "INFO",
+            wrapped + "torch._dynamo.exc.Unsupported: Backend compiler exception\n",
+            None,
+            0,
+        ),
         # the same frame given up again at the next decode step is a second event
-        Record("torch._dynamo.convert_frame", "INFO", wrapped + "torch._dynamo.exc.Unsupported: Backend compiler exception\n", None, 1),
+        Record(
+            "torch._dynamo.convert_frame",
+            "INFO",
+            wrapped + "torch._dynamo.exc.Unsupported: Backend compiler exception\n",
+            None,
+            1,
+        ),
     ]
     hidden = findings.hidden_errors(_collect(*records_).of_kind("hidden_error"))
     assert [(h["exc_type"], h["location"], h["count"]) for h in hidden] == [
@@ -378,7 +390,10 @@ def test_a_torch_without_set_logs_still_completes_and_names_what_is_missing(tmp_
     old = runs[("old_torch", False)]
     assert old["status"] == statuses.GRAPH_BREAK, old.get("error_message")
     missing = {name for name, value in old["capabilities"].items() if not value["available"]}
-    assert {"debug_logs", "graph_breaks_log", "recompiles_log", "depyf"} <= missing
+    assert {"debug_logs", "graph_breaks_log", "depyf"} <= missing
+    # no recompiles log, but dynamo's guard_failures (as on 2.0): the recompiles are its failures
+    assert "guard_failures" in old["capabilities"]["recompiles_log"]["detail"]
+    assert old["recompile_count"] == sum(old["counters"]["guard_failures"].values()) > 0
     unimplemented = old["counters"]["unimplemented"]
     assert old["graph_break_count"] >= 1 and sum(unimplemented.values()) == old["graph_break_count"]
     wrong = runs[("wrong_eager", False)]
@@ -485,3 +500,35 @@ def test_counted_breaks_take_their_place_from_a_record_that_says_them():
     said = {"key": "k1", "reason": "Unsupported X\nmore", "gb_type": None, "location": "b.py:2", "resumable": True}
     rows = findings.as_torch_counted([wordless, {**said, "count": 1}], {"graph_break": {"Unsupported X": 3}})
     assert [(r["key"], r["location"], r["count"]) for r in rows] == [("k1", "b.py:2", 3)]
+
+
+def test_a_resume_function_recompiled_has_its_function_and_line():
+    """torch names the rest of a frame after a graph break "<graph break in forward>" (2.0 and 2.1
+    logs): the recompile keeps that name and the line, not nothing."""
+    record = Record(
+        "torch._dynamo.guards.__recompiles",
+        "DEBUG",
+        "Recompiling function <graph break in forward> in /v/transformers/models/llama/modeling_llama.py:571\n"
+        "    triggered by the following guard failure: tensor 'L['x']' size mismatch at index 1. expected 9, actual 10",
+        None,
+        1,
+    )
+    (found,) = _collect(record).of_kind("recompile")
+    assert found["function"] == "<graph break in forward>"
+    assert found["location"] == "/v/transformers/models/llama/modeling_llama.py:571"
+
+
+def test_an_architecture_sweep_error_is_placed_in_the_model_not_in_diags_harness():
+    """hf:<model_type> runs every architecture through diag/cases/_hf_arch.py: an exception raised
+    from compiled code without dynamo's user stack is placed at the model's line."""
+    model = "/v/lib/python3.11/site-packages/transformers/models/recurrent_gemma/modeling_recurrent_gemma.py"
+    traceback = (
+        'Traceback (most recent call last):\n  File "/r/diag/probe/diagnose.py", line 10, in run\n'
+        '  File "/r/diag/cases/_hf_arch.py", line 14, in generate\n'
+        f'  File "{model}", line 300, in forward\n'
+        '  File "/v/lib/python3.11/site-packages/torch/_dynamo/eval_frame.py", line 5, in _fn\n'
+    )
+    assert parsers.innermost_user_frame(traceback, prefer="/r/diag/cases/_hf_arch.py") == f"{model}:300"
+    # a case of the user's own keeps its line, as before
+    own = traceback.replace("/r/diag/cases/_hf_arch.py", "/u/my_case.py")
+    assert parsers.innermost_user_frame(own, prefer="/u/my_case.py") == "/u/my_case.py:14"

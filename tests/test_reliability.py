@@ -94,7 +94,6 @@ def test_a_stopped_matrix_kills_probes_keeps_finished_runs_and_leaves_nothing_be
     assert [p.name for p in temp.iterdir() if p.name.startswith("diag-")] == []
 
 
-@pytest.mark.slow
 def test_a_stop_signal_while_a_finished_command_exits_leaves_its_exit_status(tmp_path):
     """SIGTERM that lands after the command has ended, while the process exits (a CI runner's timeout
     at the wrong moment): the process reports the command's outcome, not a death by signal."""
@@ -121,6 +120,7 @@ def test_a_stop_signal_while_a_finished_command_exits_leaves_its_exit_status(tmp
     assert "append_last" in done.stdout and "Traceback" not in done.stderr
 
 
+@pytest.mark.slow
 def test_two_concurrent_writers_keep_every_run_once(tmp_path):
     db = tmp_path / "shared.db"
     command = [

@@ -44,8 +44,17 @@ def test_graph_break_record_parses_location_type_and_id():
     assert finding.data["decode_step"] == 3
 
 
-def test_unresumable_graph_break_is_also_a_hidden_fallback():
-    finding = parse_hidden_error(Record("torch._dynamo.symbolic_convert.__graph_breaks", "DEBUG", GRAPH_BREAK, None, 0))
+def test_a_break_compiled_up_to_is_not_a_hidden_error_but_a_frame_given_up_is():
+    """The break dynamo compiled the frame up to (torch counts the frame ok) is the graph break alone;
+    the one where it skipped the whole function is a frame it gave up on: a hidden fallback."""
+    log = "torch._dynamo.symbolic_convert.__graph_breaks"
+    assert parse_hidden_error(Record(log, "DEBUG", GRAPH_BREAK, None, 0)) is None
+    skipped = GRAPH_BREAK.replace(
+        "Encountered graph break that we cannot resume from. Compiling up to the previous resumable state, then "
+        "skipping the rest of the function.",
+        "Failed to handle graph break gracefully. Skipping the function and falling back to eager.",
+    )
+    finding = parse_hidden_error(Record(log, "DEBUG", skipped, None, 0))
     assert finding.data["source"] == "frame_fallback"
     assert finding.data["location"] == "/w/cases/dynamic_slice.py:19"
 

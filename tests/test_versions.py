@@ -59,7 +59,7 @@ def _replayed(run: Path, tmp_path: Path) -> list[dict]:
     extra = [] if fullgraph else findings.graph_breaks_from_counters(collector, counters)
     out = tmp_path / f"{run.parent.name}-{run.name}.jsonl"
     with records.Writer(out) as writer:
-        findings.emit_findings(writer, collector, extra, counters, failed_whole=fullgraph and failed)
+        findings.emit_findings(writer, collector, extra, counters, failed_whole=fullgraph and failed, error=result)
     return records.read(out)[0]
 
 
@@ -154,6 +154,40 @@ def test_hidden_errors_are_the_frames_torch_gave_up_on(run, tmp_path):
         assert given_up - 1 <= gave <= given_up, (gave, frames, hidden)
     else:
         assert gave == given_up, (gave, frames, hidden)
+
+
+@pytest.mark.parametrize("run", [run for run in RUNS if run.parent.name.startswith("2.0.")], ids=_id)
+def test_on_torch_20_the_recompiles_are_torchs_guard_failures(run, tmp_path):
+    """torch 2.0 has no recompiles log: each guard failure dynamo keeps (``guard_failures``, per
+    function; its count is stored with the counters) is a recompile, in the decode step it happened
+    at, with the function and its line; a run that compiled never reads as 0 recompiles by default."""
+    result = records.first(_stored(run), records.RESULT)
+    if result is None or result["status"] == statuses.FULLGRAPH_ERROR:
+        return
+    counted = (result.get("counters") or {}).get("guard_failures") or {}
+    recompiles = records.every(_replayed(run, tmp_path), records.RECOMPILE)
+    assert statuses.finding_total(recompiles) == sum(counted.values())
+    by_function: dict[str, int] = {}
+    for item in recompiles:
+        assert item["function"] and item["location"] and item["decode_step"] is not None, item
+        key = f"{item['function']} {item['location']}"
+        by_function[key] = by_function.get(key, 0) + (item.get("count") or 1)
+    assert by_function == counted
+
+
+def test_torch_20_recompiles_are_counted_on_the_cases_that_recompile():
+    """Where 2.0's counter says the decode step recompiled, the fixtures hold its recompiles (the
+    sliced cache's growing length, transformers' resume functions named "<graph break in forward>")."""
+    counted = {
+        run.name: sum(
+            ((records.first(_stored(run), records.RESULT) or {}).get("counters") or {})
+            .get("guard_failures", {})
+            .values()
+        )
+        for run in RUNS
+        if run.parent.name.startswith("2.0.")
+    }
+    assert counted["dynamic_slice-no-fullgraph"] > 0 and counted["hf_dynamic_cache-no-fullgraph"] > 0, counted
 
 
 TRACED = [run for run in RUNS if (run / "trace.log").exists()]

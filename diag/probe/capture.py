@@ -17,9 +17,9 @@ import os
 import re
 import sys
 from pathlib import Path
-from typing import Callable, Optional, TextIO
+from typing import Any, Callable, Optional, TextIO
 
-from diag.probe import compat
+from diag.probe import compat, counters
 from diag.probe.parsers import PARSERS, RECOMPILE_LIMIT, Finding, LoggedException, Record
 
 
@@ -52,6 +52,7 @@ class LogCapture(logging.Handler):
         self._held_disable: Optional[int] = None  # the level a case passed to logging.disable, held back
         self._guarded: list[tuple[object, str, Callable]] = []  # (module, attribute, original) of each guard
         self._levels: list[tuple[logging.Logger, int]] = []  # each capture point's level as diag left it
+        self._guard_failures: Optional[Callable[[], None]] = None  # stops the watch of torch 2.0's guard failures
         self.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
 
     def install(self) -> None:
@@ -69,9 +70,17 @@ class LogCapture(logging.Handler):
             if not self._legacy:
                 self._guard_set_logs()
             self._guard_disable()
+            self._watch_guard_failures()
         except Exception as exc:
             self.parser_errors.append(f"log capture: turning torch's logs on failed: {type(exc).__name__}: {exc}")
         self._attach()
+
+    def _watch_guard_failures(self) -> None:
+        """On torch 2.0, each guard failure logged as a recompile record as it happens (counters.py)."""
+        self._guard_failures = counters.watch_guard_failures(self._guard_failed)
+
+    def _guard_failed(self, code: Any, reason: object) -> None:
+        self.emit(counters.guard_failure_record(code, reason))
 
     def _attach(self) -> None:
         """This handler on every capture point, torch's stderr handlers off (what they were is saved once)."""
@@ -215,6 +224,9 @@ class LogCapture(logging.Handler):
             logging.getLogger(name).setLevel(level)
 
     def uninstall(self) -> None:
+        if self._guard_failures is not None:
+            self._guard_failures()  # stop reporting, torch's own list factory back
+            self._guard_failures = None
         for module, name, original in self._guarded:
             setattr(module, name, original)
         self._guarded.clear()
@@ -372,15 +384,6 @@ class CompileNotices(logging.Handler):
         self._loggers = []
 
 
-def graph_cache_hits() -> int:
-    """How many compiled graphs inductor's FX graph cache and AOTAutograd's cache served so far."""
-    from torch._dynamo.utils import counters
-
-    return int(counters["inductor"].get("fxgraph_cache_hit", 0)) + int(
-        counters["aot_autograd"].get("autograd_cache_hit", 0)
-    )
-
-
 def _capture_points(legacy: bool) -> list[logging.Logger]:
     """torch's loggers where propagation stops: a handler on each sees every record once.
 
@@ -415,19 +418,6 @@ def _switched_off_artifact(logger: logging.Logger) -> bool:
 
 def _writes_to_stream(handler: logging.Handler) -> bool:
     return type(handler) is logging.StreamHandler
-
-
-def counter_snapshot() -> dict[str, dict[str, int]]:
-    """dynamo's counters as plain dicts (they count every break; the log de-duplicates)."""
-    from torch._dynamo.utils import counters
-
-    return {group: {str(k): int(v) for k, v in values.items()} for group, values in counters.items()}
-
-
-def clear_counters() -> None:
-    from torch._dynamo.utils import counters
-
-    counters.clear()
 
 
 _LOGGED = re.compile(r"^\[step (?P<step>None|-?\d+)\] (?P<level>[A-Z]+) (?P<logger>\S+) ", re.M)

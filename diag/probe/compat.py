@@ -9,8 +9,9 @@ Imports: standard library and torch.
 
 from __future__ import annotations
 
+import collections
 import inspect
-from typing import Any, Iterator
+from typing import Any, Iterator, Optional
 
 Capability = tuple[bool, str]
 
@@ -43,7 +44,22 @@ def graph_breaks_log() -> Capability:
 def recompiles_log() -> Capability:
     if "recompiles" in set_logs_keywords():
         return True, "recompiles log artifact"
-    return False, "the recompiles log artifact is not available on this torch"
+    if guard_failures() is not None:
+        return True, "dynamo's guard_failures (this torch has no recompiles log): each one logged as a recompile"
+    return False, "neither the recompiles log artifact nor dynamo's guard_failures is on this torch: recompiles unknown"
+
+
+def guard_failures() -> Optional[dict]:
+    """torch 2.0's record of each code object's guard failures (``torch._dynamo.utils.guard_failures``),
+    where it has no recompiles log; None where it has one, or neither."""
+    if "recompiles" in set_logs_keywords():
+        return None
+    try:
+        from torch._dynamo import utils
+    except ImportError:
+        return None
+    found = getattr(utils, "guard_failures", None)
+    return found if isinstance(found, collections.defaultdict) else None
 
 
 def dynamo_counters() -> Capability:

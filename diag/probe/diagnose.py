@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Optional
 
-from diag.probe import capture, compat, keys, llama, parsers, records, statuses
+from diag.probe import capture, compat, counters, keys, llama, parsers, records, statuses
 from diag.probe.findings import counted_breaks_note, emit_findings, graph_breaks_from_counters
 from diag.probe.records import Writer
 from diag.probe.session import Workload, error_location, exception_info
@@ -226,15 +226,16 @@ def instrumented_compile(workload: Workload, results: Writer, artifacts: Path, t
 def write_verdict(workload: Workload, results: Writer, capabilities, collector, eager, compiled, error) -> None:
     """The findings of the compile, its correctness against eager, and the one result record."""
     config = workload.spec.config
-    counters = capture.counter_snapshot()
+    counted = counters.counter_snapshot()
     fullgraph = bool(config.fullgraph)
-    breaks_from_counters = [] if fullgraph else graph_breaks_from_counters(collector, counters)
+    breaks_from_counters = [] if fullgraph else graph_breaks_from_counters(collector, counted)
     if breaks_from_counters:
         results.write(records.COLLECTOR_NOTE, **counted_breaks_note(capabilities["graph_breaks_log"][0]))
+    raised = _error_fields(error, workload, collector, fullgraph) if error is not None else {}
     breaks = emit_findings(
-        results, collector, breaks_from_counters, counters, failed_whole=fullgraph and error is not None
+        results, collector, breaks_from_counters, counted, failed_whole=fullgraph and error is not None, error=raised
     )
-    stats = counters.get("stats", {})
+    stats = counted.get("stats", {})
     graph_count = stats.get("unique_graphs", 0) if capabilities["dynamo_counters"][0] else None
     ops_captured = stats.get("calls_captured", 0) if capabilities["dynamo_counters"][0] else None
     correctness = None
@@ -250,22 +251,27 @@ def write_verdict(workload: Workload, results: Writer, capabilities, collector, 
         "graph_count": graph_count,
         "graph_break_count": graph_breaks,
         "ops_captured": ops_captured,
-        "counters": counters,
+        "counters": counted,
         "log_records": collector.record_count,
         "collector_errors": collector.parser_errors,
+        **raised,
     }
-    if error is not None:
-        inner = compat.unwrap_backend_error(error)
-        summary.update(exception_info(error))
-        summary["error_type"] = type(inner).__name__
-        summary["error_location"] = error_location(error, workload.case.path)
-        summary["error_key"] = keys.stable_key(type(inner).__name__, str(inner), summary["error_location"])
-        if fullgraph and "Limit" in summary["error_type"]:  # FailOnRecompileLimitHit, FailOnCacheLimitHit
-            summary["error_message"] = _with_recompile_limit(summary["error_message"], collector)
     metrics = compat.compilation_metrics()
     if metrics is not None:
         results.write(records.COMPILE_METRICS, frames=metrics)
     results.write(records.RESULT, **summary)
+
+
+def _error_fields(error: BaseException, workload: Workload, collector, fullgraph: bool) -> dict[str, Any]:
+    """The result's fields of the exception the compiled generation raised."""
+    inner = compat.unwrap_backend_error(error)
+    fields = exception_info(error)
+    fields["error_type"] = type(inner).__name__
+    fields["error_location"] = error_location(error, workload.case.path)
+    fields["error_key"] = keys.stable_key(type(inner).__name__, str(inner), fields["error_location"])
+    if fullgraph and "Limit" in fields["error_type"]:  # FailOnRecompileLimitHit, FailOnCacheLimitHit
+        fields["error_message"] = _with_recompile_limit(fields["error_message"], collector)
+    return fields
 
 
 def _with_recompile_limit(message: str, collector) -> str:
@@ -296,7 +302,7 @@ def compile_once(workload: Workload, artifacts: Path, use_depyf: bool):
     import torch
 
     collector = capture.LogCapture(artifacts / "torch_debug.log", lambda: workload.current_step)
-    capture.clear_counters()
+    counters.clear_counters()
     torch._dynamo.reset()
     error: Optional[BaseException] = None
     compiled = None

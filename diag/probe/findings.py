@@ -258,17 +258,28 @@ def as_torch_counted(breaks: list[dict], counters: dict, sites: Optional[list[di
     ]
 
 
+def raised_site(error: Optional[dict]) -> list[dict]:
+    """Where a compile that raised "arg mismatch inlining" (torch 2.0/2.1 with fullgraph) was: the
+    call whose binding failed, a site as parse_break_site's (any decode step)."""
+    if not error or not (error.get("error_message") or "").startswith(parsers.ARG_MISMATCH):
+        return []
+    location = error.get("error_location")
+    return [{"reason": parsers.ARG_MISMATCH, "location": location, "decode_step": None}] if location else []
+
+
 def emit_findings(
     results: Writer,
     collector: capture.LogCapture,
     extra_breaks: list[dict],
     counters: Optional[dict] = None,
     failed_whole: bool = False,
+    error: Optional[dict] = None,
 ) -> list[dict]:
     """Write the findings of one compile; returns the graph-break records written (the one count).
 
     ``failed_whole``: a fullgraph compile that raised has no graph breaks, whatever torch logged
     on the way; its error is the finding (the count no longer depends on the error's type).
+    ``error``: the run's error fields (error_message, error_location), where it raised.
     """
     # one row per break and per way torch handled it: a break it resumed from and the same break
     # where it could not (the rest of the frame ran eagerly) are two rows, as torch counts them
@@ -283,25 +294,42 @@ def emit_findings(
         results.write(records.GRAPH_BREAK, **item)
     for item in collector.of_kind("recompile"):
         results.write(records.RECOMPILE, **item)
-    for item in hidden_errors(collector.of_kind("hidden_error"), failed_whole):
+    sites = collector.of_kind("break_site") + raised_site(error)
+    for item in hidden_errors(collector.of_kind("hidden_error"), failed_whole, sites):
         results.write(records.HIDDEN_ERROR, **item)
     return breaks
 
 
-def hidden_errors(found: list[dict], failed_whole: bool = False) -> list[dict]:
+def hidden_errors(found: list[dict], failed_whole: bool = False, sites: Optional[list[dict]] = None) -> list[dict]:
     """The hidden errors of one compile: one per event torch swallowed, whichever of its logs named
     it and however often, then a row per key and location counting the events.
 
     An event is a frame torch gave up on (one per frame and decode step) or an error it swallowed
     without giving up a frame. On a fullgraph compile that raised, the recompile limit is the run's
     error, not one torch swallowed."""
-    events = one_per_frame(one_fallback_each([dict(item) for item in found]))
+    events = one_per_frame(one_fallback_each(placed_inline_errors([dict(item) for item in found], sites or [])))
     if failed_whole:
         events = [item for item in events if item["source"] != parsers.RECOMPILE_LIMIT]
     return group([{k: v for k, v in item.items() if k != "count"} for item in events], ("key", "location"))
 
 
 GAVE_UP = ("frame_fallback", parsers.RECOMPILE_LIMIT)
+
+
+def placed_inline_errors(hidden: list[dict], sites: list[dict]) -> list[dict]:
+    """An error torch 2.0/2.1 swallowed while binding an inlined call's arguments placed at the call:
+    its warning names only the inlined function's file, and the graph dynamo then ended "due to
+    arg mismatch inlining" names the user's line that made the call (parse_break_site), in the same
+    decode step; each such site places one error, in the order both were logged."""
+    unused = [site for site in sites if site["reason"] == parsers.ARG_MISMATCH]
+    for item in hidden:
+        if item.get("location") or parsers.ARG_MISMATCH not in (item.get("message") or ""):
+            continue
+        site = next((s for s in unused if s.get("decode_step") in (item.get("decode_step"), None)), None)
+        if site is not None:
+            unused.remove(site)
+            item["location"] = site["location"]
+    return hidden
 
 
 def one_per_frame(hidden: list[dict]) -> list[dict]:

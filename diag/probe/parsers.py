@@ -27,7 +27,8 @@ _REASON = re.compile(r"Graph Break Reason: (?P<reason>.*)", re.S)
 # "Graph break: skip: from user code at:" for a frame skipped whole (2.4 to 2.6)
 _WORDLESS = re.compile(r"\s*Graph break: (?:skip: )?from user code at:")
 
-_RECOMPILING = re.compile(r"Recompiling function (?P<fn>\S+) in (?P<where>\S+:\d+)")
+# a resume function (the rest of a frame after a graph break) is named "<graph break in forward>"
+_RECOMPILING = re.compile(r"Recompiling function (?P<fn><[^>\n]+>|\S+) in (?P<where>\S+:\d+)")
 
 _GUARD_LINE = re.compile(r"^\s*-\s*(?:\d+/\d+:\s*)?(?P<guard>.+)$", re.M)
 
@@ -132,6 +133,11 @@ def innermost_user_frame(text: str, prefer: Optional[str] = None) -> Optional[st
     """
     frames = [(m["file"], int(m["line"])) for m in _FRAME.finditer(text)]
     frames = [f for f in frames if not is_torch_file(f[0])]
+    if (prefer and is_harness_file(prefer)) or any(is_harness_file(f[0]) for f in frames):
+        # the architecture sweep: the code under test is the installed model's, not diag's harness
+        model = [f for f in frames if not _is_diags(f[0])]
+        frames = model or frames
+        return f"{frames[-1][0]}:{frames[-1][1]}" if frames else None
     for narrower in (
         [f for f in frames if f[0] == prefer] if prefer else [],
         [f for f in frames if not _installed(f[0])],
@@ -140,6 +146,19 @@ def innermost_user_frame(text: str, prefer: Optional[str] = None) -> Optional[st
             frames = narrower
             break
     return f"{frames[-1][0]}:{frames[-1][1]}" if frames else None
+
+
+HARNESS = "/diag/cases/_hf_arch.py"  # the one case file of every hf:<model_type>: the model is what it tests
+
+
+def is_harness_file(path: str) -> bool:
+    """diag's own harness of the transformers architectures: the line a user acts on is the model's."""
+    return path.replace("\\", "/").endswith(HARNESS)
+
+
+def _is_diags(path: str) -> bool:
+    normalized = path.replace("\\", "/")
+    return "/diag/probe/" in normalized or is_harness_file(normalized)
 
 
 def is_torch_file(path: str) -> bool:
@@ -331,6 +350,8 @@ def _recompile_limit(record: Record, limit: "re.Match[str]") -> Finding:
 
 RECOMPILE_LIMIT = "recompile_limit"
 
+ARG_MISMATCH = "arg mismatch inlining"  # what torch 2.0/2.1 say of a graph ended by an inlined call they could not bind
+
 
 def _inline_error(record: Record, found: "re.Match[str]") -> Finding:
     """The error dynamo swallowed while binding an inlined call's arguments (2.0, 2.1 nightlies)."""
@@ -343,7 +364,7 @@ def _inline_error(record: Record, found: "re.Match[str]") -> Finding:
             "key": keys.stable_key(exc_type, message, found["file"]),
             "source": "swallowed_exception",
             "exc_type": exc_type,
-            "message": f"{message} (inlining {where} in {found['file']}; dynamo reported it as arg mismatch inlining)",
+            "message": f"{message} (inlining {where} in {found['file']}; dynamo reported it as {ARG_MISMATCH})",
             "logger": record.logger,
             "location": None,
             "traceback": record.message,

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from diag.probe import capture, compat, records
+from diag.probe import capture, compat, counters, records
 from diag.probe.records import Writer
 from diag.probe.session import Workload, error_location, exception_info
 
@@ -161,7 +161,7 @@ def host() -> dict[str, Any]:
 
 def _graph_cache_hits() -> Optional[int]:
     try:
-        return capture.graph_cache_hits()
+        return counters.graph_cache_hits()
     except Exception:  # a torch without these counters: unknown, so the diagnosis lowers again
         return None
 

@@ -121,23 +121,38 @@ def timing_pass_evidence(timing: Optional[PassOutcome]) -> list[dict[str, Any]]:
     return rows
 
 
-def counts(found: dict[str, list[dict[str, Any]]], status: str) -> dict[str, Optional[int]]:
+def counts(
+    found: dict[str, list[dict[str, Any]]], status: str, unseen: frozenset = frozenset()
+) -> dict[str, Optional[int]]:
     """Graph breaks, recompiles and hidden errors, each the one total of its rows; none for a run
-    that never compiled (a crash, a timeout, a broken case): '-' is not 0. A run whose diagnosis
-    died still counts the hidden errors kept from its timing pass."""
+    that never compiled (a crash, a timeout, a broken case), nor for a kind the build gave diag no
+    means to see (``unseen``): '-' is not 0. A run whose diagnosis died still counts the hidden
+    errors kept from its timing pass."""
     never = status in statuses.NEVER_COMPILED
     return {
-        kind.count_column: None if never and not found[kind.table] else statuses.finding_total(found[kind.table])
+        kind.count_column: None
+        if (never or kind.count_column in unseen) and not found[kind.table]
+        else statuses.finding_total(found[kind.table])
         for kind in statuses.FINDING_KINDS
     }
 
 
-def recompile_split(found: dict[str, list[dict[str, Any]]], status: str) -> dict[str, Optional[int]]:
+def unseen(diagnosis: PassOutcome) -> frozenset:
+    """The count columns this build gave diag no means to see: recompiles on a torch with neither a
+    recompiles log nor dynamo's guard_failures."""
+    found = (diagnosis.first(records.CAPABILITIES) or {}).get("capabilities") or {}
+    recompiles = found.get("recompiles_log") or {}
+    return frozenset({"recompile_count"}) if recompiles.get("available") is False else frozenset()
+
+
+def recompile_split(
+    found: dict[str, list[dict[str, Any]]], status: str, unseen: frozenset = frozenset()
+) -> dict[str, Optional[int]]:
     """Recompiles before the first decode step (the prefill's own shapes) apart from those during decode,
     and on how many distinct decode steps decode recompiled: a fixed-size cache exists so that it
     compiles once, and one that recompiles on every step is a finding of its own (``check`` gates
     on it: ``regress.Thresholds.decode_recompile_steps``)."""
-    if status in statuses.NEVER_COMPILED and not found["recompiles"]:
+    if (status in statuses.NEVER_COMPILED or "recompile_count" in unseen) and not found["recompiles"]:
         return {"prefill_recompiles": None, "decode_recompiles": None, "decode_recompile_steps": None}
     prefill = [r for r in found["recompiles"] if r.get("decode_step") is None]
     decode = [r for r in found["recompiles"] if r.get("decode_step") is not None]
@@ -355,8 +370,8 @@ def assemble(
         **rows.columns(spec["config"], spec["case"], spec.get("case_source") or rows.BUILTIN),
         "config": json.dumps(spec["config"], sort_keys=True),
         **status_fields,
-        **counts(found, status),
-        **recompile_split(found, status),
+        **counts(found, status, unseen(diagnosis)),
+        **recompile_split(found, status, unseen(diagnosis)),
         **second_call(diagnosis),
         **correctness(diagnosis),
         "capabilities": capabilities(diagnosis, notes or {}),
