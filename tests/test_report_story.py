@@ -120,7 +120,7 @@ def test_each_row_is_the_row_check_compares_and_every_run_of_a_cell_counts(story
         assert f'href="{pages.run_href(run)}"' in front and run_section(story["out"], run["id"])
 
 
-def test_transitions_stay_within_a_variant_and_a_verdict_is_one_history_across_them(tmp_path):
+def test_a_torch_built_for_two_variants_makes_two_lines_and_a_verdict_is_one_history_across_them(tmp_path):
     db = store.open_db(tmp_path / "h.db")
     store.save_runs(db, synthetic.story(nightlies=3))
     cpu = _nightly(db, 2)
@@ -138,7 +138,8 @@ def test_transitions_stay_within_a_variant_and_a_verdict_is_one_history_across_t
         ],
     )
     matrix = build_matrix(store.builds(db), store.report_runs(db), {})
-    assert not [t for t in matrix.transitions if t.row.case == "dynamic_slice"]  # CPU fails, CUDA passes: no "fix"
+    # the same torch for CPU (fails) and CUDA (passes), side by side: no "fix"
+    assert not [t for t in matrix.transitions if t.row.case == "dynamic_slice"]
     # one line per case and mode, not per variant: its strip names every variant's builds
     (line,) = [v for v in matrix.verdicts if v.case == "dynamic_slice" and v.fullgraph]
     assert line.variant is None
@@ -486,3 +487,30 @@ def test_a_cell_whose_runs_differ_in_python_or_transformers_shows_each_side(tmp_
     cells = json.loads((out / "report.json").read_text())["rows"][0]["cells"]
     (only,) = cells.values()
     assert [side[0] for side in only["split"]] == [s.split(":")[0] for s in got["split"]]
+
+
+def test_a_history_that_changes_variant_from_release_to_release_has_its_transitions(tmp_path):
+    """Releases recorded as they were published: 2.0.1 for CUDA 11.7 (fails), 2.1.0 for CUDA 12.1
+    (passes), 2.13.0 for the CPU. The front page says "fixed in 2.1.0+cu121"; the transitions say the
+    same, naming what else changed, and do not read "no row changed"."""
+    db = store.open_db(tmp_path / "h.db")
+    rng = synthetic.random.Random(2)
+    row = {"case": "append_last", "backend": "eager", "fullgraph": 1, "dtype": "float32"}
+    builds = [
+        (identity("2.0.1+cu117", "a" * 40, "11.7"), "compile_error", "3.10.13"),
+        (identity("2.1.0+cu121", "b" * 40, "12.1"), "pass", "3.11.7"),
+        (identity("2.13.0+cpu", "c" * 40, None), "pass", "3.11.7"),
+    ]
+    made = []
+    for build, status, python in builds:
+        record = synthetic.record(build, f"{build['version']}-run", row, status, rng)
+        record.run["python"] = python
+        made.append(record)
+    store.save_runs(db, made)
+    matrix = build_matrix(store.builds(db), store.report_runs(db), {})
+    (fix,) = matrix.transitions
+    assert (fix.kind, fix.last_before["version"], fix.first_after["version"]) == ("fix", "2.0.1+cu117", "2.1.0+cu121")
+    assert fix.environment.startswith("cu117 -> cu121, Python 3.10.13 -> 3.11.7"), fix.environment
+    site = report.render(db, tmp_path / "site")
+    assert "No row changed" not in site["transitions.html"] and "2.1.0+cu121" in site["transitions.html"]
+    assert "fixed in" in site["index.html"] and "also changed: cu117 -&gt; cu121" in site["transitions.html"]

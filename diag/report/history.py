@@ -1,13 +1,14 @@
 """The matrix of a history (report/model.py), made by one fold over its builds in version order.
 
 What a build adds (its cells' status changes against each row's previous cell on its variant's
-line, the transitions and key changes, each row's failing stretches, each case and fullgraph mode's
-state, report.json's cells) depends on its own runs and on a small state the builds before it leave
-(``Fold``). A render keeps that state as it stood some builds back from the newest (``Fold.state``,
-JSON), and the next render, where every build up to there is as it was (their stamps: store.py),
-reads the runs of the builds after it alone and folds them in from the kept state: the same matrix
-as from scratch, except that it holds no cells of the builds before (``Matrix.settled``); asking
-for one raises ``Settled``, and the render starts again from scratch.
+line, or on an older torch's line where its own has none: the transitions and key changes; each
+row's failing stretches, each case and fullgraph mode's state, report.json's cells) depends on its
+own runs and on a small state the builds before it leave (``Fold``). A render keeps that state as
+it stood some builds back from the newest (``Fold.state``, JSON), and the next render, where every
+build up to there is as it was (their stamps: store.py), reads the runs of the builds after it
+alone and folds them in from the kept state: the same matrix as from scratch, except that it holds
+no cells of the builds before (``Matrix.settled``); asking for one raises ``Settled``, and the
+render starts again from scratch.
 """
 
 from __future__ import annotations
@@ -154,7 +155,7 @@ class Fold:
             present.setdefault((row.case, row.fullgraph), []).append(cell)
             if cell.broken:  # a broken case says nothing of this build: the next is compared with the last measured
                 continue
-            previous = self.carry.get((variant, row))
+            previous = self.carry.get((variant, row)) or self._last_on_any_line(row, build)
             if previous is not None:
                 self._compare(row, previous, build, cell, keys)
             self.carry[(variant, row)] = (build_id, cell)
@@ -171,8 +172,19 @@ class Fold:
                 entry["since"] = (build_id, state)
             entry["newest"] = (build_id, members)
 
+    def _last_on_any_line(self, row: RowKey, build: dict[str, Any]) -> Optional[tuple[int, Any]]:
+        """A row's newest cell on any variant's line, for the first cell of a line that had none: the
+        history goes on across a change of variant (2.0.1+cu117, then 2.1.0+cu121, then 2.13.0+cpu) as
+        compare relates any two builds. Not the same torch built for another variant (2.13.0+cpu beside
+        2.13.0+cu126): two lines side by side are each compared with their own."""
+        newest = self.last.get(row)
+        if newest is None or _base(self.by_id[newest]) == _base(build):
+            return None
+        return next((kept for (_, line_row), kept in self.carry.items() if line_row == row and kept[0] == newest), None)
+
     def _compare(self, row: RowKey, previous: tuple[int, Any], build: dict[str, Any], cell: Cell, keys: Keys) -> None:
-        """The transition and key change between a row's previous cell on the variant's line and ``cell``."""
+        """The transition and key change between a row's previous cell (on the variant's line, else on
+        any) and ``cell``."""
         before_id, before = previous
         live = isinstance(before, Cell)
         was, now = (before.run["status"] if live else before["status"]), cell.run["status"]
@@ -180,9 +192,7 @@ class Fold:
         if was != now:
             cell.changed = True
             if (was in WORKS) != (now in WORKS):
-                old = before.runs[-1].get("transformers_version") if live else before["transformers"]
-                new = cell.runs[-1].get("transformers_version")
-                environment = f"transformers {old} -> {new}" if old and new and old != new else None
+                environment = _also_changed(self.by_id[before_id], before, build, cell)
                 kind = "fix" if now in WORKS else "regression"
                 self.transitions.append(
                     Transition(
@@ -360,6 +370,30 @@ class Fold:
         return fold
 
 
+def _base(build: dict[str, Any]) -> str:
+    """A build's torch version without its variant (2.13.0 of 2.13.0+cpu)."""
+    return str(build.get("version") or "").split("+")[0]
+
+
+def _also_changed(before_build: dict[str, Any], before: Any, build: dict[str, Any], cell: Cell) -> Optional[str]:
+    """What besides torch differs between a transition's two cells: the build variant, Python,
+    transformers ("cu117 -> cu121, transformers 4.49.0 -> 5.24.0")."""
+    live = isinstance(before, Cell)
+    was = {
+        "variant": before_build.get("variant"),
+        "Python": before.runs[-1].get("python") if live else before.get("python"),
+        "transformers": before.runs[-1].get("transformers_version") if live else before.get("transformers"),
+    }
+    now = {"variant": build.get("variant"), "Python": cell.runs[-1].get("python"),
+           "transformers": cell.runs[-1].get("transformers_version")}  # fmt: skip
+    changed = [
+        f"{'' if name == 'variant' else name + ' '}{was[name]} -> {now[name]}"
+        for name in was
+        if was[name] and now[name] and was[name] != now[name]
+    ]
+    return ", ".join(changed) or None
+
+
 def _carried(cell: Any, keys: Keys) -> dict[str, Any]:
     """A carried cell of the fold's state, as JSON-able data."""
     if not isinstance(cell, Cell):  # as it was loaded
@@ -368,6 +402,7 @@ def _carried(cell: Any, keys: Keys) -> dict[str, Any]:
         "status": cell.run["status"],
         "run": cell.run["id"],
         "transformers": cell.runs[-1].get("transformers_version"),
+        "python": cell.runs[-1].get("python"),
         "keys": sorted(keys.get(cell.run["id"], _NONE)),
         "hrefs": _hrefs(cell),
     }
