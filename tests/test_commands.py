@@ -285,7 +285,9 @@ def test_prune_keeps_verdicts_and_summaries_and_drops_old_samples(copied_db, tmp
     assert result["builds"] == 1 and result["runs"] == 15 and result["series"] > 0
     db = store.open_db(copied_db)
     after = store.table_counts(db)
-    assert {t: n for t, n in after.items() if t != "timings"} == {t: n for t, n in before.items() if t != "timings"}
+    detail = ("timings", "frames")  # a compacted run keeps a summary of its timings and loses its compiled frames
+    assert {t: n for t, n in after.items() if t not in detail} == {t: n for t, n in before.items() if t not in detail}
+    assert 0 < after["frames"] < before["frames"]
     old = db.execute(
         "SELECT t.metric, t.samples, t.summary FROM timings t JOIN runs r ON r.id = t.run_id "
         "JOIN torch_builds b ON b.id = r.torch_build_id WHERE b.version = ?",
@@ -396,15 +398,17 @@ def test_compare_relates_builds_of_another_python_variant_and_transformers_and_n
     db = tmp_path / "x.db"
     replay([recorded(n, runs, "old", old) for n in names] + [recorded(n, runs, "new") for n in names], db)
     out = json.loads(cli("compare", "2.0.1+cu117", "2.13.0+cpu", "--db", str(db), "--json").stdout)
+    recorded_with = store.open_db(db).execute("SELECT max(transformers_version) FROM runs").fetchone()[0]
     assert out["compared"] == (
         "2.0.1+cu117 -> 2.13.0+cpu (also different: variant cu117 -> cpu; CUDA 11.7 -> none; "
-        "Python 3.10 -> 3.11; transformers 4.49.0 -> 5.24.0)"
+        f"Python 3.10 -> 3.11; transformers 4.49.0 -> {recorded_with})"
     )
     assert [(r["status_before"], r["status_after"]) for r in out["rows"]] == [
         ("pass", "pass"),
         ("fullgraph_error", "fullgraph_error"),
     ]
-    assert all(r["note"] == "also different: Python 3.10 -> 3.11, transformers 4.49.0 -> 5.24.0" for r in out["rows"])
+    said = f"also different: Python 3.10 -> 3.11, transformers 4.49.0 -> {recorded_with}"
+    assert all(r["note"] == said for r in out["rows"])
     text = cli("compare", "2.0.1+cu117", "2.13.0+cpu", "--db", str(db)).output
     assert "absent" not in text and "    also different: Python 3.10 -> 3.11" in text
 

@@ -299,9 +299,10 @@ def with_metrics(frames: Optional[list[dict[str, Any]]], diagnosis: PassOutcome)
     """The trace's frames, each with every field torch's in-process metrics hold for it (JSON, matched
     by compile id); where the trace has no frames (torch before 2.4), one frame per metrics entry."""
     recorded = diagnosis.first(records.COMPILE_METRICS)
-    metrics = [_compact(m) for m in (recorded or {}).get("frames") or []]
-    if not frames:
-        return [{**trace.frame_row(m), "metrics": json.dumps(m, sort_keys=True)} for m in metrics]
+    whole = (recorded or {}).get("frames") or []
+    metrics = [_compact(m) for m in whole]
+    if not frames:  # the row's own fields from the whole metrics: a long fail_reason is text, not its digest
+        return [{**trace.frame_row(m), "metrics": json.dumps(_compact(m), sort_keys=True)} for m in whole]
     by_id = {str(m.get("compile_id")): m for m in metrics}
     frames = [dict(frame) for frame in frames]
     for frame in frames:
