@@ -51,6 +51,7 @@ def summary_line(run: dict[str, Any]) -> str:
         f"eager {_num(run.get('eager_ms_per_token'), '.2f', ''):>7} / compiled "
         f"{_num(run.get('compiled_ms_per_token'), '.2f', ''):>7} ms/token"
         + (f"  {safe(run['timing_note'])}, {NOT_COMPARED}" if run.get("timing_noisy") else "")
+        + (f"  {safe(run['compile_note'])}, {NOT_COMPARED}" if run.get("compile_noisy") else "")
     )
 
 
@@ -148,10 +149,13 @@ def _timings(run: dict[str, Any]) -> list[str]:
     lines: list[str] = []
     lines += _section("timings")
     lines.append(
-        f"  compile: {_num(run.get('compile_s'), '.3f', ' s')} cold, "
-        f"{_num(run.get('compile_warm_s'), '.3f', ' s')} warm; guard check per decode call "
+        f"  compile: {_num(run.get('compile_s'), '.3f', ' s')} cold"
+        + (f" ({run['compile_cpu_s']:.3f} s CPU)" if run.get("compile_cpu_s") is not None else "")
+        + f", {_num(run.get('compile_warm_s'), '.3f', ' s')} warm; guard check per decode call "
         f"{_num(run.get('guard_latency_us'), '.0f', ' us')}"
     )
+    if run.get("compile_noisy"):
+        lines.append(f"  {safe(run['compile_note'])}: no compile-time verdict is drawn from this run")
     lines.append(f"  eager: {_latency(run, 'eager')}   compiled: {_latency(run, 'compiled')}")
     if run.get("timing_noisy"):
         lines.append(f"  {safe(run['timing_note'])}: no latency verdict is drawn from this run")

@@ -10,7 +10,7 @@ import pytest
 from test_regress import _run
 
 from diag import text
-from diag.verdicts import gate, noise, regress
+from diag.verdicts import gate, noise, regress, timing_change
 from diag.verdicts.stats import bimodal, median_interval
 
 
@@ -97,3 +97,28 @@ def test_check_says_which_latency_it_did_not_compare_and_why():
     lines = text.check_lines(gate.Outcome("b against a", [comparison], []))
     assert any(line.startswith("NOT COMPARED c eager") and "5 of 10 runs noisy" in line for line in lines), lines
     assert lines[-1] == "no regressions"
+
+
+def test_a_compile_that_waited_for_the_machine_is_noisy_and_one_that_did_not_is_not():
+    """On a CPU device a compile's wall time is its CPU time unless it waited: 92 s of wall for 15 s of
+    CPU on a busy 2-core runner is noisy, with both figures and the load; a compile as long as its CPU
+    time, a sub-second one, a GPU run's or one without a CPU time is not judged noisy."""
+    said = noise.compile_noise(92.0, 15.1, "cpu", 5.8, 2)
+    assert said == "compile waited: 92.0 s wall for 15.1 s CPU; load 5.8 on 2 cores"
+    assert noise.compile_noise(15.5, 15.1, "cpu", 0.3, 2) is None
+    assert noise.compile_noise(0.9, 0.3, "cpu", 4.0, 2) is None  # waited, but by less than a second
+    assert noise.compile_noise(92.0, 15.1, "cuda:0", 5.8, 2) is None  # a GPU compile waits for its benchmarks
+    assert noise.compile_noise(92.0, None, "cpu", 5.8, 2) is None
+
+
+def test_a_compile_that_waited_gives_no_compile_verdict_in_check():
+    """Two sides whose compile times differ x6 because one waited: no compile-time regression is drawn
+    from the noisy side; the same figures not marked noisy are one."""
+    steady = [1e-3] * 30
+    before = [_run(i, samples=steady, compile_s=15.0) for i in range(1, 4)]
+    after = [_run(i, samples=steady, compile_s=92.0, compile_noisy=1) for i in range(4, 7)]
+    assert timing_change.compile_change(before, after) is None
+    for run in after:
+        run["compile_noisy"] = 0
+    change = timing_change.compile_change(before, after)
+    assert change is not None and change.ratio > 5

@@ -56,6 +56,7 @@ def test_timing_pass_stores_latency_samples_and_compile_time(tmp_path, fork):
     assert run["status"] == "pass"
     assert run["eager_ms_per_token"] > 0 and run["compiled_ms_per_token"] > 0
     assert run["compile_s"] is not None and run["compile_s"] >= 0
+    assert run["compile_cpu_s"] is not None and run["compile_cpu_s"] >= 0 and run["compile_noisy"] in (0, 1)
     assert run["peak_mem_eager_mb"] >= 0 and run["memory_kind"] == "rss_rise"  # the rise over the mode's own start
     assert run["timing_error"] is None
     samples = {(t["mode"], t["metric"]): t["samples"] for t in run["timings"]}
@@ -226,3 +227,36 @@ def test_timing_interleaves_the_modes_and_measures_their_memory_alike(tmp_path):
     timing = [json.loads(line) for line in (_run_dirs(db)[0] / "time.jsonl").read_text().splitlines()]
     modes = [(r["mode"], r["order"], r["threads"]) for r in timing if r["kind"] == "timing"]
     assert modes == [("eager", "interleaved", 1), ("compiled", "interleaved", 1)]
+
+
+@pytest.mark.slow
+def test_a_compile_that_shares_its_core_with_busy_processes_is_marked_noisy(tmp_path):
+    """The probe and three busy loops pinned to one core: the compile gets about a quarter of it, its
+    wall time about four times its CPU time. The run keeps both figures, its line and show say the compile
+    waited, and the verdict is noisy; the run's CPU time is what the compile itself cost."""
+    core = {min(os.sched_getaffinity(0))}
+
+    def pinned() -> None:
+        os.sched_setaffinity(0, core)
+
+    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"], preexec_fn=pinned) for _ in range(3)]
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "diag", "run", "--case", "append_last", "--backend", "aot_eager",
+             "--fullgraph", "--new-tokens", "4", "--repeats", "1", "--timing-seconds", "0", "--db", "t.db"],
+            cwd=tmp_path, capture_output=True, text=True, timeout=900, preexec_fn=pinned,
+        )  # fmt: skip
+    finally:
+        for process in busy:
+            process.kill()
+            process.wait()
+    assert done.returncode == 0, done.stderr
+    run = show(tmp_path / "t.db", 1, tmp_path)
+    assert run["compile_s"] > 1.3 * run["compile_cpu_s"] > 0, (run["compile_s"], run["compile_cpu_s"])
+    assert run["compile_noisy"] == 1 and run["compile_note"].startswith("compile waited: "), (
+        run["compile_s"],
+        run["compile_cpu_s"],
+    )
+    assert "compile waited: " in done.stdout and NOT_COMPARED in done.stdout
+    shown = diag("show", "1", "--db", "t.db", cwd=tmp_path).stdout
+    assert "s CPU)" in shown and "no compile-time verdict is drawn from this run" in shown

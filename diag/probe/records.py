@@ -149,6 +149,7 @@ TIMING = _kind(
     host_samples_s="list",
     median_ms_per_token="float?",
     compile_s="float?",
+    compile_cpu_s="float?",
     compile_warm_s="float?",
     compile_notices="list?",
     graph_cache_hits="int?",

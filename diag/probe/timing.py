@@ -103,6 +103,37 @@ def host_reference() -> float:
     return time.perf_counter() - start
 
 
+def tree_cpu_s() -> Optional[float]:
+    """CPU seconds this process and its descendants have used (user + system): each live one's own and
+    its reaped children's, from /proc, so that inductor's compile workers and compiler processes count
+    with the probe. None where /proc is not there (not Linux)."""
+    try:
+        tick = os.sysconf("SC_CLK_TCK")
+        parents: dict[int, int] = {}
+        used: dict[int, int] = {}
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry.name}/stat", "rb") as handle:
+                    fields = handle.read().rsplit(b")", 1)[1].split()
+            except OSError:  # it ended meanwhile
+                continue
+            pid = int(entry.name)
+            parents[pid] = int(fields[1])
+            used[pid] = sum(int(value) for value in fields[11:15])  # utime, stime, cutime, cstime
+    except (OSError, ValueError, IndexError):
+        return None
+    tree, frontier = {os.getpid()}, [os.getpid()]
+    while frontier:
+        parent = frontier.pop()
+        for pid, ppid in parents.items():
+            if ppid == parent and pid not in tree:
+                tree.add(pid)
+                frontier.append(pid)
+    return sum(used.get(pid, 0) for pid in tree) / tick
+
+
 def _timed(workload: Workload, generate) -> tuple[float, Any]:
     start = time.perf_counter()
     gen = generate()
@@ -230,7 +261,7 @@ def run(workload: Workload, results: Writer, folder: Optional[Path] = None) -> N
     notices = capture.CompileNotices()
     notices.install()
     try:
-        compiled_first, compiled_memory, sampled = _compiled_and_sampled(workload)
+        (compiled_first, first_cpu), compiled_memory, sampled = _compiled_and_sampled(workload)
     except Exception as exc:
         results.write(
             records.TIMING_ERROR,
@@ -257,6 +288,8 @@ def run(workload: Workload, results: Writer, folder: Optional[Path] = None) -> N
         peak_memory_mb=memory,
         first_total_s=compiled_first,
         compile_s=max(0.0, compiled_first - steady),
+        # the CPU the compile used, past a steady generation's (on a CPU device its wall time is its CPU)
+        compile_cpu_s=None if first_cpu is None else max(0.0, first_cpu - steady),
         compile_warm_s=_warm_compile_s(workload, steady),
         compile_notices=notices.noted(),
         graph_cache_hits=hits,
@@ -280,15 +313,18 @@ def _compiled_and_sampled(workload: Workload):
     # The first compiled generation runs with the caches this process was given (cold when the
     # orchestrator passed an empty inductor cache); after a dynamo reset, the same compile again
     # finds them warm (_warm_compile_s).
-    compiled_first = None
+    compiled_first = first_cpu = None
     for _ in range(max(cfg.warmup, 1)):
+        before = tree_cpu_s()
         total, _ = _timed(workload, workload.compiled)
-        compiled_first = compiled_first if compiled_first is not None else total
+        after = tree_cpu_s() if compiled_first is None else None
+        if compiled_first is None:
+            compiled_first, first_cpu = total, (after - before if before is not None and after is not None else None)
     compiled_memory = peak_memory(workload, workload.compiled)
     sampled = sample(
         workload, {"eager": workload.eager, "compiled": workload.compiled}, cfg.repeats, cfg.timing_seconds
     )
-    return compiled_first, compiled_memory, sampled
+    return (compiled_first, first_cpu), compiled_memory, sampled
 
 
 def _warm_compile_s(workload: Workload, steady: float) -> float:

@@ -28,7 +28,7 @@ def run_values(run: dict[str, Any]) -> tuple[Optional[float], ...]:
     """A run's value of each of ``METRICS``, in their order (None where it has none), in one pass."""
     eager, compiled = _latency(run, "eager"), _latency(run, "compiled")
     return (
-        run.get("compile_s"),
+        None if run.get("compile_noisy") else run.get("compile_s"),  # a compile that waited draws no point
         compiled,
         eager / compiled if eager and compiled else None,
         run.get("peak_mem_compiled_mb"),

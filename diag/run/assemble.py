@@ -228,7 +228,7 @@ def timing_rows(outcome: Optional[PassOutcome]) -> list[dict[str, Any]]:
     return found
 
 
-def timing_columns(outcome: Optional[PassOutcome]) -> dict[str, Any]:
+def timing_columns(outcome: Optional[PassOutcome], device: Optional[str] = None) -> dict[str, Any]:
     eager, compiled = _timing(outcome, "eager") or {}, _timing(outcome, "compiled") or {}
     last = compiled or eager
     judged = noise.assess(
@@ -247,12 +247,21 @@ def timing_columns(outcome: Optional[PassOutcome]) -> dict[str, Any]:
         **bounds,
         "compile_s": compiled.get("compile_s"),
         "compile_warm_s": compiled.get("compile_warm_s"),
+        **_compile_noise(compiled, device),
         "eager_ms_per_token": eager.get("median_ms_per_token"),
         "compiled_ms_per_token": compiled.get("median_ms_per_token"),
         "peak_mem_eager_mb": eager.get("peak_memory_mb"),
         "peak_mem_compiled_mb": compiled.get("peak_memory_mb"),
         "memory_kind": eager.get("memory_kind"),
     }
+
+
+def _compile_noise(compiled: dict[str, Any], device: Optional[str]) -> dict[str, Any]:
+    """The compile's CPU time, and whether its wall time waited for the machine (noise.compile_noise)."""
+    wall, cpu = compiled.get("compile_s"), compiled.get("compile_cpu_s")
+    note = noise.compile_noise(wall, cpu, device, compiled.get("load_1m"), compiled.get("cpus"))
+    judged = wall is not None and cpu is not None and (device or "cpu") == "cpu"
+    return {"compile_cpu_s": cpu, "compile_noisy": int(note is not None) if judged else None, "compile_note": note}
 
 
 def timing_error(outcome: Optional[PassOutcome], compiled_expected: bool = True) -> Optional[str]:
@@ -376,7 +385,7 @@ def assemble(
         **second_call(diagnosis),
         **correctness(diagnosis),
         "capabilities": capabilities(diagnosis, notes or {}),
-        **timing_columns(timing),
+        **timing_columns(timing, spec["config"].get("device")),
         "guard_latency_us": guard_latency(timing, diagnosis),
         "timing_error": timing_compile_error(files.timing)
         if died

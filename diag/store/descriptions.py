@@ -47,6 +47,9 @@ DESCRIPTIONS: dict[str, tuple[str, dict[str, str]]] = {
             "hidden_error_count": "exceptions torch swallowed or logged",
             "compile_s": "compile time, cold caches (s)",
             "compile_warm_s": "compile time, warm caches (s)",
+            "compile_cpu_s": "CPU time of the cold compile, the probe's and its compiler processes' (s)",
+            "compile_noisy": "1: the compile waited for a busy machine and gives no verdict (NULL: not judged)",
+            "compile_note": "why the compile time is noisy, in plain words",
             "guard_latency_us": "guard check a steady decode call pays (us): each compiled frame's newest "
             "cache entry, as torch measured it, summed",
             "eager_ms_per_token": "median eager decode step (ms)",

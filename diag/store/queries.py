@@ -87,6 +87,7 @@ REPORT_COLUMNS = (
     "recompile_count",
     "hidden_error_count",
     "compile_s",
+    "compile_noisy",
     "eager_ms_per_token",
     "compiled_ms_per_token",
     "peak_mem_eager_mb",

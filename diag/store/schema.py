@@ -410,6 +410,15 @@ def m018_build_stamps(db: sqlite_utils.Database) -> None:
     db.execute("INSERT INTO build_stamps SELECT id, random() FROM torch_builds")
 
 
+@migration
+def m019_compile_cpu(db: sqlite_utils.Database) -> None:
+    """The CPU time of a run's cold compile beside its wall time, and whether the compile waited for a
+    busy machine (diag/verdicts/noise.py: compile_noise), with the reason. NULL: stored before, not judged."""
+    db.table("runs").add_column("compile_cpu_s", float)
+    db.table("runs").add_column("compile_noisy", int)
+    db.table("runs").add_column("compile_note", str)
+
+
 def _row_types() -> dict[str, type]:
     """The row's columns (diag/row.py) and their types."""
     whole = {"fullgraph", "batch_size", "prompt_length", "new_tokens"}

@@ -8,6 +8,10 @@ run at another speed. On an idle machine the interval of a run of the README's f
 is within about 2% (docs/BENCHMARKS.md); a busy 2-core machine with torch's own thread count
 produced steps of 0.5 ms and 44 ms in one run. A noisy run keeps its figures, but ``check``,
 ``compare`` and the report give no latency verdict from it.
+
+A compile is judged apart (``compile_noise``): on a CPU device its wall time is its CPU time (the
+probe's and its compiler processes') unless it waited for the machine; one whose wall time is more
+than ``WAITED`` (1.3x) its CPU time, by a second or more, waited, and gives no compile-time verdict.
 """
 
 from __future__ import annotations
@@ -58,3 +62,23 @@ def assess(samples: dict[str, Sequence[float]], load: Optional[float] = None, cp
 
 
 NOT_COMPARED = "not compared"
+
+
+WAITED = 1.3  # wall time past this multiple of the compile's CPU time: it waited for the machine
+WAITED_AT_LEAST_S = 1.0  # and by this much: a sub-second compile's file reads are not a busy machine
+
+
+def compile_noise(
+    wall_s: Optional[float], cpu_s: Optional[float], device: Optional[str], load: Optional[float], cpus: Optional[int]
+) -> Optional[str]:
+    """Why a compile's wall time cannot be trusted, in plain words; None where it can, or where it is not
+    judged (no CPU time measured, or a GPU device, whose compile legitimately waits for its kernels'
+    benchmarks)."""
+    if wall_s is None or cpu_s is None or (device or "cpu") != "cpu":
+        return None
+    if wall_s <= WAITED * cpu_s or wall_s - cpu_s < WAITED_AT_LEAST_S:
+        return None
+    said = f"compile waited: {wall_s:.1f} s wall for {cpu_s:.1f} s CPU"
+    if load is not None and cpus:
+        said += f"; load {load:.1f} on {cpus} core{'s' if cpus != 1 else ''}"
+    return said

@@ -153,8 +153,9 @@ def compile_change(
     one and all ran the same Python, as latency is: a compile is mostly Python, and an A/A pair on a
     host that changed speed between its sides moved raw compile time by x1.5.
     """
-    before_runs = [r for r in before_runs if r.get("compile_s") is not None]
-    after_runs = [r for r in after_runs if r.get("compile_s") is not None]
+    # a compile that waited for a busy machine (compile_noisy) says nothing of the build
+    before_runs = [r for r in before_runs if r.get("compile_s") is not None and not r.get("compile_noisy")]
+    after_runs = [r for r in after_runs if r.get("compile_s") is not None and not r.get("compile_noisy")]
     if not before_runs or not after_runs:
         return None
     runs = [*before_runs, *after_runs]
