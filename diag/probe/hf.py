@@ -107,6 +107,7 @@ TINY_SIZES = {
     "num_experts": 4,
     "num_local_experts": 4,
     "n_routed_experts": 4,
+    "n_shared_experts": 1,
     "num_experts_per_tok": 2,
     "moe_intermediate_size": 32,
     "shared_expert_intermediate_size": 32,
@@ -120,6 +121,79 @@ TINY_SIZES = {
     "linear_key_head_dim": 16,
     "linear_value_head_dim": 16,
 }
+
+
+# Sizes a default config may leave None that its model reads as a number (a checkpoint always gives
+# them): head_dim (ministral, hunyuan), the kv head count (nemotron), the experts per token (deepseek_v2).
+UNSET_MEANS_REQUIRED = frozenset(
+    {"head_dim", "num_key_value_heads", "num_experts_per_tok", "n_routed_experts", "n_shared_experts"}
+)
+
+
+def _configs(config) -> list:
+    """The config and each config nested in it (the text config of a multimodal model, blt's patcher,
+    encoder, decoder and global ones): each is shrunk alike."""
+    from transformers import PretrainedConfig
+
+    found = [config]
+    for name in sorted(_fields(config)):
+        value = _get(config, name)
+        if isinstance(value, PretrainedConfig) and all(value is not seen for seen in found):
+            found.append(value)
+    text = _get(config, "text_config")
+    if text is not None and all(text is not seen for seen in found):
+        found.append(text)
+    return found
+
+
+def _hidden_multiples(target, fields: set[str]) -> dict[str, int]:
+    """Sizes the default config derived from its hidden size when it was made (rwkv's
+    attention_hidden_size, xlstm's embedding_dim, zamba2's attention_hidden_size at twice it): each
+    name and its multiple of the hidden size, to be made again from the tiny one."""
+    hidden = _get(target, "hidden_size")
+    if not isinstance(hidden, int) or hidden <= 0:
+        return {}
+    found = {}
+    for name in fields - set(TINY_SIZES):
+        value = _get(target, name)
+        sized = any(word in name for word in ("hidden", "embedding_dim", "embed_dim"))
+        if sized and isinstance(value, int) and not isinstance(value, bool) and value in (hidden, 2 * hidden):
+            found[name] = value // hidden
+    return found
+
+
+# state-space layers whose heads times head size must be the expanded hidden size: (heads, head size, expand)
+STATE_SPACE_HEADS = (
+    ("num_heads", "head_dim", "expand"),
+    ("mamba_n_heads", "mamba_d_head", "mamba_expand"),
+    ("n_mamba_heads", "mamba_headdim", "mamba_expand"),
+)
+
+
+def _consistent_state_space(target) -> None:
+    """A state-space (mamba2) layer's heads made to tile its expanded tiny hidden size, and a hybrid
+    whose default pattern has no attention layer in the tiny depth given one (jamba's period and
+    offset, bamba's attention indices): the static cache and the report need one to measure."""
+    hidden = _get(target, "hidden_size")
+    for heads, size, expand in STATE_SPACE_HEADS:
+        factor = _get(target, expand)
+        if isinstance(hidden, int) and isinstance(factor, (int, float)) and _get(target, heads) is not None:
+            width = int(factor * hidden)
+            _set(target, size, 16)
+            _set(target, heads, max(1, width // 16))
+    if isinstance(_get(target, "attn_layer_period"), int) and isinstance(_get(target, "attn_layer_offset"), int):
+        _set(target, "attn_layer_period", 2)
+        _set(target, "attn_layer_offset", 1)
+    if "attn_layer_indices" in _fields(target):
+        _set(target, "attn_layer_indices", [1])
+
+
+def _fields(target) -> set[str]:
+    """The fields a config holds, None-valued ones included."""
+    try:
+        return set(target.to_dict())
+    except Exception:  # a config whose to_dict fails on a default: its attributes
+        return set(vars(target))
 
 
 def architectures() -> list[str]:
@@ -166,22 +240,35 @@ def tiny_config(model_type: str):
     from transformers import AutoConfig
 
     config = AutoConfig.for_model(model_type)
-    text = _get(config, "text_config")
-    for target in [config] + ([text] if text is not None and text is not config else []):
+    for target in _configs(config):
         # grouped-query attention keeps a kv head count below the head count; where the architecture
         # uses as many kv heads as heads (multi-head, MLA), so does the tiny model
         same_heads = _get(target, "num_key_value_heads") == _get(target, "num_attention_heads")
+        fields = _fields(target)
+        derived = _hidden_multiples(target, fields)
         for name, value in TINY_SIZES.items():
-            if isinstance(_get(target, name), int) and not isinstance(_get(target, name), bool):
+            current = _get(target, name)
+            if isinstance(current, int) and not isinstance(current, bool):
                 _set(target, name, value)
+            elif current is None and name in fields and name in UNSET_MEANS_REQUIRED:
+                # a default config that leaves it unset, where every real checkpoint gives it
+                _set(target, name, value)
+        for name, multiple in derived.items():
+            _set(target, name, multiple * TINY_SIZES["hidden_size"])
+        _consistent_state_space(target)
         if same_heads and isinstance(_get(target, "num_attention_heads"), int):
             _set(target, "num_key_value_heads", target.num_attention_heads)
         if isinstance(_get(target, "qk_rope_head_dim"), int):
             _set(target, "head_dim", target.qk_rope_head_dim)  # MLA: the rotary part is the "head_dim"
+            if isinstance(_get(target, "qk_head_dim"), int) and isinstance(_get(target, "qk_nope_head_dim"), int):
+                _set(target, "qk_head_dim", target.qk_nope_head_dim + target.qk_rope_head_dim)
+        for name in ("n_group", "topk_group"):  # expert groups: the tiny expert count is one group
+            if isinstance(_get(target, name), int):
+                _set(target, name, 1)
         head = _get(target, "head_dim") or 16
         if isinstance(_get(target, "rotary_dim"), int):
             _set(target, "rotary_dim", min(target.rotary_dim, head))
-        for name in ("layer_types", "block_types", "attention_layers", "layers_block_type"):
+        for name in ("layer_types", "block_types", "attention_layers", "layers_block_type", "mlp_layer_types"):
             value = _get(target, name)
             if isinstance(value, (list, tuple)) and value:
                 pattern = _one_of_each(list(value))
@@ -189,6 +276,35 @@ def tiny_config(model_type: str):
                 for layers in ("num_hidden_layers", "n_layer", "num_layers"):
                     if isinstance(_get(target, layers), int):
                         _set(target, layers, len(pattern))
+        if isinstance(_get(target, "axial_pos_embds_dim"), (list, tuple)):  # reformer: factors of the tiny sizes
+            hidden, positions = TINY_SIZES["hidden_size"], TINY_SIZES["max_position_embeddings"]
+            _set(target, "axial_pos_embds_dim", (hidden // 2, hidden - hidden // 2))
+            _set(target, "axial_pos_shape", (16, positions // 16))
+        vocab = _get(target, "vocab_size")
+        for name in fields:  # inkling2's unpadded_vocab_size: not past the tiny vocabulary
+            value = _get(target, name)
+            if (
+                name != "vocab_size"
+                and name.endswith("vocab_size")
+                and isinstance(value, int)
+                and isinstance(vocab, int)
+            ):
+                _set(target, name, min(value, vocab))
+        if _get(target, "rope_parameters") == {} and isinstance(_get(target, "layer_types"), list):
+            # a default with no rotary parameters where the model reads one set per layer type
+            _set(
+                target,
+                "rope_parameters",
+                {t: {"rope_type": "default", "rope_theta": 10000.0} for t in target.layer_types},
+            )
+        for name in fields:
+            value = _get(target, name)
+            if name.endswith("_vocab") and isinstance(value, int) and not isinstance(value, bool):
+                _set(target, name, min(value, TINY_SIZES["vocab_size"]))  # blt's hash-embedding vocabulary
+            if "hidden" in name and name.endswith("_global") and isinstance(value, int):
+                _set(target, name, TINY_SIZES["hidden_size"])  # another sub-config's hidden size, shrunk alike
+        if isinstance(_get(target, "num_kv_shared_layers"), int):
+            _set(target, "num_kv_shared_layers", 0)  # layers reading another's cache: none in one of each
         if isinstance(_get(target, "sliding_window"), int):
             target.sliding_window = min(target.sliding_window, 64)
         vocab = _get(target, "vocab_size")
@@ -199,6 +315,8 @@ def tiny_config(model_type: str):
                 _set(target, name, fallback)  # a default id past the tiny vocabulary
     if _get(config, "pad_token_id") is None:
         _set(config, "pad_token_id", 0)
+    if _get(config, "is_decoder") is False:
+        _set(config, "is_decoder", True)  # an encoder architecture's causal-LM class decodes only as a decoder
     return config
 
 
@@ -208,6 +326,9 @@ def tiny_model(model_type: str, dtype, device: str, seed: int):
 
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_config(tiny_config(model_type))
+    languages = _get(model.config, "languages")
+    if callable(getattr(model, "set_default_language", None)) and languages:
+        model.set_default_language(list(languages)[0])  # xmod's adapters need one to route through
     return model.to(device=device, dtype=dtype).eval()
 
 
