@@ -181,7 +181,7 @@ def _findings(run: dict[str, Any]) -> list[str]:
     lines += _section(f"graph breaks ({_num(run.get('graph_break_count'), 'd', '')})")
     for gb in run["graph_breaks"]:
         lines.append(
-            f"  [{safe(gb['key'])}] x{gb['count']} at {safe(gb['location'] or '?')}{_resumed(gb)}  "
+            f"  [{safe(gb['key'])}] x{gb['count']} at {safe(gb['location'] or '?')}{_steps(gb)}{_resumed(gb)}  "
             f"{safe(_first_line(gb['gb_type'] or gb['reason']))}"
         )
     lines += _section(f"recompiles ({_num(run.get('recompile_count'), 'd', '')})")
@@ -199,9 +199,17 @@ def _findings(run: dict[str, Any]) -> list[str]:
     for he in run["hidden_errors"]:
         lines.append(
             f"  [{safe(he['source'])}] {safe(he['exc_type'])}: {safe(_first_line(he['message']))} "
-            f"(logger {safe(he['logger'])}, x{he['count']})"
+            f"(at {safe(he.get('location') or '?')}{_steps(he)}, logger {safe(he['logger'])}, x{he['count']})"
         )
     return lines
+
+
+def _steps(row: dict[str, Any]) -> str:
+    """`` step 0`` or `` steps 0-3``: the decode steps a grouped finding happened at (0: the prefill)."""
+    first, last = row.get("decode_step"), row.get("last_decode_step")
+    if first is None:
+        return ""
+    return f" step {first}" if last is None or last == first else f" steps {first}-{last}"
 
 
 def _frames_and_more(run: dict[str, Any]) -> list[str]:

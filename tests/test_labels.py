@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from diag import text
 from diag.probe import capture, diagnose, findings, parsers, records, statuses
 from diag.probe.parsers import Record
 
@@ -532,3 +533,13 @@ def test_an_architecture_sweep_error_is_placed_in_the_model_not_in_diags_harness
     # a case of the user's own keeps its line, as before
     own = traceback.replace("/r/diag/cases/_hf_arch.py", "/u/my_case.py")
     assert parsers.innermost_user_frame(own, prefer="/u/my_case.py") == "/u/my_case.py:14"
+
+
+def test_a_grouped_break_keeps_the_span_of_decode_steps_its_events_happened_at():
+    """One break (one key, line and handling) at the prefill and again at decode step 1 is one row of
+    count 2 that says both steps, not step 0 alone."""
+    records_ = [Record(GB_LOG, "DEBUG", BREAK_21, None, step) for step in (0, 1)]
+    found = findings.group(_collect(*records_).of_kind("graph_break"), ("key", "location", "resumable"))
+    assert [(b["count"], b["decode_step"], b["last_decode_step"]) for b in found] == [(2, 0, 1)]
+    shown = text._steps(found[0])
+    assert shown == " steps 0-1"

@@ -15,14 +15,20 @@ from diag.probe.records import Writer
 
 
 def group(items: list[dict], by: tuple[str, ...], count_field: str = "count") -> list[dict]:
-    """Items with equal ``by`` fields merged into one, counted, keeping the first occurrence."""
+    """Items with equal ``by`` fields merged into one, counted, keeping the first occurrence and the
+    span of decode steps its events happened at (``decode_step`` the first, ``last_decode_step`` the
+    last: a break at the prefill and again at a decode step says so)."""
     grouped: "OrderedDict[tuple, dict]" = OrderedDict()
     for item in items:
         ident = tuple(item.get(field) for field in by)
         if ident in grouped:
-            grouped[ident][count_field] += 1
+            kept = grouped[ident]
+            kept[count_field] += 1
+            step = item.get("decode_step")
+            if step is not None and (kept.get("last_decode_step") is None or step > kept["last_decode_step"]):
+                kept["last_decode_step"] = step
         else:
-            grouped[ident] = {**item, count_field: 1}
+            grouped[ident] = {**item, count_field: 1, "last_decode_step": item.get("decode_step")}
     return list(grouped.values())
 
 

@@ -241,83 +241,98 @@ def tiny_config(model_type: str):
 
     config = AutoConfig.for_model(model_type)
     for target in _configs(config):
-        # grouped-query attention keeps a kv head count below the head count; where the architecture
-        # uses as many kv heads as heads (multi-head, MLA), so does the tiny model
-        same_heads = _get(target, "num_key_value_heads") == _get(target, "num_attention_heads")
-        fields = _fields(target)
-        derived = _hidden_multiples(target, fields)
-        for name, value in TINY_SIZES.items():
-            current = _get(target, name)
-            if isinstance(current, int) and not isinstance(current, bool):
-                _set(target, name, value)
-            elif current is None and name in fields and name in UNSET_MEANS_REQUIRED:
-                # a default config that leaves it unset, where every real checkpoint gives it
-                _set(target, name, value)
-        for name, multiple in derived.items():
-            _set(target, name, multiple * TINY_SIZES["hidden_size"])
-        _consistent_state_space(target)
-        if same_heads and isinstance(_get(target, "num_attention_heads"), int):
-            _set(target, "num_key_value_heads", target.num_attention_heads)
-        if isinstance(_get(target, "qk_rope_head_dim"), int):
-            _set(target, "head_dim", target.qk_rope_head_dim)  # MLA: the rotary part is the "head_dim"
-            if isinstance(_get(target, "qk_head_dim"), int) and isinstance(_get(target, "qk_nope_head_dim"), int):
-                _set(target, "qk_head_dim", target.qk_nope_head_dim + target.qk_rope_head_dim)
-        for name in ("n_group", "topk_group"):  # expert groups: the tiny expert count is one group
-            if isinstance(_get(target, name), int):
-                _set(target, name, 1)
-        head = _get(target, "head_dim") or 16
-        if isinstance(_get(target, "rotary_dim"), int):
-            _set(target, "rotary_dim", min(target.rotary_dim, head))
-        for name in ("layer_types", "block_types", "attention_layers", "layers_block_type", "mlp_layer_types"):
-            value = _get(target, name)
-            if isinstance(value, (list, tuple)) and value:
-                pattern = _one_of_each(list(value))
-                _set(target, name, pattern)
-                for layers in ("num_hidden_layers", "n_layer", "num_layers"):
-                    if isinstance(_get(target, layers), int):
-                        _set(target, layers, len(pattern))
-        if isinstance(_get(target, "axial_pos_embds_dim"), (list, tuple)):  # reformer: factors of the tiny sizes
-            hidden, positions = TINY_SIZES["hidden_size"], TINY_SIZES["max_position_embeddings"]
-            _set(target, "axial_pos_embds_dim", (hidden // 2, hidden - hidden // 2))
-            _set(target, "axial_pos_shape", (16, positions // 16))
-        vocab = _get(target, "vocab_size")
-        for name in fields:  # inkling2's unpadded_vocab_size: not past the tiny vocabulary
-            value = _get(target, name)
-            if (
-                name != "vocab_size"
-                and name.endswith("vocab_size")
-                and isinstance(value, int)
-                and isinstance(vocab, int)
-            ):
-                _set(target, name, min(value, vocab))
-        if _get(target, "rope_parameters") == {} and isinstance(_get(target, "layer_types"), list):
-            # a default with no rotary parameters where the model reads one set per layer type
-            _set(
-                target,
-                "rope_parameters",
-                {t: {"rope_type": "default", "rope_theta": 10000.0} for t in target.layer_types},
-            )
-        for name in fields:
-            value = _get(target, name)
-            if name.endswith("_vocab") and isinstance(value, int) and not isinstance(value, bool):
-                _set(target, name, min(value, TINY_SIZES["vocab_size"]))  # blt's hash-embedding vocabulary
-            if "hidden" in name and name.endswith("_global") and isinstance(value, int):
-                _set(target, name, TINY_SIZES["hidden_size"])  # another sub-config's hidden size, shrunk alike
-        if isinstance(_get(target, "num_kv_shared_layers"), int):
-            _set(target, "num_kv_shared_layers", 0)  # layers reading another's cache: none in one of each
-        if isinstance(_get(target, "sliding_window"), int):
-            target.sliding_window = min(target.sliding_window, 64)
-        vocab = _get(target, "vocab_size")
-        for name, fallback in (("pad_token_id", 0), ("bos_token_id", 1), ("eos_token_id", 2)):
-            value = _get(target, name)
-            ids = value if isinstance(value, (list, tuple)) else [value]
-            if isinstance(vocab, int) and any(isinstance(i, int) and i >= vocab for i in ids):
-                _set(target, name, fallback)  # a default id past the tiny vocabulary
+        _shrink(target)
     if _get(config, "pad_token_id") is None:
         _set(config, "pad_token_id", 0)
     if _get(config, "is_decoder") is False:
         _set(config, "is_decoder", True)  # an encoder architecture's causal-LM class decodes only as a decoder
     return config
+
+
+def _shrink(target) -> None:
+    """One config (or sub-config) made tiny: its sizes, heads, layer patterns, vocabularies."""
+    # grouped-query attention keeps a kv head count below the head count; where the architecture
+    # uses as many kv heads as heads (multi-head, MLA), so does the tiny model
+    same_heads = _get(target, "num_key_value_heads") == _get(target, "num_attention_heads")
+    fields = _fields(target)
+    derived = _hidden_multiples(target, fields)
+    for name, value in TINY_SIZES.items():
+        current = _get(target, name)
+        if isinstance(current, int) and not isinstance(current, bool):
+            _set(target, name, value)
+        elif current is None and name in fields and name in UNSET_MEANS_REQUIRED:
+            # a default config that leaves it unset, where every real checkpoint gives it
+            _set(target, name, value)
+    for name, multiple in derived.items():
+        _set(target, name, multiple * TINY_SIZES["hidden_size"])
+    _consistent_state_space(target)
+    if same_heads and isinstance(_get(target, "num_attention_heads"), int):
+        _set(target, "num_key_value_heads", target.num_attention_heads)
+    _consistent_heads(target)
+    _layer_patterns(target)
+    _vocabularies(target, fields)
+    if isinstance(_get(target, "axial_pos_embds_dim"), (list, tuple)):  # reformer: factors of the tiny sizes
+        hidden, positions = TINY_SIZES["hidden_size"], TINY_SIZES["max_position_embeddings"]
+        _set(target, "axial_pos_embds_dim", (hidden // 2, hidden - hidden // 2))
+        _set(target, "axial_pos_shape", (16, positions // 16))
+    if _get(target, "rope_parameters") == {} and isinstance(_get(target, "layer_types"), list):
+        # a default with no rotary parameters where the model reads one set per layer type
+        rotary = {"rope_type": "default", "rope_theta": 10000.0}
+        _set(target, "rope_parameters", {kind: dict(rotary) for kind in target.layer_types})
+    if isinstance(_get(target, "num_kv_shared_layers"), int):
+        _set(target, "num_kv_shared_layers", 0)  # layers reading another's cache: none in one of each
+    if isinstance(_get(target, "sliding_window"), int):
+        target.sliding_window = min(target.sliding_window, 64)
+
+
+def _consistent_heads(target) -> None:
+    """MLA's rotary part as the head size and its query-key size the sum of its parts; one expert
+    group for the tiny expert count; a rotary dimension within the head."""
+    if isinstance(_get(target, "qk_rope_head_dim"), int):
+        _set(target, "head_dim", target.qk_rope_head_dim)  # MLA: the rotary part is the "head_dim"
+        if isinstance(_get(target, "qk_head_dim"), int) and isinstance(_get(target, "qk_nope_head_dim"), int):
+            _set(target, "qk_head_dim", target.qk_nope_head_dim + target.qk_rope_head_dim)
+    for name in ("n_group", "topk_group"):
+        if isinstance(_get(target, name), int):
+            _set(target, name, 1)
+    head = _get(target, "head_dim") or 16
+    if isinstance(_get(target, "rotary_dim"), int):
+        _set(target, "rotary_dim", min(target.rotary_dim, head))
+
+
+def _layer_patterns(target) -> None:
+    """Each per-layer pattern shrunk to one layer of each kind, and the layer count to match."""
+    for name in ("layer_types", "block_types", "attention_layers", "layers_block_type", "mlp_layer_types"):
+        value = _get(target, name)
+        if isinstance(value, (list, tuple)) and value:
+            pattern = _one_of_each(list(value))
+            _set(target, name, pattern)
+            for layers in ("num_hidden_layers", "n_layer", "num_layers"):
+                if isinstance(_get(target, layers), int):
+                    _set(target, layers, len(pattern))
+
+
+def _vocabularies(target, fields: set[str]) -> None:
+    """Vocabularies beside the main one not past the tiny one (inkling2's unpadded size, blt's
+    hash-embedding groups), another sub-config's hidden size as the tiny one, and the special
+    token ids within the tiny vocabulary."""
+    vocab = _get(target, "vocab_size")
+    for name in fields:
+        value = _get(target, name)
+        if not isinstance(value, int) or isinstance(value, bool):
+            continue
+        if name != "vocab_size" and name.endswith("vocab_size") and isinstance(vocab, int):
+            _set(target, name, min(value, vocab))
+        if name.endswith("_vocab"):
+            _set(target, name, min(value, TINY_SIZES["vocab_size"]))
+        if "hidden" in name and name.endswith("_global"):
+            _set(target, name, TINY_SIZES["hidden_size"])
+    vocab = _get(target, "vocab_size")
+    for name, fallback in (("pad_token_id", 0), ("bos_token_id", 1), ("eos_token_id", 2)):
+        value = _get(target, name)
+        ids = value if isinstance(value, (list, tuple)) else [value]
+        if isinstance(vocab, int) and any(isinstance(i, int) and i >= vocab for i in ids):
+            _set(target, name, fallback)  # a default id past the tiny vocabulary
 
 
 def tiny_model(model_type: str, dtype, device: str, seed: int):

@@ -77,6 +77,7 @@ GRAPH_BREAK = _kind(
     location="str?",
     resumable="bool",
     decode_step="int?",
+    last_decode_step="int?",
     count="int",
 )
 RECOMPILE = _kind(
@@ -100,6 +101,7 @@ HIDDEN_ERROR = _kind(
     location="str?",
     traceback="str?",
     decode_step="int?",
+    last_decode_step="int?",
     count="int",
 )
 CORRECTNESS = _kind(

@@ -17,8 +17,9 @@ from typing import Any
 import sqlite_utils
 
 from diag.errors import DiagError
-from diag.store.schema import MIGRATIONS, create_views
+from diag.store.schema import MIGRATIONS
 from diag.store.stamps import stamp_triggers
+from diag.store.views import create_views
 
 
 class StoreError(DiagError):

@@ -3,7 +3,6 @@ Datasette views over the one row definition (what each column holds: description
 
 from __future__ import annotations
 
-import sqlite3
 from typing import Callable
 
 import sqlite_utils
@@ -419,6 +418,15 @@ def m019_compile_cpu(db: sqlite_utils.Database) -> None:
     db.table("runs").add_column("compile_note", str)
 
 
+@migration
+def m020_decode_step_span(db: sqlite_utils.Database) -> None:
+    """The last decode step a grouped graph break or hidden error happened at, beside the first
+    (decode_step): one row for a break at the prefill and at every decode step says both. NULL:
+    stored before."""
+    for table in ("graph_breaks", "hidden_errors"):
+        db.table(table).add_column("last_decode_step", int)
+
+
 def _row_types() -> dict[str, type]:
     """The row's columns (diag/row.py) and their types."""
     whole = {"fullgraph", "batch_size", "prompt_length", "new_tokens"}
@@ -427,21 +435,3 @@ def _row_types() -> dict[str, type]:
 
 def row_columns(prefix: str = "") -> str:
     return ", ".join(f'{prefix}"{name}"' for name in rows.FIELDS)
-
-
-def create_views(conn: sqlite3.Connection) -> None:
-    """The Datasette views, over the current schema and the one row definition (re-made after migrating).
-
-    ``latest_status`` is the newest run of each row on each build, by the runs_row index.
-    """
-    for view in ("latest_status", "run_summary"):
-        conn.execute(f"DROP VIEW IF EXISTS {view}")
-    conn.execute(f"""CREATE VIEW run_summary AS
-        SELECT runs.id, b.version AS torch_version, b.nightly_date, b.git_version, b.variant,
-               {row_columns("runs.")}, runs.status, runs.error_type, runs.error_message, runs.graph_break_count,
-               runs.recompile_count, runs.hidden_error_count, runs.compile_s, runs.eager_ms_per_token,
-               runs.compiled_ms_per_token, runs.transformers_version, runs.python, runs.started_at
-        FROM runs JOIN torch_builds b ON b.id = runs.torch_build_id""")
-    conn.execute(f"""CREATE VIEW latest_status AS
-        SELECT s.* FROM run_summary s
-        JOIN (SELECT MAX(id) AS id FROM runs GROUP BY torch_build_id, {row_columns()}) newest ON newest.id = s.id""")
