@@ -74,8 +74,9 @@ def table(record: dict | None = None) -> str:
         errors = Counter(found[name]["error_type"] for name in by_status[status] if found[name]["error_type"])
         said = f" ({', '.join(f'{e} {n}' for e, n in sorted(errors.items()))})" if errors else ""
         lines.append(f"| `{status}`{said} | {len(by_status[status])}: {', '.join(sorted(by_status[status]))} |")
-    skipped = len(by_status.get("eager_error", []))
-    lines.append(f"| skipped: `eager_error`, they do not generate with a tiny config | {skipped} |")
+    skipped = sorted(by_status.get("eager_error", []))
+    named = ", ".join(f"{name} ({found[name]['error_type']})" for name in skipped)
+    lines.append(f"| skipped: `eager_error`, they do not generate with a tiny config | {len(skipped)}: {named} |")
     return "\n".join(lines) + "\n"
 
 

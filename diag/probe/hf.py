@@ -181,6 +181,8 @@ def _consistent_state_space(target) -> None:
             width = int(factor * hidden)
             _set(target, size, 16)
             _set(target, heads, max(1, width // 16))
+            if isinstance(_get(target, "mamba_d_ssm"), int):
+                _set(target, "mamba_d_ssm", width)  # falcon_h1 names the width apart
     if isinstance(_get(target, "attn_layer_period"), int) and isinstance(_get(target, "attn_layer_offset"), int):
         _set(target, "attn_layer_period", 2)
         _set(target, "attn_layer_offset", 1)
@@ -222,6 +224,15 @@ def _get(target, name: str):
         return None
 
 
+def _unset(target, name: str) -> bool:
+    """Whether the config holds None for ``name`` (not: refuses to give one value for it, as a
+    per-layer attribute does)."""
+    try:
+        return getattr(target, name) is None
+    except Exception:
+        return False
+
+
 def _set(target, name: str, value) -> None:
     try:
         setattr(target, name, value)
@@ -260,7 +271,7 @@ def _shrink(target) -> None:
         current = _get(target, name)
         if isinstance(current, int) and not isinstance(current, bool):
             _set(target, name, value)
-        elif current is None and name in fields and name in UNSET_MEANS_REQUIRED:
+        elif name in UNSET_MEANS_REQUIRED and name in fields and _unset(target, name):
             # a default config that leaves it unset, where every real checkpoint gives it
             _set(target, name, value)
     for name, multiple in derived.items():
@@ -321,7 +332,7 @@ def _vocabularies(target, fields: set[str]) -> None:
         value = _get(target, name)
         if not isinstance(value, int) or isinstance(value, bool):
             continue
-        if name != "vocab_size" and name.endswith("vocab_size") and isinstance(vocab, int):
+        if name != "vocab_size" and "vocab_size" in name and isinstance(vocab, int):  # gemma3n's per layer
             _set(target, name, min(value, vocab))
         if name.endswith("_vocab"):
             _set(target, name, min(value, TINY_SIZES["vocab_size"]))
