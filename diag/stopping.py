@@ -57,10 +57,29 @@ def on_stop_signals() -> Iterator[None]:
         yield
     finally:
         for each, handler in previous.items():
-            signal.signal(each, handler)
+            if signal.getsignal(each) is not _ended:  # a hold outlives the block
+                signal.signal(each, handler)
+
+
+def _ended(signum: int, frame: Any) -> None:
+    """A stop signal after the command ended: received and let go."""
 
 
 def hold() -> None:
-    """From now on stop signals wait, undelivered, for the process to exit: once a command has ended,
-    its outcome is what the process reports, not a signal that came while it was exiting."""
-    signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
+    """From now on a stop signal is received and let go: once a command has ended, its outcome is what
+    the process reports, not a signal that came while it was exiting. A handler, not a blocked mask or
+    SIG_IGN, which a process started from this one would inherit and be deaf to the signal."""
+    for each in SIGNALS:
+        if signal.getsignal(each) in (_stop, signal.SIG_DFL, signal.default_int_handler):
+            signal.signal(each, _ended)
+
+
+def saved() -> dict[int, Any]:
+    """The stop signals' handlers now, for a caller that runs a command in its own process and goes on
+    (the tests): ``restore`` puts them back."""
+    return {each: signal.getsignal(each) for each in SIGNALS}
+
+
+def restore(handlers: dict[int, Any]) -> None:
+    for each, handler in handlers.items():
+        signal.signal(each, handler)

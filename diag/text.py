@@ -181,7 +181,7 @@ def _findings(run: dict[str, Any]) -> list[str]:
     lines += _section(f"graph breaks ({_num(run.get('graph_break_count'), 'd', '')})")
     for gb in run["graph_breaks"]:
         lines.append(
-            f"  [{safe(gb['key'])}] x{gb['count']} at {safe(gb['location'] or '?')}{_steps(gb)}{_resumed(gb)}  "
+            f"  [{safe(gb['key'])}] x{gb['count']} at {safe(gb['location'] or '?')}{_resumed(gb)}{_steps(gb)}  "
             f"{safe(_first_line(gb['gb_type'] or gb['reason']))}"
         )
     lines += _section(f"recompiles ({_num(run.get('recompile_count'), 'd', '')})")

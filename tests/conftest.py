@@ -148,16 +148,15 @@ def run_section(site: Path | dict, run_id: int) -> str:
 def diag_here(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     """``diag`` through its entry point (``diag.cli.main``: one-line errors, exit statuses) in this
     process: what a subprocess prints, without a new interpreter per call (the fast tier's bad-input
-    tests). An exception main() lets through fails the test, as a traceback would. main() holds back
-    stop signals once the command ends (the process is exiting); here the process goes on, so the
-    signal mask is put back, or every later subprocess would inherit it."""
-    import signal
-
+    tests). An exception main() lets through fails the test, as a traceback would. main() lets stop
+    signals go once the command ends (the process is exiting); here the process goes on, so their
+    handlers are put back."""
+    from diag import stopping
     from diag.cli import main
 
     out, err = io.StringIO(), io.StringIO()
     saved_argv, saved_cwd = sys.argv, os.getcwd()
-    saved_mask = signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    handlers = stopping.saved()
     sys.argv = ["diag", *args]
     os.chdir(cwd)
     try:
@@ -170,7 +169,7 @@ def diag_here(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     finally:
         sys.argv = saved_argv
         os.chdir(saved_cwd)
-        signal.pthread_sigmask(signal.SIG_SETMASK, saved_mask)
+        stopping.restore(handlers)
     return subprocess.CompletedProcess(["diag", *args], code, out.getvalue(), err.getvalue())
 
 

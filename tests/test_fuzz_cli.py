@@ -32,6 +32,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from diag import stopping
 from diag.cli import cli, main
 
 pytestmark = pytest.mark.slow
@@ -176,6 +177,7 @@ def _invoke(argv: list[str], cwd: Path) -> Outcome:
     sys.argv = ["diag", *argv]
     os.chdir(cwd)
     previous = signal.signal(signal.SIGALRM, _hung)
+    handlers = stopping.saved()  # main() lets stop signals go once its command ends; this process goes on
     signal.alarm(30)
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), _no_work():
@@ -189,6 +191,7 @@ def _invoke(argv: list[str], cwd: Path) -> Outcome:
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, previous)
+        stopping.restore(handlers)
         sys.argv = saved_argv
         os.chdir(saved_cwd)
         gc.collect()  # as the process's end would: a DB left open closes (and takes its -wal with it)

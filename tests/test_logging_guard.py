@@ -43,7 +43,9 @@ def test_a_case_that_turns_torch_logging_off_still_counts_what_the_builtin_count
     runs = {r["case"]: show(db, r["id"], tmp_path) for r in listed}
     builtin, silenced, quieted = runs["dynamic_slice"], runs["silences_logging"], runs["quiets_a_logger"]
     counts = ("graph_break_count", "recompile_count", "hidden_error_count")
-    assert builtin["recompile_count"] > 0 and builtin["hidden_error_count"] > 0
+    # what the logs give is there to lose: breaks and recompiles (its break dynamo compiled up to is a
+    # break, not a hidden error: torch gives no frame up)
+    assert builtin["recompile_count"] > 0 and builtin["graph_break_count"] > 0
     # set_logs: the capture is back at once, nothing is lost, and the run says what the case did
     assert [silenced[c] for c in counts] == [builtin[c] for c in counts]
     note = silenced["capabilities"]["debug_logs"]
