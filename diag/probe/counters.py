@@ -26,7 +26,7 @@ def counter_snapshot() -> dict[str, dict[str, int]]:
         snapshot["guard_failures"] = {
             f"{code.co_name} {code.co_filename}:{code.co_firstlineno}": len(reasons)
             for code, reasons in failures.items()
-            if hasattr(code, "co_name")
+            if hasattr(code, "co_name") and reasons  # torch's reads make empty entries
         }
     return snapshot
 
