@@ -98,7 +98,11 @@ def _replace(stage: Path, out: Path) -> None:
         aside = Path(tempfile.mkdtemp(prefix=f".{out.name}{STAGING}old-", dir=out.absolute().parent))
         os.rename(out, aside / "export")
         os.rename(stage, out)
-    shutil.rmtree(aside, ignore_errors=True)
+    try:
+        shutil.rmtree(aside, ignore_errors=True)
+    finally:  # a stop during the removal: the earlier export is removed all the same before it goes on
+        if aside.exists():
+            shutil.rmtree(aside, ignore_errors=True)
 
 
 @contextlib.contextmanager

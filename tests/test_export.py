@@ -170,3 +170,32 @@ def test_a_stopped_export_leaves_the_earlier_one_whole(tmp_path):
         assert sorted(os.listdir(work)) == ["exp", "h.db"], os.listdir(work)
     # the signal landed before the swap in some trials and after it in others
     assert {runs for _, _, runs in outcomes} == {first["runs"], grown}, outcomes
+
+
+def test_a_stop_while_the_earlier_export_is_removed_leaves_no_hidden_folder(tmp_path, monkeypatch):
+    """The stop lands after the swap, while the earlier export is being removed: the new export is in
+    place, the earlier one is gone all the same, and the stop goes on."""
+    import os
+    import shutil
+
+    from diag import stopping
+
+    out, stage = tmp_path / "exp", tmp_path / "stage"
+    (out / "runs").mkdir(parents=True)
+    (out / "runs" / "old.parquet").write_text("old")
+    (stage / "runs").mkdir(parents=True)
+    (stage / "runs" / "new.parquet").write_text("new")
+    real = shutil.rmtree
+    stops = []
+
+    def stopped_once(path, *args, **kwargs):
+        if not stops:
+            stops.append(path)
+            raise stopping.Stopped(15)
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(shutil, "rmtree", stopped_once)
+    with pytest.raises(stopping.Stopped):
+        export._replace(stage, out)
+    assert stops and sorted(os.listdir(tmp_path)) == ["exp"]
+    assert os.listdir(out / "runs") == ["new.parquet"]
