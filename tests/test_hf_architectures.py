@@ -121,6 +121,15 @@ SHRINK_RULES = {
     "cohere_compass_text": "rotary parameters per layer type",
     "gemma3n_text": "no layers that read another's cache",
     "dots3_note_text": "a per-layer head count left alone, not set where it cannot be read",
+    # 2026-12-05, transformers 5.25
+    "hrm_text": "layers per stack derived from the tiny depth when the config is made again",
+    "xlstm": "a block count derived from the tiny depth, a query-key width its cache does not round",
+    "zamba2": "hybrid layer ids derived from the tiny layer pattern",
+    "zamba": "two hybrid layers, the second tied to the first",
+    "granitemoehybrid": "a full-attention layer beside the default's linear-attention ones",
+    "lfm2_moe": "a layer pattern where the default leaves it unset",
+    "qwen4_exp_text": "the token indexer's sizes the default leaves unset",
+    "dbrx": "the nested attention config's rotary base and query-key-value clip",
 }
 
 
@@ -186,3 +195,62 @@ def test_generate_does_not_compile_the_forward_on_its_own(monkeypatch):
     prompt = torch.randint(3, 500, (1, 6))
     out = hf.decode(model, prompt, torch.ones_like(prompt), 3)
     assert out.shape == (1, 9) and asked == []
+
+
+def _tiny(model_type: str):
+    from diag.probe import hf
+
+    if model_type not in hf.architectures():
+        pytest.skip(f"this transformers has no {model_type}")
+    return hf.tiny_config(model_type)
+
+
+def test_what_a_config_derives_when_it_is_made_follows_the_tiny_sizes():
+    """The shrink sets fields on the default config, then has the config class make it again from the
+    fields it changed: what the class derives from them (hrm_text's layers per stack, xlstm's block
+    count, zamba2's hybrid layer ids) follows the tiny sizes, as for a checkpoint. Before, each kept the
+    default's value (16 layers per stack, 32 blocks, ids up to 51) and the model did not generate."""
+    hrm = _tiny("hrm_text")
+    assert hrm.num_layers_per_stack == 2
+    xlstm = _tiny("xlstm")
+    assert xlstm.num_blocks == xlstm.num_hidden_layers == 2
+    # the cache's query-key width (rounded up to 64) is the layers' own (hidden times the factor)
+    assert xlstm.qk_dim == xlstm.hidden_size * xlstm.qk_dim_factor
+    zamba2 = _tiny("zamba2")
+    assert zamba2.hybrid_layer_ids == [i for i, kind in enumerate(zamba2.layers_block_type) if kind == "hybrid"]
+
+
+def test_per_layer_overrides_are_given_to_the_tiny_layers_and_shrunk():
+    """A per-layer override (gemma4's full-attention head size, dots3_note's sliding layers) is keyed
+    by the tiny layer of its kind and given the tiny sizes; dots3_note's sliding head size stays the
+    sum of its MLA parts, as its config requires."""
+    gemma = _tiny("gemma4_text")
+    overrides = gemma.to_dict()["per_layer_config"]
+    kinds = gemma.layer_types
+    assert overrides and all(int(layer) < len(kinds) for layer in overrides)
+    assert all(fields.get("head_dim", 16) <= 16 for fields in overrides.values())
+    dots = _tiny("dots3_note_text")
+    sliding = dots.to_dict()["per_layer_config"][str(dots.layer_types.index("sliding_attention"))]
+    assert sliding["num_attention_heads"] == sliding["num_key_value_heads"] == 4
+    assert sliding["head_dim"] == sliding["qk_nope_head_dim"] + dots.qk_rope_head_dim
+
+
+def test_layer_patterns_keep_what_the_model_needs_to_be_measured():
+    from diag.probe import hf
+
+    assert hf._one_of_each(["linear_attention"] * 32) == ["linear_attention", "full_attention"]
+    assert hf._one_of_each(["linear_attention", "hybrid"] * 8) == ["linear_attention", "hybrid", "hybrid"]
+    assert hf._one_of_each(["hybrid"] * 8) == ["hybrid", "hybrid"]
+    assert hf._one_of_each(["sliding_attention", "full_attention"] * 3) == ["sliding_attention", "full_attention"]
+
+
+def test_a_config_its_class_refuses_to_make_again_is_kept_as_shrunk():
+    """Where the class refuses the changed fields together (its own validation), the shrunk config
+    stands as it was set, not an error."""
+    from transformers import LlamaConfig
+
+    from diag.probe import hf
+
+    shrunk = LlamaConfig(hidden_size=64, num_attention_heads=4)
+    shrunk.num_attention_heads = 5  # 64 is not a multiple of 5: LlamaConfig refuses it when made
+    assert hf._remade(shrunk, LlamaConfig()) is shrunk

@@ -120,13 +120,31 @@ TINY_SIZES = {
     "linear_num_value_heads": 4,
     "linear_key_head_dim": 16,
     "linear_value_head_dim": 16,
+    # qwen4_exp's token indexer: one key head, a budget that its compression ratio divides
+    "indexer_n_heads": 2,
+    "indexer_kv_heads": 1,
+    "indexer_head_dim": 16,
+    "indexer_budget": 8,
+    "indexer_compress_ratio": 4,
 }
 
 
 # Sizes a default config may leave None that its model reads as a number (a checkpoint always gives
-# them): head_dim (ministral, hunyuan), the kv head count (nemotron), the experts per token (deepseek_v2).
+# them): head_dim (ministral, hunyuan), the kv head count (nemotron), the experts per token (deepseek_v2),
+# the token indexer's sizes (qwen4_exp builds the indexer whether or not they are set).
 UNSET_MEANS_REQUIRED = frozenset(
-    {"head_dim", "num_key_value_heads", "num_experts_per_tok", "n_routed_experts", "n_shared_experts"}
+    {
+        "head_dim",
+        "num_key_value_heads",
+        "num_experts_per_tok",
+        "n_routed_experts",
+        "n_shared_experts",
+        "indexer_n_heads",
+        "indexer_kv_heads",
+        "indexer_head_dim",
+        "indexer_budget",
+        "indexer_compress_ratio",
+    }
 )
 
 
@@ -241,23 +259,121 @@ def _set(target, name: str, value) -> None:
 
 
 def _one_of_each(types: list) -> list:
-    """A layer pattern shrunk to one layer of each kind, in order of first appearance (at least two)."""
+    """A layer pattern shrunk to one layer of each kind, in order of first appearance (at least two).
+
+    A pattern of linear-attention layers alone gets a full-attention layer (granitemoehybrid's
+    default: its model has both, the static cache needs one to measure); a hybrid layer that shares
+    its attention block with the other hybrid layers (zamba ties them to the first) comes twice."""
     kinds = list(dict.fromkeys(types))
+    if kinds == ["linear_attention"]:
+        kinds.append("full_attention")
+    if "hybrid" in kinds and len(kinds) > 1:
+        kinds.append("hybrid")
     return (kinds * 2)[: max(2, len(kinds))]
 
 
 def tiny_config(model_type: str):
-    """The default config of ``model_type``, shrunk to a model that decodes in seconds on a CPU."""
+    """The default config of ``model_type``, shrunk to a model that decodes in seconds on a CPU.
+
+    The shrink sets fields on the default config; the config is then made again from the fields it
+    changed (``_remade``), so that what the config class derives from them when it is made (hrm_text's
+    layers per stack, xlstm's block count, zamba2's hybrid layer ids) follows the tiny sizes, as it does
+    for a checkpoint's config."""
     from transformers import AutoConfig
 
     config = AutoConfig.for_model(model_type)
     for target in _configs(config):
         _shrink(target)
+    _nested_attention(config)
     if _get(config, "pad_token_id") is None:
         _set(config, "pad_token_id", 0)
     if _get(config, "is_decoder") is False:
         _set(config, "is_decoder", True)  # an encoder architecture's causal-LM class decodes only as a decoder
-    return config
+    return _remade(config, AutoConfig.for_model(model_type))
+
+
+def _per_layer(value) -> bool:
+    """Whether a config field holds per-layer overrides (dots3_note's and gemma4's per_layer_config:
+    layer index to the fields that layer sets apart)."""
+    if not isinstance(value, dict) or not value:
+        return False
+    return all(str(layer).isdigit() and isinstance(fields, dict) for layer, fields in value.items())
+
+
+def _tiny_per_layer(overrides: dict, before: dict, after: dict) -> dict:
+    """Per-layer overrides for the tiny depth: each tiny layer takes the overrides of the default's
+    first layer of its kind, shrunk (``_shrunk_overrides``, with ``before`` the default's fields and
+    ``after`` the tiny ones); none where the kinds are unknown."""
+    types, tiny_types = before.get("layer_types"), after.get("layer_types")
+    if not isinstance(types, list) or not isinstance(tiny_types, list):
+        return {}
+    by_index = {int(layer): fields for layer, fields in overrides.items()}
+    found = {}
+    for layer, kind in enumerate(tiny_types):
+        first = types.index(kind) if kind in types else None
+        if first in by_index:
+            found[str(layer)] = _shrunk_overrides(by_index[first], before, after)
+    return found
+
+
+MLA_PARTS = ("head_dim", "qk_nope_head_dim", "qk_rope_head_dim")
+
+
+def _shrunk_overrides(overrides: dict, before: dict, after: dict) -> dict:
+    """One layer's overrides given the tiny sizes and the same head rules as a whole config. A head
+    size that was the sum of MLA's rotary and other parts for that layer stays their sum (dots3_note's
+    sliding layers), given explicitly."""
+    import types
+
+    layer = types.SimpleNamespace(**overrides)
+    _shrink(layer)
+    shrunk = {name: getattr(layer, name) for name in overrides}
+    was = {name: overrides.get(name, before.get(name)) for name in MLA_PARTS}
+    now = {name: shrunk.get(name, after.get(name)) for name in MLA_PARTS}
+    if all(isinstance(v, int) for v in [*was.values(), *now.values()]):
+        if was["head_dim"] == was["qk_nope_head_dim"] + was["qk_rope_head_dim"]:
+            shrunk["head_dim"] = now["qk_nope_head_dim"] + now["qk_rope_head_dim"]
+    return shrunk
+
+
+def _nested_attention(config) -> None:
+    """What every checkpoint gives a nested attention config and its default leaves out (dbrx's,
+    whose model reads both): the parent's rotary base where the nested config has none of its own,
+    and a query-key-value clip where the default's is unset (dbrx's checkpoints clip at 8)."""
+    rotary = _get(config, "rope_parameters")
+    theta = rotary.get("rope_theta") if isinstance(rotary, dict) else None
+    for target in _configs(config)[1:]:
+        fields = _fields(target)
+        if theta is not None and not {"rope_theta", "rope_parameters"} & fields:
+            _set(target, "rope_theta", theta)
+        if "clip_qkv" in fields and _unset(target, "clip_qkv"):
+            _set(target, "clip_qkv", 8.0)
+
+
+def _remade(target, default):
+    """``target`` made again by its class from the fields in which it differs from ``default`` (nested
+    configs made again first); ``target`` as it is where its class refuses them."""
+    from transformers import PretrainedConfig
+
+    try:
+        before, after = default.to_dict(), target.to_dict()
+    except Exception:  # a config whose to_dict fails: kept as the shrink left it
+        return target
+    changed = {}
+    for name, value in after.items():
+        if _per_layer(value):
+            changed[name] = _tiny_per_layer(value, before, after)
+            continue
+        if name in ("transformers_version", "model_type") or (name in before and before[name] == value):
+            continue
+        current, was = _get(target, name), _get(default, name)
+        if isinstance(current, PretrainedConfig) and isinstance(was, PretrainedConfig):
+            value = _remade(current, was)
+        changed[name] = value
+    try:
+        return type(target)(**changed)
+    except Exception:  # the class refuses the combination: the shrunk fields stand as they were set
+        return target
 
 
 def _shrink(target) -> None:
@@ -274,8 +390,11 @@ def _shrink(target) -> None:
         elif name in UNSET_MEANS_REQUIRED and name in fields and _unset(target, name):
             # a default config that leaves it unset, where every real checkpoint gives it
             _set(target, name, value)
+    hidden = _tiny_hidden(target, fields)
+    if hidden != TINY_SIZES["hidden_size"]:
+        _set(target, "hidden_size", hidden)
     for name, multiple in derived.items():
-        _set(target, name, multiple * TINY_SIZES["hidden_size"])
+        _set(target, name, multiple * hidden)
     _consistent_state_space(target)
     if same_heads and isinstance(_get(target, "num_attention_heads"), int):
         _set(target, "num_key_value_heads", target.num_attention_heads)
@@ -296,6 +415,19 @@ def _shrink(target) -> None:
         target.sliding_window = min(target.sliding_window, 64)
 
 
+def _tiny_hidden(target, fields: set[str]) -> int:
+    """The tiny hidden size, doubled until each fraction of it the config takes (xlstm's query-key
+    width at half the hidden size) is still a whole multiple of it: xlstm's cache rounds that width
+    up to a multiple of 64 where its layers do not, which real sizes never show."""
+    tiny = TINY_SIZES["hidden_size"]
+    factors = [_get(target, name) for name in fields if name.endswith("_dim_factor")]
+    smallest = min([f for f in factors if isinstance(f, float) and 0 < f < 1], default=1.0)
+    for hidden in (tiny, 2 * tiny, 4 * tiny, 8 * tiny):
+        if (hidden * smallest) % tiny == 0:
+            return hidden
+    return tiny  # no small multiple fits (a factor of 0.3): the tiny size, as before
+
+
 def _consistent_heads(target) -> None:
     """MLA's rotary part as the head size and its query-key size the sum of its parts; one expert
     group for the tiny expert count; a rotary dimension within the head."""
@@ -312,7 +444,13 @@ def _consistent_heads(target) -> None:
 
 
 def _layer_patterns(target) -> None:
-    """Each per-layer pattern shrunk to one layer of each kind, and the layer count to match."""
+    """Each per-layer pattern shrunk to one layer of each kind, and the layer count to match; a
+    pattern the default leaves unset where the model reads one (lfm2_moe) is full attention on every
+    layer, as its dense sibling's default (lfm2) is."""
+    if "layer_types" in _fields(target) and _unset(target, "layer_types"):
+        layers = _get(target, "num_hidden_layers")
+        if isinstance(layers, int):
+            _set(target, "layer_types", ["full_attention"] * layers)
     for name in ("layer_types", "block_types", "attention_layers", "layers_block_type", "mlp_layer_types"):
         value = _get(target, name)
         if isinstance(value, (list, tuple)) and value:
