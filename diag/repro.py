@@ -24,6 +24,7 @@ REWRITES = [
     (re.compile(r"^from diag\.probe\.cases import ", re.M), "from case_api import "),
     (re.compile(r"^from diag\.probe import llama$", re.M), "import llama"),
     (re.compile(r"^from diag\.probe import hf$", re.M), "import hf"),
+    (re.compile(r"^from diag\.probe\.tiny import tiny_config$", re.M), "from tiny import tiny_config"),
 ]
 _DIAG_IMPORT = re.compile(r"^\s*(from diag[\w.]* import|import diag)", re.M)
 
@@ -117,6 +118,7 @@ def script(run: dict[str, Any], case_path: str, filename: str = "repro.py") -> s
         "case_api.py": (PROBE / "cases.py").read_text(encoding="utf-8"),
         "llama.py": _standalone((PROBE / "llama.py").read_text(encoding="utf-8"), "diag/probe/llama.py"),
         "hf.py": _standalone((PROBE / "hf.py").read_text(encoding="utf-8"), "diag/probe/hf.py"),
+        "tiny.py": _standalone((PROBE / "tiny.py").read_text(encoding="utf-8"), "diag/probe/tiny.py"),
         case_name: _standalone(case_file.read_text(encoding="utf-8"), case_path),
     }
     for sibling in siblings(case_file):  # modules next to the case file that it imports: carried too

@@ -236,12 +236,12 @@ def test_per_layer_overrides_are_given_to_the_tiny_layers_and_shrunk():
 
 
 def test_layer_patterns_keep_what_the_model_needs_to_be_measured():
-    from diag.probe import hf
+    from diag.probe import tiny
 
-    assert hf._one_of_each(["linear_attention"] * 32) == ["linear_attention", "full_attention"]
-    assert hf._one_of_each(["linear_attention", "hybrid"] * 8) == ["linear_attention", "hybrid", "hybrid"]
-    assert hf._one_of_each(["hybrid"] * 8) == ["hybrid", "hybrid"]
-    assert hf._one_of_each(["sliding_attention", "full_attention"] * 3) == ["sliding_attention", "full_attention"]
+    assert tiny._one_of_each(["linear_attention"] * 32) == ["linear_attention", "full_attention"]
+    assert tiny._one_of_each(["linear_attention", "hybrid"] * 8) == ["linear_attention", "hybrid", "hybrid"]
+    assert tiny._one_of_each(["hybrid"] * 8) == ["hybrid", "hybrid"]
+    assert tiny._one_of_each(["sliding_attention", "full_attention"] * 3) == ["sliding_attention", "full_attention"]
 
 
 def test_a_config_its_class_refuses_to_make_again_is_kept_as_shrunk():
@@ -249,8 +249,8 @@ def test_a_config_its_class_refuses_to_make_again_is_kept_as_shrunk():
     stands as it was set, not an error."""
     from transformers import LlamaConfig
 
-    from diag.probe import hf
+    from diag.probe import tiny
 
     shrunk = LlamaConfig(hidden_size=64, num_attention_heads=4)
     shrunk.num_attention_heads = 5  # 64 is not a multiple of 5: LlamaConfig refuses it when made
-    assert hf._remade(shrunk, LlamaConfig()) is shrunk
+    assert tiny._remade(shrunk, LlamaConfig()) is shrunk
