@@ -3,10 +3,10 @@
 The probe runs in the target torch environment, the orchestrator in its own; only files and exit
 statuses cross between them. What both sides must agree on is defined in the probe (it must run
 without the orchestrator) and reaches the orchestrator through this module alone: the record
-format, the statuses and finding kinds, the run's config and spec, the default model's size, the
-lifeline's variable, the host's count of OOM kills (read before and after a process), the case
-file header, the two pure functions the orchestrator applies to what a dead pass left on stderr,
-and the GB id a graph-break message names.
+format, the statuses and finding kinds, the run's config and spec (and the count pass's time
+limit), the default model's size, the lifeline's variable, the host's count of OOM kills (read
+before and after a process), the case file header, the two pure functions the orchestrator
+applies to what a dead pass left on stderr, and the GB id a graph-break message names.
 ``tests/test_boundary.py`` holds the list of these names and fails
 on any other import of ``diag.probe`` from an orchestrator module.
 """
@@ -17,11 +17,12 @@ from diag.probe import records, statuses
 from diag.probe.cases import CaseError, read_case_header
 from diag.probe.keys import graph_break_id, stable_key
 from diag.probe.parsers import errors_in_stderr
-from diag.probe.spec import DTYPES, LIFELINE_VARIABLE, MODES, TINY_LLAMA, Config
+from diag.probe.spec import COUNT_PASS_LIMIT, DTYPES, LIFELINE_VARIABLE, MODES, TINY_LLAMA, Config
 from diag.probe.statuses import BY_NAME, ENVIRONMENT_ERRNOS, FINDING_KINDS, FINDING_TABLES, STATUSES, WORKS
 
 __all__ = [
     "BY_NAME",
+    "COUNT_PASS_LIMIT",
     "DTYPES",
     "ENVIRONMENT_ERRNOS",
     "FINDING_KINDS",

@@ -52,7 +52,16 @@ def summary_line(run: dict[str, Any]) -> str:
         f"{_num(run.get('compiled_ms_per_token'), '.2f', ''):>7} ms/token"
         + (f"  {safe(run['timing_note'])}, {NOT_COMPARED}" if run.get("timing_noisy") else "")
         + (f"  {safe(run['compile_note'])}, {NOT_COMPARED}" if run.get("compile_noisy") else "")
+        + (f"  {_instructions(run['compile_instructions'])} instr" if run.get("compile_instructions") else "")
     )
+
+
+def _instructions(count: int) -> str:
+    """``1.234G``: an instruction count in three figures."""
+    for unit, size in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if count >= size:
+            return f"{count / size:.3f}{unit}"
+    return str(count)
 
 
 def _latency(run: dict[str, Any], mode: str) -> str:
@@ -156,6 +165,12 @@ def _timings(run: dict[str, Any]) -> list[str]:
     )
     if run.get("compile_noisy"):
         lines.append(f"  {safe(run['compile_note'])}: no compile-time verdict is drawn from this run")
+    if run.get("compile_instructions") is not None:
+        lines.append(
+            f"  compile instructions: {run['compile_instructions']:,} ({safe(run.get('instructions_method'))})"
+        )
+    elif run.get("instructions_note"):
+        lines.append(f"  compile instructions: none counted ({safe(run['instructions_note'])})")
     lines.append(f"  eager: {_latency(run, 'eager')}   compiled: {_latency(run, 'compiled')}")
     if run.get("timing_noisy"):
         lines.append(f"  {safe(run['timing_note'])}: no latency verdict is drawn from this run")

@@ -25,6 +25,7 @@ CROSSING = {
     "records",
     "statuses",
     "BY_NAME",
+    "COUNT_PASS_LIMIT",
     "DTYPES",
     "ENVIRONMENT_ERRNOS",
     "FINDING_KINDS",

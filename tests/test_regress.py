@@ -449,3 +449,43 @@ def test_thresholds_are_given_by_name():
     with pytest.raises(TypeError):
         regress.Thresholds(1.2, 1.05, 0.02)  # type: ignore[misc]
     assert regress.Thresholds(alpha=0.05).guard_ratio == 1.15
+
+
+def _counted(id_, instructions, method="callgrind"):
+    return _run(id_, compile_instructions=instructions, instructions_method=method)
+
+
+def test_a_compile_instruction_count_is_gated_on_its_ratio_with_one_run_a_side():
+    """A count does not wait for the machine: one run a side is judged, on the ratio alone, against
+    --instructions-threshold (1.02). 3% more instructions is a slowdown, 1% is not, and counts of two
+    methods are never compared."""
+    thresholds = regress.Thresholds()
+    (found,) = regress.regressions(
+        regress.compare_runs(_counted(1, 1_000_000), _counted(2, 1_030_000)), thresholds, set()
+    )
+    assert found.kind == "slowdown" and found.change.metric == "compile_instructions"
+    assert "compile_instructions x1.030 (callgrind" in found.message and "threshold x1.02" in found.message
+    assert regress.inconclusive(regress.compare_runs(_counted(1, 1_000_000), _counted(2, 1_030_000)), thresholds) == []
+    assert (
+        regress.regressions(regress.compare_runs(_counted(1, 1_000_000), _counted(2, 1_010_000)), thresholds, set())
+        == []
+    )
+    other = regress.compare_runs(_counted(1, 1_000_000, "perf"), _counted(2, 2_000_000))
+    assert all(change.metric != "compile_instructions" for change in other.timings)
+    looser = regress.Thresholds(instructions_ratio=1.05)
+    assert (
+        regress.regressions(regress.compare_runs(_counted(1, 1_000_000), _counted(2, 1_030_000)), looser, set()) == []
+    )
+
+
+def test_callgrind_totals_are_read_from_its_file(tmp_path):
+    from diag.probe import instructions
+
+    out = tmp_path / "callgrind.out"
+    assert instructions.callgrind_total(out) is None  # valgrind died before writing it
+    out.write_text("# callgrind format\nversion: 1\nevents: Ir\nfl=(1) x.c\nfn=(1) f\n3 120\nsummary: 987654\n")
+    assert instructions.callgrind_total(out) == 987654
+    out.write_text("events: Ir\nsummary: 5\ntotals: 1234567\n")
+    assert instructions.callgrind_total(out) == 1234567
+    out.write_text("events: Ir\nfn=(1) f\n")
+    assert instructions.callgrind_total(out) is None

@@ -165,6 +165,15 @@ def config_options(fn: Callable) -> Callable:
             help="Where depyf is installed, dump dynamo's transformed bytecode, decompiled, into the run "
             "directory. Its hooks keep AOTAutograd from reusing the timing pass's graphs.",
         ),
+        click.option(
+            "--count-instructions/--no-count-instructions",
+            default=DEFAULT.count_instructions,
+            show_default=True,
+            help="After the diagnosis, count the instructions the cold compile executes: with the CPU's "
+            "counter where the host has one, else under valgrind's callgrind (Linux, valgrind "
+            "installed; minutes a run). check and compare judge the count, which a busy machine "
+            "does not change. Where neither works, the run says so in its capabilities.",
+        ),
     ]
     for option in reversed(options):
         fn = option(fn)
@@ -189,6 +198,7 @@ def build_configs(
     profile: bool = False,
     reuse_compiled: bool = True,
     depyf: bool = False,
+    count_instructions: bool = False,
 ) -> list[Config]:
     if not re.fullmatch(r"cpu|cuda(:\d{1,4})?", device):
         raise click.BadParameter(f"{device!r} is not cpu, cuda or cuda:N", param_hint="--device")
@@ -212,6 +222,7 @@ def build_configs(
             profile=profile,
             reuse_compiled=reuse_compiled,
             depyf=depyf,
+            count_instructions=count_instructions,
         )
         for fg in fullgraphs
     ]

@@ -283,6 +283,14 @@ def prune_command(keep_builds: int, keep_runs: int, thin_after: int, db_path: st
     help="Compile-time ratio that counts as a slowdown (when significant).",
 )
 @click.option(
+    "--instructions-threshold",
+    type=click.FloatRange(min=1.0),
+    default=regress.Thresholds.instructions_ratio,
+    show_default=True,
+    help="Ratio of the cold compile's instruction count (runs made with --count-instructions) that "
+    "counts as a slowdown; a count is judged on its ratio alone, one run a side.",
+)
+@click.option(
     "--latency-threshold",
     type=click.FloatRange(min=1.0),
     default=regress.Thresholds.latency_ratio,
@@ -339,6 +347,7 @@ def check_command(
     baseline: Optional[str],
     stable: Optional[str],
     compile_threshold: float,
+    instructions_threshold: float,
     latency_threshold: float,
     decode_recompile_steps: int,
     alpha: float,
@@ -361,6 +370,7 @@ def check_command(
     db = read_store(db_path)
     thresholds = regress.Thresholds(
         compile_ratio=compile_threshold,
+        instructions_ratio=instructions_threshold,
         latency_ratio=latency_threshold,
         alpha=alpha,
         decode_recompile_steps=decode_recompile_steps,

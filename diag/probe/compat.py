@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import collections
 import inspect
+import shutil
 from typing import Any, Iterator, Optional
 
 Capability = tuple[bool, str]
@@ -109,7 +110,14 @@ def detect() -> dict[str, Capability]:
         "dynamo_counters": dynamo_counters(),
         "structured_trace": structured_trace(),
         "depyf": depyf_hook(),
+        "instruction_count": instruction_count(),
     }
+
+
+def instruction_count() -> Capability:
+    """How ``--count-instructions`` would count the compile here (``instruction_method``)."""
+    how, detail = instruction_method()
+    return how is not None, detail
 
 
 def log_keywords(wanted: dict[str, Any]) -> dict[str, Any]:
@@ -207,3 +215,49 @@ def compilation_metrics() -> list[dict[str, Any]] | None:
         except Exception:  # a field this torch fills with something JSON cannot hold: that frame is left out
             continue
     return frames
+
+
+def instruction_counter() -> tuple[bool, str]:
+    """Whether the CPU's instruction counter can be read here, and what says so."""
+    try:
+        import torch
+
+        counter = torch._C._instruction_counter
+    except (ImportError, AttributeError):
+        return False, "this torch has no torch._C._instruction_counter (torch < 2.5)"
+    try:
+        handle = counter.start()
+    except Exception as exc:  # a torch that raises where it cannot open the event
+        return False, f"the instruction counter cannot start: {exc}"
+    if handle < 0:
+        return False, "the host gives no hardware instruction counter (perf_event_open refused; a VM or a container)"
+    counter.end(handle)
+    return True, "the CPU's counter through perf events"
+
+
+def callgrind() -> tuple[bool, str]:
+    """Whether this torch can toggle callgrind's collection and valgrind is installed."""
+    try:
+        import torch
+
+        supported = torch._C._valgrind_supported_platform()
+    except (ImportError, AttributeError):
+        return False, "this torch has no torch._C._valgrind_toggle"
+    if not supported:
+        return False, "this torch was built without valgrind's client requests"
+    found = shutil.which("valgrind")
+    if found is None:
+        return False, "valgrind is not installed (Debian and Ubuntu: apt-get install valgrind)"
+    return True, f"callgrind ({found}), collection toggled around the compile"
+
+
+def instruction_method() -> tuple[Optional[str], str]:
+    """The method the count pass (probe/instructions.py) uses on this host: the CPU's counter, else
+    callgrind; None where neither works, and why each does not."""
+    reasons = []
+    for name, probe in (("perf", instruction_counter), ("callgrind", callgrind)):
+        ok, detail = probe()
+        if ok:
+            return name, detail
+        reasons.append(f"{name}: {detail}")
+    return None, "; ".join(reasons)

@@ -1,4 +1,5 @@
-"""One pass of a run, in its own process: ``time`` (timing.py) or ``diagnose`` (diagnose.py).
+"""One pass of a run, in its own process: ``time`` (timing.py), ``diagnose`` (diagnose.py) or
+``count`` (instructions.py).
 
 ``supervise`` forks each pass from the process that imported torch and calls ``main`` in the
 child; where there is no fork, it starts ``python -m diag.probe PASS ...``, which lands here too.
@@ -13,7 +14,7 @@ from pathlib import Path
 
 from diag.probe import records
 
-PASSES = ("diagnose", "time")
+PASSES = ("diagnose", "time", "count")
 
 
 def add_pass_arguments(parser: argparse.ArgumentParser) -> None:
@@ -25,6 +26,7 @@ def add_pass_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="diagnose: the results file of the timing pass that ran before it, on the same inductor cache",
     )
+    parser.add_argument("--method", choices=("perf", "callgrind"), default="perf", help="count: how to count")
 
 
 def main(argv: list[str]) -> int:
@@ -37,7 +39,7 @@ def main(argv: list[str]) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from diag.probe import diagnose, timing
+    from diag.probe import diagnose, instructions, timing
     from diag.probe.cases import load_case_file
     from diag.probe.session import Workload, build, exception_info
     from diag.probe.spec import Spec
@@ -56,6 +58,8 @@ def run(args: argparse.Namespace) -> int:
             return 0
         if args.command == "diagnose":
             diagnose.run(workload, results, artifacts, Path(args.after) if args.after else None)
+        elif args.command == "count":
+            instructions.run(workload, results, args.method)
         else:
             timing.run(workload, results, Path(args.out).parent)
     finally:

@@ -168,6 +168,16 @@ PROFILE = _kind(
     top="list",
     seconds="float",
 )
+INSTRUCTIONS = _kind(
+    "instructions",
+    "the instructions the cold compile executed (diag run --count-instructions; probe/instructions.py): "
+    "the method, the count (the least of the repeats; callgrind's is added by the supervisor when "
+    "valgrind has written it), every repeat's, and why there is none",
+    method="str?",
+    count="int?",
+    counts="list",
+    note="str?",
+)
 COMPILE_METRICS = _kind(
     "compile_metrics",
     "every field of torch's per-frame compilation metrics after the pass's compiles (torch >= 2.3)",

@@ -28,6 +28,10 @@ TINY_LLAMA = dict(
     max_position_embeddings=2048,
 )
 
+# The count pass's time limit in multiples of a pass's (--timeout): under callgrind a compile runs
+# tens of times slower than natively (probe/instructions.py).
+COUNT_PASS_LIMIT = 10
+
 MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
 DTYPES = {
@@ -60,6 +64,7 @@ class Config:
     profile: bool = False  # after the timing pass: one eager and one compiled generation under torch.profiler
     reuse_compiled: bool = True  # the diagnosis may take the timing pass's graphs from the caches (diagnose.py)
     depyf: bool = False  # the diagnosis dumps dynamo's transformed bytecode, decompiled, where depyf is installed
+    count_instructions: bool = False  # a count pass: the cold compile's instructions (probe/instructions.py)
 
     def compile_options(self) -> dict[str, Any]:
         options: dict[str, Any] = {"backend": self.backend, "fullgraph": self.fullgraph, "dynamic": self.dynamic}

@@ -33,9 +33,9 @@ import traceback
 from pathlib import Path
 from typing import Optional
 
-from diag.probe import records
+from diag.probe import compat, instructions, records
 from diag.probe.capture import quiet_structured_trace
-from diag.probe.spec import LIFELINE_VARIABLE, Spec
+from diag.probe.spec import COUNT_PASS_LIMIT, LIFELINE_VARIABLE, Spec
 
 POLL_S = 0.05
 
@@ -181,8 +181,10 @@ def _run_child(argv: list[str], run_dir: Path, name: str, quiet_trace: bool) -> 
             os._exit(code)
 
 
-def _start(argv: list[str], run_dir: Path, name: str, quiet_trace: bool) -> int:
-    if hasattr(os, "fork") and not os.environ.get("DIAG_PROBE_NO_FORK"):
+def _start(argv: list[str], run_dir: Path, name: str, quiet_trace: bool, under: Optional[list[str]] = None) -> int:
+    """The pass's process: forked from this one, else (no fork, or ``under`` a tool such as valgrind,
+    which must start the interpreter itself) a fresh interpreter."""
+    if under is None and hasattr(os, "fork") and not os.environ.get("DIAG_PROBE_NO_FORK"):
         sys.stdout.flush()
         sys.stderr.flush()
         pid = os.fork()
@@ -194,7 +196,11 @@ def _start(argv: list[str], run_dir: Path, name: str, quiet_trace: bool) -> int:
         env.pop("TORCH_TRACE", None)
     with open(run_dir / f"{name}.stdout.txt", "wb") as out, open(run_dir / f"{name}.stderr.txt", "wb") as err:
         return subprocess.Popen(
-            [sys.executable, "-m", "diag.probe", *argv], stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=env
+            [*(under or []), sys.executable, "-m", "diag.probe", *argv],
+            stdout=out,
+            stderr=err,
+            stdin=subprocess.DEVNULL,
+            env=env,
         ).pid
 
 
@@ -234,10 +240,12 @@ def oom_kills_since(before: Optional[int]) -> Optional[int]:
     return None if before is None or after is None else after - before
 
 
-def run_pass(name: str, argv: list[str], run_dir: Path, timeout_s: float, log: records.Writer) -> dict:
+def run_pass(
+    name: str, argv: list[str], run_dir: Path, timeout_s: float, log: records.Writer, under: Optional[list[str]] = None
+) -> dict:
     start = time.monotonic()
     oom_before = oom_kills()
-    pid = _start(argv, run_dir, name, quiet_trace=name == "time")
+    pid = _start(argv, run_dir, name, quiet_trace=name in ("time", "count"), under=under)
     code, sig, timed_out = _wait(pid, timeout_s)
     _reap_leftovers()
     for stream in ("stdout", "stderr"):
@@ -318,4 +326,31 @@ def main(spec: str, run_dir: Path, timeout_s: float, timing: bool) -> int:
     with records.Writer(run_dir / "passes.jsonl") as log:
         for name, argv in passes:
             run_pass(name, argv, run_dir, timeout_s, log)
+        if Spec.load(spec).config.count_instructions:
+            count_pass(spec, run_dir, timeout_s, log)
     return 0
+
+
+def count_pass(spec: str, run_dir: Path, timeout_s: float, log: records.Writer) -> None:
+    """The count pass (instructions.py), by the first method the host offers: forked, for the CPU's
+    counter; under valgrind, for callgrind, whose total this process reads once valgrind has written
+    it. Where there is no method, or the diagnosis found nothing that compiles, one record says why."""
+    out = run_dir / "count.jsonl"
+    how, why = compat.instruction_method()
+    skipped = instructions.skip_reason(run_dir / "diagnose.jsonl")
+    if how is None or skipped is not None:
+        with records.Writer(out) as results:
+            results.write(records.INSTRUCTIONS, method=how, count=None, counts=[], note=skipped or why)
+        return
+    argv = ["count", "--spec", spec, "--out", str(out), "--method", how]
+    if how == "perf":
+        run_pass("count", argv, run_dir, timeout_s, log)
+        return
+    run_pass("count", argv, run_dir, timeout_s * COUNT_PASS_LIMIT, log, under=instructions.valgrind_argv(run_dir))
+    total = instructions.callgrind_total(run_dir / instructions.CALLGRIND_FILE)
+    found, _ = records.read(out)
+    if records.first(found, records.INSTRUCTIONS) is None:
+        return  # the pass failed before its count: its own records, or its exit, say how
+    with records.Writer(out) as results:
+        note = None if total is not None else "valgrind wrote no total (it ended before the process did)"
+        results.write(records.INSTRUCTIONS, method=how, count=total, counts=[] if total is None else [total], note=note)

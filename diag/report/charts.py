@@ -33,6 +33,7 @@ def run_values(run: dict[str, Any]) -> tuple[Optional[float], ...]:
         eager / compiled if eager and compiled else None,
         run.get("peak_mem_compiled_mb"),
         run.get("guard_latency_us"),
+        run.get("compile_instructions"),  # counted (--count-instructions): a busy machine does not move it
     )
 
 
@@ -42,6 +43,7 @@ METRICS: list[tuple[str, str]] = [  # (title, unit), in the order of run_values
     ("Speedup (eager / compiled)", "x"),
     ("Peak memory, compiled", "MB"),
     ("Guard check per decode call", "microseconds"),
+    ("Compile instructions", "instructions"),
 ]
 
 
@@ -70,13 +72,14 @@ def cell_values(cell: Optional[Any]) -> Optional[tuple[Sequence[float], ...]]:
     if cell is None:
         return None
     if len(cell.runs) == 1:  # most cells: written out, with no loop or list to fill per metric
-        a, b, c, d, e = run_values(cell.runs[0])
+        a, b, c, d, e, f = run_values(cell.runs[0])
         return (
             _NONE if a is None else (a,),
             _NONE if b is None else (b,),
             _NONE if c is None else (c,),
             _NONE if d is None else (d,),
             _NONE if e is None else (e,),
+            _NONE if f is None else (f,),
         )
     found: tuple[list[float], ...] = tuple([] for _ in METRICS)
     for run in cell.runs:

@@ -16,45 +16,9 @@ from diag import row as rows
 from diag.build import identity as build_identity
 from diag.contract import errors_in_stderr, records, stable_key, statuses
 from diag.run import trace
-from diag.run.rundir import STDERR_TAIL_BYTES, PassOutcome, RunFiles
+from diag.run.measured import instruction_columns, timing_columns, timing_compile_error, timing_error, timing_rows
+from diag.run.rundir import STDERR_TAIL_BYTES, PassOutcome, RunFiles, probe_failure
 from diag.store import RunRecord
-from diag.verdicts import noise
-
-SIGKILL = 9  # what the kernel's OOM killer sends
-
-
-def probe_failure(outcome: PassOutcome) -> Optional[dict[str, Any]]:
-    """Status fields when the probe died, hung or wrote no verdict; None when it finished."""
-    if outcome.timed_out:
-        return {
-            "status": statuses.TIMEOUT,
-            "error_type": "Timeout",
-            "error_message": f"probe exceeded its time limit after {outcome.duration_s:.0f}s",
-        }
-    if outcome.signal:
-        if outcome.signal == SIGKILL and outcome.oom_kills:
-            # the kernel says it ended a process for want of memory while this one ran
-            return {
-                "status": statuses.CRASH,
-                "error_type": "OutOfMemory",
-                "signal": outcome.signal,
-                "error_message": f"probe killed by signal {outcome.signal}: out of memory (the kernel's OOM "
-                f"killer ended {outcome.oom_kills} process{'es' if outcome.oom_kills > 1 else ''} while it ran)",
-            }
-        return {
-            "status": statuses.CRASH,
-            "error_type": "Signal",
-            "signal": outcome.signal,
-            "error_message": f"probe killed by signal {outcome.signal}",
-        }
-    if outcome.first(records.RESULT) is None:
-        detail = f"; {outcome.unreadable_lines} unreadable result lines" if outcome.unreadable_lines else ""
-        return {
-            "status": statuses.CRASH,
-            "error_type": "ProbeExit",
-            "error_message": f"probe exited with code {outcome.returncode} without a verdict{detail}",
-        }
-    return None
 
 
 def verdict(diagnosis: PassOutcome) -> dict[str, Any]:
@@ -205,97 +169,6 @@ def correctness(diagnosis: PassOutcome) -> dict[str, Any]:
     }
 
 
-def _timing(outcome: Optional[PassOutcome], mode: str) -> Optional[dict[str, Any]]:
-    if outcome is None:
-        return None
-    return next((r for r in outcome.all(records.TIMING) if r.get("mode") == mode), None)
-
-
-def timing_rows(outcome: Optional[PassOutcome]) -> list[dict[str, Any]]:
-    """The raw samples of each mode: decode steps, whole generations, and the host reference."""
-    found = []
-    for mode in ("eager", "compiled"):
-        timing = _timing(outcome, mode)
-        if timing is None:
-            continue
-        for metric, field in (
-            ("decode_step", "step_samples_s"),
-            ("generation", "totals_s"),
-            ("host_reference", "host_samples_s"),
-        ):
-            if timing.get(field):
-                found.append({"mode": mode, "metric": metric, "unit": "s", "samples": json.dumps(timing[field])})
-    return found
-
-
-def timing_columns(outcome: Optional[PassOutcome], device: Optional[str] = None) -> dict[str, Any]:
-    eager, compiled = _timing(outcome, "eager") or {}, _timing(outcome, "compiled") or {}
-    last = compiled or eager
-    judged = noise.assess(
-        {mode: timing.get("step_samples_s") or [] for mode, timing in (("eager", eager), ("compiled", compiled))},
-        last.get("load_1m"),
-        last.get("cpus"),
-    )
-    bounds = {
-        f"{mode}_ms_{end}": judged.intervals[mode][i] if mode in judged.intervals else None
-        for mode in ("eager", "compiled")
-        for i, end in enumerate(("low", "high"))
-    }
-    return {
-        "timing_noisy": int(judged.noisy) if judged.intervals else None,
-        "timing_note": judged.note,
-        **bounds,
-        "compile_s": compiled.get("compile_s"),
-        "compile_warm_s": compiled.get("compile_warm_s"),
-        **_compile_noise(compiled, device),
-        "eager_ms_per_token": eager.get("median_ms_per_token"),
-        "compiled_ms_per_token": compiled.get("median_ms_per_token"),
-        "peak_mem_eager_mb": eager.get("peak_memory_mb"),
-        "peak_mem_compiled_mb": compiled.get("peak_memory_mb"),
-        "memory_kind": eager.get("memory_kind"),
-    }
-
-
-def _compile_noise(compiled: dict[str, Any], device: Optional[str]) -> dict[str, Any]:
-    """The compile's CPU time, and whether its wall time waited for the machine (noise.compile_noise)."""
-    wall, cpu = compiled.get("compile_s"), compiled.get("compile_cpu_s")
-    note = noise.compile_noise(wall, cpu, device, compiled.get("load_1m"), compiled.get("cpus"))
-    judged = wall is not None and cpu is not None and (device or "cpu") == "cpu"
-    return {"compile_cpu_s": cpu, "compile_noisy": int(note is not None) if judged else None, "compile_note": note}
-
-
-def timing_error(outcome: Optional[PassOutcome], compiled_expected: bool = True) -> Optional[str]:
-    """Why the timing pass gave no (or partial) timings; None when it finished.
-
-    Where the diagnosis says the case does not compile, the timing pass's compile failure is
-    that same failure, already the run's own error, and not repeated here.
-    """
-    if outcome is None:
-        return None
-    error = outcome.first(records.TIMING_ERROR)
-    if error is not None and error.get("mode") == "compiled" and not compiled_expected:
-        error = None
-    error = error or outcome.first(records.RESULT)
-    if error is not None:
-        return _error_text(error)
-    if outcome.timed_out or outcome.signal or outcome.first(records.TIMING) is None:
-        failure = probe_failure(outcome)
-        if failure is not None:
-            return failure["error_message"] + (f"\n{outcome.stderr_tail[-1000:]}" if outcome.stderr_tail else "")
-    return None
-
-
-def timing_compile_error(outcome: Optional[PassOutcome]) -> Optional[str]:
-    """The timing pass's compile error, for a run whose diagnosis died: what torch said, kept."""
-    error = outcome.first(records.TIMING_ERROR) if outcome is not None else None
-    return f"timing pass: {_error_text(error)}" if error is not None else None
-
-
-def _error_text(error: dict[str, Any]) -> str:
-    where = f" (at {error['error_location']})" if error.get("error_location") else ""
-    return f"{error.get('error_type')}: {error.get('error_message')}{where}"
-
-
 def build_columns(build: dict[str, Any]) -> dict[str, Any]:
     """The run's copy of what its build record says beside torch (Python, libraries, machine)."""
     return {
@@ -386,6 +259,7 @@ def assemble(
         **correctness(diagnosis),
         "capabilities": capabilities(diagnosis, notes or {}),
         **timing_columns(timing, spec["config"].get("device")),
+        **instruction_columns(files.count),
         "guard_latency_us": guard_latency(timing, diagnosis),
         "timing_error": timing_compile_error(files.timing)
         if died

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from diag.contract import records
+from diag.contract import records, statuses
 
 STDERR_TAIL_BYTES = 4000  # stored with a run
 STDERR_READ_BYTES = 64000  # read from a pass's stderr, for the tracebacks in it
@@ -55,6 +55,7 @@ class RunFiles:
     diagnosis: PassOutcome
     timing: Optional[PassOutcome]  # None: the run had no timing pass
     probe_exit: dict[str, Any]
+    count: Optional[PassOutcome] = None  # None: the run did not count instructions
 
 
 def tail(path: Path, size: int = STDERR_READ_BYTES) -> str:
@@ -103,4 +104,43 @@ def load(run_dir: Path) -> RunFiles:
     diagnosis = pass_outcome(run_dir, "diagnose", exits, probe_exit)
     timed = spec.get("timing", True)
     timing = pass_outcome(run_dir, "time", exits, probe_exit) if timed else None
-    return RunFiles(run_dir, spec, diagnosis, timing, probe_exit)
+    counted = bool(spec.get("config", {}).get("count_instructions"))
+    count = pass_outcome(run_dir, "count", exits, probe_exit) if counted else None
+    return RunFiles(run_dir, spec, diagnosis, timing, probe_exit, count)
+
+
+SIGKILL = 9  # what the kernel's OOM killer sends
+
+
+def probe_failure(outcome: PassOutcome) -> Optional[dict[str, Any]]:
+    """Status fields when the probe died, hung or wrote no verdict; None when it finished."""
+    if outcome.timed_out:
+        return {
+            "status": statuses.TIMEOUT,
+            "error_type": "Timeout",
+            "error_message": f"probe exceeded its time limit after {outcome.duration_s:.0f}s",
+        }
+    if outcome.signal:
+        if outcome.signal == SIGKILL and outcome.oom_kills:
+            # the kernel says it ended a process for want of memory while this one ran
+            return {
+                "status": statuses.CRASH,
+                "error_type": "OutOfMemory",
+                "signal": outcome.signal,
+                "error_message": f"probe killed by signal {outcome.signal}: out of memory (the kernel's OOM "
+                f"killer ended {outcome.oom_kills} process{'es' if outcome.oom_kills > 1 else ''} while it ran)",
+            }
+        return {
+            "status": statuses.CRASH,
+            "error_type": "Signal",
+            "signal": outcome.signal,
+            "error_message": f"probe killed by signal {outcome.signal}",
+        }
+    if outcome.first(records.RESULT) is None:
+        detail = f"; {outcome.unreadable_lines} unreadable result lines" if outcome.unreadable_lines else ""
+        return {
+            "status": statuses.CRASH,
+            "error_type": "ProbeExit",
+            "error_message": f"probe exited with code {outcome.returncode} without a verdict{detail}",
+        }
+    return None

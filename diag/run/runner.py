@@ -19,7 +19,7 @@ from typing import Callable, Iterator, Optional
 from diag import __version__
 from diag import row as rows
 from diag.config import artifacts_root
-from diag.contract import ENVIRONMENT_ERRNOS, Config, records, statuses
+from diag.contract import COUNT_PASS_LIMIT, ENVIRONMENT_ERRNOS, Config, records, statuses
 from diag.envs import TorchEnv
 from diag.errors import DiagError
 from diag.run import rundir, trace
@@ -138,6 +138,8 @@ def _execute(
         *([] if timing else ["--no-timing"]),
     )
     passes = 2 if timing else 1
+    if job.config.count_instructions:  # the count pass; under callgrind it may take a multiple of a pass's limit
+        passes += COUNT_PASS_LIMIT
     with tempfile.TemporaryDirectory(prefix="diag-inductor-cold-") as cold_cache:
         env = probe_environ(job.env.probe_environ(), run_dir, cold_cache if timing else None)
         # Each pass has its own limit inside the probe; this one only covers the imports around them.

@@ -50,6 +50,10 @@ DESCRIPTIONS: dict[str, tuple[str, dict[str, str]]] = {
             "compile_cpu_s": "CPU time of the cold compile, the probe's and its compiler processes' (s)",
             "compile_noisy": "1: the compile waited for a busy machine and gives no verdict (NULL: not judged)",
             "compile_note": "why the compile time is noisy, in plain words",
+            "compile_instructions": "instructions the cold compile executed (--count-instructions): the "
+            "first compiled generation, in the probe's process",
+            "instructions_method": "how they were counted: perf (the CPU's counter, least of 5) or callgrind",
+            "instructions_note": "why a run that asked for a count has none",
             "guard_latency_us": "guard check a steady decode call pays (us): each compiled frame's newest "
             "cache entry, as torch measured it, summed",
             "eager_ms_per_token": "median eager decode step (ms)",

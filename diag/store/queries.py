@@ -88,6 +88,7 @@ REPORT_COLUMNS = (
     "hidden_error_count",
     "compile_s",
     "compile_noisy",
+    "compile_instructions",
     "eager_ms_per_token",
     "compiled_ms_per_token",
     "peak_mem_eager_mb",

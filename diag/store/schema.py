@@ -427,6 +427,15 @@ def m020_decode_step_span(db: sqlite_utils.Database) -> None:
         db.table(table).add_column("last_decode_step", int)
 
 
+@migration
+def m021_compile_instructions(db: sqlite_utils.Database) -> None:
+    """The instructions a run's cold compile executed (diag run --count-instructions), the method that
+    counted them (perf or callgrind), and why a run that asked for a count has none. NULL: not asked."""
+    db.table("runs").add_column("compile_instructions", int)
+    db.table("runs").add_column("instructions_method", str)
+    db.table("runs").add_column("instructions_note", str)
+
+
 def _row_types() -> dict[str, type]:
     """The row's columns (diag/row.py) and their types."""
     whole = {"fullgraph", "batch_size", "prompt_length", "new_tokens"}

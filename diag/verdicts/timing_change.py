@@ -24,15 +24,20 @@ class TimingChange:
     basis: str = "raw"  # raw: median seconds | host-adjusted: low quantile, in host references
     runs_before: int = 1
     runs_after: int = 1
+    # a count (instructions), not a time: it does not wait for the machine, so one run a side is
+    # judged on its ratio alone (bench/instructions.py measures its spread over repeats)
+    exact: bool = False
 
     def beyond(self, threshold: float) -> bool:
         return self.ratio is not None and self.ratio > threshold
 
     def judgeable(self, alpha: float) -> bool:
-        """Enough runs on both sides for the rank test to reach ``alpha``."""
-        return min(self.runs_before, self.runs_after) >= runs_needed(alpha)
+        """Enough runs on both sides for the rank test to reach ``alpha`` (any, for a count)."""
+        return self.exact or min(self.runs_before, self.runs_after) >= runs_needed(alpha)
 
     def significant_slowdown(self, threshold: float, alpha: float) -> bool:
+        if self.exact:
+            return self.beyond(threshold)
         return self.beyond(threshold) and self.judgeable(alpha) and self.p_value is not None and self.p_value < alpha
 
     def inconclusive(self, threshold: float, alpha: float) -> bool:
@@ -166,4 +171,32 @@ def compile_change(
         values, basis = [r["compile_s"] for r in runs], "raw"
     change = timing_change("compile_s", values[: len(before_runs)], values[len(before_runs) :])
     change.basis = basis
+    return change
+
+
+def instruction_change(
+    before_runs: Sequence[dict[str, Any]], after_runs: Sequence[dict[str, Any]]
+) -> Optional[TimingChange]:
+    """The cold compile's instruction count, one per run, on each side; None where a side has none.
+
+    Only counts of one method are compared (the after side's newest run's): the CPU's counter and
+    callgrind count the same program a little differently. A count is judged on its ratio alone
+    (``exact``): it does not depend on the machine's load.
+    """
+    counted = [r for r in after_runs if r.get("compile_instructions")]
+    if not counted:
+        return None
+    method = counted[-1].get("instructions_method")
+    sides = [
+        [
+            float(r["compile_instructions"])
+            for r in runs
+            if r.get("compile_instructions") and r.get("instructions_method") == method
+        ]
+        for runs in (before_runs, after_runs)
+    ]
+    if not all(sides):
+        return None
+    change = timing_change("compile_instructions", sides[0], sides[1])
+    change.basis, change.exact = str(method), True
     return change
