@@ -13,8 +13,9 @@ Two methods, the first that works on the host (``compat.instruction_method``):
   the least of ``PERF_REPEATS`` counts.
 - ``callgrind``: valgrind's callgrind, the pass's process started under it with collection off, and
   collection toggled on only around the counted generation (``torch._C._valgrind_toggle``). The count
-  is exact for a given build and input, so one is taken; valgrind writes it when the process exits,
-  and the supervisor reads it from ``CALLGRIND_FILE`` (``callgrind_total``).
+  does not depend on the machine's load (bench/instructions.py measures its spread), so one is
+  taken; valgrind writes it when the process exits, and the supervisor reads it from
+  ``CALLGRIND_FILE`` (``callgrind_total``), which stays in the run directory for callgrind_annotate.
 
 Imports: standard library at import time; torch in the functions that count.
 """
