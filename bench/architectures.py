@@ -2,11 +2,14 @@
 
     python bench/architectures.py record --db arch.db   # diag run --case hf:all (about 25 min on 2 cores)
     python bench/architectures.py record --db arch.db --stored   # the runs already in arch.db
+    python bench/architectures.py record --db arch55.db --with transformers==5.5.4 --torch 2.13.0
+        # an older transformers in a provisioned environment: docs/architectures-transformers-5.5.4.json
 
-writes docs/architectures.json: the command, the torch, transformers and Python the runs used, when,
-and per model type the status, the error type and the run's uid. docs/coverage.md's table is made
-from that file by cog (``table()``; `cog -r docs/coverage.md`), and tests/test_docs.py fails when the
-page and the file disagree: the table says what a recorded run found, never what someone typed.
+writes docs/architectures.json (with --with, docs/architectures-<requirement>.json): the command,
+the torch, transformers and Python the runs used, when, and per model type the status, the error
+type and the run's uid. docs/coverage.md's tables are made from those files by cog (``table()``;
+`cog -r docs/coverage.md`), and tests/test_docs.py fails when a page and its file disagree: a table
+says what a recorded run found, never what someone typed.
 """
 
 from __future__ import annotations
@@ -24,7 +27,21 @@ COMMAND = ["diag", "run", "--case", "hf:all", "--backend", "eager", "--fullgraph
 PREFIX = "hf:"
 
 
-def summarise(db_path: Path) -> dict:
+def record_path(requirements: list[str]) -> Path:
+    """Where a record goes: docs/architectures.json for diag's own environment, else one file per
+    set of requirements (transformers==5.5.4 -> architectures-transformers-5.5.4.json)."""
+    if not requirements:
+        return RECORD
+    name = "-".join(r.replace("==", "-").replace("/", "-") for r in requirements)
+    return RECORD.with_name(f"architectures-{name}.json")
+
+
+def command(torch: str | None, requirements: list[str]) -> list[str]:
+    extra = (["--torch", torch] if torch else []) + [arg for r in requirements for arg in ("--with", r)]
+    return [*COMMAND, *extra]
+
+
+def summarise(db_path: Path, said: list[str] | None = None) -> dict:
     """The newest run of each architecture in ``db_path`` (one torch build, one transformers)."""
     sys.path.insert(0, str(REPO))
     from diag import store
@@ -41,7 +58,7 @@ def summarise(db_path: Path) -> dict:
         raise SystemExit(f"one torch and one transformers per table: found {sorted(builds)}, {sorted(versions)}")
     pythons = {".".join((full[r["id"]]["python"] or "?").split(".")[:3]) for r in newest.values()}
     return {
-        "command": " ".join(COMMAND),
+        "command": " ".join(said or COMMAND),
         "torch": builds.pop(),
         "transformers": versions.pop(),
         "python": sorted(pythons),
@@ -53,9 +70,12 @@ def summarise(db_path: Path) -> dict:
     }
 
 
-def table(record: dict | None = None) -> str:
-    """The markdown table: how many architectures there are, how many compile, and which fail how."""
-    record = record or json.loads(RECORD.read_text())
+def table(record: dict | str | None = None) -> str:
+    """The markdown table: how many architectures there are, how many compile, and which fail how
+    (``record``: a record, or the name of its file in docs/; default docs/architectures.json)."""
+    name = record if isinstance(record, str) else RECORD.name
+    if not isinstance(record, dict):
+        record = json.loads(RECORD.with_name(name).read_text())
     found = record["architectures"]
     by_status: dict[str, list[str]] = {}
     for name, entry in found.items():
@@ -63,7 +83,7 @@ def table(record: dict | None = None) -> str:
     lines = [
         f"`{record['command']} --jobs 2` on torch {record['torch']} with transformers {record['transformers']} "
         f"(Python {', '.join(record['python'])}), recorded {record['recorded']}, in "
-        "[architectures.json](architectures.json):",
+        f"[{name}]({name}):",
         "",
         "| | architectures |",
         "|---|---|",
@@ -85,14 +105,18 @@ def main() -> None:
     parser.add_argument("action", choices=["record", "table"])
     parser.add_argument("--db", type=Path, default=Path("architectures.db"))
     parser.add_argument("--stored", action="store_true", help="summarise the runs already in --db")
+    parser.add_argument("--torch", help="diag run's --torch (default: diag's own environment)")
+    parser.add_argument("--with", dest="requirements", action="append", default=[], help="diag run's --with")
     args = parser.parse_args()
+    path = record_path(args.requirements)
     if args.action == "table":
-        print(table(), end="")
+        print(table(path.name), end="")
         return
+    said = command(args.torch, args.requirements)
     if not args.stored:
-        subprocess.run([*COMMAND, "--jobs", "2", "--db", str(args.db)], check=True)
-    RECORD.write_text(json.dumps(summarise(args.db), indent=1, sort_keys=True) + "\n")
-    print(f"wrote {RECORD}")
+        subprocess.run([*said, "--jobs", "2", "--db", str(args.db)], check=True)
+    path.write_text(json.dumps(summarise(args.db, said), indent=1, sort_keys=True) + "\n")
+    print(f"wrote {path}")
 
 
 if __name__ == "__main__":

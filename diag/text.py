@@ -92,6 +92,8 @@ def _heading(run: dict[str, Any]) -> list[str]:
         lines.append(f"error: {safe(run['error_type'])}: {safe(_first_line(run.get('error_message')))}")
         if run.get("error_location"):
             lines.append(f"at: {safe(run['error_location'])}")
+    if run.get("case_note"):
+        lines.append(f"the case says: {safe(run['case_note'])}")
     config = run.get("config") or {}
     if config:
         said = [f"{name} {config[name]}" for name in ("seed", "threads", "repeats", "timing_seconds") if name in config]

@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import REPO, diag, show
+from conftest import REPO, TEST_CASES, diag, run_section, show
 
 
 @pytest.mark.slow
@@ -77,6 +77,7 @@ def test_llama_through_generate_with_a_static_cache_and_the_architecture_page(tm
         # generate calls the forward with other keyword arguments in the prefill than in decode:
         # one recompile, attributed to decode step 0
         assert [r["decode_step"] for r in run["recompiles"]] == [0]
+        assert run["case_note"] is None  # the static cache worked: nothing to say
     out = tmp_path / "site"
     diag("report", "--db", str(db), "--out", str(out), cwd=tmp_path)
     page = (out / "architectures.html").read_text()
@@ -242,6 +243,19 @@ def test_layer_patterns_keep_what_the_model_needs_to_be_measured():
     assert tiny._one_of_each(["linear_attention", "hybrid"] * 8) == ["linear_attention", "hybrid", "hybrid"]
     assert tiny._one_of_each(["hybrid"] * 8) == ["hybrid", "hybrid"]
     assert tiny._one_of_each(["sliding_attention", "full_attention"] * 3) == ["sliding_attention", "full_attention"]
+    # the spelling of older releases (granitemoehybrid's default on transformers 5.5)
+    assert tiny._one_of_each(["mamba"] * 40) == ["mamba", "attention"]
+
+
+def test_a_config_asking_for_state_space_kernels_that_are_not_installed_gets_the_reference_path():
+    """zamba's default asks for the mamba kernels, and its model (transformers 5.5) refuses to run
+    without them; a checkpoint's config says the same, so the shrink turns it off where they are absent."""
+    import importlib.util
+
+    from diag.probe import tiny
+
+    assert importlib.util.find_spec("mamba_ssm") is None  # this machine: no kernels
+    assert tiny.tiny_config("zamba").use_mamba_kernels is False
 
 
 def test_a_config_its_class_refuses_to_make_again_is_kept_as_shrunk():
@@ -254,3 +268,40 @@ def test_a_config_its_class_refuses_to_make_again_is_kept_as_shrunk():
     shrunk = LlamaConfig(hidden_size=64, num_attention_heads=4)
     shrunk.num_attention_heads = 5  # 64 is not a multiple of 5: LlamaConfig refuses it when made
     assert tiny._remade(shrunk, LlamaConfig()) is shrunk
+
+
+@pytest.mark.slow
+def test_an_architecture_whose_static_cache_fails_eagerly_decodes_with_its_own_cache_and_says_why(tmp_path):
+    """transformers' static cache writes one slot past its end for xlm (index_copy_ out of bounds, on
+    the 5.x releases diag was tried with); its generate with the cache it picks by itself works. The
+    run is then a compile verdict on that path, and says so, instead of an eager_error."""
+    db = tmp_path / "h.db"
+    done = diag(
+        "run", "--case", "hf:xlm", "--backend", "eager", "--fullgraph", "--no-timing", "--new-tokens", "4",
+        "--db", str(db), "--json", cwd=tmp_path,
+    )  # fmt: skip
+    run = show(db, json.loads(done.stdout)[0]["id"], tmp_path)
+    assert run["status"] != "eager_error", run.get("error_message")
+    assert run["tokens_equal"] == 1
+    assert "with a static cache" in run["case_note"] and "IndexError" in run["case_note"]
+    text = diag("show", str(run["id"]), "--db", str(db), cwd=tmp_path).stdout
+    assert "the case says: this transformers' generate fails on xlm with a static cache" in text
+
+
+@pytest.mark.slow
+def test_what_a_case_notes_is_stored_once_shown_and_kept_when_the_case_then_fails(tmp_path):
+    db = tmp_path / "n.db"
+    case = str(TEST_CASES / "noted.py")
+    args = ("run", "--case", case, "--backend", "eager", "--no-fullgraph", "--no-timing", "--new-tokens", "3")
+    ran = json.loads(diag(*args, "--db", str(db), "--json", cwd=tmp_path).stdout)[0]
+    failed = json.loads(
+        diag(*args, "--db", str(db), "--json", cwd=tmp_path, env_extra={"DIAG_TEST_NOTED_RAISES": "1"}).stdout
+    )[0]
+    said = "no cache here: every step recomputes the prefix"
+    ok, broken = show(db, ran["id"], tmp_path), show(db, failed["id"], tmp_path)
+    assert ok["status"] == "pass" and ok["case_note"] == said
+    assert broken["status"] == "eager_error" and broken["case_note"] == said
+    assert "the fallback failed as well" in broken["error_message"]
+    site = tmp_path / "site"
+    diag("report", "--db", str(db), "--out", str(site), cwd=tmp_path)
+    assert f"The case says: {said}" in run_section(site, ran["id"])

@@ -147,6 +147,7 @@ class Generation:
         self.logits: list[Any] = []
         self.tokens: list[Any] = []
         self.step_seconds: list[float] = []
+        self.notes: list[str] = []
 
     @property
     def batch_size(self) -> int:
@@ -186,6 +187,12 @@ class Generation:
         if input_ids is not None:
             self.input_ids, self.own = input_ids, True
             self.attention_mask = attention_mask if attention_mask is not None else input_ids.new_ones(input_ids.shape)
+
+    def note(self, text: str) -> None:
+        """Say how this generation ran where it is not what the case's name promises (a fallback
+        taken, and why): stored with the run, shown by ``diag show`` and on the run page."""
+        if text not in self.notes:
+            self.notes.append(str(text))
 
     def chosen(self, sequences: Any) -> Any:
         """Record the tokens a loop the case does not own chose, from the sequences it returned

@@ -153,12 +153,14 @@ def eager_pass(workload: Workload, results: Writer):
         )
     except Exception as exc:
         info = exception_info(exc)
+        write_case_notes(workload, results)
         results.write(
             records.RESULT, status=statuses.EAGER_ERROR, error_location=error_location(exc, workload.case.path), **info
         )
         return None
     import torch
 
+    write_case_notes(workload, results)
     if eager.own:
         # The case's own model or prompt: its eager pass is the reference. Agreement with
         # transformers' generate is recorded where the model has one, never required.
@@ -179,6 +181,11 @@ def eager_pass(workload: Workload, results: Writer):
         )
         return None
     return eager
+
+
+def write_case_notes(workload: Workload, results: Writer) -> None:
+    for text in workload.notes:
+        results.write(records.CASE_NOTE, text=text)
 
 
 def instrumented_compile(workload: Workload, results: Writer, artifacts: Path, timing_results: Optional[Path]):

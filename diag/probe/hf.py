@@ -11,6 +11,7 @@ Imports: standard library, torch, transformers.
 from __future__ import annotations
 
 import inspect
+from typing import Optional
 
 import torch
 
@@ -104,14 +105,32 @@ def architectures() -> list[str]:
 
 def tiny_model(model_type: str, dtype, device: str, seed: int):
     """A random ``model_type`` causal LM of ``tiny_config``, seeded, in eval mode."""
-    from transformers import AutoModelForCausalLM
-
     torch.manual_seed(seed)
-    model = AutoModelForCausalLM.from_config(tiny_config(model_type))
+    model = _causal_lm(tiny_config(model_type), seed)
     languages = getattr(model.config, "languages", None)
     if callable(getattr(model, "set_default_language", None)) and languages:
         model.set_default_language(list(languages)[0])  # xmod's adapters need one to route through
     return model.to(device=device, dtype=dtype).eval()
+
+
+def _causal_lm(config, seed: int):
+    """The architecture's causal-LM class made from ``config``; where the class refuses a multimodal
+    config, from its text config, the one the class is declared for (emu3, llama4, qwen3_5 in
+    releases whose class does not pick the text config out itself)."""
+    from transformers import AutoModelForCausalLM
+
+    try:
+        return AutoModelForCausalLM.from_config(config)
+    except Exception:
+        try:
+            declared = AutoModelForCausalLM._model_mapping[type(config)]
+        except Exception:  # no class to ask: the first refusal is the answer
+            declared = None
+        text = config.get_text_config() if hasattr(config, "get_text_config") else config
+        if declared is None or text is config or not isinstance(text, declared.config_class):
+            raise
+    torch.manual_seed(seed)
+    return declared(text)
 
 
 def _no_auto_compile() -> dict:
@@ -127,10 +146,11 @@ def _no_auto_compile() -> dict:
     return {"disable_compile": True} if hasattr(GenerationConfig(), "disable_compile") else {}
 
 
-def decode(model, prompt, attention_mask, new_tokens: int):
-    """transformers' greedy ``generate`` of exactly ``new_tokens`` with a static cache, without
-    transformers' own compile of the forward (``_no_auto_compile``); the mask is passed where the
-    model's forward takes one (state-space and some older models refuse it)."""
+def decode(model, prompt, attention_mask, new_tokens: int, cache: Optional[str] = "static"):
+    """transformers' greedy ``generate`` of exactly ``new_tokens`` with a static cache (``cache=None``:
+    the cache the model's own ``generate`` picks), without transformers' own compile of the forward
+    (``_no_auto_compile``); the mask is passed where the model's forward takes one (state-space and
+    some older models refuse it)."""
     # the class's forward: inside gen.watch the instance's is a wrapper taking *args, **kwargs
     masked = {"attention_mask": attention_mask} if "attention_mask" in _parameters(type(model).forward) else {}
     return model.generate(
@@ -140,7 +160,7 @@ def decode(model, prompt, attention_mask, new_tokens: int):
         max_new_tokens=new_tokens,
         min_new_tokens=new_tokens,
         do_sample=False,
-        cache_implementation="static",
+        **({"cache_implementation": cache} if cache else {}),
         pad_token_id=model.config.pad_token_id,
     )
 
@@ -157,5 +177,32 @@ def static_generate(gen, model_type: str) -> None:
     generator = torch.Generator().manual_seed(gen.seed)
     prompt = torch.randint(3, vocab, (gen.batch_size, gen.prompt_length), generator=generator).to(gen.model.device)
     gen.use(model=model, input_ids=prompt)
+    refused = static_cache_refused(model, prompt, gen.attention_mask)
+    if refused:
+        gen.note(
+            f"this transformers' generate fails on {model_type} with a static cache, eagerly ({refused}): "
+            "decoded with the cache its generate picks by itself"
+        )
     with gen.watch(model):
-        gen.chosen(decode(model, prompt, gen.attention_mask, gen.new_tokens))
+        gen.chosen(decode(model, prompt, gen.attention_mask, gen.new_tokens, cache=None if refused else "static"))
+
+
+def static_cache_refused(model, prompt, attention_mask) -> Optional[str]:
+    """Why this transformers' ``generate`` with a static cache fails on ``model`` uncompiled (a
+    prefill and one decode step; the exception's type and first line), or None where it works.
+
+    Some releases' static cache has no layer for a hybrid model's state-space layers or hands a 4-D
+    mask to a forward that takes 2-D ones; a compiled run would then measure transformers' failure,
+    not torch's. Run before anything is compiled, so that it leaves nothing in the run's logs, and
+    the model is left as it was found: the cache ``generate`` keeps on the model for the next call
+    (sized for this trial's two tokens) is dropped."""
+    kept = set(vars(model))
+    try:
+        decode(model, prompt, attention_mask, 2)
+    except Exception as exc:  # transformers' own code: any exception says the path is not usable
+        first = (str(exc).strip().splitlines() or [""])[0]
+        return f"{type(exc).__name__}: {first[:160]}"
+    finally:
+        for name in set(vars(model)) - kept:
+            delattr(model, name)
+    return None

@@ -104,6 +104,9 @@ HIDDEN_ERROR = _kind(
     last_decode_step="int?",
     count="int",
 )
+CASE_NOTE = _kind(
+    "case_note", "what the case said about how it ran (Generation.note): a fallback it took and why", text="str"
+)
 CORRECTNESS = _kind(
     "correctness",
     "compiled tokens and logits against eager",

@@ -103,6 +103,7 @@ class Workload:
             )
         self.current_step: Optional[int] = None
         self.step_listeners: list[Callable[[], None]] = []  # called at each decode step's boundary
+        self.notes: list[str] = []  # what the last generation's case said about how it ran
 
     @property
     def on_cuda(self) -> bool:
@@ -146,8 +147,11 @@ class Workload:
         )
         # every pass starts from one seed: a case that builds its own model or prompt builds the same one
         self.torch.manual_seed(self.spec.config.seed)
-        with self.torch.no_grad():
-            self.case.generate(gen)
+        try:
+            with self.torch.no_grad():
+                self.case.generate(gen)
+        finally:
+            self.notes = list(gen.notes)  # kept where the case raised: the note may say why
         if len(gen.tokens) != self.spec.config.new_tokens:
             raise RuntimeError(
                 f"case {self.case.name} emitted {len(gen.tokens)} tokens, "

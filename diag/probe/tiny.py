@@ -20,6 +20,7 @@ TINY_SIZES = {
     "d_model": 64,
     "intermediate_size": 128,
     "n_inner": 128,
+    "ffn_hidden_size": 128,  # dbrx's feed-forward config (5.5 reads its router width from it)
     "ffn_dim": 128,
     "num_hidden_layers": 2,
     "n_layer": 2,
@@ -172,11 +173,13 @@ def _one_of_each(types: list) -> list:
     """A layer pattern shrunk to one layer of each kind, in order of first appearance (at least two).
 
     A pattern of linear-attention layers alone gets a full-attention layer (granitemoehybrid's
-    default: its model has both, the static cache needs one to measure); a hybrid layer that shares
-    its attention block with the other hybrid layers (zamba ties them to the first) comes twice."""
+    default: its model has both, the static cache needs one to measure), under either spelling
+    transformers has used for the two (``mamba`` and ``attention`` in older releases); a hybrid layer that
+    shares its attention block with the other hybrid layers (zamba ties them to the first) comes twice."""
     kinds = list(dict.fromkeys(types))
-    if kinds == ["linear_attention"]:
-        kinds.append("full_attention")
+    for alone, attention in (("linear_attention", "full_attention"), ("mamba", "attention")):
+        if kinds == [alone]:
+            kinds.append(attention)
     if "hybrid" in kinds and len(kinds) > 1:
         kinds.append("hybrid")
     return (kinds * 2)[: max(2, len(kinds))]
@@ -323,6 +326,15 @@ def _shrink(target) -> None:
         _set(target, "num_kv_shared_layers", 0)  # layers reading another's cache: none in one of each
     if isinstance(_get(target, "sliding_window"), int):
         target.sliding_window = min(target.sliding_window, 64)
+    if _get(target, "use_mamba_kernels") is True and not _mamba_kernels():
+        _set(target, "use_mamba_kernels", False)  # zamba's model refuses a config asking for absent kernels
+
+
+def _mamba_kernels() -> bool:
+    """Whether the state-space kernels a config may ask for (the mamba_ssm package) are installed."""
+    import importlib.util
+
+    return importlib.util.find_spec("mamba_ssm") is not None
 
 
 def _tiny_hidden(target, fields: set[str]) -> int:

@@ -258,6 +258,7 @@ def assemble(
         **second_call(diagnosis),
         **correctness(diagnosis),
         "capabilities": capabilities(diagnosis, notes or {}),
+        "case_note": "; ".join(note["text"] for note in diagnosis.all(records.CASE_NOTE)) or None,
         **timing_columns(timing, spec["config"].get("device")),
         **instruction_columns(files.count),
         "guard_latency_us": guard_latency(timing, diagnosis),

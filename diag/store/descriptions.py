@@ -54,6 +54,8 @@ DESCRIPTIONS: dict[str, tuple[str, dict[str, str]]] = {
             "first compiled generation, in the probe's process",
             "instructions_method": "how they were counted: perf (the CPU's counter, least of 5) or callgrind",
             "instructions_note": "why a run that asked for a count has none",
+            "case_note": "what the case said about how it ran, where that is not what its name promises "
+            "(a fallback it took, and why)",
             "guard_latency_us": "guard check a steady decode call pays (us): each compiled frame's newest "
             "cache entry, as torch measured it, summed",
             "eager_ms_per_token": "median eager decode step (ms)",

@@ -436,6 +436,13 @@ def m021_compile_instructions(db: sqlite_utils.Database) -> None:
     db.table("runs").add_column("instructions_note", str)
 
 
+@migration
+def m022_case_note(db: sqlite_utils.Database) -> None:
+    """What the case said about how it ran where that is not what its name promises (an hf case's
+    fallback from transformers' static cache to the model's own). NULL: it said nothing."""
+    db.table("runs").add_column("case_note", str)
+
+
 def _row_types() -> dict[str, type]:
     """The row's columns (diag/row.py) and their types."""
     whole = {"fullgraph", "batch_size", "prompt_length", "new_tokens"}
