@@ -429,8 +429,7 @@ def m020_decode_step_span(db: sqlite_utils.Database) -> None:
 
 @migration
 def m021_compile_instructions(db: sqlite_utils.Database) -> None:
-    """The instructions a run's cold compile executed (diag run --count-instructions), the method that
-    counted them (perf or callgrind), and why a run that asked for a count has none. NULL: not asked."""
+    """Instructions the cold compile executed (--count-instructions), how counted, why none. NULL: not asked."""
     db.table("runs").add_column("compile_instructions", int)
     db.table("runs").add_column("instructions_method", str)
     db.table("runs").add_column("instructions_note", str)
@@ -438,13 +437,11 @@ def m021_compile_instructions(db: sqlite_utils.Database) -> None:
 
 @migration
 def m022_case_note(db: sqlite_utils.Database) -> None:
-    """What the case said about how it ran where that is not what its name promises (an hf case's
-    fallback from transformers' static cache to the model's own). NULL: it said nothing."""
+    """What the case said about how it ran (an hf case's fallback from the static cache); NULL: nothing."""
     db.table("runs").add_column("case_note", str)
 
 
-def _row_types() -> dict[str, type]:
-    """The row's columns (diag/row.py) and their types."""
+def _row_types() -> dict[str, type]:  # the row's columns (diag/row.py) and their types
     whole = {"fullgraph", "batch_size", "prompt_length", "new_tokens"}
     return {name: int if name in whole else str for name in rows.FIELDS}
 
