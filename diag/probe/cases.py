@@ -191,8 +191,9 @@ class Generation:
     def note(self, text: str) -> None:
         """Say how this generation ran where it is not what the case's name promises (a fallback
         taken, and why): stored with the run, shown by ``diag show`` and on the run page."""
+        text = str(text)
         if text not in self.notes:
-            self.notes.append(str(text))
+            self.notes.append(text)
 
     def chosen(self, sequences: Any) -> Any:
         """Record the tokens a loop the case does not own chose, from the sequences it returned
