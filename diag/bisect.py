@@ -191,8 +191,9 @@ class BuildTester:
     failures: dict[str, str] = field(default_factory=dict)
 
     def status(self, spec: str) -> Optional[str]:
+        """The build's outcome (``outcome``), or None where it cannot be tested."""
         run = self.run_build(spec)
-        return None if run is None else run["status"]
+        return None if run is None else outcome(run)
 
     def is_bad(self, spec: str) -> Verdict:
         status = self.status(spec)
@@ -200,6 +201,13 @@ class BuildTester:
             return None
         self.log(f"{spec}: {status} -> {'bad' if status != self.good_status else 'good'}")
         return status != self.good_status
+
+
+def outcome(run: dict) -> str:
+    """What a bisect compares between builds: the status, and whether the case had to note a fallback
+    (``Generation.note``). A release on which transformers' static cache stops working, so that the
+    case decodes with another cache, is a change to find even where both compile whole."""
+    return run["status"] + (" (the case noted a fallback)" if run.get("case_note") else "")
 
 
 def find_stored(db, spec: str, row: rows.Row) -> Optional[dict]:
@@ -214,13 +222,21 @@ def find_stored(db, spec: str, row: rows.Row) -> Optional[dict]:
 
 def _build_summary(run: Optional[dict]) -> dict:
     if run is None:
-        return {"version": None, "nightly_date": None, "git_version": None, "run": None, "status": None}
+        return {
+            "version": None,
+            "nightly_date": None,
+            "git_version": None,
+            "run": None,
+            "status": None,
+            "case_note": None,
+        }
     return {
         "version": run["build_version"],
         "nightly_date": run["build_nightly_date"],
         "git_version": run["build_git_version"],
         "run": run["id"],
         "status": run["status"],
+        "case_note": run.get("case_note"),
     }
 
 
@@ -319,9 +335,9 @@ def bisect(
     for spec, run in ((good, good_run), (bad, bad_run)):
         if run is None:
             raise BisectError(f"cannot test {spec}: {probe.failures.get(spec)}")
-    if good_run["status"] == bad_run["status"]:
-        raise BisectError(f"{good} and {bad} both give status {good_run['status']}: nothing to bisect")
-    probe.good_status = good_run["status"]
+    if outcome(good_run) == outcome(bad_run):
+        raise BisectError(f"{good} and {bad} both give status {outcome(good_run)}: nothing to bisect")
+    probe.good_status = outcome(good_run)
     result = search(candidates, probe.is_bad)
     summary = {
         "case": case.name,
@@ -329,6 +345,8 @@ def bisect(
         "torch": axis.torch,
         "good_status": good_run["status"],
         "bad_status": bad_run["status"],
+        "good_note": good_run.get("case_note"),
+        "bad_note": bad_run.get("case_note"),
         "candidates": len(candidates),
         "tested": result.tested,
         "skipped": {spec: probe.failures.get(spec) for spec in result.skipped},

@@ -289,6 +289,9 @@ def comparison_lines(comparison: RowComparison) -> list[str]:
     if comparison.error_change:
         was, now = comparison.error_change
         lines.append(f"    error: {safe(was or '-')} -> {safe(now or '-')}")
+    if comparison.note_change:
+        was, now = comparison.note_change
+        lines.append(f"    the case says: {safe(was or '-')} -> {safe(now or '-')}")
     for kind in FINDING_KINDS:
         for sign, keys in (("+", comparison.added), ("-", comparison.removed)):
             for key in keys.get(kind.table, []):

@@ -52,6 +52,16 @@ def test_probe_reuses_runs_it_already_has():
     assert asked == ["b", "a", "missing"]
 
 
+def test_a_fallback_the_case_notes_is_a_difference_even_where_the_status_holds():
+    """transformers 4.54.0 refuses hf:ctrl's static cache; the case then decodes with generate's own cache
+    and passes, as 4.53.3 passes with the static cache: the bisect must still tell the two apart."""
+    note = "this transformers' generate fails on ctrl with a static cache, eagerly (ValueError: ...)"
+    runs = {"4.53.3": {"status": "pass", "case_note": None}, "4.54.0": {"status": "pass", "case_note": note}}
+    probe = bisect.BuildTester(runs.get, good_status=bisect.outcome(runs["4.53.3"]))
+    assert probe.is_bad("4.54.0") is True and probe.is_bad("4.53.3") is False
+    assert bisect.outcome(runs["4.54.0"]) == "pass (the case noted a fallback)"
+
+
 def test_candidates_between_good_and_bad_in_version_order():
     listed = ["2.2.0.dev20231201", "2.1.0", "2.1.0.dev20230701", "2.1.0.dev20230601", "2.2.0"]
     assert bisect.between(listed, "2.1.0.dev20230601", "2.2.0.dev20231201") == [

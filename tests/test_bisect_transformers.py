@@ -83,11 +83,39 @@ def test_check_names_both_bisects_when_torch_and_transformers_moved_together(tmp
     assert gate.both_moved(row, run, {**run, "transformers_version": "4.57.0"}) == ""
 
 
+def test_check_fails_a_night_on_which_the_case_notes_a_fallback_it_did_not_take_before(tmp_path):
+    """A build on which transformers' static cache fails eagerly (a torch change it relies on) leaves an
+    hf case passing on generate's own cache, with a note: the nightly gate names the note, as the
+    status alone would say nothing."""
+    db_path = tmp_path / "h.db"
+    db = store.open_db(db_path)
+    fell_back = _night(2, "2.13.0", "4.54.0", "pass")
+    note = "this transformers' generate fails on ctrl with a static cache, eagerly (ValueError: no static)"
+    fell_back.run["case_note"] = note
+    store.save_runs(db, [_night(1, "2.12.0", "4.54.0", "pass"), fell_back])
+    db.conn.close()
+    done = diag("check", "--db", str(db_path), "--json", cwd=tmp_path, check=False)
+    assert done.returncode == 1, done.stdout + done.stderr
+    (found,) = json.loads(done.stdout)["regressions"]
+    assert found["kind"] == "fallback" and note in found["message"], found
+    compared = diag("compare", "2.12.0", "2.13.0", "--db", str(db_path), cwd=tmp_path).stdout
+    assert f"the case says: - -> {note}" in compared, compared
+    # the note on both sides is no news
+    again = _night(3, "2.14.0", "4.54.0", "pass")
+    again.run["case_note"] = note
+    db = store.open_db(db_path)
+    store.save_runs(db, [again])
+    db.conn.close()
+    assert diag("check", "--db", str(db_path), cwd=tmp_path, check=False).returncode == 0
+
+
 def test_bisect_over_three_real_transformers_releases(tmp_path, torch_envs_home):
-    """torch 2.13.0 fixed; hf:ctrl's decode step runs on transformers 4.53.3 and fails in eager on
-    4.54.0 (ValueError: "This model does not support `cache_implementation='static'`"; by 4.57.1 the
+    """torch 2.13.0 fixed; hf:ctrl's generate takes a static cache on transformers 4.53.3 and refuses it
+    on 4.54.0 (ValueError: "This model does not support `cache_implementation='static'`"; by 4.57.1 the
     failure is a RuntimeError on the attention mask's shape), as a bisect over 4.45.2..4.57.1 found.
-    Three real releases, each provisioned into an environment of its own from the package index."""
+    The case then decodes with generate's own cache and passes, and says so: the bisect finds the
+    release where that began. Three real releases, each provisioned into an environment of its own
+    from the package index."""
     db = tmp_path / "tf.db"
     done = diag(
         "bisect",
@@ -111,7 +139,10 @@ def test_bisect_over_three_real_transformers_releases(tmp_path, torch_envs_home)
     assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads(done.stdout)
     assert summary["moved"] == "transformers" and summary["torch"] == "2.13.0"
-    assert (summary["good_status"], summary["bad_status"]) == ("pass", "eager_error")
+    assert (summary["good_status"], summary["bad_status"]) == ("pass", "pass")
+    assert summary["good_note"] is None
+    assert "static cache" in summary["bad_note"] and "ValueError" in summary["bad_note"], summary["bad_note"]
+    assert summary["first_bad"]["case_note"] == summary["bad_note"]
     assert summary["candidates"] == 3 and list(summary["tested"]) == ["4.53.3"]
     assert summary["last_good"]["transformers"] == "4.53.3"
     assert summary["first_bad"]["transformers"] == "4.54.0"

@@ -83,7 +83,8 @@ def bisect_command(
     as_json: bool,
     **config: Any,
 ) -> None:
-    """Binary-search the builds between --good and --bad for the first one whose status differs from --good's.
+    """Binary-search the builds between --good and --bad for the first one whose status differs from --good's
+    (a fallback the case notes, as an hf case decoding without the static cache, counts as a difference).
 
     Builds are provisioned as needed and runs already in the DB are reused. A build
     that fails to install is skipped and reported. Prints the first bad build, its

@@ -62,6 +62,13 @@ class RowComparison:
             return error_text(self.before), error_text(self.after)
         return None
 
+    @property
+    def note_change(self) -> Optional[tuple[Optional[str], Optional[str]]]:
+        """What the case noted of how it ran (a fallback it took) on each side, where that differs."""
+        if self.before and self.after and self.before.get("case_note") != self.after.get("case_note"):
+            return self.before.get("case_note"), self.after.get("case_note")
+        return None
+
     def key_text(self, table: str, key: str) -> str:
         """What a finding key stands for, from the side that has it: gb_type, else reason or message."""
         for run in (self.after, self.before):
@@ -80,6 +87,8 @@ class RowComparison:
             "status_after": self.after and self.after["status"],
             "error_before": self.before and error_text(self.before),
             "error_after": self.after and error_text(self.after),
+            "case_note_before": self.before and self.before.get("case_note"),
+            "case_note_after": self.after and self.after.get("case_note"),
             "key_texts": {
                 table: {
                     key: self.key_text(table, key) for key in [*self.added.get(table, []), *self.removed.get(table, [])]
@@ -229,6 +238,8 @@ KINDS = {
     "decode_recompiles": "decode steps recompile beyond the allowed number, where the baseline stayed within it",
     "second_call_recompiles": "a second generate call recompiles, where the baseline's did not",
     "tokens": "compiled tokens no longer match eager",
+    "fallback": "the case notes a fallback the baseline did not take (Generation.note): what it measures "
+    "now is not what its name promises, as an hf case decoding without the static cache",
     "slowdown": "a significant slowdown beyond the threshold (latency, compile time, guard time), or a "
     "compile instruction count beyond its threshold",
     "inconclusive": "a slowdown beyond the threshold with too few runs a side to judge",
@@ -306,6 +317,8 @@ def regressions(comparison: RowComparison, thresholds: Thresholds, allowed: set[
                 f"compiled tokens no longer match eager (first differing step {after.get('first_differing_step')})",
             )
         )
+    if after.get("case_note") and not before.get("case_note"):
+        found.append(Regression(row, "fallback", f"the case now says: {_first_line(after['case_note'], 300)}"))
     for change in comparison.timings:
         limit = thresholds.limit(change.metric)
         if change.significant_slowdown(limit, thresholds.alpha):
