@@ -5,8 +5,10 @@
     python -m diag.probe check    --out checks.jsonl [--device cuda:0 ...] [CASE_FILE ...]
     python -m diag.probe run      --spec spec.json --dir RUN_DIR --timeout S [--no-timing]
     python -m diag.probe race     --spec a.json --spec b.json [...] --out race.jsonl
+    python -m diag.probe serve    [--backend inductor ...] [--for RUNS_FOLDER]
 
 ``run`` is what the orchestrator starts: both passes forked from one import (supervise.py).
+``serve`` is a long-lived parent that forks each ``run`` from one import per environment (parent.py).
 
 Everything it finds goes to a results file in the record format of records.py;
 stdout is left to torch. The exit status is 0 whenever the results file holds a
@@ -33,6 +35,9 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     run.add_argument("--dir", required=True)
     run.add_argument("--timeout", type=float, required=True, help="seconds each pass may take")
     run.add_argument("--no-timing", action="store_true")
+    serve = sub.add_parser("serve", help="a long-lived parent that imports once and forks each run (parent.py)")
+    serve.add_argument("--backend", action="append", default=[], help="a backend whose compiler to import too")
+    serve.add_argument("--for", dest="serves", default="", help="what it serves (the run folder), for ps to show")
     race = sub.add_parser("race", help="compiled variants of one config timed side by side (diag race)")
     race.add_argument("--spec", action="append", required=True, help="one per variant, the same config in each")
     race.add_argument("--out", required=True)
@@ -103,6 +108,10 @@ def main(argv: list[str]) -> int:
         return 0
     if args.command == "race":
         return _race(args.spec, args.out)
+    if args.command == "serve":
+        from diag.probe import parent
+
+        return parent.serve(args.backend)
     if args.command == "run":
         import os
 

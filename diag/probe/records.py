@@ -221,6 +221,7 @@ EXIT = _kind(
     timed_out="bool",
     duration_s="float",
     oom_kills="int?",
+    launch="str?",  # the probe process only: forked from a probe parent, or a process of its own and why
 )
 CASE_CHECK = _kind(
     "case_check",

@@ -1,5 +1,6 @@
 """Execute the runs of a matrix (planned in diag/run/matrix.py): one probe process per run, each
-into its run directory, assembled into a storable run."""
+into its run directory, assembled into a storable run. In a matrix, a run is forked from its
+environment's long-lived probe parent where one can be kept (parents.py)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from diag.config import artifacts_root
 from diag.contract import COUNT_PASS_LIMIT, ENVIRONMENT_ERRNOS, Config, records, statuses
 from diag.envs import TorchEnv
 from diag.errors import DiagError
-from diag.run import rundir, trace
+from diag.run import parents, rundir, trace
 from diag.run.assemble import assemble
 from diag.run.catalog import CaseRef
 from diag.run.spawn import ProcessTracker, run_probe
@@ -101,14 +102,16 @@ def execute(
     timing: bool,
     tracker: Optional[ProcessTracker] = None,
     invocation: Optional[str] = None,
+    pool: Optional[parents.Parents] = None,
 ) -> RunRecord:
-    """One probe process for the run (supervise.py): the timing pass, then the diagnosis pass.
+    """One probe process for the run (supervise.py): the timing pass, then the diagnosis pass;
+    forked from its environment's parent in ``pool`` where there is one.
 
     EnvironmentFault, with the run directory removed, when the machine fails the run (a full disk).
     """
     run_dir = artifacts_root(db_path.resolve()) / uuid.uuid4().hex
     try:
-        return _execute(job, run_dir, timeout_s, timing, tracker, invocation, db_path)
+        return _execute(job, run_dir, timeout_s, timing, tracker, invocation, db_path, pool)
     except OSError as exc:
         if exc.errno not in ENVIRONMENT_ERRNOS:
             raise
@@ -124,9 +127,11 @@ def _execute(
     tracker: Optional[ProcessTracker],
     invocation: Optional[str],
     db_path: Optional[Path] = None,
+    pool: Optional[parents.Parents] = None,
 ) -> RunRecord:
     run_dir.mkdir(parents=True, exist_ok=True)
     spec_path = write_spec(job, run_dir, timing, invocation, db_path)
+    probe_args = {"spec": str(spec_path), "dir": str(run_dir), "timeout": timeout_s, "timing": timing}
     command = job.env.probe_command(
         "run",
         "--spec",
@@ -143,13 +148,28 @@ def _execute(
     with tempfile.TemporaryDirectory(prefix="diag-inductor-cold-") as cold_cache:
         env = probe_environ(job.env.probe_environ(), run_dir, cold_cache if timing else None)
         # Each pass has its own limit inside the probe; this one only covers the imports around them.
-        probe_exit = run_probe(command, run_dir, env, (passes + 1) * timeout_s, rundir.PROBE_OUTPUT, tracker)
+        limit_s = (passes + 1) * timeout_s
+        try:
+            parent, launch = pool.lease(job.env.probe_command(), env) if pool else (None, parents.ALONE)
+            probe_exit = None
+            if parent is not None:
+                try:
+                    probe_exit = parents.run_forked(
+                        parent, probe_args, run_dir, env, limit_s, rundir.PROBE_OUTPUT, tracker
+                    )
+                except parents.ParentGone as exc:
+                    launch = f"{parents.ALONE} ({exc})"
+            if probe_exit is None:
+                probe_exit = run_probe(command, run_dir, env, limit_s, rundir.PROBE_OUTPUT, tracker)
+        finally:
+            if pool is not None:
+                pool.done(job.env.probe_command(), env)
     if tracker is not None and tracker.stopped:
         # The matrix was stopped (Ctrl-C, a failed save) and killed this probe: no run, no directory.
         shutil.rmtree(run_dir, ignore_errors=True)
         raise Cancelled(job.label())
     with records.Writer(run_dir / rundir.PROBE_EXIT) as writer:
-        writer.write(records.EXIT, **probe_exit)
+        writer.write(records.EXIT, **probe_exit, launch=launch)
     return record_of(run_dir, job.env.build)
 
 
@@ -166,6 +186,9 @@ def record_of(run_dir: Path, fallback_build: Callable[[], dict]) -> RunRecord:
     compiled = result is not None and result.get("status") not in statuses.NEVER_COMPILED
     built = files.diagnosis.first(records.BUILD)
     frames, notes = trace.collect(run_dir, compiled, python=(built or {}).get("executable"))
+    launch = files.probe_exit.get("launch")
+    if launch:
+        notes["probe_process"] = {"available": launch.startswith(parents.FORKED), "detail": launch}
     build = {} if built else fallback_build()
     record = assemble(files, build, frames, notes)
     record.run["orchestrator_s"] = time.perf_counter() - started
@@ -228,15 +251,18 @@ def run_matrix(
     """
     tracker = ProcessTracker()
     invocation = uuid.uuid4().hex
+    planned = [(job.env.probe_command(), _environ_of(job), job.config.backend) for job in jobs]
+    pool = parents.Parents(planned, serves=str(artifacts_root(db_path.resolve())))
     pending: Iterator[tuple[int, Job]] = iter(enumerate(jobs, 1))
-    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as workers_pool:
         running: dict[Future, tuple[int, Job]] = {}
 
         def submit_next() -> None:
             item = next(pending, None)
             if item is not None:
                 on_start(*item)
-                running[pool.submit(execute, item[1], db_path, timeout_s, timing, tracker, invocation)] = item
+                future = workers_pool.submit(execute, item[1], db_path, timeout_s, timing, tracker, invocation, pool)
+                running[future] = item
 
         try:
             for _ in range(max(1, workers)):
@@ -254,6 +280,13 @@ def run_matrix(
             for future in running:
                 future.cancel()
             raise
+        finally:
+            pool.close()
+
+
+def _environ_of(job: Job) -> dict[str, str]:
+    """The environment a job's probe gets, less what differs per run (parents.PER_RUN_VARIABLES)."""
+    return probe_environ(job.env.probe_environ(), Path(), None)
 
 
 class Heartbeat:

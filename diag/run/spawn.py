@@ -13,7 +13,7 @@ import subprocess
 import threading
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Protocol
 
 from diag.contract import LIFELINE_VARIABLE, oom_kills, oom_kills_since
 
@@ -23,16 +23,16 @@ class ProcessTracker:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._live: set[subprocess.Popen] = set()
+        self._live: set[Process] = set()
         self.stopped = False
 
-    def add(self, process: subprocess.Popen) -> None:
+    def add(self, process: Process) -> None:
         with self._lock:
             self._live.add(process)
             if self.stopped:
                 kill_group(process)
 
-    def discard(self, process: subprocess.Popen) -> None:
+    def discard(self, process: Process) -> None:
         with self._lock:
             self._live.discard(process)
 
@@ -44,7 +44,7 @@ class ProcessTracker:
             kill_group(process)
 
 
-def kill_group(process: subprocess.Popen, wait: bool = True) -> None:
+def kill_group(process: Process, wait: bool = True) -> None:
     """SIGKILL the process's whole group (the probe, its passes, inductor's compile workers)."""
     try:
         os.killpg(process.pid, signal.SIGKILL)
@@ -52,6 +52,16 @@ def kill_group(process: subprocess.Popen, wait: bool = True) -> None:
         pass
     if wait:
         process.wait()
+
+
+class Process(Protocol):
+    """What the tracker kills and waits on: a probe started here (Popen), or one a probe parent
+    forked (parents.ForkedRun)."""
+
+    pid: int
+    returncode: Optional[int]
+
+    def wait(self, timeout: Optional[float] = None) -> Optional[int]: ...
 
 
 def run_probe(
@@ -66,42 +76,57 @@ def run_probe(
 
     Returns the fields of an ``exit`` record (records.py) for it.
     """
-    tracker = tracker or ProcessTracker()
     log_dir.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
     oom_before = oom_kills()
     # The lifeline: this process holds the write end; the probe reads the other and kills its whole
     # group at EOF, which the kernel delivers when this process dies, even by SIGKILL.
     lifeline, held = os.pipe()
-    with open(log_dir / f"{label}.stdout.txt", "wb") as out, open(log_dir / f"{label}.stderr.txt", "wb") as err:
-        try:
-            process = subprocess.Popen(
-                command,
-                stdout=out,
-                stderr=err,
-                stdin=subprocess.DEVNULL,
-                env={**env, LIFELINE_VARIABLE: str(lifeline)},
-                pass_fds=(lifeline,),
-                start_new_session=True,
-            )
-        finally:
-            os.close(lifeline)
-        tracker.add(process)
-        timed_out = False
-        try:
-            process.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            kill_group(process)
-        except BaseException:
-            kill_group(process)
-            raise
-        else:
-            # Inductor's compile workers share the group; none may outlive the probe.
-            kill_group(process, wait=False)
-        finally:
-            tracker.discard(process)
-            os.close(held)
+    try:
+        with open(log_dir / f"{label}.stdout.txt", "wb") as out, open(log_dir / f"{label}.stderr.txt", "wb") as err:
+            try:
+                process = subprocess.Popen(
+                    command,
+                    stdout=out,
+                    stderr=err,
+                    stdin=subprocess.DEVNULL,
+                    env={**env, LIFELINE_VARIABLE: str(lifeline)},
+                    pass_fds=(lifeline,),
+                    start_new_session=True,
+                )
+            finally:
+                os.close(lifeline)
+        return watch(process, timeout_s, label, start, oom_before, tracker)
+    finally:
+        os.close(held)
+
+
+def watch(
+    process: Process,
+    timeout_s: float,
+    label: str,
+    start: float,
+    oom_before: Optional[int],
+    tracker: Optional[ProcessTracker] = None,
+) -> dict[str, Any]:
+    """Wait for a started probe (its own session) to end, killing its session at ``timeout_s`` or
+    on any exception here; the fields of its ``exit`` record."""
+    tracker = tracker or ProcessTracker()
+    tracker.add(process)
+    timed_out = False
+    try:
+        process.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        kill_group(process)
+    except BaseException:
+        kill_group(process)
+        raise
+    else:
+        # Inductor's compile workers share the group; none may outlive the probe.
+        kill_group(process, wait=False)
+    finally:
+        tracker.discard(process)
     code = process.returncode
     return {
         "name": label,
