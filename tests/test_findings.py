@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import linecache
+from pathlib import Path
 
 import pytest
 from conftest import REPO, diag, show
+
+from diag.probe import compat
 
 
 def test_append_last_fullgraph_passes_with_no_breaks_or_decode_recompiles(findings):
@@ -17,6 +20,16 @@ def test_append_last_fullgraph_passes_with_no_breaks_or_decode_recompiles(findin
     assert [r for r in run["recompiles"] if (r["decode_step"] or 0) > 0] == []
     assert run["tokens_equal"] == 1
     assert run["oracle_equal"] == 1
+
+
+def test_the_debug_log_keeps_dynamos_debug_records_but_none_per_traced_instruction(findings):
+    """dynamo's per-instruction artifacts come on with its DEBUG log and were most of a large model's
+    log (320 MB, most of the pass's CPU); no parser reads them, so the capture keeps them off."""
+    for (case, _), run in findings.items():
+        log = (Path(run["artifacts_dir"]) / "torch_debug.log").read_text()
+        assert " DEBUG torch._dynamo." in log, case
+        for name in compat.PER_INSTRUCTION_TRACES:
+            assert f".__{name} " not in log, (case, name)
 
 
 def test_dynamic_slice_fullgraph_fails_at_the_slicing_line(findings):

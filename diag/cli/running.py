@@ -146,8 +146,10 @@ def run_command(
 
     Each case x torch x config is one probe process, which imports torch once and
     forks two passes: first the timing pass (logging off, a cold compile), then the
-    diagnosis pass (dynamo/aot/inductor DEBUG logs captured). Prints one line per
-    run. Exits 0 when every run was recorded, whatever the statuses; compile
+    diagnosis pass (dynamo/aot/inductor DEBUG logs captured). Where a torch
+    environment has several runs, each is forked from one long-lived parent that
+    imported torch for all of them (DIAG_PROBE_PARENT=0: a fresh process each).
+    Prints one line per run. Exits 0 when every run was recorded, whatever the statuses; compile
     failures are findings, not tool errors (see diag statuses).
 
     Each run's directory (spec, records, logs, trace, tlparse and depyf output) goes

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import collections
 import inspect
+import logging
 import shutil
 from typing import Any, Iterator, Optional
 
@@ -34,6 +35,20 @@ def debug_logs() -> Capability:
     if {"dynamo", "aot", "inductor"} <= keywords:
         return True, "dynamo/aot/inductor DEBUG logs via torch._logging.set_logs"
     return False, "torch._logging.set_logs with dynamo/aot/inductor is not available on this torch"
+
+
+# dynamo's artifacts that log once per bytecode instruction, source line or call it traces: on by
+# default under a DEBUG dynamo log, read by no parser, and most of a large model's log (a hybrid
+# state-space decode step: 1.6 million of 1.7 million records, 320 MB, and most of the pass's CPU).
+PER_INSTRUCTION_TRACES = ("trace_bytecode", "trace_source", "trace_call")
+
+
+def quiet_per_instruction_traces() -> None:
+    """Raise the per-instruction artifacts' loggers above DEBUG (torch's set_logs puts them back to
+    NOTSET, so this follows every set_logs): dynamo checks the level before it formats its stack."""
+    for logger in list(logging.root.manager.loggerDict.values()):
+        if isinstance(logger, logging.Logger) and getattr(logger, "artifact_name", None) in PER_INSTRUCTION_TRACES:
+            logger.setLevel(logging.INFO)
 
 
 def graph_breaks_log() -> Capability:

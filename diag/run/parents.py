@@ -5,7 +5,8 @@ of CPU) when each is a process of its own. ``Parents`` starts, per environment t
 one run in the matrix, a probe parent (diag/probe/parent.py) that imports once and forks a child
 per run; the child is what a probe process of its own would have been, in a session of its own,
 so the orchestrator times it out, kills it and reads its exit exactly as before (spawn.watch).
-A parent lives while its environment has runs left.
+A parent lives while its environment has runs left (with ``--repeat`` over several torch builds,
+each build's parent therefore stays for the whole invocation).
 
 Where no parent can be kept, a run is a process of its own, and its capabilities say why
 (``probe_process``): no fork, ``DIAG_PROBE_PARENT=0``, a parent that failed to start or died, a
@@ -212,7 +213,13 @@ class Parents:
                 return None, f"{ALONE} (one run in its environment)"
             parent = self._parents.get(key)
             if parent is None:
-                parent = ProbeParent(command, environ, [b for b in self._backends[key] if b in COMPILERS], self._serves)
+                try:
+                    parent = ProbeParent(
+                        command, environ, [b for b in self._backends[key] if b in COMPILERS], self._serves
+                    )
+                except OSError as exc:  # the interpreter cannot be started: each run says so itself
+                    self._refused[key] = f"the probe parent could not start: {exc}"
+                    return None, f"{ALONE} ({self._refused[key]})"
                 why = parent.wait_ready()
                 if why is not None:
                     self._refused[key] = why

@@ -1,0 +1,155 @@
+"""Runs per core-hour with one import per environment (a long-lived probe parent) against a process
+per run (DIAG_PROBE_PARENT=0), side by side on one machine (docs/BENCHMARKS.md, "Probe parents").
+
+    python bench/parents.py                       # hf:all, fullgraph on and off: 2 x 364 runs, about 35 min
+    python bench/parents.py --case hf:llama --case hf:gpt2      # a quick look
+
+Each side is one `diag run --backend eager --no-timing --new-tokens 4 --jobs 2` into a DB of its
+own; its CPU is the user and system time of diag and every process under it (getrusage of the
+reaped children), its memory the peak of the summed PSS of the process tree, sampled each second
+(PSS shares a page between the processes that map it, so forked children are not counted twice).
+The two DBs are then compared row by row: status, error type, counts, the keys of every finding
+and the frames torch compiled must be equal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from common import REPO, environ
+
+RUN = ["run", "--backend", "eager", "--no-timing", "--new-tokens", "4", "--jobs", "2"]
+
+
+def _tree_pss_kb(root: int) -> int:
+    """The summed PSS of ``root`` and its descendants (kB), from /proc."""
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        parents[int(entry.name)] = int(stat[stat.rfind(")") + 2 :].split()[1])
+    tree, frontier = {root}, {root}
+    while frontier:
+        frontier = {pid for pid, parent in parents.items() if parent in frontier} - tree
+        tree |= frontier
+    total = 0
+    for pid in tree:
+        try:
+            for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+                if line.startswith("Pss:"):
+                    total += int(line.split()[1])
+        except (OSError, ValueError):
+            continue
+    return total
+
+
+def side(cases: list[str], db: Path, parent: bool) -> dict:
+    """One `diag run` of ``cases``: wall and CPU seconds, runs, peak PSS of its tree."""
+    env = environ(**({} if parent else {"DIAG_PROBE_PARENT": "0"}))
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "diag", *RUN, *[a for c in cases for a in ("--case", c)], "--db", str(db)],
+        env=env,
+        cwd=db.parent,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    peak = [0]
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.wait(1.0):
+            peak[0] = max(peak[0], _tree_pss_kb(process.pid))
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    _, err = process.communicate()
+    done.set()
+    sampler.join()
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if process.returncode not in (0, 1):
+        raise SystemExit(f"diag run failed ({process.returncode}): {err[-2000:]}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    runs = sqlite3.connect(db).execute("SELECT count(*) FROM runs").fetchone()[0]
+    return {
+        "wall_s": wall,
+        "cpu_s": cpu,
+        "runs": runs,
+        "runs_per_core_hour": runs * 3600 / cpu,
+        "peak_pss_mb": peak[0] / 1024,
+    }
+
+
+def findings(db: Path) -> dict[str, tuple]:
+    """What each row found, keyed by its label."""
+    sys.path.insert(0, str(REPO))
+    from diag import store
+    from diag.row import label, of
+
+    handle = store.open_db(db)
+    found = {}
+    for run in handle.query("SELECT * FROM runs"):
+        full = store.get_run(handle, run["id"])
+        keys = tuple(sorted(item["key"] for t in ("graph_breaks", "recompiles", "hidden_errors") for item in full[t]))
+        frames = tuple(sorted((f["compile_id"], f["co_name"], f["fail_type"] or "") for f in full["frames"]))
+        counts = (run["graph_break_count"], run["recompile_count"], run["hidden_error_count"], run["tokens_equal"])
+        found[label(of(run))] = (run["status"], run["error_type"], counts, keys, frames)
+    return found
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--case", action="append", default=[], help="default: hf:all")
+    parser.add_argument("--work", type=Path, help="where the two DBs go (default: a temporary folder)")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    cases = args.case or ["hf:all"]
+    work = args.work or Path(tempfile.mkdtemp(prefix="diag-bench-parents-"))
+    work.mkdir(parents=True, exist_ok=True)
+    # a warm-up, so that neither side reads torch and transformers from a cold disk
+    subprocess.run(
+        [sys.executable, "-m", "diag", *RUN, "--case", "append_last", "--db", str(work / "warm.db")],
+        env=environ(),
+        cwd=work,
+        capture_output=True,
+        check=False,
+    )
+    result = {"cases": cases, "loadavg_before": os.getloadavg()[0]}
+    result["alone"] = side(cases, work / "alone.db", parent=False)
+    result["forked"] = side(cases, work / "forked.db", parent=True)
+    result["loadavg_after"] = os.getloadavg()[0]
+    alone, forked = findings(work / "alone.db"), findings(work / "forked.db")
+    differ = sorted(row for row in set(alone) | set(forked) if alone.get(row) != forked.get(row))
+    result["rows"], result["rows_differing"] = len(alone), differ
+    result["ratio_runs_per_core_hour"] = result["forked"]["runs_per_core_hour"] / result["alone"]["runs_per_core_hour"]
+    result["ratio_wall"] = result["alone"]["wall_s"] / result["forked"]["wall_s"]
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return
+    for name in ("alone", "forked"):
+        s = result[name]
+        print(
+            f"{name:7} {s['runs']} runs, {s['wall_s']:.0f} s wall, {s['cpu_s']:.0f} CPU-s: "
+            f"{s['runs_per_core_hour']:.0f} runs per core-hour, peak PSS {s['peak_pss_mb']:.0f} MB"
+        )
+    print(f"runs per core-hour x{result['ratio_runs_per_core_hour']:.2f}, wall x{result['ratio_wall']:.2f}")
+    print(f"rows compared {result['rows']}, differing {len(differ)}" + (f": {differ[:10]}" if differ else ""))
+
+
+if __name__ == "__main__":
+    main()
