@@ -3,6 +3,7 @@ per run (DIAG_PROBE_PARENT=0), side by side on one machine (docs/BENCHMARKS.md, 
 
     python bench/parents.py                       # hf:all, fullgraph on and off: 2 x 364 runs, about 35 min
     python bench/parents.py --case hf:llama --case hf:gpt2      # a quick look
+    python bench/parents.py --case all --torch 2.0.1 --python 3.10   # the built-in cases on another torch
 
 Each side is one `diag run --backend eager --no-timing --new-tokens 4 --jobs 2` into a DB of its
 own; its CPU is the user and system time of diag and every process under it (getrusage of the
@@ -55,13 +56,13 @@ def _tree_pss_kb(root: int) -> int:
     return total
 
 
-def side(cases: list[str], db: Path, parent: bool) -> dict:
+def side(cases: list[str], db: Path, parent: bool, torch: list[str]) -> dict:
     """One `diag run` of ``cases``: wall and CPU seconds, runs, peak PSS of its tree."""
     env = environ(**({} if parent else {"DIAG_PROBE_PARENT": "0"}))
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     process = subprocess.Popen(
-        [sys.executable, "-m", "diag", *RUN, *[a for c in cases for a in ("--case", c)], "--db", str(db)],
+        [sys.executable, "-m", "diag", *RUN, *torch, *[a for c in cases for a in ("--case", c)], "--db", str(db)],
         env=env,
         cwd=db.parent,
         stdout=subprocess.DEVNULL,
@@ -85,7 +86,12 @@ def side(cases: list[str], db: Path, parent: bool) -> dict:
     if process.returncode not in (0, 1):
         raise SystemExit(f"diag run failed ({process.returncode}): {err[-2000:]}")
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    runs = sqlite3.connect(db).execute("SELECT count(*) FROM runs").fetchone()[0]
+    try:
+        runs = sqlite3.connect(db).execute("SELECT count(*) FROM runs").fetchone()[0]
+    except sqlite3.OperationalError:
+        runs = 0
+    if not runs:
+        raise SystemExit(f"diag run recorded no run: {err.strip()[-2000:]}")
     return {
         "wall_s": wall,
         "cpu_s": cpu,
@@ -115,23 +121,26 @@ def findings(db: Path) -> dict[str, tuple]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--case", action="append", default=[], help="default: hf:all")
+    parser.add_argument("--torch", help="the torch to run on (diag run --torch; default: this one)")
+    parser.add_argument("--python", help="its interpreter (diag run --python)")
     parser.add_argument("--work", type=Path, help="where the two DBs go (default: a temporary folder)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     cases = args.case or ["hf:all"]
+    torch = (["--torch", args.torch] if args.torch else []) + (["--python", args.python] if args.python else [])
     work = args.work or Path(tempfile.mkdtemp(prefix="diag-bench-parents-"))
     work.mkdir(parents=True, exist_ok=True)
     # a warm-up, so that neither side reads torch and transformers from a cold disk
     subprocess.run(
-        [sys.executable, "-m", "diag", *RUN, "--case", "append_last", "--db", str(work / "warm.db")],
+        [sys.executable, "-m", "diag", *RUN, *torch, "--case", "append_last", "--db", str(work / "warm.db")],
         env=environ(),
         cwd=work,
         capture_output=True,
         check=False,
     )
-    result = {"cases": cases, "loadavg_before": os.getloadavg()[0]}
-    result["alone"] = side(cases, work / "alone.db", parent=False)
-    result["forked"] = side(cases, work / "forked.db", parent=True)
+    result = {"cases": cases, "torch": args.torch or "current", "loadavg_before": os.getloadavg()[0]}
+    result["alone"] = side(cases, work / "alone.db", parent=False, torch=torch)
+    result["forked"] = side(cases, work / "forked.db", parent=True, torch=torch)
     result["loadavg_after"] = os.getloadavg()[0]
     alone, forked = findings(work / "alone.db"), findings(work / "forked.db")
     differ = sorted(row for row in set(alone) | set(forked) if alone.get(row) != forked.get(row))

@@ -62,6 +62,7 @@ def test_what_a_run_changes_never_reaches_the_next_run(tmp_path):
     notes = [r["case_note"] for r in handle.query("SELECT case_note FROM runs ORDER BY id")]
     assert len(notes) == 3 and len(set(notes)) == 1, notes
     assert "DIAG_TEST_LEFT None" in notes[0] and "memory held 0" in notes[0] and "float32" in notes[0], notes[0]
+    assert "mkldnn True" in notes[0] and "cudnn deterministic False" in notes[0], notes[0]
     assert all(launch["available"] for launch in _launches(db))
 
 
