@@ -1,7 +1,7 @@
 """Runs per core-hour with one import per environment (a long-lived probe parent) against a process
 per run (DIAG_PROBE_PARENT=0), side by side on one machine (docs/BENCHMARKS.md, "Probe parents").
 
-    python bench/parents.py                       # hf:all, fullgraph on and off: 2 x 364 runs, about 35 min
+    python bench/parents.py                       # hf:all, fullgraph on and off: 2 x 372 runs, about 80 min
     python bench/parents.py --case hf:llama --case hf:gpt2      # a quick look
     python bench/parents.py --case all --torch 2.0.1 --python 3.10   # the built-in cases on another torch
 

@@ -56,7 +56,7 @@ def preload(backend: Optional[str] = None) -> None:
     inductor's code cache is imported, and forked children must not share one.
     """
     import torch  # imported before forking, so that both passes inherit it
-    import torch._dynamo  # noqa: F401 (imported before forking, so that both passes inherit it)
+    import torch._dynamo  # imported before forking, so that both passes inherit it
 
     from diag.probe import diagnose, llama, timing  # noqa: F401 (imported before forking, so that both passes inherit it)
 
