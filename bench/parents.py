@@ -19,6 +19,7 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -124,6 +125,7 @@ def main() -> None:
     parser.add_argument("--torch", help="the torch to run on (diag run --torch; default: this one)")
     parser.add_argument("--python", help="its interpreter (diag run --python)")
     parser.add_argument("--work", type=Path, help="where the two DBs go (default: a temporary folder)")
+    parser.add_argument("--keep-runs", action="store_true", help="keep the run directories (hf:all: GBs of logs)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     cases = args.case or ["hf:all"]
@@ -144,6 +146,9 @@ def main() -> None:
     result["loadavg_after"] = os.getloadavg()[0]
     alone, forked = findings(work / "alone.db"), findings(work / "forked.db")
     differ = sorted(row for row in set(alone) | set(forked) if alone.get(row) != forked.get(row))
+    if not args.keep_runs:  # the DBs hold what was compared; the runs' logs and traces would fill a disk
+        for runs in work.glob("*.runs"):
+            shutil.rmtree(runs, ignore_errors=True)
     result["rows"], result["rows_differing"] = len(alone), differ
     result["ratio_runs_per_core_hour"] = result["forked"]["runs_per_core_hour"] / result["alone"]["runs_per_core_hour"]
     result["ratio_wall"] = result["alone"]["wall_s"] / result["forked"]["wall_s"]
