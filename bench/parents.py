@@ -35,17 +35,10 @@ RUN = ["run", "--backend", "eager", "--no-timing", "--new-tokens", "4", "--jobs"
 
 def _tree_pss_kb(root: int) -> int:
     """The summed PSS of ``root`` and its descendants (kB), from /proc."""
-    parents: dict[int, int] = {}
-    for entry in Path("/proc").glob("[0-9]*"):
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        parents[int(entry.name)] = int(stat[stat.rfind(")") + 2 :].split()[1])
-    tree, frontier = {root}, {root}
-    while frontier:
-        frontier = {pid for pid, parent in parents.items() if parent in frontier} - tree
-        tree |= frontier
+    sys.path.insert(0, str(REPO))
+    from diag.probe.supervise import _children_of
+
+    tree = {root} | _children_of({root})
     total = 0
     for pid in tree:
         try:
