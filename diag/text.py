@@ -174,6 +174,11 @@ def _timings(run: dict[str, Any]) -> list[str]:
     elif run.get("instructions_note"):
         lines.append(f"  compile instructions: none counted ({safe(run['instructions_note'])})")
     lines.append(f"  eager: {_latency(run, 'eager')}   compiled: {_latency(run, 'compiled')}")
+    if run.get("compiled_between_ms") is not None:
+        lines.append(
+            f"  between steps (compiled, outside the compiled calls): {run['compiled_between_ms']:.3f} ms a step"
+            + _share(run["compiled_between_ms"], run.get("compiled_ms_per_token"))
+        )
     if run.get("timing_noisy"):
         lines.append(f"  {safe(run['timing_note'])}: no latency verdict is drawn from this run")
     elif run.get("timing_noisy") == 0:
@@ -190,6 +195,10 @@ def _timings(run: dict[str, Any]) -> list[str]:
     if run.get("timing_error"):
         lines.append(f"  timing error: {safe(_first_line(run['timing_error']))}")
     return lines
+
+
+def _share(part: float, whole: Optional[float]) -> str:
+    return f" ({part / whole:.0%} of the step)" if whole else ""
 
 
 def _findings(run: dict[str, Any]) -> list[str]:

@@ -148,7 +148,6 @@ def test_races_are_stored_merged_once_and_exported(tmp_path):
         (["--case", "append_last"], "two or more different cases"),
         (["--case", "append_last", "--case", "append_last"], "two or more different cases"),
         (["--case", "append_last", "--case", "nope"], "unknown case 'nope'"),
-        (["--case", "append_last", "--case", "dynamic_slice", "--profile"], "--profile"),
         (["--case", "append_last", "--case", "dynamic_slice", "--torch", "2.x"], "2.x"),
     ],
 )

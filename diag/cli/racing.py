@@ -20,7 +20,7 @@ from diag.cli.common import cli
 from diag.contract import records
 from diag.run import catalog, preflight, runner
 from diag.run.spawn import run_probe
-from diag.verdicts import race
+from diag.verdicts import race, why
 
 IDENTITY = ("torch_version", "git_version", "cuda_version", "python", "transformers_version")
 
@@ -72,12 +72,18 @@ def race_command(
     slower, no difference; noisy where the interval reaches past +-10%). --timing-seconds sets
     how long each case is timed (default 1 s; more rounds give narrower intervals). Each race is
     stored in the DB (the races table; the report's variants page shows them), --json prints the
-    per-round figures too. Exits 0 whenever the race ran, whatever a case's compile did (a case
+    per-round figures too. Each variant's between-step time (the loop's own work outside its
+    compiled calls) is printed beside its decode step.
+
+    --profile: after the timed rounds, 10 rounds of one profiled generation per case, alternating
+    as the timed ones do. Per case after the first, its time per token by op group (attention,
+    matmuls, compiled kernels, cache moves, Python outside any op, ...) less the first case's,
+    with a 95% interval over the profiled rounds, ranked; the share of the race's measured
+    difference that the rows whose interval leaves out 0 explain, and the rest, unexplained; and
+    which SDPA kernels each case ran. Exits 0 whenever the race ran, whatever a case's compile did (a case
     that fails is named, with its error, and not raced).
     """
     configs = common.configs_of(params)  # with --sweep and --sweep-values
-    if any(config.profile for config in configs):
-        raise common.fail("--profile belongs to diag run: a race times compiled generations only")
     refs = _distinct_cases(case_values)
     common.run_preflight(preflight.check_configs, configs)
     # a DB the races cannot be stored in is refused before the cases are raced
@@ -91,7 +97,8 @@ def race_command(
         click.echo(f"recorded {len(results)} race{'s' if len(results) != 1 else ''} in {db_path}")
 
 
-Raced = tuple[str, Any, dict[str, Any], list[Any]]  # (label, config, race record, verdicts) of one config
+# (label, config, race record, verdicts, the variants' breakdowns with --profile) of one config
+Raced = tuple[str, Any, dict[str, Any], list[Any], dict[str, Any]]
 
 
 def _distinct_cases(case_values: tuple[str, ...]) -> list[catalog.CaseRef]:
@@ -124,16 +131,35 @@ def _race_each(
             stored_before = f"; {len(results)} races stored before it in {db_path}" if results else ""
             raise common.fail(exc.format_message() + stored_before) from exc
         verdicts = race.judge(record, names)
-        stored = race.stored(uuid.uuid4().hex, started, build, asdict(config), sources, record, verdicts)
+        breakdowns = _breakdowns(record, verdicts, config)
+        profiles = {case: found.as_dict() for case, found in breakdowns.items()}
+        stored = race.stored(uuid.uuid4().hex, started, build, asdict(config), sources, record, verdicts, profiles)
         try:
             store.save_races(db, _identity(build, env), stored)
         except store.StoreError as exc:
             raise common.fail(f"cannot store the race: {exc}; {len(results)} races stored before it") from exc
-        results.append((label, config, record, verdicts))
+        results.append((label, config, record, verdicts, profiles))
         if not as_json:
             said = race.lines(label, build["torch_version"], record, verdicts)
+            for found in breakdowns.values():  # under the race's lines, each variant's in turn
+                said += why.lines(found)
             click.echo("\n".join(text.safe(line) for line in said))
     return results, build
+
+
+def _breakdowns(record: dict[str, Any], verdicts: list[Any], config: Any) -> dict[str, why.Breakdown]:
+    """With --profile: each raced variant's time set against the baseline's by op group (why.py)."""
+    profiled = record.get("profiled")
+    if not config.profile or profiled is None:
+        return {}
+    device = config.device.startswith("cuda")
+    found = {}
+    for v in verdicts:
+        if v.error is not None:
+            continue
+        measured = v.ms_a * (v.ratio - 1) if v.ms_a is not None and v.ratio is not None else None
+        found[v.b] = why.explain(profiled, v.a, v.b, measured, device)
+    return found
 
 
 def _as_json(results: list[Raced], build: dict[str, Any], baseline: str) -> dict[str, Any]:
@@ -143,10 +169,14 @@ def _as_json(results: list[Raced], build: dict[str, Any], baseline: str) -> dict
             "label": label,
             "verdicts": [v.as_dict() for v in verdicts],
             "generation_median_s": record["generation_median_s"],
+            "between_ms": {
+                name: race.between_ms(record.get("between_median_s") or {}, name) for name in record["variants"]
+            },
+            "profile": profiles or None,
             "threads": record.get("threads"),
             "load_1m": record.get("load_1m"),
         }
-        for label, config, record, verdicts in results
+        for label, config, record, verdicts, profiles in results
     ]
     return {"build": {k: build.get(k) for k in IDENTITY}, "baseline": baseline, "races": races}
 

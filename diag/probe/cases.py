@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Optional
 
 GenerateFn = Callable[["Generation"], None]
+EMIT_RANGE = "diag: emit"  # what a profiler's range around each emit is named (probe/attribution.py)
 
 
 @dataclass(frozen=True)
@@ -133,7 +134,15 @@ class Generation:
         clock: Optional[Callable[[], Callable[[], float]]] = None,
         case_name: str = "",
         seed: int = 0,
+        regions: bool = False,
+        region_end: Optional[Callable[[], None]] = None,
+        mark: Optional[Callable[[str], Any]] = None,
     ) -> None:
+        """``regions``: time the calls of what ``compile`` returns, for ``between_seconds`` (the
+        compiled pass; the eager one gets its functions back as they are). ``region_end``: called as
+        each such call returns (a device synchronize, so that the call's device work is its own).
+        ``mark``: a context manager factory named after what runs inside (a profiler's
+        record_function), around each ``emit``."""
         self.case_name = case_name
         self.seed = seed  # the run's --seed: a case that builds its own model or prompt seeds them with it
         self.own = False  # the case runs a model or prompt of its own (use, watch): no generate oracle required
@@ -147,7 +156,15 @@ class Generation:
         self.logits: list[Any] = []
         self.tokens: list[Any] = []
         self.step_seconds: list[float] = []
+        # per decode step, the host's wall time outside the compiled calls and outside emit (the
+        # loop's own work between the compiled regions); kept only where ``regions`` timed them
+        self.between_seconds: list[float] = []
         self.notes: list[str] = []
+        self._regions, self._region_end, self._mark = regions, region_end, mark
+        self._in_region = 0.0  # seconds of the step in flight spent in compiled calls
+        self._in_emit = 0.0  # and in emit
+        self._region_depth = 0
+        self._timed_regions = 0  # compiled callables that time their calls (what between_seconds needs)
 
     @property
     def batch_size(self) -> int:
@@ -163,17 +180,39 @@ class Generation:
 
     def compile(self, fn: Callable) -> Callable:
         """``fn`` compiled with the run's options; ``fn`` itself in the eager pass."""
-        return self._compile_fn(fn)
+        compiled = self._compile_fn(fn)
+        if not self._regions or compiled is fn or hasattr(compiled, "parameters"):
+            return compiled  # a module stays a module: its calls are not timed
+        self._timed_regions += 1
+        return functools.wraps(fn)(functools.partial(self._region, compiled))
+
+    def _region(self, compiled: Callable, *args: Any, **kwargs: Any) -> Any:
+        """A call of a compiled callable, its wall time added to the step in flight's (a call made
+        inside another is the outer one's)."""
+        if self._region_depth:
+            return compiled(*args, **kwargs)
+        self._region_depth += 1
+        start = time.perf_counter()
+        try:
+            return compiled(*args, **kwargs)
+        finally:
+            if self._region_end is not None:
+                self._region_end()
+            self._in_region += time.perf_counter() - start
+            self._region_depth -= 1
 
     def emit(self, logits: Any, token: Any = None) -> Any:
         """Record next-token logits of shape (batch, vocab) and the token the loop chose, shape
         (batch, 1); without ``token``, the greedy one. Returns the recorded token."""
-        logits = logits.detach()
-        if token is None:
-            token = logits.argmax(dim=-1, keepdim=True)
-        # copies: a loop may write into its logits after this (masking a token in place)
-        self.logits.append(logits.float().cpu().clone())
-        self.tokens.append(token.detach().reshape(-1, 1).cpu().clone())
+        start = time.perf_counter()
+        with self._mark(EMIT_RANGE) if self._mark is not None else contextlib.nullcontext():
+            logits = logits.detach()
+            if token is None:
+                token = logits.argmax(dim=-1, keepdim=True)
+            # copies: a loop may write into its logits after this (masking a token in place)
+            self.logits.append(logits.float().cpu().clone())
+            self.tokens.append(token.detach().reshape(-1, 1).cpu().clone())
+        self._in_emit += time.perf_counter() - start
         return token
 
     def use(self, model: Any = None, input_ids: Any = None, attention_mask: Any = None) -> None:
@@ -213,7 +252,8 @@ class Generation:
 
         Each call is attributed: the first to the prefill, the next ones to decode steps 0, 1, ...
         (recompiles and step times go to the step in flight; a step's time is the call's alone, not
-        the loop's bookkeeping). Each call's last-position logits are recorded; the token recorded
+        the loop's bookkeeping, and the loop's time from one decode call's return to the next call
+        is that step's between-step time). Each call's last-position logits are recorded; the token recorded
         for a call is the one the loop fed into the next call (its ``input_ids``' last column), so
         sampling or EOS masking is seen as the loop decided it; pass the loop's output to
         ``chosen`` for the last one (else it is the greedy token). Yields ``model``.
@@ -222,12 +262,16 @@ class Generation:
             self.use(model=model)
         had_own = method in vars(model)
         original = getattr(model, method)
-        compiled = self.compile(original)
+        compiled = self._compile_fn(original)  # timed here, call by call: no region wrapper
         calls = 0
+        ended: Optional[float] = None  # when the previous decode call (and its emit) returned
 
         def watched(*args: Any, **kwargs: Any) -> Any:
-            nonlocal calls
+            nonlocal calls, ended
             index, calls = calls, calls + 1
+            if ended is not None and self._regions and compiled is not original:
+                # the loop's own work since the previous decode call: that step's between-step time
+                self.between_seconds.append(time.perf_counter() - ended)
             fed = kwargs.get("input_ids", args[0] if args else None)
             if index > 0 and fed is not None and hasattr(fed, "shape") and len(fed.shape) == 2 and self.tokens:
                 self.tokens[-1] = fed[:, -1:].detach().cpu()  # what the loop chose after the previous call
@@ -237,6 +281,7 @@ class Generation:
             if index > 0:
                 self.step_seconds.append(stop())
             self.emit(_logits_of(output)[:, -1])
+            ended = time.perf_counter() if index > 0 else None
             return output
 
         # the original's name and signature (inspect follows __wrapped__): libraries that check
@@ -256,13 +301,19 @@ class Generation:
         """Decode-step indices 0 .. new_tokens - 2 (the prefill emits the first token).
 
         Each step's wall time is kept for the timing pass, and the collectors
-        attribute what torch logs to the step in flight.
+        attribute what torch logs to the step in flight. Where the compiled callables are timed,
+        the step's host time outside them and outside ``emit`` is its between-step time.
         """
         for index in range(self.new_tokens - 1):
             self._on_step(index)
+            self._in_region = self._in_emit = 0.0
+            start = time.perf_counter()
             stop = self._clock()
             yield index
             self.step_seconds.append(stop())
+            if self._timed_regions:
+                host = time.perf_counter() - start
+                self.between_seconds.append(max(0.0, host - self._in_region - self._in_emit))
         self._on_step(None)
 
 

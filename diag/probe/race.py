@@ -14,7 +14,7 @@ import statistics
 import time
 from typing import Any, Callable
 
-from diag.probe import records
+from diag.probe import attribution, records
 from diag.probe.cases import load_case_file
 from diag.probe.records import Writer
 from diag.probe.session import Workload, error_location, exception_info
@@ -46,10 +46,13 @@ def run(specs: list[Spec], results: Writer) -> None:
             continue
         ready.append(workload)
     medians: dict[str, list[float]] = {w.spec.case: [] for w in ready}
+    between: dict[str, list[float]] = {w.spec.case: [] for w in ready}
     running: list[Workload] = []  # the variant whose generation is under way
 
     def each(name: str, _total: float, gen: Any) -> None:
         medians[name].append(statistics.median(gen.step_seconds) if gen.step_seconds else _total)
+        if gen.between_seconds:
+            between[name].append(statistics.median(gen.between_seconds))
 
     def timed(workload: Workload) -> Callable[[], Any]:
         def generate() -> Any:
@@ -68,16 +71,44 @@ def run(specs: list[Spec], results: Writer) -> None:
             errors[failed.spec.case] = _error(exc, failed.spec.case_path)
             ready.remove(failed)
             del medians[failed.spec.case]
+            between.pop(failed.spec.case, None)
             whole = min(len(m) for m in medians.values())  # the rounds every other variant finished
             for kept in medians.values():
                 del kept[whole:]
+    profiled = _profiled(ready) if ready and ready[0].spec.config.profile else None
     results.write(
         records.RACE,
         variants=[w.spec.case for w in ready],
         generation_median_s=medians,
+        between_median_s=between,
+        profiled=profiled,
         errors=errors,
         order="interleaved",
         threads=ready[0].torch.get_num_threads() if ready else None,
         seconds=time.perf_counter() - start,
         **host(),
     )
+
+
+PROFILED_ROUNDS = 10
+
+
+def _profiled(ready: list[Workload]) -> dict[str, Any]:
+    """After the timed rounds: ``PROFILED_ROUNDS`` rounds of one profiled compiled generation per
+    variant, alternating as the timed ones do; per variant, each round's attribution
+    (probe/attribution.py). Where the profiler fails, the rounds so far and its error."""
+    found: dict[str, list[dict[str, Any]]] = {w.spec.case: [] for w in ready}
+    failed: dict[str, Any] = {}
+
+    def each(name: str, _total: float, attributed: Any) -> None:
+        found[name].append(attributed)
+
+    def under_profiler(workload: Workload) -> Callable[[], Any]:
+        return lambda: attribution.profiled(workload, workload.compiled)
+
+    try:
+        interleaved(ready[0], {w.spec.case: under_profiler(w) for w in ready}, PROFILED_ROUNDS, 0.0, each)
+    except Exception as exc:  # the profiler is a view on the race: its failure is said, not the race's
+        failed = exception_info(exc)
+    error = f"{failed['error_type']}: {failed['error_message'][:500]}" if failed else None
+    return {"rounds": found, "error": error}

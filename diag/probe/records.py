@@ -153,6 +153,8 @@ TIMING = _kind(
     step_samples_s="list",
     host_samples_s="list",
     median_ms_per_token="float?",
+    between_samples_s="list?",
+    median_between_ms="float?",
     compile_s="float?",
     compile_cpu_s="float?",
     compile_warm_s="float?",
@@ -199,10 +201,13 @@ TIMING_ERROR = _kind(
 RACE = _kind(
     "race",
     "compiled variants timed side by side in one process (diag race): per variant, the median "
-    "decode step of each timed generation, the generations of one round paired by index; and why "
-    "a variant could not be raced",
+    "decode step of each timed generation, the generations of one round paired by index, and its "
+    "median between-step time; with --profile, each profiled round's attribution by op "
+    "(probe/attribution.py); and why a variant could not be raced",
     variants="list",
     generation_median_s="dict",
+    between_median_s="dict?",
+    profiled="dict?",
     errors="dict",
     order="str",
     threads="int?",
@@ -210,6 +215,10 @@ RACE = _kind(
     cpus="int?",
     seconds="float",
 )
+# The race's profiled rounds (probe/attribution.py) name two figures that are no op's: the Python a
+# decode step ran outside any op, and diag's own recording of the step's logits.
+OUTSIDE_ANY_OP = "(outside any op)"
+RECORDING_THE_STEP = "(diag: recording the step)"
 # How a process ended: each pass as the probe saw it (passes.jsonl), and the probe itself as the
 # orchestrator saw it (probe.jsonl), so that a run directory alone holds everything a run is made of.
 EXIT = _kind(

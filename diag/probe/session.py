@@ -104,6 +104,7 @@ class Workload:
         self.current_step: Optional[int] = None
         self.step_listeners: list[Callable[[], None]] = []  # called at each decode step's boundary
         self.notes: list[str] = []  # what the last generation's case said about how it ran
+        self.mark: Optional[Callable[[str], Any]] = None  # a profiler's record_function, while one runs
 
     @property
     def on_cuda(self) -> bool:
@@ -133,7 +134,7 @@ class Workload:
         for listener in self.step_listeners:
             listener()
 
-    def generate(self, compile_fn: Callable[[Callable], Callable]) -> Generation:
+    def generate(self, compile_fn: Callable[[Callable], Callable], compiling: bool = False) -> Generation:
         gen = Generation(
             self.model,
             self.input_ids,
@@ -144,6 +145,9 @@ class Workload:
             clock=self.clock,
             case_name=self.spec.case,
             seed=self.spec.config.seed,
+            regions=compiling,
+            region_end=self.synchronize if self.on_cuda else None,
+            mark=self.mark,
         )
         # every pass starts from one seed: a case that builds its own model or prompt builds the same one
         self.torch.manual_seed(self.spec.config.seed)
@@ -164,4 +168,4 @@ class Workload:
 
     def compiled(self) -> Generation:
         options = self.spec.config.compile_options()
-        return self.generate(lambda fn: self.torch.compile(fn, **options))
+        return self.generate(lambda fn: self.torch.compile(fn, **options), compiling=True)

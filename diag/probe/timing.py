@@ -165,18 +165,22 @@ def interleaved(
 def sample(workload: Workload, modes: dict[str, Any], repeats: int, min_seconds: float) -> dict[str, dict[str, Any]]:
     """Each mode's generation totals and decode steps from :func:`interleaved` rounds; the host
     reference is timed after each generation."""
-    found = {mode: {"totals_s": [], "step_samples_s": [], "host_samples_s": []} for mode in modes}
+    found = {
+        mode: {"totals_s": [], "step_samples_s": [], "host_samples_s": [], "between_samples_s": []} for mode in modes
+    }
 
     def each(mode: str, total: float, gen: Any) -> None:
         into = found[mode]
         into["totals_s"].append(total)
         into["step_samples_s"].extend(gen.step_seconds)
+        into["between_samples_s"].extend(gen.between_seconds)
         into["host_samples_s"].append(host_reference())
 
     interleaved(workload, modes, repeats, min_seconds, each)
     for into in found.values():
-        samples = into["step_samples_s"]
+        samples, between = into["step_samples_s"], into["between_samples_s"]
         into["median_ms_per_token"] = statistics.median(samples) * 1e3 if samples else None
+        into["median_between_ms"] = statistics.median(between) * 1e3 if between else None
     return found
 
 

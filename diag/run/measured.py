@@ -31,6 +31,7 @@ def timing_rows(outcome: Optional[PassOutcome]) -> list[dict[str, Any]]:
             ("decode_step", "step_samples_s"),
             ("generation", "totals_s"),
             ("host_reference", "host_samples_s"),
+            ("between_step", "between_samples_s"),
         ):
             if timing.get(field):
                 found.append({"mode": mode, "metric": metric, "unit": "s", "samples": json.dumps(timing[field])})
@@ -59,6 +60,7 @@ def timing_columns(outcome: Optional[PassOutcome], device: Optional[str] = None)
         **_compile_noise(compiled, device),
         "eager_ms_per_token": eager.get("median_ms_per_token"),
         "compiled_ms_per_token": compiled.get("median_ms_per_token"),
+        "compiled_between_ms": compiled.get("median_between_ms"),
         "peak_mem_eager_mb": eager.get("peak_memory_mb"),
         "peak_mem_compiled_mb": compiled.get("peak_memory_mb"),
         "memory_kind": eager.get("memory_kind"),

@@ -60,6 +60,8 @@ DESCRIPTIONS: dict[str, tuple[str, dict[str, str]]] = {
             "cache entry, as torch measured it, summed",
             "eager_ms_per_token": "median eager decode step (ms)",
             "compiled_ms_per_token": "median compiled decode step (ms)",
+            "compiled_between_ms": "median compiled decode step's host time outside the compiled calls and "
+            "diag's own recording of the step (ms): the loop's work between the compiled regions",
             "eager_ms_low": "95% interval of the eager median, low end (ms)",
             "compiled_ms_high": "95% interval of the compiled median, high end (ms)",
             "eager_ms_high": "95% interval of the eager median, high end (ms)",
@@ -218,6 +220,12 @@ DESCRIPTIONS: dict[str, tuple[str, dict[str, str]]] = {
             "cpus": "CPUs the race could use",
             "load_1m": "the host's load average over the minute before the race",
             "seconds": "how long the variants were timed, each (s)",
+            "between_ms_baseline": "median over the baseline's decode steps of the host time outside its "
+            "compiled calls (ms)",
+            "between_ms_case": "the same for the variant (ms)",
+            "profile": "JSON (diag race --profile): per op group, the variant's and the baseline's time per "
+            "decode token and their difference with its interval over the profiled rounds, ranked; the SDPA "
+            "kernels each ran",
         },
     ),
     "build_stamps": (

@@ -3,25 +3,13 @@ Datasette views over the one row definition (what each column holds: description
 
 from __future__ import annotations
 
-from typing import Callable
-
 import sqlite_utils
 
 from diag import row as rows
 from diag.contract import FINDING_TABLES
+from diag.store.migrations import MIGRATIONS, migration
 
-Migration = Callable[[sqlite_utils.Database], None]
-
-MIGRATIONS: list[tuple[str, Migration]] = []
-
-
-def migration(fn: Migration) -> Migration:
-    """Register ``fn`` as the next migration; its name is what a DB records as applied, so a name
-    registered twice (a copied function renamed in one place only) would skip the second."""
-    if any(name == fn.__name__ for name, _ in MIGRATIONS):
-        raise ValueError(f"migration {fn.__name__} is registered twice")
-    MIGRATIONS.append((fn.__name__, fn))
-    return fn
+__all__ = ["CHILD_TABLES", "MIGRATIONS", "WHEEL_COLUMNS", "migration", "row_columns"]
 
 
 @migration
@@ -377,8 +365,7 @@ def m016_second_call(db: sqlite_utils.Database) -> None:
 def m017_races(db: sqlite_utils.Database) -> None:
     """Variants raced in one probe (diag race): a row per variant against the race's baseline, with
     the row's fields (the variant's case and the config), the verdict and the paired samples."""
-    text: tuple[str, ...] = ("baseline", "baseline_source", "python", "transformers_version", "verdict", "failed")
-    text += ("error_type",)
+    text = ("baseline", "baseline_source", "python", "transformers_version", "verdict", "failed", "error_type")
     text += ("error_message", "error_location", "samples")
     numbers = ("ms_baseline", "ms_case", "ratio", "low", "high", "load_1m", "seconds")
     db.table("races").create(
@@ -439,6 +426,15 @@ def m021_compile_instructions(db: sqlite_utils.Database) -> None:
 def m022_case_note(db: sqlite_utils.Database) -> None:
     """What the case said about how it ran (an hf case's fallback from the static cache); NULL: nothing."""
     db.table("runs").add_column("case_note", str)
+
+
+@migration
+def m023_between_steps(db: sqlite_utils.Database) -> None:
+    """A compiled decode step's host time outside the compiled calls (median, ms), per run and per raced
+    variant; a race's breakdown by op group (JSON, --profile). NULL: stored before, not timed or profiled."""
+    db.table("runs").add_column("compiled_between_ms", float)
+    for column, kind in (("between_ms_baseline", float), ("between_ms_case", float), ("profile", str)):
+        db.table("races").add_column(column, kind)
 
 
 def _row_types() -> dict[str, type]:  # the row's columns (diag/row.py) and their types

@@ -92,6 +92,11 @@ def lines(label: str, build: str, record: dict[str, Any], verdicts: list[Verdict
         )
         ms = " / ".join("-" if m is None else f"{m:.3f}" for m in (v.ms_b, v.ms_a))
         out.append(f"  {v.b} / {v.a}: {figures} {v.verdict}, {v.rounds} rounds, {ms} ms/token")
+        between = record.get("between_median_s") or {}
+        steps = [between_ms(between, name) for name in (v.b, v.a)]
+        if any(ms is not None for ms in steps):
+            said = " / ".join("-" if ms is None else f"{ms:.3f}" for ms in steps)
+            out.append(f"    between steps, outside the compiled calls: {said} ms a step")
     return out
 
 
@@ -103,13 +108,17 @@ def stored(
     sources: dict[str, str],
     record: dict[str, Any],
     verdicts: list[Verdict],
+    profiles: Optional[dict[str, dict[str, Any]]] = None,
 ) -> list[dict[str, Any]]:
     """The ``races`` rows of one race: one per variant against the baseline, with the row's fields
-    (the variant's case, the config), the build's Python and transformers, and the paired samples."""
+    (the variant's case, the config), the build's Python and transformers, the paired samples, the
+    between-step medians and, with --profile, the variant's breakdown (``profiles``, by case)."""
     medians = record["generation_median_s"]
+    between = record.get("between_median_s") or {}
     found = []
     for v in verdicts:
         error = v.error or {}
+        profile = (profiles or {}).get(v.b)
         found.append(
             {
                 "uid": race_uid,
@@ -135,6 +144,15 @@ def stored(
                 "cpus": record.get("cpus"),
                 "seconds": record.get("seconds"),
                 "samples": json.dumps({"baseline": medians.get(v.a, []), "case": medians.get(v.b, [])}),
+                "between_ms_baseline": between_ms(between, v.a),
+                "between_ms_case": between_ms(between, v.b),
+                "profile": json.dumps(profile) if profile is not None else None,
             }
         )
     return found
+
+
+def between_ms(between: dict[str, list[float]], case: str) -> Optional[float]:
+    """A variant's between-step time (ms): the median over its timed generations' medians."""
+    samples = between.get(case) or []
+    return statistics.median(samples) * 1e3 if samples else None

@@ -1,0 +1,257 @@
+"""Why one variant is slower than another: the race's profiled rounds (probe/attribution.py) grouped
+by what the time went to, and set against the baseline's. Pure.
+
+Per round, each variant's decode steps give a time for each op; ops are put in groups (``GROUPS``,
+first match wins), and a group's time per token in the round is its median over the decode steps (a
+step the host stopped for a while does not move it). Per group, the variant's time per token less
+the baseline's in the same round is one paired difference; the row's figure is the median of those differences over the
+rounds, with the median's exact 95% interval (stats.median_interval). Rows are ranked by the size of
+their difference. A row *explains* where its interval leaves out zero; the explained share is the
+sum of those rows over the race's measured difference (the timed rounds', without the profiler), and
+the rest is printed as unexplained: the profiler's own cost per op, and rows too noisy to say.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+from dataclasses import asdict, dataclass, field
+from typing import Any, Optional
+
+from diag.contract import records
+from diag.verdicts.stats import median_interval
+
+OUTSIDE = records.OUTSIDE_ANY_OP
+
+# (group, pattern over the profiler's op names); the first that matches names the group
+GROUPS: tuple[tuple[str, str], ...] = (
+    ("diag's recording", "^" + re.escape(records.RECORDING_THE_STEP) + "$"),
+    ("Python outside any op", "^" + re.escape(OUTSIDE) + "$"),
+    ("attention", r"scaled_dot_product|attention|softmax|flash|fmha|sdpa"),
+    ("matmuls", r"^aten::(mm|addmm|bmm|baddbmm|matmul|linear|mv|addmv|dot|_int_mm)$|gemm|cublas|cutlass|mkldnn_"),
+    ("compiled kernels", r"CompiledFxGraph|^(cpp|triton)_|^graph_\d+_|inductor"),
+    (
+        "compiled-region overhead",
+        r"Torch-Compiled Region|TorchDynamo|Pregraph bytecode|AOTDispatcher|CompiledFunction|Runtime Wrapper|"
+        r"cudagraph|CUDAGraph",
+    ),
+    (
+        "cache moves and copies",
+        r"^aten::(copy_|index_copy_?|index_put_?|_index_put_impl_|slice_scatter|select_scatter|scatter_?|cat|"
+        r"stack|roll|clone|contiguous|_to_copy|fill_|zero_|narrow_copy)$|Memcpy|Memset",
+    ),
+    (
+        "views and allocation",
+        r"^aten::(view|_unsafe_view|reshape|transpose|permute|expand|unsqueeze|squeeze|as_strided|slice|select|"
+        r"t|detach|alias|empty|empty_like|empty_strided|resolve_conj|resolve_neg|result_type|to|split|chunk|"
+        r"unbind|narrow|lift_fresh|view_as|_reshape_alias|expand_as|split_with_sizes)$|^detach_?$",
+    ),
+)
+OTHER = "elementwise and other ops"
+
+# which SDPA implementation an op name says ran
+SDPA_KERNELS: tuple[tuple[str, str], ...] = (
+    ("_scaled_dot_product_flash_attention_for_cpu", "CPU flash"),
+    ("_scaled_dot_product_flash_attention", "flash"),
+    ("_flash_attention", "flash"),
+    ("_scaled_dot_product_efficient_attention", "memory-efficient"),
+    ("_efficient_attention", "memory-efficient"),
+    ("_scaled_dot_product_cudnn_attention", "cuDNN"),
+    ("_scaled_dot_product_fused_attention_overrideable", "overrideable (a backend's own)"),
+    ("_scaled_dot_product_attention_math", "math"),
+)
+TOP_OPS = 8
+
+
+def group_of(op: str) -> str:
+    for name, pattern in GROUPS:
+        if re.search(pattern, op):
+            return name
+    return OTHER
+
+
+def kernel_of(op: str) -> Optional[str]:
+    """The SDPA implementation an op's name says ran, or None for an op that is not one."""
+    for marker, kernel in SDPA_KERNELS:
+        if marker in op:
+            return kernel
+    return None
+
+
+def _op_name(op: str) -> str:
+    """An op's name with what differs between two compiles of one graph left out (inductor's hashes)."""
+    if "CompiledFxGraph" in op:
+        return "inductor's compiled graph (its fused kernels)"
+    return re.sub(r"Torch-Compiled Region: \d+/\d+", "Torch-Compiled Region", op)
+
+
+def _steps(attributed: dict[str, Any], device: bool) -> list[dict[str, float]]:
+    """One profiled generation's decode steps, each as ms by op: device time on a GPU, else CPU."""
+    cpu_steps = attributed.get("cpu_us") or []
+    found = []
+    for index, raw in enumerate((attributed.get("device_us") if device else None) or cpu_steps):
+        step: dict[str, float] = {}
+        for op, us in raw.items():
+            name = _op_name(op)
+            step[name] = step.get(name, 0.0) + us / 1e3
+        if device and index < len(cpu_steps):  # the host's time outside ops still delays the next launch
+            step[OUTSIDE] = cpu_steps[index].get(OUTSIDE, 0.0) / 1e3
+        found.append(step)
+    return found
+
+
+def _grouped(step: dict[str, float]) -> dict[str, float]:
+    found: dict[str, float] = {}
+    for op, ms in step.items():
+        found[group_of(op)] = found.get(group_of(op), 0.0) + ms
+    return found
+
+
+def _per_token(steps: list[dict[str, float]]) -> dict[str, float]:
+    """A generation's figure per name: the median over its decode steps, so that a step the host
+    stopped for a while (another process on the core) does not move it."""
+    names = {name for step in steps for name in step}
+    return {name: statistics.median(step.get(name, 0.0) for step in steps) for name in names} if steps else {}
+
+
+@dataclass
+class Row:
+    name: str  # a group, or an op
+    ms_case: float  # median over the profiled rounds, ms per decode token
+    ms_baseline: float
+    diff_ms: float  # median over rounds of the paired difference, case - baseline
+    low: Optional[float]
+    high: Optional[float]
+    share: Optional[float]  # of the sum of every row's difference
+    explains: bool  # the interval leaves out zero
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Breakdown:
+    baseline: str
+    case: str
+    rounds: int
+    device: bool
+    groups: list[Row] = field(default_factory=list)
+    ops: list[Row] = field(default_factory=list)  # the ops with the largest differences
+    measured_ms: Optional[float] = None  # the race's difference per token, without the profiler
+    explained_ms: float = 0.0
+    kernels: dict[str, dict[str, float]] = field(default_factory=dict)  # case -> SDPA kernel -> calls a token
+    note: Optional[str] = None
+
+    @property
+    def explained_share(self) -> Optional[float]:
+        return self.explained_ms / self.measured_ms if self.measured_ms else None
+
+    def as_dict(self) -> dict[str, Any]:
+        found = asdict(self)
+        found["explained_share"] = self.explained_share
+        return found
+
+
+def _rows(case: list[dict[str, float]], baseline: list[dict[str, float]]) -> list[Row]:
+    names = sorted({name for side in (case, baseline) for times in side for name in times})
+    found = []
+    for name in names:
+        diffs = [c.get(name, 0.0) - b.get(name, 0.0) for c, b in zip(case, baseline)]
+        interval = median_interval(diffs)
+        low, high = interval if interval is not None else (None, None)
+        found.append(
+            Row(
+                name,
+                statistics.median(c.get(name, 0.0) for c in case),
+                statistics.median(b.get(name, 0.0) for b in baseline),
+                statistics.median(diffs),
+                low,
+                high,
+                None,
+                low is not None and high is not None and (low > 0 or high < 0),
+            )
+        )
+    total = sum(abs(row.diff_ms) for row in found)
+    for row in found:
+        row.share = row.diff_ms / total if total else None
+    found.sort(key=lambda row: abs(row.diff_ms), reverse=True)
+    return found
+
+
+def kernels(rounds: list[dict[str, Any]]) -> dict[str, float]:
+    """SDPA kernel -> calls per decode token, over a variant's profiled rounds (their median)."""
+    names = {op for r in rounds for op in r.get("sdpa_calls") or {}}
+    found: dict[str, float] = {}
+    for op in names:
+        kernel = kernel_of(op) or op
+        calls = statistics.median((r.get("sdpa_calls") or {}).get(op, 0.0) for r in rounds)
+        found[kernel] = found.get(kernel, 0.0) + calls
+    return found
+
+
+def explain(
+    profiled: dict[str, Any], baseline: str, case: str, measured_ms: Optional[float], device: bool = False
+) -> Breakdown:
+    """``case`` against ``baseline`` from a race record's ``profiled`` rounds; ``measured_ms``: the
+    race's own difference per token (timed rounds, case - baseline)."""
+    rounds = profiled.get("rounds") or {}
+    a, b = rounds.get(baseline) or [], rounds.get(case) or []
+    paired = min(len(a), len(b))
+    found = Breakdown(baseline, case, paired, device, measured_ms=measured_ms)
+    found.kernels = {name: kernels(side) for name, side in ((baseline, a), (case, b))}
+    if paired == 0:
+        found.note = profiled.get("error") or "no profiled round of both"
+        return found
+    steps_a, steps_b = [_steps(r, device) for r in a[:paired]], [_steps(r, device) for r in b[:paired]]
+    found.groups = _rows(
+        [_per_token([_grouped(s) for s in steps]) for steps in steps_b],
+        [_per_token([_grouped(s) for s in steps]) for steps in steps_a],
+    )
+    found.ops = _rows([_per_token(steps) for steps in steps_b], [_per_token(steps) for steps in steps_a])[:TOP_OPS]
+    found.explained_ms = sum(row.diff_ms for row in found.groups if row.explains)
+    if profiled.get("error"):
+        found.note = f"the profiler failed after {paired} rounds: {profiled['error']}"
+    return found
+
+
+def lines(found: Breakdown) -> list[str]:
+    """What ``diag race --profile`` prints under a verdict."""
+    unit = "device" if found.device else "CPU"
+    out = [
+        f"    where the time goes ({found.case} - {found.baseline}, ms per token, {unit} time, "
+        f"{found.rounds} profiled rounds):"
+    ]
+    if found.note and not found.groups:
+        return [*out, f"      {found.note}"]
+    width = max(len(row.name) for row in found.groups)
+    for row in found.groups:
+        interval = f"{row.low:+.3f} to {row.high:+.3f}" if row.low is not None and row.high is not None else "-"
+        share = f"{row.share:>5.0%}" if row.share is not None else "    -"
+        mark = "" if row.explains else "  (interval holds 0)"
+        out.append(
+            f"      {row.name:<{width}}  {row.diff_ms:+8.3f} (95% {interval})  {share}   "
+            f"{row.ms_case:.3f} vs {row.ms_baseline:.3f}{mark}"
+        )
+    top = [row for row in found.ops if row.explains][:3]
+    if top:
+        out.append("      largest op differences: " + "; ".join(f"{row.name} {row.diff_ms:+.3f}" for row in top))
+    if found.measured_ms is not None:
+        rest = found.measured_ms - found.explained_ms
+        share = found.explained_share
+        said = f"{share:.0%}" if share is not None else "-"
+        out.append(
+            f"      the race measured {found.measured_ms:+.3f} ms per token; the rows whose interval leaves out 0 "
+            f"explain {found.explained_ms:+.3f} ({said}); unexplained {rest:+.3f} (the profiler's own cost per "
+            "op, and rows too noisy to say)"
+        )
+    for name, said in found.kernels.items():
+        calls = ", ".join(f"{kernel} x{count:g} a token" for kernel, count in sorted(said.items()))
+        out.append(
+            f"      attention kernels of {name}: "
+            + (calls or "no SDPA call (attention in the compiled graph's own kernels, or computed by the case)")
+        )
+    if len({tuple(sorted(k)) for k in found.kernels.values()}) > 1:
+        out.append("      the two ran different attention kernels")
+    if found.note and found.groups:
+        out.append(f"      {found.note}")
+    return out

@@ -1,0 +1,126 @@
+"""Why one variant is slower: ``diag race --profile`` attributes each case's decode time to op groups
+and sets it against the baseline's; every timed run says how long its loop spends between the
+compiled calls. Real races and runs of case files whose extra work is known; the op names of CUDA
+profiles, which this machine cannot produce, are recorded strings."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import diag, show
+
+from diag import store
+from diag.verdicts import why
+
+CASES = Path(__file__).resolve().parent / "cases"
+SPIN_MS = 3.0
+
+
+@pytest.mark.slow
+def test_race_profile_names_the_added_op_the_added_python_and_the_attention_kernels(tmp_path):
+    """append_last against three variants of it: one more matmul per decode step (1 ms or so), a
+    spin of 3 ms of Python between steps, and SDPA held to its math kernel. The matmul's group is the
+    top difference and aten::mm its top op; the spin moves the between-step time by at least its own
+    length and is Python outside any op; the math variant ran another kernel than append_last."""
+    db = tmp_path / "why.db"
+    args = ["race", "--case", "append_last", "--case", str(CASES / "extra_matmul.py")]
+    args += ["--case", str(CASES / "busy_between.py"), "--case", str(CASES / "math_attention.py")]
+    args += ["--backend", "eager", "--fullgraph", "--new-tokens", "8", "--timing-seconds", "0.3", "--profile"]
+    env = {"DIAG_TEST_EXTRA_MM": "256", "DIAG_TEST_BETWEEN_MS": str(SPIN_MS)}
+    found = json.loads(diag(*args, "--db", str(db), "--json", cwd=tmp_path, env_extra=env).stdout)
+    (raced,) = found["races"]
+    profile = raced["profile"]
+    matmul, spin, math = (profile[name] for name in ("extra_matmul", "busy_between", "math_attention"))
+
+    top = matmul["groups"][0]
+    assert top["name"] == "matmuls" and top["explains"] and top["low"] > 0, matmul["groups"]
+    assert matmul["ops"][0]["name"] == "aten::mm"
+    assert matmul["rounds"] == 10 and matmul["measured_ms"] is not None
+
+    between = raced["between_ms"]
+    assert between["busy_between"] - between["append_last"] >= 0.8 * SPIN_MS, between
+    assert spin["groups"][0]["name"] == "Python outside any op" and spin["groups"][0]["explains"]
+
+    assert math["kernels"] == {"append_last": {"CPU flash": 2.0}, "math_attention": {"math": 2.0}}
+    # a math SDPA's own matmuls and softmax are attention's, not the matmuls' group
+    assert not any(row["name"] == "matmuls" and row["explains"] and row["diff_ms"] > 0.05 for row in math["groups"])
+
+    rows = {r["case"]: r for r in store.races(store.open_db(db))}
+    assert json.loads(rows["extra_matmul"]["profile"])["groups"][0]["name"] == "matmuls"
+    assert rows["busy_between"]["between_ms_case"] == pytest.approx(between["busy_between"])
+
+    text = diag(*args, "--db", str(tmp_path / "text.db"), cwd=tmp_path, env_extra=env).stdout
+    assert "where the time goes (extra_matmul - append_last, ms per token, CPU time, 10 profiled rounds):" in text
+    assert "attention kernels of math_attention: math x2 a token" in text
+    assert "the two ran different attention kernels" in text
+    assert "between steps, outside the compiled calls:" in text and "unexplained" in text
+
+
+@pytest.mark.slow
+def test_a_timed_run_says_how_long_its_loop_spends_between_compiled_calls(tmp_path):
+    db = tmp_path / "b.db"
+    common = ["--backend", "eager", "--fullgraph", "--new-tokens", "6", "--timing-seconds", "0.2", "--db", str(db)]
+    env = {"DIAG_TEST_BETWEEN_MS": str(SPIN_MS)}
+    ids = [
+        json.loads(diag("run", "--case", case, *common, "--json", cwd=tmp_path, env_extra=env).stdout)[0]["id"]
+        for case in ("append_last", str(CASES / "busy_between.py"))
+    ]
+    plain, spun = (show(db, run_id, tmp_path) for run_id in ids)
+    assert plain["compiled_between_ms"] is not None and plain["compiled_between_ms"] < SPIN_MS / 2
+    assert spun["compiled_between_ms"] - plain["compiled_between_ms"] >= 0.8 * SPIN_MS
+    said = diag("show", str(ids[1]), "--db", str(db), cwd=tmp_path).stdout
+    assert "between steps (compiled, outside the compiled calls):" in said
+
+
+@pytest.mark.parametrize(
+    "op, group, kernel",
+    [
+        # op and kernel names as torch's CUDA profiles give them (recorded; no GPU here)
+        ("aten::_scaled_dot_product_flash_attention", "attention", "flash"),
+        ("aten::_flash_attention_forward", "attention", "flash"),
+        ("aten::_scaled_dot_product_efficient_attention", "attention", "memory-efficient"),
+        ("aten::_efficient_attention_forward", "attention", "memory-efficient"),
+        ("aten::_scaled_dot_product_cudnn_attention", "attention", "cuDNN"),
+        ("aten::_scaled_dot_product_flash_attention_for_cpu", "attention", "CPU flash"),
+        ("aten::_scaled_dot_product_attention_math", "attention", "math"),
+        ("fmha_cutlassF_f32_aligned_64x64_rf_sm80(PyTorchMemEffAttention::AttentionKernel)", "attention", None),
+        ("ampere_sgemm_128x64_tn", "matmuls", None),
+        ("aten::addmm", "matmuls", None),
+        ("triton_poi_fused_add_mul_0", "compiled kernels", None),
+        ("## Call CompiledFxGraph fi6ieyav5mxeobo5cx3z4b6yrccvyjmkazl2oewsjvmevfw74whr ##", "compiled kernels", None),
+        ("Torch-Compiled Region: 0/1", "compiled-region overhead", None),
+        ("aten::index_copy_", "cache moves and copies", None),
+        ("Memcpy DtoD (Device -> Device)", "cache moves and copies", None),
+        ("aten::view", "views and allocation", None),
+        ("aten::rsqrt", why.OTHER, None),
+        (why.OUTSIDE, "Python outside any op", None),
+    ],
+)
+def test_op_names_fall_in_their_groups_and_name_their_attention_kernel(op, group, kernel):
+    assert why.group_of(op) == group
+    assert why.kernel_of(op) == kernel
+
+
+def _round(**cpu_ms):
+    return {"steps": 4, "cpu_us": [{k: v * 1e3 for k, v in cpu_ms.items()}] * 4, "sdpa_calls": {}}
+
+
+def test_rows_whose_interval_holds_zero_explain_nothing_and_the_rest_is_said():
+    """Ten rounds a side: the variant's matmuls are 0.5 ms a token more in every round; its Python
+    outside any op is up in half of them and down in the other half."""
+    base = [_round(**{"aten::mm": 1.0, why.OUTSIDE: 0.2}) for _ in range(10)]
+    case = [_round(**{"aten::mm": 1.5, why.OUTSIDE: 0.2 + (0.1 if i % 2 else -0.1)}) for i in range(10)]
+    found = why.explain({"rounds": {"a": base, "b": case}}, "a", "b", measured_ms=0.6)
+    top, rest = found.groups[0], {row.name: row for row in found.groups[1:]}
+    assert (top.name, top.explains) == ("matmuls", True) and top.diff_ms == pytest.approx(0.5)
+    assert not rest["Python outside any op"].explains
+    assert found.explained_ms == pytest.approx(0.5) and found.explained_share == pytest.approx(0.5 / 0.6)
+    said = "\n".join(why.lines(found))
+    assert "explain +0.500 (83%); unexplained +0.100" in said and "(interval holds 0)" in said
+
+
+def test_a_race_whose_profiler_failed_says_so():
+    found = why.explain({"rounds": {"a": [], "b": []}, "error": "RuntimeError: no profiler"}, "a", "b", 0.1)
+    assert found.groups == [] and "RuntimeError: no profiler" in "\n".join(why.lines(found))
