@@ -117,12 +117,16 @@ def script(run: dict[str, Any], case_path: str, filename: str = "repro.py") -> s
     sources = {
         "case_api.py": (PROBE / "cases.py").read_text(encoding="utf-8"),
         "llama.py": _standalone((PROBE / "llama.py").read_text(encoding="utf-8"), "diag/probe/llama.py"),
-        "hf.py": _standalone((PROBE / "hf.py").read_text(encoding="utf-8"), "diag/probe/hf.py"),
-        "tiny.py": _standalone((PROBE / "tiny.py").read_text(encoding="utf-8"), "diag/probe/tiny.py"),
         case_name: _standalone(case_file.read_text(encoding="utf-8"), case_path),
     }
     for sibling in siblings(case_file):  # modules next to the case file that it imports: carried too
         sources.setdefault(sibling.name, _standalone(sibling.read_text(encoding="utf-8"), str(sibling)))
+    # diag's transformers helpers, only where the case imports them: the script stays short enough to
+    # paste into an issue (upstream.py)
+    for module in ("hf", "tiny"):
+        if any(re.search(rf"^(import {module}|from {module} import)", text, re.M) for text in list(sources.values())):
+            path = PROBE / f"{module}.py"
+            sources[f"{module}.py"] = _standalone(path.read_text(encoding="utf-8"), f"diag/probe/{module}.py")
     options = {
         "backend": config.get("backend", run["backend"]),
         "fullgraph": bool(run["fullgraph"]),

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Optional
 from diag import guards
 from diag import row as rows
 from diag.contract import BY_NAME, FINDING_KINDS
+from diag.verdicts import why
 from diag.verdicts.noise import HALF_WIDTH, NOT_COMPARED
 
 if TYPE_CHECKING:
@@ -194,6 +195,21 @@ def _timings(run: dict[str, Any]) -> list[str]:
     )
     if run.get("timing_error"):
         lines.append(f"  timing error: {safe(_first_line(run['timing_error']))}")
+    return lines + _profile(run)
+
+
+def _profile(run: dict[str, Any]) -> list[str]:
+    """Where a profiled run's compiled decode step went, by op group, and its attention kernels."""
+    groups = why.groups_of_run(run)
+    if not groups:
+        return []
+    profile = run["extra"]["profile"]
+    unit = "device" if profile.get("device_time") else "CPU"
+    lines = [
+        f"  compiled step by op group ({unit} ms per token, median of {len(profile['ops_ms'])} profiled generations):"
+    ]
+    lines.append("    " + "; ".join(f"{safe(name)} {ms:.3f}" for name, ms in groups))
+    lines.append(f"    attention kernels: {safe(why.kernel_text(profile.get('kernels') or {}))}")
     return lines
 
 
@@ -301,6 +317,9 @@ def comparison_lines(comparison: RowComparison) -> list[str]:
     if comparison.note_change:
         was, now = comparison.note_change
         lines.append(f"    the case says: {safe(was or '-')} -> {safe(now or '-')}")
+    if comparison.kernel_change:
+        was, now = comparison.kernel_change
+        lines.append(f"    attention kernels: {safe(was)} -> {safe(now)}")
     for kind in FINDING_KINDS:
         for sign, keys in (("+", comparison.added), ("-", comparison.removed)):
             for key in keys.get(kind.table, []):

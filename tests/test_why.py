@@ -124,3 +124,38 @@ def test_rows_whose_interval_holds_zero_explain_nothing_and_the_rest_is_said():
 def test_a_race_whose_profiler_failed_says_so():
     found = why.explain({"rounds": {"a": [], "b": []}, "error": "RuntimeError: no profiler"}, "a", "b", 0.1)
     assert found.groups == [] and "RuntimeError: no profiler" in "\n".join(why.lines(found))
+
+
+@pytest.mark.slow
+def test_profiled_runs_show_their_groups_compare_op_by_op_and_a_kernel_change_fails_check(tmp_path):
+    """One row run twice with --profile: SDPA on its default kernel, then held to math. show names
+    the groups and kernels; compare --profile ranks the groups; check calls the kernel change a
+    regression."""
+    db = tmp_path / "k.db"
+    args = ["run", "--case", str(CASES / "math_attention.py"), "--backend", "eager", "--fullgraph"]
+    args += ["--new-tokens", "6", "--repeats", "2", "--timing-seconds", "0.1", "--profile", "--db", str(db), "--json"]
+    ids = [
+        json.loads(diag(*args, cwd=tmp_path, env_extra={"DIAG_TEST_SDPA": kind}).stdout)[0]["id"]
+        for kind in ("default", "math")
+    ]
+    said = diag("show", str(ids[0]), "--db", str(db), cwd=tmp_path).stdout
+    assert "compiled step by op group (CPU ms per token, median of 5 profiled generations):" in said
+    assert "attention kernels: CPU flash x2 a token" in said
+
+    compared = diag("compare", str(ids[0]), str(ids[1]), "--profile", "--db", str(db), cwd=tmp_path).stdout
+    assert "attention kernels: CPU flash x2 a token -> math x2 a token" in compared
+    assert (
+        f"where the time goes (run #{ids[1]} - run #{ids[0]}, ms per token, CPU time, 5 profiled generations a side):"
+        in compared
+    )
+    found = json.loads(
+        diag("compare", str(ids[0]), str(ids[1]), "--profile", "--db", str(db), "--json", cwd=tmp_path).stdout
+    )
+    (row,) = found["rows"]
+    assert {g["name"] for g in row["profile"]["groups"]} >= {"attention", "Python outside any op"}
+
+    checked = diag("check", "--db", str(db), cwd=tmp_path, check=False)
+    assert (
+        checked.returncode == 1
+        and "attention kernels changed: CPU flash x2 a token -> math x2 a token" in checked.stdout
+    )

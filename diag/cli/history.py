@@ -27,7 +27,7 @@ from diag.cli.common import (
     run_preflight,
 )
 from diag.run import preflight
-from diag.verdicts import gate, junit, regress, variants
+from diag.verdicts import gate, junit, regress, variants, why
 
 
 @cli.group("env")
@@ -156,10 +156,23 @@ def merge_command(out_db: str, shards: tuple[str, ...], as_json: bool) -> None:
     metavar="BUILD",
     help="With --case: the build (version, git prefix, build:ID). Default: the newest build with runs of both.",
 )
+@click.option(
+    "--profile",
+    "by_op",
+    is_flag=True,
+    help="Under each row whose two runs were recorded with diag run --profile: where the compiled step's "
+    "time went, op group by op group, B against A.",
+)
 @db_option
 @json_option
 def compare_command(
-    a: Optional[str], b: Optional[str], cases: tuple[str, ...], build_ref: Optional[str], db_path: str, as_json: bool
+    a: Optional[str],
+    b: Optional[str],
+    cases: tuple[str, ...],
+    build_ref: Optional[str],
+    by_op: bool,
+    db_path: str,
+    as_json: bool,
 ) -> None:
     """What changed from A to B: two run ids, or two torch builds (version, git prefix, build:ID);
     or, with --case A --case B, how one variant's per-token latency compares with another's.
@@ -173,6 +186,12 @@ def compare_command(
     Variant against variant: per point and mode, the ratio of B's median latency to A's
     with a 95% interval over the runs, and a verdict: faster, slower, no difference, or
     noisy (no steady run on a side). Noisy runs are left out.
+
+    --profile, for runs recorded with diag run --profile: per row, each op group's compiled time
+    per token on B less A's (medians over each run's profiled generations, a bootstrap 95%
+    interval), ranked, with the share of the measured latency difference the rows explain and
+    the attention kernels each side ran. A change of attention kernel is printed, and is a
+    regression for check, whatever --profile says.
     """
     if cases or build_ref:
         if len(cases) != 2 or a or b:
@@ -183,18 +202,27 @@ def compare_command(
         raise fail("compare needs A and B (two run ids or two builds), or --case A --case B")
     db = read_store(db_path)
     outcome = gate.compare(db, a, b)
+    breakdowns = [_by_op(c) if by_op else None for c in outcome.comparisons]
     if as_json:
-        click.echo(
-            json.dumps(
-                {"compared": outcome.description, "rows": [c.as_dict() for c in outcome.comparisons]},
-                indent=2,
-                default=str,
-            )
-        )
+        found = [
+            {**c.as_dict(), **({"profile": d.as_dict() if d else None} if by_op else {})}
+            for c, d in zip(outcome.comparisons, breakdowns)
+        ]
+        click.echo(json.dumps({"compared": outcome.description, "rows": found}, indent=2, default=str))
         return
     click.echo(f"compared: {outcome.description}")
-    for comparison in outcome.comparisons:
-        click.echo("\n".join(text.comparison_lines(comparison)))
+    for comparison, breakdown in zip(outcome.comparisons, breakdowns):
+        said = text.comparison_lines(comparison)
+        if by_op and comparison.before and comparison.after:
+            said += why.lines(breakdown) if breakdown else ["    not profiled on both sides (diag run --profile)"]
+        click.echo("\n".join(text.safe(line) for line in said))
+
+
+def _by_op(comparison: Any) -> Optional[why.Breakdown]:
+    before, after = comparison.before, comparison.after
+    if not (before and after):
+        return None
+    return why.of_runs(before, after, f"run #{before['id']}", f"run #{after['id']}")
 
 
 def _compare_variants(db, case_a: str, case_b: str, build_ref: Optional[str], as_json: bool) -> None:

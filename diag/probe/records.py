@@ -168,9 +168,11 @@ TIMING = _kind(
 PROFILE = _kind(
     "profile",
     "an eager and a compiled generation under torch.profiler (diag run --profile): the "
-    "Chrome trace's file in the run directory and the ops with the most self time",
+    "Chrome trace's file in the run directory and the ops with the most self time; and compiled "
+    "generations attributed by op per decode step (probe/attribution.py)",
     trace="str",
     top="list",
+    attributed="list?",
     seconds="float",
 )
 INSTRUCTIONS = _kind(

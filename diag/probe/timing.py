@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from diag.probe import capture, compat, counters, records
+from diag.probe import attribution, capture, compat, counters, records
 from diag.probe.records import Writer
 from diag.probe.session import Workload, error_location, exception_info
 
@@ -203,11 +203,13 @@ def _graph_cache_hits() -> Optional[int]:
 
 PROFILE_TRACE = "profile.trace.json.gz"
 PROFILE_TOP = 15
+PROFILED_GENERATIONS = 5  # compiled generations attributed by op (probe/attribution.py) for compare --profile
 
 
 def profile(workload: Workload, results: Writer, folder: Path) -> None:
     """One eager and one compiled generation (compiled and warm by now) under torch.profiler: a
-    gzipped Chrome trace (opens in Perfetto or chrome://tracing) and the ops with the most self time."""
+    gzipped Chrome trace (opens in Perfetto or chrome://tracing) and the ops with the most self time;
+    then ``PROFILED_GENERATIONS`` compiled generations, each attributed by op per decode step."""
     torch = workload.torch
     from torch.profiler import ProfilerActivity, record_function
 
@@ -235,7 +237,10 @@ def profile(workload: Workload, results: Writer, folder: Path) -> None:
         }
         for e in events[:PROFILE_TOP]
     ]
-    results.write(records.PROFILE, trace=PROFILE_TRACE, top=top, seconds=time.perf_counter() - start)
+    attributed = [attribution.profiled(workload, workload.compiled) for _ in range(PROFILED_GENERATIONS)]
+    results.write(
+        records.PROFILE, trace=PROFILE_TRACE, top=top, attributed=attributed, seconds=time.perf_counter() - start
+    )
 
 
 def _write_eager(

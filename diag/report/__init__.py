@@ -40,6 +40,7 @@ from diag.report.model import FLAKY_FLIPS, Matrix, Settled, row_label
 from diag.report.publish import MANIFEST, ReportError, Site, publish
 from diag.report.run_page import ci_link
 from diag.text import config_text, safe
+from diag.verdicts import why
 
 __all__ = ["MANIFEST", "ReportError", "Site", "ci_link", "publish", "render", "report_json"]
 
@@ -211,6 +212,10 @@ def _run_pages(
                     "timing_stats": [run_page.in_ms(t) for t in run["timings"]],
                     "artifacts": run_page.listing(run, out_dir),
                     "ci": run_page.ci_link(run),
+                    "profile_groups": why.groups_of_run(run),
+                    "kernel_text": why.kernel_text(
+                        ((run.get("extra") or {}).get("profile") or {}).get("kernels") or {}
+                    ),
                 }
             )
         if runs:

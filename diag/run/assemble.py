@@ -19,6 +19,7 @@ from diag.run import trace
 from diag.run.measured import instruction_columns, timing_columns, timing_compile_error, timing_error, timing_rows
 from diag.run.rundir import STDERR_TAIL_BYTES, PassOutcome, RunFiles, probe_failure
 from diag.store import RunRecord
+from diag.verdicts import why
 
 
 def verdict(diagnosis: PassOutcome) -> dict[str, Any]:
@@ -269,7 +270,7 @@ def assemble(
         "duration_s": files.probe_exit.get("duration_s"),
         **costs(files, frames),
         "exit_code": diagnosis.returncode,
-        "extra": _result_extra(diagnosis, timing, spec.get("ci")),
+        "extra": _result_extra(diagnosis, timing, spec.get("ci"), str(spec["config"].get("device")).startswith("cuda")),
     }
     identity = build_identity(
         build.get("torch_version") or "unknown", build.get("git_version"), build.get("cuda_version"), spec.get("wheel")
@@ -289,7 +290,10 @@ def costs(files: RunFiles, frames: Optional[list[dict[str, Any]]]) -> dict[str, 
 
 
 def _result_extra(
-    diagnosis: PassOutcome, timing: Optional[PassOutcome] = None, ci: Optional[dict[str, Any]] = None
+    diagnosis: PassOutcome,
+    timing: Optional[PassOutcome] = None,
+    ci: Optional[dict[str, Any]] = None,
+    device: bool = False,
 ) -> Optional[str]:
     """Fields of the diagnosis records that no column holds, the profile (diag run --profile), and
     where a CI job keeps the run directory (runner.ci_provenance)."""
@@ -303,6 +307,7 @@ def _result_extra(
     profile = timing.first(records.PROFILE) if timing is not None else None
     if profile is not None:
         unknown["profile"] = {name: profile.get(name) for name in ("trace", "top", "seconds")}
+        unknown["profile"].update(why.summary(profile.get("attributed") or [], device))
     return json.dumps(unknown, default=str) if unknown else None
 
 

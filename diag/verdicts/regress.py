@@ -35,6 +35,7 @@ from diag.verdicts.timing_change import (
     latency_change,
     timed_and_steady,
 )
+from diag.verdicts.why import kernel_change
 
 
 @dataclass
@@ -69,6 +70,11 @@ class RowComparison:
             return self.before.get("case_note"), self.after.get("case_note")
         return None
 
+    @property
+    def kernel_change(self) -> Optional[tuple[str, str]]:
+        """The SDPA kernels the two sides' profiled runs ran, where they differ (diag run --profile)."""
+        return kernel_change(self.before, self.after) if self.before and self.after else None
+
     def key_text(self, table: str, key: str) -> str:
         """What a finding key stands for, from the side that has it: gb_type, else reason or message."""
         for run in (self.after, self.before):
@@ -89,6 +95,7 @@ class RowComparison:
             "error_after": self.after and error_text(self.after),
             "case_note_before": self.before and self.before.get("case_note"),
             "case_note_after": self.after and self.after.get("case_note"),
+            "attention_kernels": self.kernel_change,
             "key_texts": {
                 table: {
                     key: self.key_text(table, key) for key in [*self.added.get(table, []), *self.removed.get(table, [])]
@@ -238,6 +245,8 @@ KINDS = {
     "decode_recompiles": "decode steps recompile beyond the allowed number, where the baseline stayed within it",
     "second_call_recompiles": "a second generate call recompiles, where the baseline's did not",
     "tokens": "compiled tokens no longer match eager",
+    "attention_kernel": "the SDPA kernels a profiled run ran (diag run --profile) are not the baseline's: "
+    "a mask, dtype or shape that now keeps attention off its fused kernel, or a new one",
     "fallback": "the case notes a fallback the baseline did not take (Generation.note): what it measures "
     "now is not what its name promises, as an hf case decoding without the static cache",
     "slowdown": "a significant slowdown beyond the threshold (latency, compile time, guard time), or a "
@@ -317,6 +326,9 @@ def regressions(comparison: RowComparison, thresholds: Thresholds, allowed: set[
                 f"compiled tokens no longer match eager (first differing step {after.get('first_differing_step')})",
             )
         )
+    if comparison.kernel_change is not None:
+        was, now = comparison.kernel_change
+        found.append(Regression(row, "attention_kernel", f"attention kernels changed: {was} -> {now}"))
     if after.get("case_note") and not before.get("case_note"):
         found.append(Regression(row, "fallback", f"the case now says: {_first_line(after['case_note'], 300)}"))
     for change in comparison.timings:

@@ -13,6 +13,7 @@ the rest is printed as unexplained: the profiler's own cost per op, and rows too
 
 from __future__ import annotations
 
+import random
 import re
 import statistics
 from dataclasses import asdict, dataclass, field
@@ -141,6 +142,7 @@ class Breakdown:
     explained_ms: float = 0.0
     kernels: dict[str, dict[str, float]] = field(default_factory=dict)  # case -> SDPA kernel -> calls a token
     note: Optional[str] = None
+    paired: bool = True  # rounds of one race (paired), or generations of two runs (not)
 
     @property
     def explained_share(self) -> Optional[float]:
@@ -152,19 +154,40 @@ class Breakdown:
         return found
 
 
-def _rows(case: list[dict[str, float]], baseline: list[dict[str, float]]) -> list[Row]:
+RESAMPLES = 2000
+
+
+def _unpaired(case: list[float], baseline: list[float]) -> tuple[float, Optional[tuple[float, float]]]:
+    """The difference of two medians and its 95% percentile-bootstrap interval (a fixed seed: the same
+    runs give the same interval), for rounds of two runs, which no round pairs."""
+    rng = random.Random(0)
+    diffs = sorted(
+        statistics.median(rng.choices(case, k=len(case))) - statistics.median(rng.choices(baseline, k=len(baseline)))
+        for _ in range(RESAMPLES)
+    )
+    return statistics.median(case) - statistics.median(baseline), (
+        diffs[int(0.025 * RESAMPLES)],
+        diffs[int(0.975 * RESAMPLES) - 1],
+    )
+
+
+def _rows(case: list[dict[str, float]], baseline: list[dict[str, float]], paired: bool = True) -> list[Row]:
     names = sorted({name for side in (case, baseline) for times in side for name in times})
     found = []
     for name in names:
-        diffs = [c.get(name, 0.0) - b.get(name, 0.0) for c, b in zip(case, baseline)]
-        interval = median_interval(diffs)
+        a, b = [c.get(name, 0.0) for c in case], [x.get(name, 0.0) for x in baseline]
+        if paired:
+            diffs = [x - y for x, y in zip(a, b)]
+            diff, interval = statistics.median(diffs), median_interval(diffs)
+        else:
+            diff, interval = _unpaired(a, b)
         low, high = interval if interval is not None else (None, None)
         found.append(
             Row(
                 name,
-                statistics.median(c.get(name, 0.0) for c in case),
-                statistics.median(b.get(name, 0.0) for b in baseline),
-                statistics.median(diffs),
+                statistics.median(a),
+                statistics.median(b),
+                diff,
                 low,
                 high,
                 None,
@@ -214,12 +237,68 @@ def explain(
     return found
 
 
+def summary(attributed: list[dict[str, Any]], device: bool) -> dict[str, Any]:
+    """What a run keeps of its profiled generations (diag run --profile): per generation, ms per token
+    by op (the median over its decode steps), and the SDPA kernels it ran."""
+    return {
+        "ops_ms": [{op: round(ms, 5) for op, ms in _per_token(_steps(r, device)).items()} for r in attributed],
+        "kernels": kernels(attributed),
+        "device_time": device,
+    }
+
+
+def of_runs(before: dict[str, Any], after: dict[str, Any], before_name: str, after_name: str) -> Optional[Breakdown]:
+    """Two runs' profiles (``summary``, in their ``extra``) set against each other, by op group; None
+    where either run was not profiled. Their generations ran in two processes, so none pairs with
+    another: each row is the difference of the two medians with a bootstrap interval."""
+    a, b = (((run.get("extra") or {}).get("profile") or {}) for run in (before, after))
+    if not a.get("ops_ms") or not b.get("ops_ms"):
+        return None
+    found = Breakdown(
+        before_name, after_name, min(len(a["ops_ms"]), len(b["ops_ms"])), bool(b.get("device_time")), paired=False
+    )
+    found.groups = _rows([_grouped(o) for o in b["ops_ms"]], [_grouped(o) for o in a["ops_ms"]], paired=False)
+    found.ops = _rows(b["ops_ms"], a["ops_ms"], paired=False)[:TOP_OPS]
+    found.kernels = {before_name: a.get("kernels") or {}, after_name: b.get("kernels") or {}}
+    before_ms, after_ms = before.get("compiled_ms_per_token"), after.get("compiled_ms_per_token")
+    found.measured_ms = after_ms - before_ms if before_ms is not None and after_ms is not None else None
+    found.explained_ms = sum(row.diff_ms for row in found.groups if row.explains)
+    return found
+
+
+def groups_of_run(run: dict[str, Any]) -> list[tuple[str, float]]:
+    """A profiled run's compiled decode step by group: the median over its profiled generations of
+    each group's ms per token, largest first; empty where the run was not profiled."""
+    generations = ((run.get("extra") or {}).get("profile") or {}).get("ops_ms") or []
+    grouped = [_grouped(ops) for ops in generations]
+    names = {name for g in grouped for name in g}
+    found = [(name, statistics.median(g.get(name, 0.0) for g in grouped)) for name in names]
+    return sorted(found, key=lambda item: item[1], reverse=True)
+
+
+def kernel_text(said: dict[str, float]) -> str:
+    """SDPA kernels as a line says them: ``CPU flash x2 a token``, or that there was no SDPA call."""
+    calls = ", ".join(f"{kernel} x{count:g} a token" for kernel, count in sorted(said.items()))
+    return calls or "no SDPA call (attention in the compiled graph's own kernels, or computed by the case)"
+
+
+def kernel_change(before: dict[str, Any], after: dict[str, Any]) -> Optional[tuple[str, str]]:
+    """The SDPA kernels of two profiled runs where they differ, as text; None where they agree or a
+    run was not profiled."""
+    a, b = (((run.get("extra") or {}).get("profile") or {}) for run in (before, after))
+    if "kernels" not in a or "kernels" not in b or not a.get("ops_ms") or not b.get("ops_ms"):
+        return None
+    if sorted(a["kernels"]) == sorted(b["kernels"]):
+        return None
+    return kernel_text(a["kernels"]), kernel_text(b["kernels"])
+
+
 def lines(found: Breakdown) -> list[str]:
     """What ``diag race --profile`` prints under a verdict."""
     unit = "device" if found.device else "CPU"
     out = [
         f"    where the time goes ({found.case} - {found.baseline}, ms per token, {unit} time, "
-        f"{found.rounds} profiled rounds):"
+        f"{found.rounds} profiled {'rounds' if found.paired else 'generations a side'}):"
     ]
     if found.note and not found.groups:
         return [*out, f"      {found.note}"]
@@ -240,16 +319,13 @@ def lines(found: Breakdown) -> list[str]:
         share = found.explained_share
         said = f"{share:.0%}" if share is not None else "-"
         out.append(
-            f"      the race measured {found.measured_ms:+.3f} ms per token; the rows whose interval leaves out 0 "
+            f"      {'the race' if found.paired else 'the runs'} measured {found.measured_ms:+.3f} ms per token; "
+            "the rows whose interval leaves out 0 "
             f"explain {found.explained_ms:+.3f} ({said}); unexplained {rest:+.3f} (the profiler's own cost per "
             "op, and rows too noisy to say)"
         )
     for name, said in found.kernels.items():
-        calls = ", ".join(f"{kernel} x{count:g} a token" for kernel, count in sorted(said.items()))
-        out.append(
-            f"      attention kernels of {name}: "
-            + (calls or "no SDPA call (attention in the compiled graph's own kernels, or computed by the case)")
-        )
+        out.append(f"      attention kernels of {name}: {kernel_text(said)}")
     if len({tuple(sorted(k)) for k in found.kernels.values()}) > 1:
         out.append("      the two ran different attention kernels")
     if found.note and found.groups:

@@ -1,6 +1,10 @@
 """append_last with scaled_dot_product_attention held to its math backend
-(torch.nn.attention.sdpa_kernel) around each compiled decode step: against append_last, the race's
-profile must name two different attention kernels."""
+(torch.nn.attention.sdpa_kernel) around each compiled decode step, unless DIAG_TEST_SDPA is
+"default": against append_last, or against itself run the other way, the profile must name two
+different attention kernels."""
+
+import contextlib
+import os
 
 from diag.cases.append_last import decode_step, drive
 from diag.probe.cases import case
@@ -11,9 +15,10 @@ def generate(gen):
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     step = gen.compile(decode_step)
+    forced = os.environ.get("DIAG_TEST_SDPA", "math") != "default"
 
     def on_math(*args):
-        with sdpa_kernel(SDPBackend.MATH):
+        with sdpa_kernel(SDPBackend.MATH) if forced else contextlib.nullcontext():
             return step(*args)
 
     drive(gen, on_math)

@@ -1,0 +1,148 @@
+"""Whether `diag race --profile` finds where a known extra cost went, with two processes spinning on
+both cores (docs/BENCHMARKS.md, "Why it is slower").
+
+    python bench/why.py                       # every part
+    python bench/why.py --parts known --trials 5
+
+Parts:
+- known: ``--trials`` races of append_last against tests/cases/extra_matmul.py (one torch.mm of
+  ``--size`` x ``--size`` per decode step, outside the compiled step), eager backend, fullgraph. The
+  matmul's cost alone is timed in a process of its own under the same load, 1 thread as the race runs
+  (median of 200 after 20 warm-up calls), before each trial. A trial passes where the race's top
+  group is matmuls and its difference per token is within 25% of the cost alone.
+- between: ``--trials`` races of append_last against tests/cases/busy_between.py (a spin of
+  ``--between-ms`` of wall time after each step's compiled call): the between-step figures must
+  differ by the spin, within 20%.
+- seed: append_last against dynamic_slice on inductor without fullgraph (dynamic_slice's
+  data-dependent slice cannot be one graph), one race: how much of the measured difference the rows
+  explain, and the rest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from common import REPO, environ, timed
+from honesty import Spinners
+
+CASES = REPO / "tests" / "cases"
+RACE = ["--backend", "eager", "--fullgraph", "--new-tokens", "16", "--timing-seconds", "0.5", "--profile", "--json"]
+ALONE = """
+import statistics, sys, time, torch
+torch.set_num_threads(1)
+n = int(sys.argv[1])
+w = torch.randn(n, n, generator=torch.Generator().manual_seed(0))
+for _ in range(20):
+    torch.mm(w, w)
+times = []
+for _ in range(200):
+    start = time.perf_counter()
+    torch.mm(w, w)
+    times.append(time.perf_counter() - start)
+print(statistics.median(times) * 1e3)
+"""
+
+
+def _race(work: Path, cases: list[str], env: dict, extra: list[str] = RACE) -> dict:
+    command = [sys.executable, "-m", "diag", "race", *(a for c in cases for a in ("--case", c)), *extra]
+    _, out = timed([*command, "--db", str(work / "why.db")], env, work)
+    (raced,) = json.loads(out)["races"]
+    return raced
+
+
+def _alone_ms(size: int) -> float:
+    done = subprocess.run([sys.executable, "-c", ALONE, str(size)], capture_output=True, text=True, check=True)
+    return float(done.stdout)
+
+
+def known(work: Path, trials: int, size: int) -> list[str]:
+    env = environ(DIAG_TEST_EXTRA_MM=str(size))
+    lines, passed = [], 0
+    for trial in range(1, trials + 1):
+        alone = _alone_ms(size)
+        raced = _race(work, ["append_last", str(CASES / "extra_matmul.py")], env)
+        found = raced["profile"]["extra_matmul"]
+        top = found["groups"][0]
+        verdict = raced["verdicts"][0]
+        close = abs(top["diff_ms"] - alone) <= 0.25 * alone
+        ok = top["name"] == "matmuls" and close
+        passed += ok
+        share = found["explained_ms"] / found["measured_ms"] if found.get("measured_ms") else None
+        lines.append(
+            f"  trial {trial:>2}: top {top['name']} {top['diff_ms']:+.3f} ms/token (95% {top['low']:+.3f} to "
+            f"{top['high']:+.3f}); matmul alone {alone:.3f} ms ({top['diff_ms'] / alone - 1:+.0%}); race "
+            f"x{verdict['ratio']:.3f} {verdict['verdict']}; explained "
+            f"{'-' if share is None else f'{share:.0%}'}; {'pass' if ok else 'FAIL'}"
+        )
+        print(lines[-1], flush=True)
+    return [f"known: {passed} of {trials} trials name matmuls first, within 25% of the matmul alone", *lines]
+
+
+def between(work: Path, trials: int, spin_ms: float) -> list[str]:
+    env = environ(DIAG_TEST_BETWEEN_MS=str(spin_ms))
+    lines, passed, moves = [], 0, []
+    for trial in range(1, trials + 1):
+        raced = _race(work, ["append_last", str(CASES / "busy_between.py")], env)
+        figures = raced["between_ms"]
+        moved = figures["busy_between"] - figures["append_last"]
+        moves.append(moved)
+        ok = abs(moved - spin_ms) <= 0.2 * spin_ms
+        passed += ok
+        lines.append(
+            f"  trial {trial:>2}: between steps {figures['busy_between']:.3f} vs {figures['append_last']:.3f} ms: "
+            f"moved {moved:.3f} ms for a {spin_ms:.1f} ms spin ({moved / spin_ms - 1:+.0%}); {'pass' if ok else 'FAIL'}"
+        )
+        print(lines[-1], flush=True)
+    said = f"between: {passed} of {trials} trials within 20% of the spin; median move {statistics.median(moves):.3f} ms"
+    return [said, *lines]
+
+
+def seed(work: Path) -> list[str]:
+    extra = ["--backend", "inductor", "--no-fullgraph", "--new-tokens", "16", "--timing-seconds", "1", "--profile"]
+    raced = _race(work, ["append_last", "dynamic_slice"], environ(), [*extra, "--json"])
+    verdict = raced["verdicts"][0]
+    found = raced["profile"].get("dynamic_slice")
+    if found is None:
+        return [f"seed: dynamic_slice was not raced: {verdict.get('error')}"]
+    share = found["explained_ms"] / found["measured_ms"] if found.get("measured_ms") else None
+    rows = "; ".join(f"{r['name']} {r['diff_ms']:+.3f}{'' if r['explains'] else ' (holds 0)'}" for r in found["groups"])
+    return [
+        f"seed: dynamic_slice / append_last x{verdict['ratio']:.3f} ({verdict['verdict']}), measured "
+        f"{found['measured_ms']:+.3f} ms/token; rows explain {found['explained_ms']:+.3f} "
+        f"({'-' if share is None else f'{share:.0%}'})",
+        f"  rows (ms/token): {rows}",
+        f"  between steps: {raced['between_ms']}",
+        f"  kernels: {found['kernels']}",
+    ]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--parts", default="known,between,seed")
+    parser.add_argument("--trials", type=int, default=20)
+    parser.add_argument("--size", type=int, default=128, help="the extra matmul's side (known)")
+    parser.add_argument("--between-ms", type=float, default=1.0, help="the spin between steps (between)")
+    args = parser.parse_args()
+    parts = args.parts.split(",")
+    with tempfile.TemporaryDirectory(prefix="diag-bench-why-") as tmp, Spinners(2):
+        work = Path(tmp)
+        for part in parts:
+            if part == "known":
+                said = known(work, args.trials, args.size)
+            elif part == "between":
+                said = between(work, args.trials, args.between_ms)
+            elif part == "seed":
+                said = seed(work)
+            else:
+                raise SystemExit(f"unknown part {part!r}: known, between, seed")
+            print("\n".join(said[:1] if part != "seed" else said), flush=True)
+
+
+if __name__ == "__main__":
+    main()
