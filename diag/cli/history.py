@@ -202,7 +202,7 @@ def compare_command(
         raise fail("compare needs A and B (two run ids or two builds), or --case A --case B")
     db = read_store(db_path)
     outcome = gate.compare(db, a, b)
-    breakdowns = [_by_op(c) if by_op else None for c in outcome.comparisons]
+    breakdowns = [why.of_comparison(c) if by_op else None for c in outcome.comparisons]
     if as_json:
         found = [
             {**c.as_dict(), **({"profile": d.as_dict() if d else None} if by_op else {})}
@@ -216,13 +216,6 @@ def compare_command(
         if by_op and comparison.before and comparison.after:
             said += why.lines(breakdown) if breakdown else ["    not profiled on both sides (diag run --profile)"]
         click.echo("\n".join(text.safe(line) for line in said))
-
-
-def _by_op(comparison: Any) -> Optional[why.Breakdown]:
-    before, after = comparison.before, comparison.after
-    if not (before and after):
-        return None
-    return why.of_runs(before, after, f"run #{before['id']}", f"run #{after['id']}")
 
 
 def _compare_variants(db, case_a: str, case_b: str, build_ref: Optional[str], as_json: bool) -> None:

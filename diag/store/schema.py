@@ -365,7 +365,8 @@ def m016_second_call(db: sqlite_utils.Database) -> None:
 def m017_races(db: sqlite_utils.Database) -> None:
     """Variants raced in one probe (diag race): a row per variant against the race's baseline, with
     the row's fields (the variant's case and the config), the verdict and the paired samples."""
-    text = ("baseline", "baseline_source", "python", "transformers_version", "verdict", "failed", "error_type")
+    text: tuple[str, ...] = ("baseline", "baseline_source", "python", "transformers_version", "verdict", "failed")
+    text += ("error_type",)
     text += ("error_message", "error_location", "samples")
     numbers = ("ms_baseline", "ms_case", "ratio", "low", "high", "load_1m", "seconds")
     db.table("races").create(

@@ -266,6 +266,14 @@ def of_runs(before: dict[str, Any], after: dict[str, Any], before_name: str, aft
     return found
 
 
+def of_comparison(comparison: Any) -> Optional[Breakdown]:
+    """``of_runs`` for one row of ``diag compare`` (a regress.RowComparison), its runs named by id."""
+    before, after = comparison.before, comparison.after
+    if not (before and after):
+        return None
+    return of_runs(before, after, f"run #{before['id']}", f"run #{after['id']}")
+
+
 def groups_of_run(run: dict[str, Any]) -> list[tuple[str, float]]:
     """A profiled run's compiled decode step by group: the median over its profiled generations of
     each group's ms per token, largest first; empty where the run was not profiled."""
@@ -316,16 +324,16 @@ def lines(found: Breakdown) -> list[str]:
         out.append("      largest op differences: " + "; ".join(f"{row.name} {row.diff_ms:+.3f}" for row in top))
     if found.measured_ms is not None:
         rest = found.measured_ms - found.explained_ms
-        share = found.explained_share
-        said = f"{share:.0%}" if share is not None else "-"
+        explained = found.explained_share
+        part = f"{explained:.0%}" if explained is not None else "-"
         out.append(
             f"      {'the race' if found.paired else 'the runs'} measured {found.measured_ms:+.3f} ms per token; "
             "the rows whose interval leaves out 0 "
-            f"explain {found.explained_ms:+.3f} ({said}); unexplained {rest:+.3f} (the profiler's own cost per "
+            f"explain {found.explained_ms:+.3f} ({part}); unexplained {rest:+.3f} (the profiler's own cost per "
             "op, and rows too noisy to say)"
         )
-    for name, said in found.kernels.items():
-        out.append(f"      attention kernels of {name}: {kernel_text(said)}")
+    for name, ran in found.kernels.items():
+        out.append(f"      attention kernels of {name}: {kernel_text(ran)}")
     if len({tuple(sorted(k)) for k in found.kernels.values()}) > 1:
         out.append("      the two ran different attention kernels")
     if found.note and found.groups:
