@@ -8,8 +8,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import browser
 import pytest
-from conftest import diag, show
+from conftest import diag, diag_here, show
 
 from diag import store
 from diag.verdicts import why
@@ -56,6 +57,28 @@ def test_race_profile_names_the_added_op_the_added_python_and_the_attention_kern
     assert "attention kernels of math_attention: math x2 a token" in text
     assert "the two ran different attention kernels" in text
     assert "between steps, outside the compiled calls:" in text and "unexplained" in text
+
+    if browser.CHROMIUM is None:
+        pytest.skip("Debian's chromium package is not installed: the variants page is not looked at")
+    out = tmp_path / "site"
+    assert diag_here("report", "--db", str(db), "--out", str(out), cwd=tmp_path).returncode == 0
+    script = """
+      return Array.from(d.querySelectorAll("h3")).filter(function (h) { return h.textContent.indexOf("Where") === 0; })
+        .map(function (h) {
+          var chart = h.nextElementSibling, table = chart.nextElementSibling.querySelector("table.why");
+          var box = chart.querySelector("svg").getBoundingClientRect();
+          return [h.textContent, chart.querySelectorAll("svg.stacked rect").length, box.width > 300,
+                  table.rows[1].cells[0].textContent];
+        });
+    """
+    shown = {
+        heading.split("'")[0]: rest
+        for heading, *rest in browser.measure(out / "variants.html", 1400, 900, script, tmp_path)
+    }
+    assert set(shown) == {"Where extra_matmul", "Where busy_between", "Where math_attention"}
+    rects, wide, top = shown["Where extra_matmul"]
+    assert rects >= 10 and wide and top == "matmuls"
+    assert shown["Where busy_between"][2] == "Python outside any op"
 
 
 @pytest.mark.slow

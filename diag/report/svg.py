@@ -238,3 +238,50 @@ def _series(series: Series, colour: str, at: list[tuple[float, str]], y_at, y_te
             out += [f'<circle cx="{x}" cy="{y}" r="2.2" fill="{colour}"/>' for x, y in (p.split(",") for p in run)]
     out.append("</g>")
     return out
+
+
+def stacked_bars(title: str, bars: list[tuple[str, dict[str, float]]], unit: str) -> str:
+    """Horizontal bars, one per label, each split into segments by name (the same colour for a name in
+    every bar), on one scale from 0; a legend of the names beside them. ``bars``: (label, name ->
+    value); a name's order is the order it is first seen."""
+    left = 190  # the bars' labels are case names, longer than an axis's numbers
+    names = list(dict.fromkeys(name for _, parts in bars for name in parts))
+    top = max((sum(v for v in parts.values() if v > 0) for _, parts in bars), default=0.0) or 1.0
+    ticks = nice_ticks(0.0, top)
+    scale = (RIGHT - left - 60) / max(ticks[-1], top)
+    row, gap = 26, 10
+    height = TITLE + len(bars) * (row + gap) + 30
+    height = max(height, TITLE + len(names) * LEGEND_ROW + 10)
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {height}" class="stacked">',
+        f'<text x="{left}" y="16" class="title">{escape(title)}</text>',
+    ]
+    for index, (label, parts) in enumerate(bars):
+        y = TITLE + index * (row + gap)
+        out.append(f'<text x="{left - 6}" y="{_c(y + row / 2 + 4)}" text-anchor="end">{escape(label[:30])}</text>')
+        x = float(left)
+        for name in names:
+            value = parts.get(name, 0.0)
+            if value <= 0:
+                continue
+            width = value * scale
+            colour = PALETTE[names.index(name) % len(PALETTE)]
+            out.append(
+                f'<rect x="{_c(x)}" y="{y}" width="{_c(width)}" height="{row}" fill="{colour}">'
+                f"<title>{escape(label)}: {escape(name)} {value:.3f} {escape(unit)}</title></rect>"
+            )
+            x += width
+        total = sum(v for v in parts.values() if v > 0)
+        out.append(f'<text x="{_c(x + 4)}" y="{_c(y + row / 2 + 4)}">{total:.3f} {escape(unit)}</text>')
+    axis = TITLE + len(bars) * (row + gap)
+    for tick in ticks:
+        out.append(
+            f'<text x="{_c(left + tick * scale)}" y="{axis + 12}" text-anchor="middle">{number(tick, ticks)}</text>'
+        )
+    for index, name in enumerate(names):
+        y = TITLE + index * LEGEND_ROW
+        colour = PALETTE[index % len(PALETTE)]
+        out.append(f'<rect x="{RIGHT + 10}" y="{y}" width="10" height="10" fill="{colour}"/>')
+        out.append(f'<text x="{RIGHT + 26}" y="{y + 9}">{escape(_legend_label(name))}</text>')
+    out.append("</svg>")
+    return "\n".join(out)

@@ -6,12 +6,13 @@ bar."""
 
 from __future__ import annotations
 
+import json
 from typing import Any, Optional
 
 from diag import build, store
 from diag import row as rows
-from diag.report import charts
-from diag.verdicts import variants
+from diag.report import charts, svg
+from diag.verdicts import variants, why
 
 
 def context(db, builds: list[dict[str, Any]], runs: list[dict[str, Any]]) -> Optional[dict[str, Any]]:
@@ -57,4 +58,15 @@ def _race_row(race: dict[str, Any]) -> dict[str, Any]:
     shown["config"] = rows.config_label(race)
     message = (race.get("error_message") or "").strip().splitlines()
     shown["error_line"] = message[0][:300] if message else None
+    shown["breakdown"] = json.loads(race["profile"]) if race.get("profile") else None
+    if shown["breakdown"] and shown["breakdown"].get("groups"):
+        # every page's bars in one order of groups, so that a group has one colour on all of them
+        order = {name: index for index, name in enumerate([*(name for name, _ in why.GROUPS), why.OTHER])}
+        groups = sorted(shown["breakdown"]["groups"], key=lambda g: order.get(g["name"], len(order)))
+        bars = [
+            (race["baseline"], {g["name"]: g["ms_baseline"] for g in groups}),
+            (race["case"], {g["name"]: g["ms_case"] for g in groups}),
+        ]
+        title = f"{race['case']} against {race['baseline']}: each decode step by op group (ms per token, profiled)"
+        shown["stacked"] = svg.stacked_bars(title, bars, "ms")
     return shown
