@@ -58,3 +58,22 @@ def test_the_report_benchmarks_run_on_a_small_history(tmp_path, script, options,
     assert "192 synthetic runs" in done.stdout
     for row in rows:
         assert row in done.stdout, done.stdout
+
+
+@pytest.mark.slow
+def test_the_gpu_bench_runs_in_its_cpu_form(tmp_path):
+    """bench/gpu.py --cpu: the seed's three cases raced with --profile on the eager backend, and a run of
+    each for memory; the summary names every variant with a verdict and its top op groups."""
+    out = tmp_path / "cpu.md"
+    done = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "gpu.py"), "--cpu", "--out", str(out), "--timing-seconds", "0.2"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    summary = out.read_text()
+    for case in ("dynamic_slice", "hf_static_cache"):
+        (line,) = [line for line in summary.splitlines() if line.startswith(f"| {case} | x")]
+        assert "CPU flash" in line and "+" in line.split("|")[5], line
+    assert summary.count("| rss_rise |") == 3
