@@ -326,11 +326,15 @@ def lines(found: Breakdown) -> list[str]:
         rest = found.measured_ms - found.explained_ms
         explained = found.explained_share
         part = f"{explained:.0%}" if explained is not None else "-"
+        rest_said = (
+            f"unexplained {rest:+.3f} (rows too noisy to say, and what the profiler cannot see)"
+            if rest >= 0
+            else f"the rows exceed it by {-rest:.3f} (the profiler's own cost per op and per compiled region, "
+            "more for the case that runs more of them)"
+        )
         out.append(
             f"      {'the race' if found.paired else 'the runs'} measured {found.measured_ms:+.3f} ms per token; "
-            "the rows whose interval leaves out 0 "
-            f"explain {found.explained_ms:+.3f} ({part}); unexplained {rest:+.3f} (the profiler's own cost per "
-            "op, and rows too noisy to say)"
+            f"the rows whose interval leaves out 0 explain {found.explained_ms:+.3f} ({part}); {rest_said}"
         )
     for name, ran in found.kernels.items():
         out.append(f"      attention kernels of {name}: {kernel_text(ran)}")
