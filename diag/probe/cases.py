@@ -179,7 +179,9 @@ class Generation:
         return self.prompt_length + self.new_tokens
 
     def compile(self, fn: Callable) -> Callable:
-        """``fn`` compiled with the run's options; ``fn`` itself in the eager pass."""
+        """``fn`` compiled with the run's options; ``fn`` itself in the eager pass. Where calls are
+        timed (``regions``), a wrapper around the compiled function that adds each call's time to the
+        step in flight's; a compiled module is returned as it is."""
         compiled = self._compile_fn(fn)
         if not self._regions or compiled is fn or hasattr(compiled, "parameters"):
             return compiled  # a module stays a module: its calls are not timed
