@@ -183,3 +183,10 @@ def test_profiled_runs_show_their_groups_compare_op_by_op_and_a_kernel_change_fa
         checked.returncode == 1
         and "attention kernels changed: CPU flash x2 a token -> math x2 a token" in checked.stdout
     )
+
+
+def test_a_profile_without_decode_steps_says_so():
+    """--new-tokens 1: every profiled generation is a prefill alone, so no step range was recorded."""
+    empty = {"steps": 0, "cpu_us": [], "sdpa_calls": {}}
+    found = why.explain({"rounds": {"a": [empty] * 10, "b": [empty] * 10}}, "a", "b", 0.0)
+    assert found.groups == [] and "no decode step was profiled" in "\n".join(why.lines(found))

@@ -308,8 +308,8 @@ def lines(found: Breakdown) -> list[str]:
         f"    where the time goes ({found.case} - {found.baseline}, ms per token, {unit} time, "
         f"{found.rounds} profiled {'rounds' if found.paired else 'generations a side'}):"
     ]
-    if found.note and not found.groups:
-        return [*out, f"      {found.note}"]
+    if not found.groups:  # the profiler failed, or no decode step ran (--new-tokens 1)
+        return [*out, f"      {found.note or 'no decode step was profiled'}"]
     width = max(len(row.name) for row in found.groups)
     for row in found.groups:
         interval = f"{row.low:+.3f} to {row.high:+.3f}" if row.low is not None and row.high is not None else "-"
