@@ -203,7 +203,7 @@ def _profile(run: dict[str, Any]) -> list[str]:
     groups = why.groups_of_run(run)
     if not groups:
         return []
-    profile = run["extra"]["profile"]
+    profile = why.profile_of(run)
     unit = "device" if profile.get("device_time") else "CPU"
     lines = [
         f"  compiled step by op group ({unit} ms per token, median of {len(profile['ops_ms'])} profiled generations):"

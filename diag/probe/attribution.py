@@ -26,17 +26,10 @@ STEP = "diag: decode step"
 SDPA_PREFIXES = ("aten::_scaled_dot_product", "aten::_flash_attention", "aten::_efficient_attention")
 
 
-def _device_self_us(event: Any) -> float:
-    """An event's self time on the device (torch >= 2.4 names it device, older ones cuda)."""
-    for name in ("self_device_time_total", "self_cuda_time_total"):
-        value = getattr(event, name, None)
-        if value:
-            return float(value)
-    return 0.0
-
-
-def _device_total_us(event: Any) -> float:
-    for name in ("device_time_total", "cuda_time_total"):
+def _device_us(event: Any, field: str) -> float:
+    """An event's time on the device, ``self_`` or total: torch >= 2.4 names it ``device``, older
+    ones ``cuda``; 0 where it has none."""
+    for name in (f"{field}device_time_total", f"{field}cuda_time_total"):
         value = getattr(event, name, None)
         if value:
             return float(value)
@@ -72,18 +65,18 @@ def attribute(events: Any) -> dict[str, Any]:
             event = pending.pop()
             if event.name == EMIT:
                 on_cpu[RECORDING] += event.cpu_time_total
-                on_device[RECORDING] += _device_total_us(event)
+                on_device[RECORDING] += _device_us(event, "")
                 continue
             if "scaled_dot_product" in event.name or event.name.startswith(SDPA_PREFIXES):
                 # attention whole, under the implementation that ran (a math SDPA's matmuls and softmax
                 # are attention's, not the matmuls' group)
                 ran = _implementation(event)
                 on_cpu[ran] += event.cpu_time_total
-                on_device[ran] += _device_total_us(event)
+                on_device[ran] += _device_us(event, "")
                 sdpa[ran] += 1
                 continue
             on_cpu[event.name] += event.self_cpu_time_total
-            on_device[event.name] += _device_self_us(event)
+            on_device[event.name] += _device_us(event, "self_")
             pending.extend(event.cpu_children)
         cpu.append({name: round(us, 2) for name, us in on_cpu.items() if us})
         device.append({name: round(us, 2) for name, us in on_device.items() if us})

@@ -213,9 +213,7 @@ def _run_pages(
                     "artifacts": run_page.listing(run, out_dir),
                     "ci": run_page.ci_link(run),
                     "profile_groups": why.groups_of_run(run),
-                    "kernel_text": why.kernel_text(
-                        ((run.get("extra") or {}).get("profile") or {}).get("kernels") or {}
-                    ),
+                    "kernel_text": why.kernel_text(why.profile_of(run).get("kernels") or {}),
                 }
             )
         if runs:

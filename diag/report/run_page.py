@@ -76,8 +76,3 @@ def ci_link(run: dict[str, Any]) -> Optional[dict[str, str]]:
     attempt = str(ci.get("run_attempt") or "")
     url = f"{server}/{repository}/actions/runs/{run_id}" + (f"/attempts/{attempt}" if attempt.isdigit() else "")
     return {"url": url, "run_id": run_id, "artifact": str(ci.get("artifact") or ""), "path": str(ci.get("path") or "")}
-
-
-def profile_of(run: dict[str, Any]) -> dict[str, Any]:
-    """What diag run --profile kept of the run (its ``extra``), empty where it was not profiled."""
-    return (run.get("extra") or {}).get("profile") or {}

@@ -157,47 +157,37 @@ class Breakdown:
 RESAMPLES = 2000
 
 
-def _unpaired(case: list[float], baseline: list[float]) -> tuple[float, Optional[tuple[float, float]]]:
-    """The difference of two medians and its 95% percentile-bootstrap interval (a fixed seed: the same
-    runs give the same interval), for rounds of two runs, which no round pairs."""
+def _unpaired_interval(case: list[float], baseline: list[float]) -> tuple[float, float]:
+    """The 95% percentile-bootstrap interval of the difference of two medians (a fixed seed: the same
+    runs give the same interval), for generations of two runs, which no round pairs."""
     rng = random.Random(0)
     diffs = sorted(
         statistics.median(rng.choices(case, k=len(case))) - statistics.median(rng.choices(baseline, k=len(baseline)))
         for _ in range(RESAMPLES)
     )
-    return statistics.median(case) - statistics.median(baseline), (
-        diffs[int(0.025 * RESAMPLES)],
-        diffs[int(0.975 * RESAMPLES) - 1],
-    )
+    return diffs[int(0.025 * RESAMPLES)], diffs[int(0.975 * RESAMPLES) - 1]
 
 
-def _rows(case: list[dict[str, float]], baseline: list[dict[str, float]], paired: bool = True) -> list[Row]:
-    names = sorted({name for side in (case, baseline) for times in side for name in times})
-    found = []
-    for name in names:
+def _rows(
+    case: list[dict[str, float]], baseline: list[dict[str, float]], paired: bool = True, limit: Optional[int] = None
+) -> list[Row]:
+    """A row per name, ranked by the size of its difference; ``limit``: the first rows only (only their
+    intervals are computed, a bootstrap each where unpaired), their shares still of every row's."""
+    sides: dict[str, tuple[list[float], list[float], Optional[list[float]], float]] = {}
+    for name in sorted({name for side in (case, baseline) for times in side for name in times}):
         a, b = [c.get(name, 0.0) for c in case], [x.get(name, 0.0) for x in baseline]
-        if paired:
-            diffs = [x - y for x, y in zip(a, b)]
-            diff, interval = statistics.median(diffs), median_interval(diffs)
-        else:
-            diff, interval = _unpaired(a, b)
+        pairs = [x - y for x, y in zip(a, b)] if paired else None
+        diff = statistics.median(pairs) if pairs is not None else statistics.median(a) - statistics.median(b)
+        sides[name] = (a, b, pairs, diff)
+    total = sum(abs(diff) for *_, diff in sides.values())
+    found = []
+    for name in sorted(sides, key=lambda name: abs(sides[name][3]), reverse=True)[:limit]:
+        a, b, pairs, diff = sides[name]
+        interval = median_interval(pairs) if pairs is not None else _unpaired_interval(a, b)
         low, high = interval if interval is not None else (None, None)
-        found.append(
-            Row(
-                name,
-                statistics.median(a),
-                statistics.median(b),
-                diff,
-                low,
-                high,
-                None,
-                low is not None and high is not None and (low > 0 or high < 0),
-            )
-        )
-    total = sum(abs(row.diff_ms) for row in found)
-    for row in found:
-        row.share = row.diff_ms / total if total else None
-    found.sort(key=lambda row: abs(row.diff_ms), reverse=True)
+        explains = low is not None and high is not None and (low > 0 or high < 0)
+        share = diff / total if total else None
+        found.append(Row(name, statistics.median(a), statistics.median(b), diff, low, high, share, explains))
     return found
 
 
@@ -230,11 +220,17 @@ def explain(
         [_per_token([_grouped(s) for s in steps]) for steps in steps_b],
         [_per_token([_grouped(s) for s in steps]) for steps in steps_a],
     )
-    found.ops = _rows([_per_token(steps) for steps in steps_b], [_per_token(steps) for steps in steps_a])[:TOP_OPS]
+    found.ops = _rows([_per_token(steps) for steps in steps_b], [_per_token(steps) for steps in steps_a], limit=TOP_OPS)
     found.explained_ms = sum(row.diff_ms for row in found.groups if row.explains)
     if profiled.get("error"):
         found.note = f"the profiler failed after {paired} rounds: {profiled['error']}"
     return found
+
+
+def profile_of(run: dict[str, Any]) -> dict[str, Any]:
+    """What diag run --profile kept of a run (``summary``, in its ``extra``); empty where it was not
+    profiled."""
+    return (run.get("extra") or {}).get("profile") or {}
 
 
 def summary(attributed: list[dict[str, Any]], device: bool) -> dict[str, Any]:
@@ -251,14 +247,14 @@ def of_runs(before: dict[str, Any], after: dict[str, Any], before_name: str, aft
     """Two runs' profiles (``summary``, in their ``extra``) set against each other, by op group; None
     where either run was not profiled. Their generations ran in two processes, so none pairs with
     another: each row is the difference of the two medians with a bootstrap interval."""
-    a, b = (((run.get("extra") or {}).get("profile") or {}) for run in (before, after))
+    a, b = (profile_of(run) for run in (before, after))
     if not a.get("ops_ms") or not b.get("ops_ms"):
         return None
     found = Breakdown(
         before_name, after_name, min(len(a["ops_ms"]), len(b["ops_ms"])), bool(b.get("device_time")), paired=False
     )
     found.groups = _rows([_grouped(o) for o in b["ops_ms"]], [_grouped(o) for o in a["ops_ms"]], paired=False)
-    found.ops = _rows(b["ops_ms"], a["ops_ms"], paired=False)[:TOP_OPS]
+    found.ops = _rows(b["ops_ms"], a["ops_ms"], paired=False, limit=TOP_OPS)
     found.kernels = {before_name: a.get("kernels") or {}, after_name: b.get("kernels") or {}}
     before_ms, after_ms = before.get("compiled_ms_per_token"), after.get("compiled_ms_per_token")
     found.measured_ms = after_ms - before_ms if before_ms is not None and after_ms is not None else None
@@ -277,7 +273,7 @@ def of_comparison(comparison: Any) -> Optional[Breakdown]:
 def groups_of_run(run: dict[str, Any]) -> list[tuple[str, float]]:
     """A profiled run's compiled decode step by group: the median over its profiled generations of
     each group's ms per token, largest first; empty where the run was not profiled."""
-    generations = ((run.get("extra") or {}).get("profile") or {}).get("ops_ms") or []
+    generations = profile_of(run).get("ops_ms") or []
     grouped = [_grouped(ops) for ops in generations]
     names = {name for g in grouped for name in g}
     found = [(name, statistics.median(g.get(name, 0.0) for g in grouped)) for name in names]
@@ -293,7 +289,7 @@ def kernel_text(said: dict[str, float]) -> str:
 def kernel_change(before: dict[str, Any], after: dict[str, Any]) -> Optional[tuple[str, str]]:
     """The SDPA kernels of two profiled runs where they differ, as text; None where they agree or a
     run was not profiled."""
-    a, b = (((run.get("extra") or {}).get("profile") or {}) for run in (before, after))
+    a, b = (profile_of(run) for run in (before, after))
     if "kernels" not in a or "kernels" not in b or not a.get("ops_ms") or not b.get("ops_ms"):
         return None
     if sorted(a["kernels"]) == sorted(b["kernels"]):
