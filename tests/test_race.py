@@ -236,3 +236,14 @@ def test_a_variant_that_fails_partway_is_named_and_the_others_race_on(tmp_path):
     assert failed["error"]["error_location"].endswith("fails_later.py:19")
     assert other["b"] == "bench_extra_cost" and other["verdict"] != "not raced" and other["rounds"] >= race.MIN_ROUNDS
     assert set(raced["generation_median_s"]) == {"append_last", "bench_extra_cost"}
+
+
+@pytest.mark.slow
+def test_a_race_runs_the_rounds_a_verdict_needs_however_short_it_is_asked_to_be(tmp_path):
+    """--repeats 1 --timing-seconds 0 with three cases: each verdict still has its rounds (it said "too
+    few rounds" where a generation took longer than the time asked for)."""
+    args = ["race", "--case", "append_last", "--case", "dynamic_slice", "--case", "hf_static_cache"]
+    args += ["--backend", "eager", "--no-fullgraph", "--new-tokens", "4", "--repeats", "1", "--timing-seconds", "0"]
+    (raced,) = json.loads(diag(*args, "--db", str(tmp_path / "r.db"), "--json", cwd=tmp_path).stdout)["races"]
+    assert [v["rounds"] for v in raced["verdicts"]] == [race.MIN_ROUNDS] * 2
+    assert "too few rounds" not in {v["verdict"] for v in raced["verdicts"]}

@@ -6,7 +6,7 @@ import json
 import shutil
 import tempfile
 import uuid
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -70,7 +70,8 @@ def race_command(
     alike. Per case after the first: the median over rounds of its median decode step divided by
     the first case's in the same round, the 95% interval of that median, and a verdict (faster,
     slower, no difference; noisy where the interval reaches past +-10%). --timing-seconds sets
-    how long each case is timed (default 1 s; more rounds give narrower intervals). Each race is
+    how long each case is timed (default 1 s; more rounds give narrower intervals), and a race
+    runs at least the 6 rounds a verdict needs, whatever --repeats and --timing-seconds say. Each race is
     stored in the DB (the races table; the report's variants page shows them), --json prints the
     per-round figures too. Each variant's between-step time (the loop's own work outside its
     compiled calls) is printed beside its decode step.
@@ -79,8 +80,9 @@ def race_command(
     as the timed ones do. Per case after the first, its time per token by op group (attention,
     matmuls, compiled kernels, cache moves, Python outside any op, ...) less the first case's,
     with a 95% interval over the profiled rounds, ranked; the share of the race's measured
-    difference that the rows whose interval leaves out 0 explain, and the rest, unexplained; and
-    which SDPA kernels each case ran. Exits 0 whenever the race ran, whatever a case's compile did (a case
+    difference that the rows whose interval leaves out 0 explain, and the rest, unexplained; which
+    SDPA kernels each case ran; and on CUDA, each fused kernel torch refused, with its own reason (a
+    mask, the dtype, the head size, dropout). Exits 0 whenever the race ran, whatever a case's compile did (a case
     that fails is named, with its error, and not raced).
     """
     configs = common.configs_of(params)  # with --sweep and --sweep-values
@@ -196,7 +198,9 @@ def _race(
     specs = []
     for index, ref in enumerate(refs):
         path = folder / f"{index}.spec.json"
-        path.write_text(json.dumps({"case": ref.name, "case_path": ref.path, "config": asdict(config)}), "utf-8")
+        # at least the rounds a verdict needs, whatever --repeats and --timing-seconds allow
+        probed = replace(config, repeats=max(config.repeats, race.MIN_ROUNDS))
+        path.write_text(json.dumps({"case": ref.name, "case_path": ref.path, "config": asdict(probed)}), "utf-8")
         specs += ["--spec", str(path)]
     out = folder / "race.jsonl"
     try:
