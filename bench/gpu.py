@@ -20,6 +20,8 @@ from pathlib import Path
 
 from common import REPO, environ, timed
 
+from diag.verdicts import why
+
 CASES = ["append_last", "dynamic_slice", "hf_static_cache"]
 
 
@@ -62,6 +64,12 @@ def _leg_lines(label: str, raced: dict) -> list[str]:
         ratio = f"x{verdict['ratio']:.3f} ({verdict['low']:.3f}-{verdict['high']:.3f})" if verdict.get("ratio") else "-"
         steps = " / ".join("-" if between.get(c) is None else f"{between[c]:.3f}" for c in (name, "append_last"))
         lines.append(f"| {name} | {ratio} | {verdict['verdict']} | {steps} | {groups} | {kernels} |")
+    refused: dict[str, list[str]] = {}
+    for found in (raced.get("profile") or {}).values():
+        for case, by_kernel in (found.get("refused") or {}).items():
+            refused[case] = why.refusal_lines(by_kernel or {})
+    lines.append("")
+    lines += [f"- {case}: {line}" for case, said in refused.items() for line in said]
     return [*lines, ""]
 
 

@@ -199,7 +199,8 @@ def _timings(run: dict[str, Any]) -> list[str]:
 
 
 def _profile(run: dict[str, Any]) -> list[str]:
-    """Where a profiled run's compiled decode step went, by op group, and its attention kernels."""
+    """Where a profiled run's compiled decode step went, by op group, its attention kernels, and the
+    fused kernels torch refused with its reasons."""
     groups = why.groups_of_run(run)
     if not groups:
         return []
@@ -210,6 +211,7 @@ def _profile(run: dict[str, Any]) -> list[str]:
     ]
     lines.append("    " + "; ".join(f"{safe(name)} {ms:.3f}" for name, ms in groups))
     lines.append(f"    attention kernels: {safe(why.kernel_text(profile.get('kernels') or {}))}")
+    lines += [f"    {safe(line)}" for line in why.refusal_lines(profile.get("refused") or {})]
     return lines
 
 

@@ -16,6 +16,7 @@ from diag import store
 from diag.verdicts import why
 
 CASES = Path(__file__).resolve().parent / "cases"
+FLASH_MASK = "Flash Attention does not support non-null attn_mask."
 SPIN_MS = 3.0
 
 
@@ -29,7 +30,7 @@ def test_race_profile_names_the_added_op_the_added_python_and_the_attention_kern
     args = ["race", "--case", "append_last", "--case", str(CASES / "extra_matmul.py")]
     args += ["--case", str(CASES / "busy_between.py"), "--case", str(CASES / "math_attention.py")]
     args += ["--backend", "eager", "--fullgraph", "--new-tokens", "8", "--timing-seconds", "0.3", "--profile"]
-    env = {"DIAG_TEST_EXTRA_MM": "256", "DIAG_TEST_BETWEEN_MS": str(SPIN_MS)}
+    env = {"DIAG_TEST_EXTRA_MM": "256", "DIAG_TEST_BETWEEN_MS": str(SPIN_MS), "DIAG_TEST_REFUSALS": "1"}
     found = json.loads(diag(*args, "--db", str(db), "--json", cwd=tmp_path, env_extra=env).stdout)
     (raced,) = found["races"]
     profile = raced["profile"]
@@ -45,6 +46,9 @@ def test_race_profile_names_the_added_op_the_added_python_and_the_attention_kern
     assert spin["groups"][0]["name"] == "Python outside any op" and spin["groups"][0]["explains"]
 
     assert math["kernels"] == {"append_last": {"CPU flash": 2.0}, "math_attention": {"math": 2.0}}
+    # the stand-in flash check (tests/cases/math_attention.py) refuses every call: append_last masks the cache
+    refused = math["refused"]["math_attention"]["flash"]
+    assert list(refused) == [FLASH_MASK] and refused[FLASH_MASK] >= 2 * 8, refused
     # a math SDPA's own matmuls and softmax are attention's, not the matmuls' group
     assert not any(row["name"] == "matmuls" and row["explains"] and row["diff_ms"] > 0.05 for row in math["groups"])
 
@@ -56,6 +60,7 @@ def test_race_profile_names_the_added_op_the_added_python_and_the_attention_kern
     assert "where the time goes (extra_matmul - append_last, ms per token, CPU time, 10 profiled rounds):" in text
     assert "attention kernels of math_attention: math x2 a token" in text
     assert "the two ran different attention kernels" in text
+    assert f"        flash refused ({refused[FLASH_MASK]} calls): {FLASH_MASK}" in text
     assert "between steps, outside the compiled calls:" in text
     assert "; unexplained +" in text or "; the rows exceed it by " in text
 
@@ -80,6 +85,8 @@ def test_race_profile_names_the_added_op_the_added_python_and_the_attention_kern
     rects, wide, top = shown["Where extra_matmul"]
     assert rects >= 10 and wide and top == "matmuls"
     assert shown["Where busy_between"][2] == "Python outside any op"
+    page = (out / "variants.html").read_text("utf-8")
+    assert f"Refused for math_attention: flash refused ({refused[FLASH_MASK]} calls): {FLASH_MASK}" in page
 
 
 @pytest.mark.slow
@@ -159,12 +166,17 @@ def test_profiled_runs_show_their_groups_compare_op_by_op_and_a_kernel_change_fa
     args = ["run", "--case", str(CASES / "math_attention.py"), "--backend", "eager", "--fullgraph"]
     args += ["--new-tokens", "6", "--repeats", "2", "--timing-seconds", "0.1", "--profile", "--db", str(db), "--json"]
     ids = [
-        json.loads(diag(*args, cwd=tmp_path, env_extra={"DIAG_TEST_SDPA": kind}).stdout)[0]["id"]
-        for kind in ("default", "math")
+        json.loads(diag(*args, cwd=tmp_path, env_extra={"DIAG_TEST_SDPA": kind, "DIAG_TEST_REFUSALS": refuse}).stdout)[
+            0
+        ]["id"]
+        for kind, refuse in (("default", "1"), ("math", "0"))
     ]
     said = diag("show", str(ids[0]), "--db", str(db), cwd=tmp_path).stdout
     assert "compiled step by op group (CPU ms per token, median of 5 profiled generations):" in said
     assert "attention kernels: CPU flash x2 a token" in said
+    # the stand-in flash check (tests/cases/math_attention.py): one eager generation, 2 layers, 6 tokens
+    assert f"    flash refused (12 calls): {FLASH_MASK}" in said
+    assert "refused" not in diag("show", str(ids[1]), "--db", str(db), cwd=tmp_path).stdout
 
     compared = diag("compare", str(ids[0]), str(ids[1]), "--profile", "--db", str(db), cwd=tmp_path).stdout
     assert "attention kernels: CPU flash x2 a token -> math x2 a token" in compared
@@ -190,3 +202,105 @@ def test_a_profile_without_decode_steps_says_so():
     empty = {"steps": 0, "cpu_us": [], "sdpa_calls": {}}
     found = why.explain({"rounds": {"a": [empty] * 10, "b": [empty] * 10}}, "a", "b", 0.0)
     assert found.groups == [] and "no decode step was profiled" in "\n".join(why.lines(found))
+
+
+# what torch's CUDA kernel checks warn, as the strings torch 2.14.1's libtorch_cuda.so carries them
+# (a CPU build answers those checks with a bare False, and no GPU is here to make them speak), with
+# the suffix torch adds to a C++ warning
+TRIGGERED = " (Triggered internally at /pytorch/aten/src/ATen/native/transformers/cuda/sdp_utils.cpp:{}.)"
+
+
+@pytest.mark.parametrize(
+    "messages, said",
+    [
+        (
+            ["Flash Attention does not support non-null attn_mask." + TRIGGERED.format(1)],
+            "Flash Attention does not support non-null attn_mask.",
+        ),
+        # select_sdp_backend's header, then the reason, as a log shows them before "No available kernel"
+        (
+            [
+                "Flash attention kernel not used because:" + TRIGGERED.format(2),
+                "Flash attention does not support the is_causal flag when seqlen_q != seqlen_k. Got seqlen_q: 1 "
+                "seqlen_k: 9. If you would like to use causal attention with non-square masks, please see "
+                "CausalAttnMask." + TRIGGERED.format(3),
+            ],
+            "Flash attention does not support the is_causal flag when seqlen_q != seqlen_k. Got seqlen_q: 1 "
+            "seqlen_k: 9. If you would like to use causal attention with non-square masks, please see CausalAttnMask.",
+        ),
+        (
+            [
+                "Memory efficient kernel not used because:",
+                "Mem efficient attention requires last dimension of inputs "
+                "to be divisible by 8. Got Query.size(-1): 100, Key.size(-1): 100, Value.size(-1): 100 instead.",
+            ],
+            "Mem efficient attention requires last dimension of inputs to be divisible by 8. Got Query.size(-1): 100, "
+            "Key.size(-1): 100, Value.size(-1): 100 instead.",
+        ),
+        (["cuDNN attention kernel not used because:"], None),
+        ([], None),
+    ],
+)
+def test_torch_s_kernel_refusals_read_as_their_reason(messages, said):
+    from diag.probe import attribution
+
+    assert attribution.reason(messages) == said
+
+
+def test_each_sdpa_call_of_a_generation_is_asked_why_a_kernel_was_refused(monkeypatch):
+    """A generation's SDPA calls, positional and by keyword, reach the checks as torch's own
+    SDPAParams; a refusal is counted per reason, an accepted kernel not at all. The checks stand in
+    for torch's CUDA ones, which a CPU build answers with a bare False."""
+    import types
+    import warnings
+
+    import torch
+
+    from diag.probe import attribution
+
+    def flash(params, debug):
+        assert isinstance(params, torch.backends.cuda.SDPAParams) and debug
+        if params.attn_mask is not None:
+            warnings.warn("Flash Attention does not support non-null attn_mask." + TRIGGERED.format(1), stacklevel=2)
+            return False
+        if params.dropout > 0:
+            warnings.warn("Flash attention kernel not used because:", stacklevel=2)
+            warnings.warn("dropout" + TRIGGERED.format(4), stacklevel=2)
+            return False
+        return True
+
+    def cudnn(params, debug):
+        return params.is_causal  # refused without a word
+
+    monkeypatch.setattr(attribution, "refusal_checks", lambda workload: [("flash", flash), ("cuDNN", cudnn)])
+    q = torch.randn(1, 2, 3, 8)
+    mask = torch.zeros(1, 1, 3, 3)
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+
+    def generate():
+        sdpa(q, q, q, mask)
+        sdpa(q, q, q, attn_mask=mask)
+        sdpa(q, q, q, is_causal=True)
+        sdpa(query=q, key=q, value=q, dropout_p=0.5)
+
+    found = attribution.refusals(types.SimpleNamespace(torch=torch), generate)
+    assert found == {
+        "flash": {"Flash Attention does not support non-null attn_mask.": 2, "dropout": 1},
+        "cuDNN": {attribution.NO_REASON: 3},
+    }
+    lines = why.refusal_lines(found)
+    assert lines[0] == "cuDNN refused (3 calls): " + attribution.NO_REASON
+    assert lines[1] == "flash refused (2 calls): Flash Attention does not support non-null attn_mask."
+
+
+def test_off_cuda_no_check_is_asked_and_the_generation_runs_as_it_would():
+    import types
+
+    import torch
+
+    from diag.probe import attribution
+
+    workload = types.SimpleNamespace(torch=torch, on_cuda=False)
+    ran = []
+    assert attribution.refusal_checks(workload) == []
+    assert attribution.refusals(workload, lambda: ran.append(1)) == {} and ran == []

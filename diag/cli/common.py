@@ -147,8 +147,10 @@ def config_options(fn: Callable) -> Callable:
             show_default=True,
             help="diag run: after the timing pass, one eager and one compiled generation under torch.profiler: "
             "a gzipped Chrome trace in the run directory (open it in Perfetto) and the top ops "
-            "by self time on the run page; needs the timing pass. diag race: profiled rounds after the "
-            "timed ones, each case's time per token by op group set against the first case's.",
+            "by self time on the run page; then five compiled generations attributed by op group, and "
+            "on CUDA each fused SDPA kernel torch refused with its reason; needs the timing pass. diag "
+            "race: profiled rounds after the timed ones, each case's time per token by op group set "
+            "against the first case's.",
         ),
         click.option(
             "--reuse-compiled/--no-reuse-compiled",

@@ -8,13 +8,19 @@ own self time is the Python that ran outside any op, and an emit range counts wh
 name, so that diag's recording of the logits never reads as the case's work. An attention op counts
 whole too, under the name of the SDPA implementation that ran inside it.
 
+On CUDA, one eager generation also asks torch, for each SDPA call, why it refused each fused kernel
+that did not run (``refusals``): torch.backends.cuda's ``can_use_*_attention(params, debug=True)``
+warns the first check that failed (a mask was given, the dtype, the head size, dropout).
+
 Imports: standard library, torch.
 """
 
 from __future__ import annotations
 
+import re
+import warnings
 from collections import Counter
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 from diag.probe.cases import EMIT_RANGE as EMIT
 from diag.probe.records import OUTSIDE_ANY_OP as OUTSIDE
@@ -121,3 +127,85 @@ def profiled(workload: Workload, generate: Callable[[], Any]) -> dict[str, Any]:
         workload.step_listeners.remove(boundary)
         workload.mark = None
     return attribute(prof.events())
+
+
+# the fused CUDA kernels torch can say it refused, by the names verdicts/why.py gives them, each with
+# the function of torch.backends.cuda that asks it (torch >= 2.1; cuDNN's from 2.5)
+REFUSABLE = (
+    ("flash", "can_use_flash_attention"),
+    ("memory-efficient", "can_use_efficient_attention"),
+    ("cuDNN", "can_use_cudnn_attention"),
+)
+NO_REASON = "refused; torch gave no reason"
+# what a refusal's warnings carry that is not its reason: the header torch prints before re-asking
+# with debug on ("Flash attention kernel not used because:"), and where in torch's source it warned
+_HEADER = re.compile(r"kernel not used because:?\s*$", re.IGNORECASE)
+_TRIGGERED = re.compile(r"\s*\(Triggered internally at [^)]*\)\.?\s*$")
+REASON_CHARS = 300
+
+
+def reason(messages: list[str]) -> Optional[str]:
+    """torch's reason for refusing a kernel, from the warnings one ``can_use_*(debug=True)`` gave (or
+    a log's lines around "No available kernel"): the first that is not a header, without the place
+    in torch's source it names; None where there is none."""
+    for message in messages:
+        text = _TRIGGERED.sub("", message).strip()
+        if text and not _HEADER.search(text):
+            return " ".join(text.split())[:REASON_CHARS]
+    return None
+
+
+def refusal_checks(workload: Workload) -> list[tuple[str, Callable[..., bool]]]:
+    """The kernels torch can give reasons for on this run's device, with the function that asks:
+    the fused CUDA kernels; none off CUDA or on a torch without ``SDPAParams``."""
+    backends = workload.torch.backends.cuda
+    if not workload.on_cuda or not hasattr(backends, "SDPAParams"):
+        return []
+    return [(kernel, getattr(backends, name)) for kernel, name in REFUSABLE if hasattr(backends, name)]
+
+
+SDPA_ARGS = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa")
+
+
+def _ask(params_type: Any, checks: list[tuple[str, Callable[..., bool]]], args: tuple, kwargs: dict) -> dict[str, str]:
+    """One SDPA call's refused kernels, each with torch's reason."""
+    bound = dict(zip(SDPA_ARGS, args), **kwargs)
+    fields = [bound["query"], bound["key"], bound["value"], bound.get("attn_mask")]
+    fields += [float(bound.get("dropout_p") or 0.0), bool(bound.get("is_causal") or False)]
+    try:
+        params = params_type(*fields, bool(bound.get("enable_gqa") or False))
+    except TypeError:  # torch < 2.5: SDPAParams has no enable_gqa
+        params = params_type(*fields)
+    refused = {}
+    for kernel, check in checks:
+        with warnings.catch_warnings(record=True) as said:
+            warnings.simplefilter("always")
+            usable = check(params, True)
+        if not usable:
+            refused[kernel] = reason([str(w.message) for w in said]) or NO_REASON
+    return refused
+
+
+def refusals(workload: Workload, generate: Callable[[], Any]) -> dict[str, dict[str, int]]:
+    """Per fused kernel torch refused in a generation of ``generate`` (run eagerly, so that each SDPA
+    call reaches Python): each reason it gave, with the number of calls it gave it for. Empty where
+    torch gives no reasons (``refusal_checks``)."""
+    checks = refusal_checks(workload)
+    if not checks:
+        return {}
+    torch = workload.torch
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    params_type = torch.backends.cuda.SDPAParams
+    found: dict[str, Counter[str]] = {}
+
+    class Asking(torch.overrides.TorchFunctionMode):  # type: ignore[misc,name-defined]
+        def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: Optional[dict] = None) -> Any:
+            kwargs = kwargs or {}
+            if func is sdpa:
+                for kernel, why in _ask(params_type, checks, args, kwargs).items():
+                    found.setdefault(kernel, Counter())[why] += 1
+            return func(*args, **kwargs)
+
+    with Asking():
+        generate()
+    return {kernel: dict(reasons) for kernel, reasons in found.items()}

@@ -96,7 +96,8 @@ PROFILED_ROUNDS = 10
 def _profiled(ready: list[Workload]) -> dict[str, Any]:
     """After the timed rounds: ``PROFILED_ROUNDS`` rounds of one profiled compiled generation per
     variant, alternating as the timed ones do; per variant, each round's attribution
-    (probe/attribution.py). Where the profiler fails, the rounds so far and its error."""
+    (probe/attribution.py), and the fused kernels torch refused with its reasons where it gives them
+    (CUDA). Where the profiler fails, the rounds so far and its error."""
     found: dict[str, list[dict[str, Any]]] = {w.spec.case: [] for w in ready}
     failed: dict[str, Any] = {}
 
@@ -106,9 +107,12 @@ def _profiled(ready: list[Workload]) -> dict[str, Any]:
     def under_profiler(workload: Workload) -> Callable[[], Any]:
         return lambda: attribution.profiled(workload, workload.compiled)
 
+    refused: dict[str, dict[str, dict[str, int]]] = {}
     try:
+        for workload in ready:  # one eager generation each, where torch can say why it refused a kernel
+            refused[workload.spec.case] = attribution.refusals(workload, workload.eager)
         interleaved(ready[0], {w.spec.case: under_profiler(w) for w in ready}, PROFILED_ROUNDS, 0.0, each)
     except Exception as exc:  # the profiler is a view on the race: its failure is said, not the race's
         failed = exception_info(exc)
     error = f"{failed['error_type']}: {failed['error_message'][:500]}" if failed else None
-    return {"rounds": found, "error": error}
+    return {"rounds": found, "refused": {case: r for case, r in refused.items() if r}, "error": error}

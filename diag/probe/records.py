@@ -169,10 +169,12 @@ PROFILE = _kind(
     "profile",
     "an eager and a compiled generation under torch.profiler (diag run --profile): the "
     "Chrome trace's file in the run directory and the ops with the most self time; and compiled "
-    "generations attributed by op per decode step (probe/attribution.py)",
+    "generations attributed by op per decode step (probe/attribution.py); on CUDA, the fused SDPA "
+    "kernels torch refused, each reason with its number of calls",
     trace="str",
     top="list",
     attributed="list?",
+    refused="dict?",
     seconds="float",
 )
 INSTRUCTIONS = _kind(
@@ -205,7 +207,8 @@ RACE = _kind(
     "compiled variants timed side by side in one process (diag race): per variant, the median "
     "decode step of each timed generation, the generations of one round paired by index, and its "
     "median between-step time; with --profile, each profiled round's attribution by op "
-    "(probe/attribution.py); and why a variant could not be raced",
+    "(probe/attribution.py) and, on CUDA, the fused SDPA kernels torch refused with its reasons; "
+    "and why a variant could not be raced",
     variants="list",
     generation_median_s="dict",
     between_median_s="dict?",

@@ -209,7 +209,8 @@ PROFILED_GENERATIONS = 5  # compiled generations attributed by op (probe/attribu
 def profile(workload: Workload, results: Writer, folder: Path) -> None:
     """One eager and one compiled generation (compiled and warm by now) under torch.profiler: a
     gzipped Chrome trace (opens in Perfetto or chrome://tracing) and the ops with the most self time;
-    then ``PROFILED_GENERATIONS`` compiled generations, each attributed by op per decode step."""
+    then ``PROFILED_GENERATIONS`` compiled generations, each attributed by op per decode step; then, on
+    CUDA, one eager generation asking torch why it refused each fused SDPA kernel that did not run."""
     torch = workload.torch
     from torch.profiler import ProfilerActivity, record_function
 
@@ -238,8 +239,14 @@ def profile(workload: Workload, results: Writer, folder: Path) -> None:
         for e in events[:PROFILE_TOP]
     ]
     attributed = [attribution.profiled(workload, workload.compiled) for _ in range(PROFILED_GENERATIONS)]
+    refused = attribution.refusals(workload, workload.eager)
     results.write(
-        records.PROFILE, trace=PROFILE_TRACE, top=top, attributed=attributed, seconds=time.perf_counter() - start
+        records.PROFILE,
+        trace=PROFILE_TRACE,
+        top=top,
+        attributed=attributed,
+        refused=refused,
+        seconds=time.perf_counter() - start,
     )
 
 

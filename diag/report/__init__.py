@@ -119,6 +119,7 @@ def _environment() -> jinja2.Environment:
         compare_url=compare_url,
         flaky_flips=FLAKY_FLIPS,
         grows=guards.grows_with_the_step,
+        refusal_lines=why.refusal_lines,
     )
     env.tests["startswith"] = lambda value, prefix: str(value).startswith(prefix)
     return env
@@ -214,6 +215,7 @@ def _run_pages(
                     "ci": run_page.ci_link(run),
                     "profile_groups": why.groups_of_run(run),
                     "kernel_text": why.kernel_text(why.profile_of(run).get("kernels") or {}),
+                    "refusals": why.refusal_lines(why.profile_of(run).get("refused") or {}),
                 }
             )
         if runs:

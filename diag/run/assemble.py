@@ -307,7 +307,7 @@ def _result_extra(
     profile = timing.first(records.PROFILE) if timing is not None else None
     if profile is not None:
         unknown["profile"] = {name: profile.get(name) for name in ("trace", "top", "seconds")}
-        unknown["profile"].update(why.summary(profile.get("attributed") or [], device))
+        unknown["profile"].update(why.summary(profile.get("attributed") or [], device, profile.get("refused")))
     return json.dumps(unknown, default=str) if unknown else None
 
 

@@ -141,6 +141,8 @@ class Breakdown:
     measured_ms: Optional[float] = None  # the race's difference per token, without the profiler
     explained_ms: float = 0.0
     kernels: dict[str, dict[str, float]] = field(default_factory=dict)  # case -> SDPA kernel -> calls a token
+    # case -> fused kernel torch refused -> its reason -> SDPA calls of one eager generation (CUDA only)
+    refused: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)
     note: Optional[str] = None
     paired: bool = True  # rounds of one race (paired), or generations of two runs (not)
 
@@ -212,6 +214,7 @@ def explain(
     paired = min(len(a), len(b))
     found = Breakdown(baseline, case, paired, device, measured_ms=measured_ms)
     found.kernels = {name: kernels(side) for name, side in ((baseline, a), (case, b))}
+    found.refused = {name: (profiled.get("refused") or {}).get(name) or {} for name in (baseline, case)}
     if paired == 0:
         found.note = profiled.get("error") or "no profiled round of both"
         return found
@@ -233,12 +236,14 @@ def profile_of(run: dict[str, Any]) -> dict[str, Any]:
     return (run.get("extra") or {}).get("profile") or {}
 
 
-def summary(attributed: list[dict[str, Any]], device: bool) -> dict[str, Any]:
+def summary(attributed: list[dict[str, Any]], device: bool, refused: Optional[dict[str, Any]] = None) -> dict[str, Any]:
     """What a run keeps of its profiled generations (diag run --profile): per generation, ms per token
-    by op (the median over its decode steps), and the SDPA kernels it ran."""
+    by op (the median over its decode steps), the SDPA kernels it ran, and the fused kernels torch
+    refused with its reasons (CUDA)."""
     return {
         "ops_ms": [{op: round(ms, 5) for op, ms in _per_token(_steps(r, device)).items()} for r in attributed],
         "kernels": kernels(attributed),
+        "refused": refused or {},
         "device_time": device,
     }
 
@@ -256,6 +261,7 @@ def of_runs(before: dict[str, Any], after: dict[str, Any], before_name: str, aft
     found.groups = _rows([_grouped(o) for o in b["ops_ms"]], [_grouped(o) for o in a["ops_ms"]], paired=False)
     found.ops = _rows(b["ops_ms"], a["ops_ms"], paired=False, limit=TOP_OPS)
     found.kernels = {before_name: a.get("kernels") or {}, after_name: b.get("kernels") or {}}
+    found.refused = {before_name: a.get("refused") or {}, after_name: b.get("refused") or {}}
     before_ms, after_ms = before.get("compiled_ms_per_token"), after.get("compiled_ms_per_token")
     found.measured_ms = after_ms - before_ms if before_ms is not None and after_ms is not None else None
     found.explained_ms = sum(row.diff_ms for row in found.groups if row.explains)
@@ -284,6 +290,16 @@ def kernel_text(said: dict[str, float]) -> str:
     """SDPA kernels as a line says them: ``CPU flash x2 a token``, or that there was no SDPA call."""
     calls = ", ".join(f"{kernel} x{count:g} a token" for kernel, count in sorted(said.items()))
     return calls or "no SDPA call (attention in the compiled graph's own kernels, or computed by the case)"
+
+
+def refusal_lines(refused: dict[str, dict[str, int]]) -> list[str]:
+    """The fused kernels torch refused, each reason with its calls: ``flash refused (24 calls):
+    Flash Attention does not support non-null attn_mask.``"""
+    return [
+        f"{kernel} refused ({calls} call{'s' if calls != 1 else ''}): {said}"
+        for kernel, reasons in sorted(refused.items())
+        for said, calls in sorted(reasons.items(), key=lambda item: -item[1])
+    ]
 
 
 def kernel_change(before: dict[str, Any], after: dict[str, Any]) -> Optional[tuple[str, str]]:
@@ -334,6 +350,7 @@ def lines(found: Breakdown) -> list[str]:
         )
     for name, ran in found.kernels.items():
         out.append(f"      attention kernels of {name}: {kernel_text(ran)}")
+        out += [f"        {line}" for line in refusal_lines(found.refused.get(name) or {})]
     if len({tuple(sorted(k)) for k in found.kernels.values()}) > 1:
         out.append("      the two ran different attention kernels")
     if found.note and found.groups:
