@@ -18,12 +18,17 @@ Parts:
 - seed: append_last against dynamic_slice on inductor without fullgraph (dynamic_slice's
   data-dependent slice cannot be one graph), one race: how much of the measured difference the rows
   explain, and the rest.
+- cost: what --profile adds to a race: ``--cost-trials`` pairs of the same race (append_last against
+  dynamic_slice, inductor without fullgraph, the default --timing-seconds, inductor's cache warm),
+  with and without --profile, the order swapped every other pair; per pair the ratio of wall time
+  and of CPU time (the race's process tree), their medians with exact 95% intervals.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import resource
 import statistics
 import subprocess
 import sys
@@ -32,6 +37,8 @@ from pathlib import Path
 
 from common import REPO, environ, timed
 from honesty import Spinners
+
+from diag.verdicts.stats import median_interval
 
 CASES = REPO / "tests" / "cases"
 RACE = ["--backend", "eager", "--fullgraph", "--new-tokens", "16", "--timing-seconds", "0.5", "--profile", "--json"]
@@ -134,9 +141,44 @@ def seed(work: Path) -> list[str]:
     ]
 
 
+def _cost_of(command: list[str], env: dict, work: Path) -> tuple[float, float]:
+    """Wall and CPU seconds (the command's process tree) of one command."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    wall, _ = timed(command, env, work)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def cost(work: Path, trials: int) -> list[str]:
+    race = [sys.executable, "-m", "diag", "race", "--case", "append_last", "--case", "dynamic_slice"]
+    race += ["--backend", "inductor", "--no-fullgraph", "--new-tokens", "16", "--db", str(work / "cost.db")]
+    env = environ()
+    _cost_of(race, env, work)  # inductor's cache filled, so that no side pays the cold compile
+    walls, cpus, lines = [], [], []
+    for trial in range(1, trials + 1):
+        order = [False, True] if trial % 2 else [True, False]
+        found = {profiled: _cost_of(race + (["--profile"] if profiled else []), env, work) for profiled in order}
+        (plain_wall, plain_cpu), (prof_wall, prof_cpu) = found[False], found[True]
+        walls.append(prof_wall / plain_wall)
+        cpus.append(prof_cpu / plain_cpu)
+        lines.append(
+            f"  pair {trial:>2}: race {plain_wall:.1f} s wall / {plain_cpu:.1f} CPU-s, race --profile "
+            f"{prof_wall:.1f} s / {prof_cpu:.1f} CPU-s: x{walls[-1]:.2f} wall, x{cpus[-1]:.2f} CPU"
+        )
+        print(lines[-1], flush=True)
+
+    def said(ratios: list[float]) -> str:
+        interval = median_interval(ratios)
+        within = f" (95% {interval[0]:.2f}-{interval[1]:.2f})" if interval else ""
+        return f"x{statistics.median(ratios):.2f}{within}, {min(ratios):.2f}-{max(ratios):.2f}"
+
+    return [f"cost: race --profile against race, {trials} pairs: wall {said(walls)}; CPU {said(cpus)}", *lines]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--parts", default="known,between,seed")
+    parser.add_argument("--parts", default="known,between,seed,cost")
+    parser.add_argument("--cost-trials", type=int, default=6, help="pairs of races with and without --profile (cost)")
     parser.add_argument("--trials", type=int, default=20)
     parser.add_argument("--size", type=int, default=224, help="the extra matmul's side (known)")
     parser.add_argument("--between-ms", type=float, default=1.0, help="the spin between steps (between)")
@@ -151,8 +193,10 @@ def main() -> None:
                 said = between(work, args.trials, args.between_ms)
             elif part == "seed":
                 said = seed(work)
+            elif part == "cost":
+                said = cost(work, args.cost_trials)
             else:
-                raise SystemExit(f"unknown part {part!r}: known, between, seed")
+                raise SystemExit(f"unknown part {part!r}: known, between, seed, cost")
             print("\n".join(said[:1] if part != "seed" else said), flush=True)
 
 
