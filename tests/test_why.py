@@ -304,3 +304,23 @@ def test_off_cuda_no_check_is_asked_and_the_generation_runs_as_it_would():
     ran = []
     assert attribution.refusal_checks(workload) == []
     assert attribution.refusals(workload, lambda: ran.append(1)) == {} and ran == []
+
+
+def test_a_call_the_checks_cannot_take_is_left_unasked_and_still_runs(monkeypatch):
+    import types
+
+    import torch
+
+    from diag.probe import attribution
+
+    def broken(params, debug):
+        raise RuntimeError("checks cannot take this call")
+
+    monkeypatch.setattr(attribution, "refusal_checks", lambda workload: [("flash", broken)])
+    q = torch.randn(1, 2, 3, 8)
+    out = []
+    found = attribution.refusals(
+        types.SimpleNamespace(torch=torch),
+        lambda: out.append(torch.nn.functional.scaled_dot_product_attention(q, q, q)),
+    )
+    assert found == {} and out[0].shape == q.shape
