@@ -182,3 +182,43 @@ def test_a_padded_batch_of_two_compiles_whole_once_and_matches_eager(tmp_path):
     assert (run["status"], run["batch_size"], run["oracle_equal"], run["tokens_equal"]) == ("pass", 2, 1, 1), run
     assert run["second_call_recompiles"] == 0
     assert run["decode_recompile_steps"] <= regress.Thresholds().decode_recompile_steps
+
+
+USER_CODE = '\n\nfrom user code:\n   File "/seed/llama.py", line 204, in forward\n    q = self.qkv_proj(hidden)\n'
+
+
+class TorchRuntimeError(Exception):
+    """As torch 2.0's dynamo raises it: no words of its own, ``raise TorchRuntimeError() from e``, and
+    dynamo's user-code section added to its message."""
+
+
+def test_an_error_with_no_words_of_its_own_is_said_by_its_cause_or_the_assert_that_failed():
+    from diag.probe.session import exception_info
+
+    try:
+        try:
+            raise RuntimeError(
+                "Unhandled FakeTensor Device Propagation for aten.mm.default, found two devices cpu, meta"
+            )
+        except RuntimeError as cause:
+            raise TorchRuntimeError(USER_CODE) from cause
+    except TorchRuntimeError as exc:
+        said = exception_info(exc)["error_message"]
+    first, *rest = said.splitlines()
+    assert (
+        first
+        == "RuntimeError: Unhandled FakeTensor Device Propagation for aten.mm.default, found two devices cpu, meta"
+    )
+    assert "from user code:" in said and "/seed/llama.py" in said
+
+    source = None
+    try:
+        # as dynamo's `assert self.source`, whose AssertionError says nothing
+        assert source
+    except AssertionError as exc:
+        exc.args = (USER_CODE,)
+        line = exc.__traceback__.tb_lineno
+        said = exception_info(exc)["error_message"]
+    assert said.splitlines()[0] == f"`assert source` failed at {__file__}:{line}"
+
+    assert exception_info(ValueError("bad shape" + USER_CODE))["error_message"] == "bad shape" + USER_CODE

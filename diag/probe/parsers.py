@@ -161,6 +161,9 @@ def _is_diags(path: str) -> bool:
     return "/diag/probe/" in normalized or is_harness_file(normalized)
 
 
+FROM_USER_CODE = "from user code:"  # where dynamo's errors list the user's frames
+
+
 def is_torch_file(path: str) -> bool:
     """A file of torch itself (or of Python's own library), never the user's line."""
     normalized = path.replace("\\", "/")
@@ -189,7 +192,7 @@ def break_location(text: str) -> Optional[str]:
 
 def user_code_section(message: str) -> str:
     """The ``from user code:`` stack dynamo appends to its errors, or the whole message."""
-    marker = message.rfind("from user code:")
+    marker = message.rfind(FROM_USER_CODE)
     return message[marker:] if marker >= 0 else message
 
 

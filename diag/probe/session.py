@@ -60,10 +60,32 @@ def environment_error(exc: BaseException) -> Optional[str]:
     return None
 
 
+def said(exc: BaseException) -> str:
+    """An exception's message, led by what it is about where its own text says nothing before
+    dynamo's "from user code:" section: torch 2.0's TorchRuntimeError (the error is its cause's,
+    ``raise TorchRuntimeError() from e``), or a bare ``assert`` inside dynamo (the line that failed,
+    and where)."""
+    message = str(exc)
+    if message.split(parsers.FROM_USER_CODE, 1)[0].strip():
+        return message
+    cause = exc.__cause__ or (None if exc.__suppress_context__ else exc.__context__)
+    if cause is not None and str(cause).strip():
+        head = f"{type(cause).__name__}: {str(cause).strip()}"
+    else:
+        frames = traceback.extract_tb(exc.__traceback__)
+        if not frames:
+            return message
+        last = frames[-1]
+        where = f"{last.filename.replace(chr(92), '/').split('-packages/')[-1]}:{last.lineno}"
+        line = (last.line or "").strip()
+        head = f"`{line}` failed at {where}" if line.startswith("assert") else f"raised at {where}: `{line}`"
+    return head + ("\n\n" + message.strip() if message.strip() else "")
+
+
 def exception_info(exc: BaseException) -> dict[str, Any]:
     return {
         "error_type": type(exc).__name__,
-        "error_message": str(exc),
+        "error_message": said(exc),
         "traceback": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
         "environment_error": environment_error(exc),
     }
