@@ -80,8 +80,8 @@ def busy(work: Path, idle_runs: int, busy_runs: int) -> list[str]:
     compile_idle = statistics.median(r["compile_s"] for r in idle if r.get("compile_s") is not None)
     compile_honest = [r.get("compile_noisy") or r["compile_s"] <= 1.3 * compile_idle for r in loaded]
     lines = [
-        "| machine | run | eager / compiled ms/token | ratio | widest interval | noisy | compile s (CPU s) | "
-        "compile noisy |",
+        "| machine | run | eager / compiled ms/token | ratio | widest interval | noisy | "
+        "compile s (CPU s; stalled s) | compile noisy |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for label, runs in (("idle", idle), ("2 cores spinning", loaded)):
@@ -91,7 +91,8 @@ def busy(work: Path, idle_runs: int, busy_runs: int) -> list[str]:
                 f"| {label} | {index} | {run['eager_ms_per_token']:.3f} / {run['compiled_ms_per_token']:.3f} | "
                 f"{'-' if ratio is None else f'{ratio:.2f}'} | +-{_reach(run):.1%} | "
                 f"{run['timing_note'] if run['timing_noisy'] else 'no'} | "
-                f"{run['compile_s']:.1f} ({run.get('compile_cpu_s') or 0:.1f}) | "
+                f"{run['compile_s']:.1f} ({run.get('compile_cpu_s') or 0:.1f}; "
+                f"{'-' if run.get('compile_stall_s') is None else format(run['compile_stall_s'], '.1f')}) | "
                 f"{run['compile_note'] if run.get('compile_noisy') else 'no'} |"
             )
     steady_idle = sum(1 for r in idle if not r["timing_noisy"] and _reach(r) <= 0.10)

@@ -163,6 +163,7 @@ def _timings(run: dict[str, Any]) -> list[str]:
     lines.append(
         f"  compile: {_num(run.get('compile_s'), '.3f', ' s')} cold"
         + (f" ({run['compile_cpu_s']:.3f} s CPU)" if run.get("compile_cpu_s") is not None else "")
+        + (f" (a task waited for a CPU {run['compile_stall_s']:.1f} s of it)" if run.get("compile_stall_s") else "")
         + f", {_num(run.get('compile_warm_s'), '.3f', ' s')} warm; guard check per decode call "
         f"{_num(run.get('guard_latency_us'), '.0f', ' us')}"
     )

@@ -111,6 +111,20 @@ def test_a_compile_that_waited_for_the_machine_is_noisy_and_one_that_did_not_is_
     assert noise.compile_noise(92.0, None, "cpu", 5.8, 2) is None
 
 
+def test_a_compile_that_lost_its_parallelism_to_a_busy_machine_is_noisy():
+    """Figures of bench/honesty.py --parts busy on 2 cores: idle, the compile runs beside inductor's
+    workers in 17.8 s of wall for 23.7 s of CPU; with two processes spinning it takes 24.5 s for 24.2 s,
+    so wall against CPU says nothing, but tasks waited for a CPU (PSI) through much of it."""
+    said = noise.compile_noise(24.5, 24.2, "cpu", 2.9, 2, stall_s=19.0)
+    assert said == "compile shared the cores: for 19.0 s of its 24.5 s some task waited for a CPU; load 2.9 on 2 cores"
+    assert noise.compile_noise(17.8, 23.7, "cpu", 0.6, 2, stall_s=0.4) is None  # idle, in parallel
+    assert noise.compile_noise(3.0, 3.0, "cpu", 2.0, 2, stall_s=0.9) is None  # stalled under a second
+    assert noise.compile_noise(24.5, 24.2, "cuda:0", 2.9, 2, stall_s=19.0) is None
+    assert noise.compile_noise(24.5, None, "cpu", None, None, stall_s=19.0).startswith("compile shared the cores")
+    # no PSI on the kernel: judged on CPU time alone, as before
+    assert noise.compile_noise(24.5, 24.2, "cpu", 2.9, 2, stall_s=None) is None
+
+
 def test_a_compile_that_waited_gives_no_compile_verdict_in_check():
     """Two sides whose compile times differ x6 because one waited: no compile-time regression is drawn
     from the noisy side; the same figures not marked noisy are one."""

@@ -7,6 +7,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from conftest import TEST_CASES, diag, show
@@ -57,6 +58,9 @@ def test_timing_pass_stores_latency_samples_and_compile_time(tmp_path, fork):
     assert run["eager_ms_per_token"] > 0 and run["compiled_ms_per_token"] > 0
     assert run["compile_s"] is not None and run["compile_s"] >= 0
     assert run["compile_cpu_s"] is not None and run["compile_cpu_s"] >= 0 and run["compile_noisy"] in (0, 1)
+    # the seconds of the compile in which some task waited for a CPU, where the kernel says (PSI)
+    assert (run["compile_stall_s"] is not None) == Path("/proc/pressure/cpu").exists()
+    assert run["compile_stall_s"] is None or 0 <= run["compile_stall_s"] <= run["compile_s"] + 1
     assert run["peak_mem_eager_mb"] >= 0 and run["memory_kind"] == "rss_rise"  # the rise over the mode's own start
     assert run["timing_error"] is None
     samples = {(t["mode"], t["metric"]): t["samples"] for t in run["timings"]}

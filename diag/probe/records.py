@@ -157,6 +157,7 @@ TIMING = _kind(
     median_between_ms="float?",
     compile_s="float?",
     compile_cpu_s="float?",
+    compile_stall_s="float?",
     compile_warm_s="float?",
     compile_notices="list?",
     graph_cache_hits="int?",

@@ -103,6 +103,34 @@ def host_reference() -> float:
     return time.perf_counter() - start
 
 
+def _pressure_files() -> list[str]:
+    """Where the kernel says how long tasks waited for a CPU (PSI, Linux >= 4.20): this process's
+    cgroup's first (cgroup v2), then the whole machine's."""
+    found = []
+    try:
+        with open("/proc/self/cgroup", encoding="utf-8") as handle:
+            for line in handle:
+                if line.startswith("0::"):
+                    found.append(f"/sys/fs/cgroup{line[3:].strip().rstrip('/')}/cpu.pressure")
+    except OSError:
+        pass
+    return [*found, "/proc/pressure/cpu"]
+
+
+def cpu_stall_s() -> Optional[float]:
+    """Seconds, since boot, in which some task waited for a CPU it was ready to run on (PSI's ``some``
+    total): the difference over a compile says whether it shared the cores. None without PSI."""
+    for path in _pressure_files():
+        try:
+            with open(path, encoding="utf-8") as handle:
+                for line in handle:
+                    if line.startswith("some "):
+                        return int(line.rsplit("total=", 1)[1]) / 1e6
+        except (OSError, ValueError, IndexError):
+            continue
+    return None
+
+
 def tree_cpu_s() -> Optional[float]:
     """CPU seconds this process and its descendants have used (user + system): each live one's own and
     its reaped children's, from /proc, so that inductor's compile workers and compiler processes count
@@ -277,7 +305,7 @@ def run(workload: Workload, results: Writer, folder: Optional[Path] = None) -> N
     notices = capture.CompileNotices()
     notices.install()
     try:
-        (compiled_first, first_cpu), compiled_memory, sampled = _compiled_and_sampled(workload)
+        (compiled_first, first_cpu, stalled), compiled_memory, sampled = _compiled_and_sampled(workload)
     except Exception as exc:
         results.write(
             records.TIMING_ERROR,
@@ -306,6 +334,8 @@ def run(workload: Workload, results: Writer, folder: Optional[Path] = None) -> N
         compile_s=max(0.0, compiled_first - steady),
         # the CPU the compile used, past a steady generation's (on a CPU device its wall time is its CPU)
         compile_cpu_s=None if first_cpu is None else max(0.0, first_cpu - steady),
+        # the seconds of it in which some task waited for a CPU (PSI): the compile shared the cores
+        compile_stall_s=stalled,
         compile_warm_s=_warm_compile_s(workload, steady),
         compile_notices=notices.noted(),
         graph_cache_hits=hits,
@@ -329,18 +359,19 @@ def _compiled_and_sampled(workload: Workload):
     # The first compiled generation runs with the caches this process was given (cold when the
     # orchestrator passed an empty inductor cache); after a dynamo reset, the same compile again
     # finds them warm (_warm_compile_s).
-    compiled_first = first_cpu = None
+    compiled_first = first_cpu = stalled = None
     for _ in range(max(cfg.warmup, 1)):
-        before = tree_cpu_s()
+        before, stall_before = tree_cpu_s(), cpu_stall_s()
         total, _ = _timed(workload, workload.compiled)
-        after = tree_cpu_s() if compiled_first is None else None
+        after, stall_after = (tree_cpu_s(), cpu_stall_s()) if compiled_first is None else (None, None)
         if compiled_first is None:
             compiled_first, first_cpu = total, (after - before if before is not None and after is not None else None)
+            stalled = stall_after - stall_before if stall_before is not None and stall_after is not None else None
     compiled_memory = peak_memory(workload, workload.compiled)
     sampled = sample(
         workload, {"eager": workload.eager, "compiled": workload.compiled}, cfg.repeats, cfg.timing_seconds
     )
-    return (compiled_first, first_cpu), compiled_memory, sampled
+    return (compiled_first, first_cpu, stalled), compiled_memory, sampled
 
 
 def _warm_compile_s(workload: Workload, steady: float) -> float:

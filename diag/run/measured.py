@@ -69,10 +69,15 @@ def timing_columns(outcome: Optional[PassOutcome], device: Optional[str] = None)
 
 def _compile_noise(compiled: dict[str, Any], device: Optional[str]) -> dict[str, Any]:
     """The compile's CPU time, and whether its wall time waited for the machine (noise.compile_noise)."""
-    wall, cpu = compiled.get("compile_s"), compiled.get("compile_cpu_s")
-    note = noise.compile_noise(wall, cpu, device, compiled.get("load_1m"), compiled.get("cpus"))
-    judged = wall is not None and cpu is not None and (device or "cpu") == "cpu"
-    return {"compile_cpu_s": cpu, "compile_noisy": int(note is not None) if judged else None, "compile_note": note}
+    wall, cpu, stall = compiled.get("compile_s"), compiled.get("compile_cpu_s"), compiled.get("compile_stall_s")
+    note = noise.compile_noise(wall, cpu, device, compiled.get("load_1m"), compiled.get("cpus"), stall)
+    judged = wall is not None and (cpu is not None or stall is not None) and (device or "cpu") == "cpu"
+    return {
+        "compile_cpu_s": cpu,
+        "compile_stall_s": stall,
+        "compile_noisy": int(note is not None) if judged else None,
+        "compile_note": note,
+    }
 
 
 def instruction_columns(count: Optional[PassOutcome]) -> dict[str, Any]:

@@ -48,6 +48,7 @@ DESCRIPTIONS: dict[str, tuple[str, dict[str, str]]] = {
             "compile_s": "compile time, cold caches (s)",
             "compile_warm_s": "compile time, warm caches (s)",
             "compile_cpu_s": "CPU time of the cold compile, the probe's and its compiler processes' (s)",
+            "compile_stall_s": "seconds of the cold compile in which some task waited for a CPU (Linux PSI; s)",
             "compile_noisy": "1: the compile waited for a busy machine and gives no verdict (NULL: not judged)",
             "compile_note": "why the compile time is noisy, in plain words",
             "compile_instructions": "instructions the cold compile executed (--count-instructions): the "

@@ -445,3 +445,10 @@ def _row_types() -> dict[str, type]:  # the row's columns (diag/row.py) and thei
 
 def row_columns(prefix: str = "") -> str:
     return ", ".join(f'{prefix}"{name}"' for name in rows.FIELDS)
+
+
+@migration
+def m024_compile_stall(db: sqlite_utils.Database) -> None:
+    """The seconds of a run's cold compile in which some task waited for a CPU it was ready to run on
+    (Linux PSI): the compile shared the cores. NULL: stored before, or a kernel without PSI."""
+    db.table("runs").add_column("compile_stall_s", float)

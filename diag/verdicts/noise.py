@@ -12,6 +12,8 @@ produced steps of 0.5 ms and 44 ms in one run. A noisy run keeps its figures, bu
 A compile is judged apart (``compile_noise``): on a CPU device its wall time is its CPU time (the
 probe's and its compiler processes') unless it waited for the machine; one whose wall time is more
 than ``WAITED`` (1.3x) its CPU time, by a second or more, waited, and gives no compile-time verdict.
+So does one in which some task waited for a CPU (Linux PSI) for ``STALLED`` of its wall time or more,
+by a second or more: it shared the cores, which a compile running in parallel shows no other way.
 """
 
 from __future__ import annotations
@@ -66,19 +68,30 @@ NOT_COMPARED = "not compared"
 
 WAITED = 1.3  # wall time past this multiple of the compile's CPU time: it waited for the machine
 WAITED_AT_LEAST_S = 1.0  # and by this much: a sub-second compile's file reads are not a busy machine
+# some task waited for a CPU (PSI) for this share of the compile's wall time: it shared the cores. A
+# compile that runs in parallel on an idle machine (inductor's workers beside the probe) takes less
+# wall time than CPU time, so the rule above misses the parallelism that a busy machine takes away
+STALLED = 0.2
 
 
 def compile_noise(
-    wall_s: Optional[float], cpu_s: Optional[float], device: Optional[str], load: Optional[float], cpus: Optional[int]
+    wall_s: Optional[float],
+    cpu_s: Optional[float],
+    device: Optional[str],
+    load: Optional[float],
+    cpus: Optional[int],
+    stall_s: Optional[float] = None,
 ) -> Optional[str]:
     """Why a compile's wall time cannot be trusted, in plain words; None where it can, or where it is not
-    judged (no CPU time measured, or a GPU device, whose compile legitimately waits for its kernels'
-    benchmarks)."""
-    if wall_s is None or cpu_s is None or (device or "cpu") != "cpu":
+    judged (neither CPU time nor stall measured, or a GPU device, whose compile legitimately waits for
+    its kernels' benchmarks)."""
+    if wall_s is None or (device or "cpu") != "cpu":
         return None
-    if wall_s <= WAITED * cpu_s or wall_s - cpu_s < WAITED_AT_LEAST_S:
-        return None
-    said = f"compile waited: {wall_s:.1f} s wall for {cpu_s:.1f} s CPU"
-    if load is not None and cpus:
+    said = None
+    if cpu_s is not None and wall_s > WAITED * cpu_s and wall_s - cpu_s >= WAITED_AT_LEAST_S:
+        said = f"compile waited: {wall_s:.1f} s wall for {cpu_s:.1f} s CPU"
+    elif stall_s is not None and stall_s >= STALLED * wall_s and stall_s >= WAITED_AT_LEAST_S:
+        said = f"compile shared the cores: for {stall_s:.1f} s of its {wall_s:.1f} s some task waited for a CPU"
+    if said is not None and load is not None and cpus:
         said += f"; load {load:.1f} on {cpus} core{'s' if cpus != 1 else ''}"
     return said
