@@ -184,6 +184,23 @@ def test_a_padded_batch_of_two_compiles_whole_once_and_matches_eager(tmp_path):
     assert run["decode_recompile_steps"] <= regress.Thresholds().decode_recompile_steps
 
 
+@pytest.mark.slow
+def test_two_frames_given_up_at_one_line_in_one_step_are_two_hidden_errors(tmp_path):
+    """A helper's break that makes torch skip each of its two callers whole is logged at the helper's
+    line once per caller (transformers 5.5's xglm and olmo_hybrid do this through two wrappers): torch
+    counts two frames given up, and diag said one."""
+    db = tmp_path / "t.db"
+    case = REPO / "tests" / "cases" / "two_frames_one_line.py"
+    diag("run", "--case", str(case), "--backend", "eager", "--no-fullgraph", "--no-timing", "--new-tokens", "3",
+         "--db", str(db), cwd=tmp_path)  # fmt: skip
+    run = show(db, 1, tmp_path)
+    frames = run["counters"]["frames"]
+    assert frames["total"] - frames["ok"] == 2, frames
+    assert run["hidden_error_count"] == 2, run["hidden_errors"]
+    (row,) = run["hidden_errors"]
+    assert row["location"].endswith("two_frames_one_line.py:12") and row["count"] == 2
+
+
 USER_CODE = '\n\nfrom user code:\n   File "/seed/llama.py", line 204, in forward\n    q = self.qkv_proj(hidden)\n'
 
 

@@ -343,15 +343,27 @@ def one_per_frame(hidden: list[dict]) -> list[dict]:
     loggers at once (the backend's exception on the graph-break log, convert_frame's WON'T CONVERT
     with torch's own wrapper of it, the recompile-limit warning beside the fallback it causes), each
     at the frame's line in the same decode step. The one kept says most: the recompile limit, else
-    the exception torch wrapped (DataDependentOutputException, not "Backend compiler exception")."""
+    the exception torch wrapped (DataDependentOutputException, not "Backend compiler exception").
+    Two records of one logger at one place are two frames: a helper's break that makes torch skip
+    each of its two callers whole is logged at the helper's line once per caller."""
 
     def rank(item: dict) -> int:
         return 0 if item["source"] == parsers.RECOMPILE_LIMIT else 1 if item.get("exc_type") != "Unsupported" else 2
 
-    kept: "OrderedDict[Any, dict]" = OrderedDict()
+    # per place and decode step, the events so far: each the (logger, source) pairs that named it,
+    # and the record kept of it. One logger says one frame once: a second record from the same logger
+    # and source at the same place is another frame (two callers of one helper, each skipped whole)
+    events: "OrderedDict[Any, list[tuple[set, dict]]]" = OrderedDict()
     for index, item in enumerate(hidden):
         place = item.get("location")
-        event = ("frame", place, item.get("decode_step")) if item["source"] in GAVE_UP and place else index
-        if event not in kept or rank(item) < rank(kept[event]):
-            kept[event] = item
-    return list(kept.values())
+        at = ("frame", place, item.get("decode_step")) if item["source"] in GAVE_UP and place else index
+        said_by = (item.get("logger"), item["source"])
+        here = events.setdefault(at, [])
+        event = next((e for e in here if said_by not in e[0]), None)
+        if event is None:
+            here.append(({said_by}, item))
+            continue
+        event[0].add(said_by)
+        if rank(item) < rank(event[1]):
+            here[here.index(event)] = (event[0], item)
+    return [item for here in events.values() for _, item in here]
