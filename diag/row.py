@@ -32,6 +32,12 @@ class Row(NamedTuple):
 FIELDS: tuple[str, ...] = Row._fields
 
 
+def column_types() -> dict[str, type]:
+    """The row's columns and the type SQLite stores each as."""
+    whole = {"fullgraph", "batch_size", "prompt_length", "new_tokens"}
+    return {name: int if name in whole else str for name in FIELDS}
+
+
 def columns(config: Mapping[str, Any], case: str, case_source: str) -> dict[str, Any]:
     """The row's columns of a run with probe ``config`` (as in the spec), as they are stored."""
     return {

@@ -236,7 +236,7 @@ DESCRIPTIONS: dict[str, tuple[str, dict[str, str]]] = {
         {"stamp": "a random number, replaced at each write touching the build"},
     ),
     "migrations": (
-        "The schema migrations applied to this DB, by name (diag/store/schema.py).",
+        "The schema migrations applied to this DB, by name (diag/store/schema.py, schema_added.py).",
         {"name": "the migration's function", "applied_at": "when it was applied (UTC)"},
     ),
     "run_summary": ("Every run with its build's version: the table to filter and facet.", {}),

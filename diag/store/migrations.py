@@ -1,8 +1,10 @@
-"""The registry of named migrations: each applied once, in the order registered, and recorded by name
-in the DB's ``migrations`` table (connection.py); the migrations themselves are in schema.py."""
+"""The registry of named migrations: each applied once, in the order of its name (m001, m002, ...),
+and recorded by name in the DB's ``migrations`` table (connection.py); the migrations themselves
+are in schema.py (the first schema, through m012) and schema_added.py (what came after)."""
 
 from __future__ import annotations
 
+import re
 from typing import Callable
 
 import sqlite_utils
@@ -17,5 +19,8 @@ def migration(fn: Migration) -> Migration:
     registered twice (a copied function renamed in one place only) would skip the second."""
     if any(name == fn.__name__ for name, _ in MIGRATIONS):
         raise ValueError(f"migration {fn.__name__} is registered twice")
+    if not re.match(r"m\d{3}_", fn.__name__):
+        raise ValueError(f"migration {fn.__name__}: its name must start with mNNN_, the order it applies in")
     MIGRATIONS.append((fn.__name__, fn))
+    MIGRATIONS.sort(key=lambda item: item[0])  # by name, whichever module registered it first
     return fn

@@ -1,4 +1,4 @@
-"""The triggers that keep each build's stamp (``schema.m018_build_stamps``): a random number that
+"""The triggers that keep each build's stamp (``schema_added.m018_build_stamps``): a random number that
 every write touching the build replaces, which a render compares to know what changed."""
 
 from __future__ import annotations
