@@ -1,5 +1,6 @@
-"""The schema: tables, named migrations (each applied once, recorded in ``migrations``), the
-Datasette views over the one row definition (what each column holds: descriptions.py)."""
+"""The schema: tables, named migrations (each applied once, recorded in ``migrations``; those after
+m012 are in schema_added.py), the Datasette views over the one row definition (what each column
+holds: descriptions.py)."""
 
 from __future__ import annotations
 
