@@ -32,6 +32,19 @@ def test_the_debug_log_keeps_dynamos_debug_records_but_none_per_traced_instructi
             assert f".__{name} " not in log, (case, name)
 
 
+def test_the_debug_log_has_no_side_effect_stacks(findings):
+    """dynamo's side_effects artifact prints the whole Python stack of every variable a traced call
+    mutated (a fifth of a transformers model's log, about 8% of the pass's CPU); no parser reads it."""
+    import torch._logging._internal as internal
+
+    if "side_effects" not in internal.log_registry.artifact_names:
+        pytest.skip("this torch has no side_effects artifact")
+    run = findings[("hf_dynamic_cache", False)]  # its decode step mutates the cache and kwargs
+    log = (Path(run["artifacts_dir"]) / "torch_debug.log").read_text()
+    assert " DEBUG torch._dynamo.symbolic_convert" in log
+    assert ".__side_effects " not in log
+
+
 def test_dynamic_slice_fullgraph_fails_at_the_slicing_line(findings):
     run = findings[("dynamic_slice", True)]
     assert run["status"] == "fullgraph_error"

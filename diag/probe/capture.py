@@ -178,7 +178,7 @@ class LogCapture(logging.Handler):
                     }
                 )
             )
-            compat.quiet_per_instruction_traces()
+            compat.quiet_artifacts()
             return
         self._legacy = True
         self._legacy_levels = {name: logging.getLogger(name).level for name in LEGACY_LOGGERS}
