@@ -4,13 +4,16 @@ per run (DIAG_PROBE_PARENT=0), side by side on one machine (docs/BENCHMARKS.md, 
     python bench/parents.py                       # hf:all, fullgraph on and off: 2 x 372 runs, about 80 min
     python bench/parents.py --case hf:llama --case hf:gpt2      # a quick look
     python bench/parents.py --case all --torch 2.0.1 --python 3.10   # the built-in cases on another torch
+    python bench/parents.py --baseline 5f4e122^   # against the code of an earlier commit, a process per run
 
 Each side is one `diag run --backend eager --no-timing --new-tokens 4 --jobs 2` into a DB of its
 own; its CPU is the user and system time of diag and every process under it (getrusage of the
 reaped children), its memory the peak of the summed PSS of the process tree, sampled each second
 (PSS shares a page between the processes that map it, so forked children are not counted twice).
 The two DBs are then compared row by row: status, error type, counts, the keys of every finding
-and the frames torch compiled must be equal.
+and the frames torch compiled must be equal. With --baseline COMMIT the first side runs the diag of
+that commit (checked out into the work folder, run from there), so what changed since it is measured
+too; rows its fixes changed are listed.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Optional
 
 from common import REPO, environ
 
@@ -50,15 +54,28 @@ def _tree_pss_kb(root: int) -> int:
     return total
 
 
-def side(cases: list[str], db: Path, parent: bool, torch: list[str]) -> dict:
-    """One `diag run` of ``cases``: wall and CPU seconds, runs, peak PSS of its tree."""
+def checkout(commit: str, work: Path) -> Path:
+    """The tree of ``commit`` in ``work``/baseline, to run its diag from (`python -m diag` there)."""
+    tree = work / "baseline"
+    shutil.rmtree(tree, ignore_errors=True)
+    tree.mkdir(parents=True)
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", commit], capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
+    return tree
+
+
+def side(cases: list[str], db: Path, parent: bool, torch: list[str], code: Optional[Path] = None) -> dict:
+    """One `diag run` of ``cases``: wall and CPU seconds, runs, peak PSS of its tree. ``code``: a tree
+    whose diag runs instead of this one."""
     env = environ(**({} if parent else {"DIAG_PROBE_PARENT": "0"}))
+    if code is not None:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(code), env.get("PYTHONPATH")]))
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     process = subprocess.Popen(
         [sys.executable, "-m", "diag", *RUN, *torch, *[a for c in cases for a in ("--case", c)], "--db", str(db)],
         env=env,
-        cwd=db.parent,
+        cwd=code or db.parent,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
@@ -117,6 +134,9 @@ def main() -> None:
     parser.add_argument("--case", action="append", default=[], help="default: hf:all")
     parser.add_argument("--torch", help="the torch to run on (diag run --torch; default: this one)")
     parser.add_argument("--python", help="its interpreter (diag run --python)")
+    parser.add_argument(
+        "--baseline", metavar="COMMIT", help="the first side runs this commit's diag, a process per run (default: this code)"
+    )
     parser.add_argument("--work", type=Path, help="where the two DBs go (default: a temporary folder)")
     parser.add_argument("--keep-runs", action="store_true", help="keep the run directories (hf:all: GBs of logs)")
     parser.add_argument("--json", action="store_true")
@@ -134,7 +154,9 @@ def main() -> None:
         check=False,
     )
     result = {"cases": cases, "torch": args.torch or "current", "loadavg_before": os.getloadavg()[0]}
-    result["alone"] = side(cases, work / "alone.db", parent=False, torch=torch)
+    baseline = checkout(args.baseline, work) if args.baseline else None
+    result["baseline"] = args.baseline or "this code, DIAG_PROBE_PARENT=0"
+    result["alone"] = side(cases, work / "alone.db", parent=False, torch=torch, code=baseline)
     result["forked"] = side(cases, work / "forked.db", parent=True, torch=torch)
     result["loadavg_after"] = os.getloadavg()[0]
     alone, forked = findings(work / "alone.db"), findings(work / "forked.db")
@@ -148,6 +170,7 @@ def main() -> None:
     if args.json:
         print(json.dumps(result, indent=2))
         return
+    print(f"alone: {result['baseline']}")
     for name in ("alone", "forked"):
         s = result[name]
         print(
