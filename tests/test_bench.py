@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import sqlite3
 import subprocess
 import sys
 
@@ -77,3 +79,25 @@ def test_the_gpu_bench_runs_in_its_cpu_form(tmp_path):
         (line,) = [line for line in summary.splitlines() if line.startswith(f"| {case} | x")]
         assert "CPU flash" in line and "+" in line.split("|")[5], line
     assert summary.count("| rss_rise |") == 3
+
+
+@pytest.mark.slow
+def test_the_probe_parents_bench_compares_against_an_earlier_commit(tmp_path):
+    """--baseline runs the first side from a commit's tree (HEAD here: its records must equal this
+    code's, and its runs must have run that tree's diag, not this checkout's)."""
+    done = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "parents.py"), "--case", "append_last", "--baseline", "HEAD"]
+        + ["--work", str(tmp_path), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout)
+    assert result["baseline"] == "HEAD"
+    assert result["alone"]["runs"] == result["forked"]["runs"] == 2
+    assert result["rows_differing"] == []
+    assert (tmp_path / "baseline" / "diag" / "probe" / "supervise.py").is_file()
+    # a built-in case is a file of the diag that ran it
+    paths = [row[0] for row in sqlite3.connect(tmp_path / "alone.db").execute("SELECT case_path FROM runs")]
+    assert paths and all(path.startswith(str(tmp_path / "baseline" / "diag")) for path in paths), paths
