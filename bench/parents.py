@@ -135,7 +135,7 @@ def main() -> None:
     parser.add_argument("--torch", help="the torch to run on (diag run --torch; default: this one)")
     parser.add_argument("--python", help="its interpreter (diag run --python)")
     parser.add_argument(
-        "--baseline", metavar="COMMIT", help="the first side runs this commit's diag, a process per run (default: this code)"
+        "--baseline", metavar="COMMIT", help="the first side runs this commit's diag, a process per run (default: this)"
     )
     parser.add_argument("--work", type=Path, help="where the two DBs go (default: a temporary folder)")
     parser.add_argument("--keep-runs", action="store_true", help="keep the run directories (hf:all: GBs of logs)")
