@@ -303,3 +303,29 @@ def test_tlparse_agrees_with_the_stored_frames_and_recompiles(run, tmp_path):
             assert sorted(guarded) == sorted(r["function"] for r in logged), (compiles, logged)
         else:  # torch 2.3: no cache sizes (nor the compiled function's name) in the trace
             assert len(logged) <= len(recompiled), (sorted(recompiled), [r["reason"] for r in logged])
+
+
+DATACLASS_INIT = Path(__file__).parent / "fixtures" / "dataclass_init_break"
+
+
+def test_a_break_in_a_generated_dataclass_init_is_placed_where_torch_2_0_says(tmp_path):
+    """torch 2.0.1, tests/cases/dataclass_init_break.py without fullgraph (recorded): dynamo traces a
+    ModelOutput's generated ``__init__`` as a frame of its own, and each field it assigns breaks the
+    graph at STORE_ATTR. torch 2.0 logs those breaks with no graph-break record: the message is the
+    exception of "STORE_ATTR triggered compile", and the place is the next graph-compile reason,
+    ``store_attr`` at ``<string>``, line 3 (then 4) ``in __init__``. Read apart, the breaks had no
+    place here, and took another break's unclaimed site where one waited."""
+    stored, _ = records.read(DATACLASS_INIT / "diagnose.jsonl")
+    assert records.first(stored, records.BUILD)["torch_version"] == "2.0.1+cu117"
+    counters = records.first(stored, records.RESULT)["counters"]
+    collector = capture.replay((DATACLASS_INIT / "torch_debug.log").read_text(encoding="utf-8"))
+    breaks = findings.graph_breaks_from_counters(collector, counters)
+    placed = {b["reason"]: b["location"] for b in breaks if "DataClassVariable" in b["reason"]}
+    setitem = "call_method DataClassVariable() __setitem__ [ConstantVariable(str), {}()] {{}}"
+    assert placed == {
+        setitem.format("TensorVariable"): "<string>:3 in __init__",
+        setitem.format("TupleVariable"): "<string>:4 in __init__",
+    }
+    # the other breaks keep the places their own sites name
+    others = {b["location"] for b in breaks if "DataClassVariable" not in b["reason"]}
+    assert all(location and not location.startswith("<") for location in others), others

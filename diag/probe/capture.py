@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional, TextIO
 
 from diag.probe import compat, counters
-from diag.probe.parsers import PARSERS, RECOMPILE_LIMIT, Finding, LoggedException, Record
+from diag.probe.parsers import AT_INSTRUCTION, PARSERS, RECOMPILE_LIMIT, Finding, LoggedException, Record
 
 
 class LogCapture(logging.Handler):
@@ -283,6 +283,10 @@ class LogCapture(logging.Handler):
 
     def _add(self, finding: Finding) -> None:
         data = finding.data
+        if finding.kind == "break_site":
+            raised = self._raised_at_instruction()
+            if data["reason"] in AT_INSTRUCTION and raised is not None:
+                data["reason"] = raised  # the break it ended at, as dynamo's counters name it
         if finding.kind == "hidden_error":
             same = (data["key"], data["location"], data["decode_step"])
             if any(
@@ -295,6 +299,12 @@ class LogCapture(logging.Handler):
             if data["source"] == RECOMPILE_LIMIT:
                 self._drop_refused_recompile(data["location"])
         self.findings.append(finding)
+
+    def _raised_at_instruction(self) -> Optional[str]:
+        """The message of the break dynamo raised at an instruction, where the newest finding is that
+        record (dynamo logs it right before the graph-compile reason of its site)."""
+        newest = self.findings[-1] if self.findings else None
+        return newest.data["message"] if newest is not None and newest.kind == "break_raised" else None
 
     def _drop_refused_recompile(self, location: Optional[str]) -> None:
         """torch logs "Recompiling function" before it checks the limit: the newest recompile of
