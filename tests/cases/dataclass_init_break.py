@@ -13,10 +13,10 @@ from _greedy import full_forward, greedy
 
 def step(model, input_ids, attention_mask):
     logits = full_forward(model, input_ids, attention_mask)
+    kept = ()
     for _ in range(2):
-        if logits.sum() > 0:  # data-dependent branch in a loop: dynamo skips this frame
-            logits = logits * 1.0
-    return BaseModelOutputWithPast(last_hidden_state=logits, past_key_values=(logits,)).last_hidden_state
+        kept += (logits,)  # torch 2.0 cannot add to an empty tuple: a break, placed at the loop's head
+    return BaseModelOutputWithPast(last_hidden_state=logits, past_key_values=kept).last_hidden_state
 
 
 @case("dataclass_init_break", "a ModelOutput built after a frame dynamo skipped")
