@@ -327,5 +327,8 @@ def test_a_break_in_a_generated_dataclass_init_is_placed_where_torch_2_0_says(tm
         setitem.format("TensorVariable"): "<string>:3 in __init__",
         setitem.format("TupleVariable"): "<string>:4 in __init__",
     }
+    # each happened in the prefill and again in the first decode step
+    spans = {(b["decode_step"], b["last_decode_step"]) for b in breaks if "DataClassVariable" in b["reason"]}
+    assert spans == {(0, 1)}
     added = [b["location"] for b in breaks if b["reason"].startswith("call_function BuiltinVariable(iadd)")]
     assert len(added) == 1 and added[0].endswith("/dataclass_init_break.py:17"), added

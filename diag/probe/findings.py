@@ -52,16 +52,22 @@ def placed_at_sites(breaks: list[dict], sites: list[dict]) -> list[dict]:
     A site whose reason is a break's message places that break; a site that names only the
     instruction (``step_unsupported``, ``generic_jump``: the break was raised there) places the
     next counted break no named site placed, in the order both were seen."""
-    named = {site["reason"]: site for site in reversed(sites)}
+    named: dict[str, list[dict]] = {}
+    for site in sites:
+        named.setdefault(site["reason"], []).append(site)
     unnamed = [site for site in sites if site["reason"] not in {b["reason"] for b in breaks}]
     for item in breaks:
         if item.get("location"):
             continue
-        site = named.get(item["reason"]) or (unnamed.pop(0) if unnamed else None)
+        own = named.get(item["reason"], [])
+        site = own[0] if own else (unnamed.pop(0) if unnamed else None)
         if site is not None:
             item["location"] = site["location"]
             if item.get("decode_step") is None:
                 item["decode_step"] = site["decode_step"]
+            steps = [each["decode_step"] for each in own if each["decode_step"] is not None]
+            if steps:  # the span of decode steps its sites were logged at, as for a logged break
+                item["decode_step"], item["last_decode_step"] = min(steps), max(steps)
     return breaks
 
 
