@@ -5,6 +5,7 @@ per run (DIAG_PROBE_PARENT=0), side by side on one machine (docs/BENCHMARKS.md, 
     python bench/parents.py --case hf:llama --case hf:gpt2      # a quick look
     python bench/parents.py --case all --torch 2.0.1 --python 3.10   # the built-in cases on another torch
     python bench/parents.py --baseline 5f4e122^   # against the code of an earlier commit, a process per run
+    python bench/parents.py --baseline 5f4e122^ --every 3   # every third architecture of hf:all, by name
 
 Each side is one `diag run --backend eager --no-timing --new-tokens 4 --jobs 2` into a DB of its
 own; its CPU is the user and system time of diag and every process under it (getrusage of the
@@ -137,11 +138,19 @@ def main() -> None:
     parser.add_argument(
         "--baseline", metavar="COMMIT", help="the first side runs this commit's diag, a process per run (default: this)"
     )
+    parser.add_argument(
+        "--every", type=int, metavar="N", help="every Nth architecture of hf:all (this transformers'), sorted by name"
+    )
     parser.add_argument("--work", type=Path, help="where the two DBs go (default: a temporary folder)")
     parser.add_argument("--keep-runs", action="store_true", help="keep the run directories (hf:all: GBs of logs)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     cases = args.case or ["hf:all"]
+    if args.every:
+        sys.path.insert(0, str(REPO))
+        from diag.probe import hf
+
+        cases = [f"hf:{name}" for name in sorted(hf.architectures())[:: args.every]]
     torch = (["--torch", args.torch] if args.torch else []) + (["--python", args.python] if args.python else [])
     work = args.work or Path(tempfile.mkdtemp(prefix="diag-bench-parents-"))
     work.mkdir(parents=True, exist_ok=True)
