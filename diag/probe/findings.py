@@ -49,9 +49,11 @@ def graph_breaks_from_counters(collector: capture.LogCapture, counters: dict) ->
 def placed_at_sites(breaks: list[dict], sites: list[dict]) -> list[dict]:
     """Counted breaks with no location placed where torch 2.0 said a graph ended at them.
 
-    A site whose reason is a break's message places that break; a site that names only the
-    instruction (``step_unsupported``, ``generic_jump``: the break was raised there) places the
-    next counted break no named site placed, in the order both were seen."""
+    A site whose reason is a break's message places that break. A site whose reason names only the
+    instruction (``step_unsupported``, ``generic_jump``, ``store_attr``: the break was raised there)
+    carries the message of the ``... triggered compile`` record before it (LogCapture), so it is
+    named too; one without such a record places the next counted break no named site placed, in
+    the order both were seen. A break placed by name spans the decode steps of all its sites."""
     named: dict[str, list[dict]] = {}
     for site in sites:
         named.setdefault(site["reason"], []).append(site)
