@@ -305,3 +305,31 @@ def test_what_a_case_notes_is_stored_once_shown_and_kept_when_the_case_then_fail
     site = tmp_path / "site"
     diag("report", "--db", str(db), "--out", str(site), cwd=tmp_path)
     assert f"The case says: {said}" in run_section(site, ran["id"])
+
+
+def test_the_static_cache_trial_leaves_the_model_the_compiled_generation_traces_as_it_was():
+    """Before an hf case decodes, an eager trial of generate with a static cache asks whether this
+    transformers can take that path. big_bird's first forward on a prompt shorter than its sparse
+    blocks switches the model to full attention, warning through its logger: a trial on the model
+    itself made that switch before the compile, so dynamo never met the logger call that a fresh
+    model makes it trace (a fullgraph_error read as a pass). The trial builds a model of its own."""
+    import torch
+
+    from diag.probe import hf
+
+    def attention_types(model) -> dict:
+        return {name: getattr(module, "attention_type", None) for name, module in model.named_modules()}
+
+    made = []
+
+    def make():
+        made.append(hf.tiny_model("big_bird", torch.float32, "cpu", 0))
+        return made[-1]
+
+    model = make()
+    before = attention_types(model)
+    assert "block_sparse" in before.values()
+    prompt = torch.randint(3, 64, (1, 16), generator=torch.Generator().manual_seed(0))
+    assert hf.static_cache_refused(make, prompt, torch.ones_like(prompt)) is None
+    assert attention_types(model) == before
+    assert "original_full" in attention_types(made[-1]).values()  # the trial's own model switched

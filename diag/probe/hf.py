@@ -177,7 +177,9 @@ def static_generate(gen, model_type: str) -> None:
     generator = torch.Generator().manual_seed(gen.seed)
     prompt = torch.randint(3, vocab, (gen.batch_size, gen.prompt_length), generator=generator).to(gen.model.device)
     gen.use(model=model, input_ids=prompt)
-    refused = static_cache_refused(model, prompt, gen.attention_mask)
+    refused = static_cache_refused(
+        lambda: tiny_model(model_type, gen.model.dtype, gen.model.device, gen.seed), prompt, gen.attention_mask
+    )
     if refused:
         gen.note(
             f"this transformers' generate fails on {model_type} with a static cache, eagerly ({refused}): "
@@ -187,22 +189,19 @@ def static_generate(gen, model_type: str) -> None:
         gen.chosen(decode(model, prompt, gen.attention_mask, gen.new_tokens, cache=None if refused else "static"))
 
 
-def static_cache_refused(model, prompt, attention_mask) -> Optional[str]:
-    """Why this transformers' ``generate`` with a static cache fails on ``model`` uncompiled (a
-    prefill and one decode step; the exception's type and first line), or None where it works.
+def static_cache_refused(make, prompt, attention_mask) -> Optional[str]:
+    """Why this transformers' ``generate`` with a static cache fails uncompiled on the model ``make()``
+    builds (a prefill and one decode step; the exception's type and first line), or None where it works.
 
     Some releases' static cache has no layer for a hybrid model's state-space layers or hands a 4-D
     mask to a forward that takes 2-D ones; a compiled run would then measure transformers' failure,
-    not torch's. Run before anything is compiled, so that it leaves nothing in the run's logs, and
-    the model is left as it was found: the cache ``generate`` keeps on the model for the next call
-    (sized for this trial's two tokens) is dropped."""
-    kept = set(vars(model))
+    not torch's. Run before anything is compiled, so that it leaves nothing in the run's logs, and on
+    a model of its own: a first forward may change the model (big_bird switches its sparse attention
+    to full attention on a short prompt, and warns), and the compiled generation must trace the model
+    as the case built it, as a user's first compiled call would."""
     try:
-        decode(model, prompt, attention_mask, 2)
+        decode(make(), prompt, attention_mask, 2)
     except Exception as exc:  # transformers' own code: any exception says the path is not usable
         first = (str(exc).strip().splitlines() or [""])[0]
         return f"{type(exc).__name__}: {first[:160]}"
-    finally:
-        for name in set(vars(model)) - kept:
-            delattr(model, name)
     return None
