@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any, Callable, Optional, TextIO
 
 from diag.probe import compat, counters
-from diag.probe.parsers import AT_INSTRUCTION, PARSERS, RECOMPILE_LIMIT, Finding, LoggedException, Record
+from diag.probe.parsers import RECOMPILE_LIMIT, Finding, LoggedException, Record
+from diag.probe.sites import AT_INSTRUCTION, PARSERS
 
 
 class LogCapture(logging.Handler):
@@ -283,10 +284,8 @@ class LogCapture(logging.Handler):
 
     def _add(self, finding: Finding) -> None:
         data = finding.data
-        if finding.kind == "break_site":
-            raised = self._raised_at_instruction()
-            if data["reason"] in AT_INSTRUCTION and raised is not None:
-                data["reason"] = raised  # the break it ended at, as dynamo's counters name it
+        if finding.kind == "break_site" and data["reason"] in AT_INSTRUCTION:
+            data["reason"] = self._raised_at_instruction() or data["reason"]  # as dynamo's counters name it
         if finding.kind == "hidden_error":
             same = (data["key"], data["location"], data["decode_step"])
             if any(
@@ -301,8 +300,7 @@ class LogCapture(logging.Handler):
         self.findings.append(finding)
 
     def _raised_at_instruction(self) -> Optional[str]:
-        """The message of the break dynamo raised at an instruction, where the newest finding is that
-        record (dynamo logs it right before the graph-compile reason of its site)."""
+        """The message of the break raised at an instruction, logged just before its site's reason."""
         newest = self.findings[-1] if self.findings else None
         return newest.data["message"] if newest is not None and newest.kind == "break_raised" else None
 
