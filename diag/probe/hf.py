@@ -168,7 +168,11 @@ def decode(model, prompt, attention_mask, new_tokens: int, cache: Optional[str] 
 def static_generate(gen, model_type: str) -> None:
     """transformers' own decode of a tiny random ``model_type``: ``generate`` with a static cache and
     the model's forward compiled, the path transformers recommends for compiled generation."""
-    model = tiny_model(model_type, gen.model.dtype, gen.model.device, gen.seed)
+
+    def make():
+        return tiny_model(model_type, gen.model.dtype, gen.model.device, gen.seed)
+
+    model = make()
     vocab = int(
         model.config.get_text_config().vocab_size
         if hasattr(model.config, "get_text_config")
@@ -177,9 +181,7 @@ def static_generate(gen, model_type: str) -> None:
     generator = torch.Generator().manual_seed(gen.seed)
     prompt = torch.randint(3, vocab, (gen.batch_size, gen.prompt_length), generator=generator).to(gen.model.device)
     gen.use(model=model, input_ids=prompt)
-    refused = static_cache_refused(
-        lambda: tiny_model(model_type, gen.model.dtype, gen.model.device, gen.seed), prompt, gen.attention_mask
-    )
+    refused = static_cache_refused(make, prompt, gen.attention_mask)  # on a model of its own
     if refused:
         gen.note(
             f"this transformers' generate fails on {model_type} with a static cache, eagerly ({refused}): "

@@ -31,9 +31,10 @@ _RESUMED_FN = re.compile(r"^<graph break in (?P<fn>.+)>$")
 
 
 def parse_break_site(record: Record) -> Optional[Finding]:
-    """Where dynamo ended a graph at a break: the reason (a break's message, or ``step_unsupported``
-    / ``generic_jump`` for one raised at that instruction) and the innermost user frame. Used to
-    place the breaks taken from dynamo's counters, which carry no location (findings.py)."""
+    """Where dynamo ended a graph at a break: the reason (a break's message, or one of AT_INSTRUCTION
+    for a break raised at that instruction) and the innermost user frame, else the generated
+    function torch names (``<string>:3 in __init__``). Used to place the breaks taken from dynamo's
+    counters, which carry no location (findings.py)."""
     if not record.logger.endswith("output_graph"):
         return None
     found = _COMPILE_REASON.search(record.message)
