@@ -69,10 +69,11 @@ def export(db_path: Path, out: Path, progress: Callable[[str], None] = lambda me
     why = check_out(out)
     if why:
         raise ExportError(why)
-    parent = out.absolute().parent
+    out = Path(os.path.abspath(out))  # ``.`` or ``a/..`` named: the folder's own name and its parent
+    parent = out.parent
     for stale in parent.glob(f".{out.name}{STAGING}*"):  # left by an export killed outright (SIGKILL)
         shutil.rmtree(stale, ignore_errors=True)
-    stage = Path(tempfile.mkdtemp(prefix=f".{out.name}{STAGING}", dir=parent))
+    stage = _folder(prefix=f".{out.name}{STAGING}", parent=parent)
     try:
         written = _write_tables(db_path, stage, progress)
         files = sorted(str(path.relative_to(stage)) for path in stage.rglob("*") if path.is_file())
@@ -95,14 +96,33 @@ def _replace(stage: Path, out: Path) -> None:
         if not out.exists():
             os.rename(stage, out)
             return
-        aside = Path(tempfile.mkdtemp(prefix=f".{out.name}{STAGING}old-", dir=out.absolute().parent))
-        os.rename(out, aside / "export")
-        os.rename(stage, out)
+        aside = Path(tempfile.mkdtemp(prefix=f".{out.name}{STAGING}old-", dir=out.parent))
+        try:
+            os.rename(out, aside / "export")
+        except OSError:  # the earlier export cannot be moved (a folder nothing may write): left as it was
+            os.rmdir(aside)
+            raise
+        try:
+            os.rename(stage, out)
+        except OSError:  # the earlier export goes back where it was, and nothing is left beside it
+            os.rename(aside / "export", out)
+            os.rmdir(aside)
+            raise
     try:
         shutil.rmtree(aside, ignore_errors=True)
     finally:  # a stop during the removal: the earlier export is removed all the same before it goes on
         if aside.exists():
             shutil.rmtree(aside, ignore_errors=True)
+
+
+def _folder(prefix: str, parent: Path) -> Path:
+    """A new hidden folder in ``parent`` with the permissions the user's umask gives a folder (mkdtemp
+    makes it 0700: a published export would be readable by nobody else)."""
+    folder = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+    umask = os.umask(0)
+    os.umask(umask)
+    folder.chmod(0o777 & ~umask)
+    return folder
 
 
 @contextlib.contextmanager
@@ -158,6 +178,14 @@ def check_out(out: Path) -> Optional[str]:
     export holding only the files its marker lists."""
     if not out.is_dir():
         return f"--out {out}: not a folder" if os.path.lexists(out) else None
+    here, there = Path.cwd().resolve(), out.resolve()
+    if there == here or there in here.parents:  # replaced whole, it would take the shell's folder away
+        return f"--out {out}: the folder diag runs in, or one above it (name a folder of its own)"
+    try:  # a folder nothing may write into cannot be moved aside either (immutable, or not the user's)
+        os.close((probe := tempfile.mkstemp(prefix=".diag-write-test-", dir=out))[0])
+        os.unlink(probe[1])
+    except OSError as exc:
+        return f"--out {out}: the earlier export there cannot be replaced ({exc.strerror or exc})"
     found = {str(path.relative_to(out)) for path in out.rglob("*") if path.is_file() or path.is_symlink()}
     if not found:
         return None

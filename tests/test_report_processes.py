@@ -208,8 +208,8 @@ def test_a_command_imports_only_its_own_module():
         "print(sorted(m for m in sys.modules if m.startswith(('diag.cli.', 'diag.run.runner', 'diag.bisect'))))\n"
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
-    # the parameter types every command's options share, beside the group and the command's own module
-    assert done.stdout.strip() == "['diag.cli.common', 'diag.cli.params', 'diag.cli.reading']"
+    # the parameter types and the output rule every command shares, beside the group and the command's own module
+    assert done.stdout.strip() == "['diag.cli.common', 'diag.cli.outputs', 'diag.cli.params', 'diag.cli.reading']"
 
 
 def test_the_store_imports_sqlite_utils_without_numpy_which_imports_later_as_ever():

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 import click
 
 from diag import __version__, store
-from diag.cli import params
-from diag.config import DEFAULT_DB, DEFAULT_TIMEOUT_S
+from diag.cli import outputs, params
+from diag.config import DEFAULT_DB, DEFAULT_TIMEOUT_S, SQLITE_INTEGER_MAX
 from diag.contract import DTYPES, MODES, Config
 from diag.errors import DiagError
 
@@ -30,7 +30,7 @@ MAX_POSITIONS = 1 << 20  # any model's; each config is checked against its own m
 
 # Every id and count a command takes fits SQLite's INTEGER: a larger one is a one-line usage error,
 # never an OverflowError from the database.
-SQLITE_MAX = 2**63 - 1
+SQLITE_MAX = SQLITE_INTEGER_MAX
 RUN_ID = click.IntRange(1, SQLITE_MAX)
 
 
@@ -301,6 +301,9 @@ COMMAND_MODULES = {
 class LazyGroup(click.Group):
     """A group whose commands' modules are imported on first use (``COMMAND_MODULES``); reading
     ``commands`` imports them all, as help, the reference and the tests see every command."""
+
+    command_class = outputs.CheckedCommand  # every command's outputs checked against its inputs first
+    group_class = outputs.CheckedGroup
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self._loaded = False

@@ -61,11 +61,11 @@ OUTPUT_FILE = FilePath(output=True)
 
 
 class FolderPath(click.Path):
-    """A folder diag reads (``must_exist``) or writes into: what is there must be a directory."""
+    """A folder diag reads (``must_exist``) or writes into (``output``): what is there must be a directory."""
 
-    def __init__(self, must_exist: bool = False) -> None:
+    def __init__(self, must_exist: bool = False, output: bool = False) -> None:
         super().__init__(file_okay=False)
-        self.must_exist = must_exist
+        self.must_exist, self.output = must_exist, output
 
     def convert(self, value: Any, param: Optional[click.Parameter], ctx: Optional[click.Context]) -> Any:
         text = os.fspath(value)
@@ -80,7 +80,7 @@ class FolderPath(click.Path):
 
 
 INPUT_FOLDER = FolderPath(must_exist=True)
-OUTPUT_FOLDER = FolderPath()
+OUTPUT_FOLDER = FolderPath(output=True)
 
 
 class ShardParam(click.ParamType):
