@@ -8,6 +8,7 @@ from pathlib import Path
 PACKAGE_ROOT = Path(__file__).resolve().parent
 DEFAULT_DB = "diag.db"
 DEFAULT_TIMEOUT_S = 900.0
+SQLITE_INTEGER_MAX = 2**63 - 1  # the largest integer SQLite stores: ids, counts and totals beyond it are refused
 
 
 def cases_dir() -> Path:

@@ -90,3 +90,48 @@ def test_a_case_that_does_not_compile_is_not_counted(tmp_path):
     if run["instructions_method"] is not None:
         said = "not counted: the diagnosis found no compile that completes (fullgraph_error)"
         assert run["instructions_note"] == said
+
+
+def _fake_valgrind(tmp_path: Path, body: str) -> dict:
+    """A ``valgrind`` first on PATH that runs ``body`` (sh) in place of callgrind: the one stand-in,
+    for a valgrind that misbehaves, which the real one does not do on demand. Skips on a host whose
+    CPU counter is the method (callgrind is then never started)."""
+    from diag.probe import compat
+
+    if compat.instruction_counter()[0]:
+        pytest.skip("this host counts with the CPU's counter: callgrind is never started")
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    fake = folder / "valgrind"
+    fake.write_text("#!/bin/sh\n" + body)
+    fake.chmod(0o755)
+    return {"PATH": f"{folder}:{os.environ['PATH']}", "DIAG_PROBE_PARENT": "0"}
+
+
+@pytest.mark.slow
+def test_a_valgrind_that_exits_at_once_is_said_with_its_own_words(tmp_path):
+    """valgrind refusing to start: the count pass's exit and valgrind's message are the note; the
+    supervisor never dies on a child it cannot wait for, and the run is stored as it ran."""
+    env = _fake_valgrind(tmp_path, 'echo "valgrind: Unknown option: --collect-atstart=no" >&2\nexit 1\n')
+    _, run = _counted_run(tmp_path, env_extra=env)
+    assert run["instructions_method"] == "callgrind"
+    assert run["status"] == "pass" and run["compile_instructions"] is None
+    note = run["instructions_note"]
+    assert "exited with code 1" in note and "Unknown option: --collect-atstart=no" in note, note
+    written = "".join(p.read_text(errors="replace") for p in Path(run["artifacts_dir"]).glob("*.txt"))
+    assert "ChildProcessError" not in written
+
+
+@pytest.mark.slow
+def test_a_callgrind_total_beyond_what_sqlite_holds_is_said_and_the_run_stored(tmp_path):
+    """A total of 10^23 (a damaged or foreign callgrind file): no count, a note, the run stored, the
+    matrix goes on."""
+    body = (
+        'out=""\nfor arg in "$@"; do case "$arg" in --callgrind-out-file=*) out="${arg#*=}";; esac; done\n'
+        'while [ "${1#--}" != "$1" ]; do shift; done\n'
+        '"$@"; code=$?\nprintf "events: Ir\\ntotals: 100000000000000000000000\\n" > "$out"\nexit $code\n'
+    )
+    _, run = _counted_run(tmp_path, env_extra=_fake_valgrind(tmp_path, body))
+    assert run["instructions_method"] == "callgrind"
+    assert run["status"] == "pass" and run["compile_instructions"] is None
+    assert "100000000000000000000000 instructions, which is no count" in run["instructions_note"]

@@ -201,25 +201,39 @@ def _start(argv: list[str], run_dir: Path, name: str, quiet_trace: bool, under: 
     if quiet_trace:
         env.pop("TORCH_TRACE", None)
     with open(run_dir / f"{name}.stdout.txt", "wb") as out, open(run_dir / f"{name}.stderr.txt", "wb") as err:
-        return subprocess.Popen(
+        process = subprocess.Popen(
             [*(under or []), sys.executable, "-m", "diag.probe", *argv],
             stdout=out,
             stderr=err,
             stdin=subprocess.DEVNULL,
             env=env,
-        ).pid
+        )
+    # Kept until waited on: a Popen collected while its process has already exited (valgrind refusing
+    # its arguments at once) reaps it itself, and the pid's wait would find no child.
+    _STARTED[process.pid] = process
+    return process.pid
+
+
+_STARTED: dict[int, subprocess.Popen] = {}
 
 
 def _wait(pid: int, timeout_s: float) -> tuple[Optional[int], Optional[int], bool]:
     """(exit code, signal, timed out) of child ``pid``, killing it and its workers at the deadline."""
     deadline = time.monotonic() + timeout_s
+    started = _STARTED.pop(pid, None)
     while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
+        if started is not None and started.poll() is not None:
+            code = started.returncode
+            return (None, -code, False) if code < 0 else (code, None, False)
+        done, status = (0, 0) if started is not None else os.waitpid(pid, os.WNOHANG)
         if done:
             break
         if time.monotonic() > deadline:
             _kill(_children_of({pid}) | {pid})
-            os.waitpid(pid, 0)
+            if started is not None:
+                started.wait()
+            else:
+                os.waitpid(pid, 0)
             return None, None, True
         time.sleep(POLL_S)
     if os.WIFSIGNALED(status):
@@ -355,8 +369,11 @@ def count_pass(spec: str, run_dir: Path, timeout_s: float, log: records.Writer) 
     run_pass("count", argv, run_dir, timeout_s * COUNT_PASS_LIMIT, log, under=instructions.valgrind_argv(run_dir))
     total = instructions.callgrind_total(run_dir / instructions.CALLGRIND_FILE)
     found, _ = records.read(out)
-    if records.first(found, records.INSTRUCTIONS) is None:
-        return  # the pass failed before its count: its own records, or its exit, say how
+    if records.first(found, records.INSTRUCTIONS) is None:  # the pass failed before its count (valgrind
+        # refused to start it, say): its own records, or its exit, say how; this one says by which method
+        with records.Writer(out) as results:
+            results.write(records.INSTRUCTIONS, method=how, count=None, counts=[], note=None)
+        return
     with records.Writer(out) as results:
         note = None if total is not None else "valgrind wrote no total (it ended before the process did)"
         results.write(records.INSTRUCTIONS, method=how, count=total, counts=[] if total is None else [total], note=note)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any, Optional
 
+from diag.config import SQLITE_INTEGER_MAX
 from diag.contract import records
 from diag.run.rundir import PassOutcome, probe_failure
 from diag.verdicts import noise
@@ -90,6 +91,13 @@ def instruction_columns(count: Optional[PassOutcome]) -> dict[str, Any]:
     method = next((r["method"] for r in reversed(found) if r.get("method")), None)
     number = next((r["count"] for r in reversed(found) if r.get("count") is not None), None)
     note = None
+    if number is not None and not 0 <= number <= SQLITE_INTEGER_MAX:  # what the pass wrote is read, not trusted
+        return {
+            "compile_instructions": None,
+            "instructions_method": method,
+            "instructions_note": f"the count pass gave {str(number)[:40]} instructions, which is no count "
+            f"(beyond 0 to 2^63-1, what the DB holds)",
+        }
     if number is None:
         error = count.first(records.TIMING_ERROR) or count.first(records.RESULT)
         said = next((r["note"] for r in reversed(found) if r.get("note")), None)
@@ -99,7 +107,10 @@ def instruction_columns(count: Optional[PassOutcome]) -> dict[str, Any]:
             said = f"the count pass exceeded its time limit after {count.duration_s:.0f}s"
         elif said is None and count.signal:
             said = f"the count pass was killed by signal {count.signal}"
-        note = said or f"the count pass exited with code {count.returncode} without a count"
+        last = next((line.strip() for line in reversed(count.stderr_tail.splitlines()) if line.strip()), "")
+        note = said or f"the count pass exited with code {count.returncode} without a count" + (
+            f": {last[:300]}" if last else ""
+        )
     return {"compile_instructions": number, "instructions_method": method, "instructions_note": note}
 
 
