@@ -129,3 +129,37 @@ def test_a_killed_orchestrator_takes_the_parent_and_its_runs_with_it(tmp_path):
     while _processes_of(str(tmp_path)) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert _processes_of(str(tmp_path)) == []
+
+
+def test_a_parent_stopped_by_its_case_is_killed_and_every_finished_run_is_stored(tmp_path):
+    """The case SIGSTOPs the parent it was forked from: it can neither report the run (which passed)
+    nor fork the next. Within the answer limit the parent is killed, the run is read from /proc and
+    stored as it ended, the next runs are processes of their own, and nothing is left behind."""
+    db = tmp_path / "s.db"
+    marker = tmp_path / "stopped-parent"
+    done = diag(
+        "run",
+        "--case",
+        str(TEST_CASES / "stops_parent.py"),
+        "--case",
+        "append_last",
+        *small(),
+        "--repeat",
+        "2",
+        "--timeout",
+        "300",
+        "--db",
+        str(db),
+        "--json",
+        cwd=tmp_path,
+        timeout=600,
+        env_extra={"DIAG_TEST_STOP_MARKER": str(marker)},
+    )
+    assert marker.exists(), "the case never found its parent"
+    stored = json.loads(done.stdout)
+    assert len(stored) == 4 and {r["status"] for r in stored} == {"pass"}, [(r["case"], r["status"]) for r in stored]
+    details = [launch["detail"] for launch in _launches(db)]
+    assert any("did not report run" in detail for detail in details), details
+    stopped = int(marker.read_text())
+    assert not os.path.exists(f"/proc/{stopped}") or open(f"/proc/{stopped}/stat").read().split()[2] in "ZX"
+    assert _processes_of(str(tmp_path)) == []

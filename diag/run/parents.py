@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import tempfile
 import threading
@@ -39,24 +40,77 @@ class ParentGone(Exception):
     """The parent ended (or never started): the run goes to a process of its own."""
 
 
+POLL_S = 0.5
+# How long a parent may take to answer what it can answer at once (fork a run, reap one that ended)
+# before it is taken as wedged (stopped by SIGSTOP, say), killed, and its runs read from /proc.
+ANSWER_LIMIT_S = 10.0
+
+
+def process_state(pid: int) -> Optional[tuple[str, Optional[int]]]:
+    """``pid``'s state letter (R, S, T for stopped, Z for ended and not reaped, ...) and, once it
+    ended, its exit code as ``subprocess`` gives one (negative: the signal), from /proc; None where
+    no such process is (or no /proc)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(b")") + 2 :].split()
+    state = fields[0].decode()
+    if state not in ("Z", "X") or len(fields) < 50:  # exit_code is the stat's 52nd field (Linux 3.5)
+        return state, None
+    status = int(fields[49])
+    return state, -(status & 0x7F) if status & 0x7F else (status >> 8) & 0xFF
+
+
 class ForkedRun:
     """A run a parent forked, as the tracker and spawn.watch see a Popen: its pid (the leader of
-    its own session), and its exit code once the parent reaped it (negative: the signal)."""
+    its own session), and its exit code once the parent reaped it (negative: the signal).
 
-    def __init__(self) -> None:
+    Its waits never depend on the parent alone: a run that ended and that its parent did not report
+    within ANSWER_LIMIT_S (a stopped parent cannot) is read from /proc, and the parent is killed."""
+
+    def __init__(self, parent: Optional[ProbeParent] = None) -> None:
         self._ended = threading.Event()
         self.forked = threading.Event()  # set once the parent says its pid, or ended without forking it
         self.pid = 0
         self.returncode: Optional[int] = None
+        self._parent = parent
+        self._seen_ended: Optional[float] = None  # when /proc first showed it ended, unreported
+        self._exit_code: Optional[int] = None
 
     def ended(self, returncode: Optional[int]) -> None:
-        self.returncode = returncode
-        self._ended.set()
+        if not self._ended.is_set():
+            self.returncode = returncode
+            self._ended.set()
 
     def wait(self, timeout: Optional[float] = None) -> Optional[int]:
-        if not self._ended.wait(timeout):
-            raise subprocess.TimeoutExpired(f"run {self.pid}", timeout or 0)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self._ended.wait(POLL_S if deadline is None else max(0.0, min(POLL_S, deadline - time.monotonic()))):
+            self._look()
+            if self._ended.is_set():
+                break
+            if deadline is not None and time.monotonic() >= deadline:
+                raise subprocess.TimeoutExpired(f"run {self.pid}", timeout or 0)
         return self.returncode
+
+    def _look(self) -> None:
+        """The run as /proc shows it: ended long enough ago that its parent should have said so, the
+        parent is wedged, and the run's own exit code (or, gone without one, a kill) is taken."""
+        if not self.pid:
+            return
+        state = process_state(self.pid)
+        if state is not None and state[0] not in ("Z", "X"):
+            return
+        if state is not None and state[1] is not None:
+            self._exit_code = state[1]
+        now = time.monotonic()
+        self._seen_ended = self._seen_ended or now
+        if now - self._seen_ended < ANSWER_LIMIT_S:
+            return
+        code = self._exit_code if self._exit_code is not None else -9
+        if self._parent is not None:
+            self._parent.abandon(self, f"the probe parent did not report run {self.pid} that ended")
+        self.ended(code)
 
 
 class ProbeParent:
@@ -143,9 +197,25 @@ class ProbeParent:
             return ""
         return lines[-1][:300] if lines else ""
 
+    def wedged(self) -> bool:
+        """The parent is stopped (SIGSTOP, a debugger): it can neither fork nor reap."""
+        state = process_state(self.process.pid)
+        return state is not None and state[0] in ("T", "t")
+
+    def abandon(self, run: ForkedRun, why: str) -> None:
+        """The parent failed to answer for ``run``: it is killed (its other runs live on in sessions
+        of their own, each read from /proc by its own wait) and later runs go to processes of their own."""
+        with self._lock:
+            self._live.pop(run.pid, None)
+            self.gone = self.gone or f"{why} (stopped or wedged: killed)"
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
     def fork(self, request: dict[str, Any]) -> ForkedRun:
         """Ask for one run; the run once the parent has forked it. ParentGone where it cannot."""
-        run = ForkedRun()
+        run = ForkedRun(self)
         with self._lock:
             if self.gone:
                 raise ParentGone(self.gone)
@@ -159,7 +229,12 @@ class ProbeParent:
             except (OSError, ValueError) as exc:
                 self._forking.pop(self._next_id, None)
                 raise ParentGone(f"the probe parent stopped reading ({exc})") from exc
-        run.forked.wait()
+        waited = 0.0
+        while not run.forked.wait(POLL_S):
+            waited = waited + POLL_S if self.wedged() else 0.0
+            if waited >= ANSWER_LIMIT_S:
+                self.abandon(run, "the probe parent did not fork a run")
+                raise ParentGone(self.gone or "the probe parent stopped")
         if not run.pid:
             raise ParentGone(self.gone or "the probe parent ended")
         return run
