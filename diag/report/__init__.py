@@ -213,8 +213,9 @@ def _run_pages(
                     "timing_stats": [run_page.in_ms(t) for t in run["timings"]],
                     "artifacts": run_page.listing(run, out_dir),
                     "ci": run_page.ci_link(run),
+                    "profile": why.profile_of(run),
                     "profile_groups": why.groups_of_run(run),
-                    "kernel_text": why.kernel_text(why.profile_of(run).get("kernels") or {}),
+                    "kernel_text": why.kernel_text(why.profile_of(run)["kernels"]) if why.profile_of(run) else "",
                     "refusals": why.refusal_lines(why.profile_of(run).get("refused") or {}),
                 }
             )

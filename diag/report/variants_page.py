@@ -6,7 +6,6 @@ bar."""
 
 from __future__ import annotations
 
-import json
 from typing import Any, Optional
 
 from diag import build, store
@@ -58,7 +57,8 @@ def _race_row(race: dict[str, Any]) -> dict[str, Any]:
     shown["config"] = rows.config_label(race)
     message = (race.get("error_message") or "").strip().splitlines()
     shown["error_line"] = message[0][:300] if message else None
-    shown["breakdown"] = json.loads(race["profile"]) if race.get("profile") else None
+    stored = why.stored_breakdown(race.get("profile"))
+    shown["breakdown"] = stored.as_dict() if stored is not None else None
     if shown["breakdown"] and shown["breakdown"].get("groups"):
         # every page's bars in one order of groups, so that a group has one colour on all of them
         order = {name: index for index, name in enumerate([*(name for name, _ in why.GROUPS), why.OTHER])}

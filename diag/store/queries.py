@@ -16,6 +16,24 @@ from diag.store.connection import StoreError, connect, dict_rows
 from diag.store.schema import CHILD_TABLES, row_columns
 
 
+def _numbers_only(db: sqlite_utils.Database | sqlite3.Connection, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``rows`` of runs with each value of a numeric column that is no number (SQLite keeps text in an
+    INTEGER column: a DB written by another program, or edited) read as None, so that what reads a
+    count or a time says it is missing instead of failing on it."""
+    conn = db.conn if isinstance(db, sqlite_utils.Database) else db
+    numeric = {
+        name
+        for _, name, declared, *_ in conn.execute("PRAGMA table_info(runs)").fetchall()
+        if any(kind in (declared or "").upper() for kind in ("INT", "REAL", "FLOA", "DOUB"))
+    } - {"id", "torch_build_id"}
+    for row in rows:
+        for name in numeric & row.keys():
+            value = row[name]
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+                row[name] = None
+    return rows
+
+
 def get_run(db: sqlite_utils.Database, run_id: int) -> Optional[dict[str, Any]]:
     """A run with its build, child rows and decoded JSON fields; None when there is no such run."""
     return next(iter(full_runs(db, [run_id])), None)
@@ -23,15 +41,18 @@ def get_run(db: sqlite_utils.Database, run_id: int) -> Optional[dict[str, Any]]:
 
 def recent_runs(db: sqlite_utils.Database, limit: int = 20, case: Optional[str] = None) -> list[dict[str, Any]]:
     where, params = ('WHERE runs."case" = ?', [case]) if case else ("", [])
-    return list(
-        db.query(
-            f"SELECT runs.id, {row_columns('runs.')}, runs.status, runs.graph_break_count, runs.recompile_count, "
-            "runs.hidden_error_count, runs.compile_s, runs.eager_ms_per_token, runs.compiled_ms_per_token, "
-            "runs.timing_noisy, runs.timing_note, "
-            f"runs.started_at, b.version AS torch_version FROM runs JOIN torch_builds b ON b.id = runs.torch_build_id "
-            f"{where} ORDER BY runs.id DESC LIMIT ?",
-            [*params, limit],
-        )
+    return _numbers_only(
+        db,
+        list(
+            db.query(
+                f"SELECT runs.id, {row_columns('runs.')}, runs.status, runs.graph_break_count, runs.recompile_count, "
+                "runs.hidden_error_count, runs.compile_s, runs.eager_ms_per_token, runs.compiled_ms_per_token, "
+                "runs.timing_noisy, runs.timing_note, runs.started_at, b.version AS torch_version "
+                f"FROM runs JOIN torch_builds b ON b.id = runs.torch_build_id "
+                f"{where} ORDER BY runs.id DESC LIMIT ?",
+                [*params, limit],
+            )
+        ),
     )
 
 
@@ -107,11 +128,12 @@ def report_runs(db: sqlite_utils.Database, build_ids: Optional[Iterable[int]] = 
     """The columns the report's matrix and charts need, for every run (of the builds ``build_ids``,
     where given), oldest first (error messages cut short)."""
     columns = ", ".join(f'"{c}"' for c in REPORT_COLUMNS)
-    return dict_rows(
+    found = dict_rows(
         db.conn,
         f"SELECT {columns}, substr(error_message, 1, {REPORT_MESSAGE_CHARS}) AS error_message FROM runs"
         f"{of_builds('torch_build_id', build_ids)} ORDER BY id",
     )
+    return _numbers_only(db, found)
 
 
 def of_builds(column: str, build_ids: Optional[Iterable[int]]) -> str:
@@ -247,11 +269,12 @@ def full_runs(db: sqlite_utils.Database, run_ids: Iterable[int]) -> Iterable[dic
                 batch,
             )
         }
+        _numbers_only(db, list(runs.values()))
         for run in runs.values():
             for table in CHILD_TABLES:
                 run[table] = []
             for name in ("config", "capabilities", "counters", "extra"):
-                run[name] = json.loads(run[name]) if run.get(name) else None
+                run[name] = _json_object(run.get(name))
         for table in CHILD_TABLES:
             for row in db.query(f'SELECT * FROM "{table}" WHERE run_id IN ({marks}) ORDER BY id', batch):
                 for name in ("samples", "summary", "extra"):
@@ -259,6 +282,16 @@ def full_runs(db: sqlite_utils.Database, run_ids: Iterable[int]) -> Iterable[dic
                         row[name] = json.loads(row[name])
                 runs[row["run_id"]][table].append(row)
         yield from (runs[i] for i in batch if i in runs)
+
+
+def _json_object(text: Optional[str]) -> Optional[dict[str, Any]]:
+    """A JSON-object column as read: None where it is empty, or holds what is no JSON object (a DB
+    written by another diag, or edited): its readers say it is missing, never fail on it."""
+    try:
+        found = json.loads(text) if text else None
+    except ValueError:
+        return None
+    return found if isinstance(found, dict) else None
 
 
 def folded_total(db: sqlite_utils.Database) -> int:

@@ -13,6 +13,7 @@ the rest is printed as unexplained: the profiler's own cost per op, and rows too
 
 from __future__ import annotations
 
+import json
 import random
 import re
 import statistics
@@ -231,9 +232,78 @@ def explain(
 
 
 def profile_of(run: dict[str, Any]) -> dict[str, Any]:
-    """What diag run --profile kept of a run (``summary``, in its ``extra``); empty where it was not
-    profiled."""
-    return (run.get("extra") or {}).get("profile") or {}
+    """What diag run --profile kept of a run (``summary``, in its ``extra``), each field in the shape
+    its readers take: a field of another shape (a DB written by another diag, or edited) is left out,
+    never passed on to fail a page or a line; empty where the run was not profiled."""
+    extra = run.get("extra")
+    stored = extra.get("profile") if isinstance(extra, dict) else None
+    if not isinstance(stored, dict):
+        return {}
+    number = (int, float)
+    ops_ms = [
+        {str(op): float(ms) for op, ms in generation.items() if isinstance(ms, number) and not isinstance(ms, bool)}
+        for generation in _listed(stored.get("ops_ms"))
+        if isinstance(generation, dict)
+    ]
+    refused = {
+        str(kernel): {str(said): int(calls) for said, calls in reasons.items() if isinstance(calls, int)}
+        for kernel, reasons in _mapping(stored.get("refused")).items()
+        if isinstance(reasons, dict)
+    }
+    return {
+        "trace": stored["trace"] if isinstance(stored.get("trace"), str) else None,
+        "top": [op for op in _listed(stored.get("top")) if isinstance(op, dict) and isinstance(op.get("op"), str)],
+        "seconds": stored["seconds"] if isinstance(stored.get("seconds"), number) else None,
+        "ops_ms": ops_ms,
+        "kernels": {str(k): float(n) for k, n in _mapping(stored.get("kernels")).items() if isinstance(n, number)},
+        "refused": refused,
+        "device_time": stored.get("device_time") is True,
+    }
+
+
+def stored_breakdown(text: Optional[str]) -> Optional[Breakdown]:
+    """A race's stored breakdown (``Breakdown.as_dict``, as JSON) read back; None where there is none,
+    or it is not of that shape (a DB written by another diag, or edited): pages and lines then say
+    the race was not broken down, never fail on it."""
+    try:
+        stored = json.loads(text) if text else None
+        if not isinstance(stored, dict):
+            return None
+        measured = stored.get("measured_ms")
+        found = Breakdown(
+            str(stored["baseline"]),
+            str(stored["case"]),
+            int(stored["rounds"]),
+            bool(stored["device"]),
+            groups=[Row(**row) for row in _listed(stored.get("groups"))],
+            ops=[Row(**row) for row in _listed(stored.get("ops"))],
+            measured_ms=None if measured is None else float(measured),
+            explained_ms=float(stored.get("explained_ms") or 0.0),
+            note=None if stored.get("note") is None else str(stored["note"]),
+            paired=bool(stored.get("paired", True)),
+        )
+        found.kernels = {
+            str(c): {str(k): float(n) for k, n in ran.items()} for c, ran in _mapping(stored.get("kernels")).items()
+        }
+        found.refused = {
+            str(c): {str(k): {str(why): int(n) for why, n in said.items()} for k, said in by_kernel.items()}
+            for c, by_kernel in _mapping(stored.get("refused")).items()
+        }
+        for row in found.groups + found.ops:
+            row.name, row.explains = str(row.name), bool(row.explains)
+            row.ms_case, row.ms_baseline, row.diff_ms = float(row.ms_case), float(row.ms_baseline), float(row.diff_ms)
+            row.low, row.high, row.share = (None if v is None else float(v) for v in (row.low, row.high, row.share))
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return None
+    return found
+
+
+def _listed(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _mapping(value: Any) -> dict[Any, Any]:
+    return value if isinstance(value, dict) else {}
 
 
 def summary(attributed: list[dict[str, Any]], device: bool, refused: Optional[dict[str, Any]] = None) -> dict[str, Any]:

@@ -1,0 +1,106 @@
+"""Every reader of a stored artifact (a run's profile and run directory, a race's breakdown) takes its
+absence or another shape: the line or page says what is missing, never a traceback. A history merged
+from other machines has no run directories; a DB written by another diag, or edited, may hold any
+JSON. Real SQLite files and the real command line."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+from conftest import diag_here
+from test_race import _stored_race
+
+# What diag run --profile stores (why.summary, with the trace and the top ops), as one real run kept it.
+PROFILE = {
+    "trace": "profile.trace.json.gz",
+    "top": [{"op": "aten::mm", "calls": 120, "self_cpu_us": 1144.4, "self_device_us": 0.0}],
+    "seconds": 0.855,
+    "ops_ms": [{"aten::mm": 0.0512, "Pregraph bytecode": 0.011}, {"aten::mm": 0.0498, "Pregraph bytecode": 0.0097}],
+    "kernels": {"CPU flash": 2.0},
+    "refused": {},
+    "device_time": False,
+}
+SHAPES = {
+    "as stored": PROFILE,
+    "text": "x",
+    "fields of other types": {
+        "top": "x",
+        "ops_ms": {"a": 1},
+        "kernels": [1],
+        "refused": "x",
+        "trace": 5,
+        "seconds": "s",
+    },
+    "items of other types": {
+        "ops_ms": [{"a": "x"}, 3],
+        "top": [{"op": 1}, 2],
+        "kernels": {"k": "x"},
+        "refused": {"flash": {"why": "x"}},
+        "device_time": "yes",
+    },
+}
+
+
+def _set_extra(db: Path, extra) -> None:
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE runs SET extra = ?", (json.dumps(extra),))
+    conn.close()
+
+
+def _ok(folder: Path, *args: str) -> str:
+    done = diag_here(*args, cwd=folder)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    return done.stdout
+
+
+@pytest.mark.parametrize("shape", list(SHAPES), ids=list(SHAPES))
+def test_a_profile_of_any_shape_and_no_run_directory_is_read_by_every_surface(copied_db, shape):
+    folder = copied_db.parent
+    _set_extra(copied_db, {"profile": SHAPES[shape]})
+    shown = _ok(folder, "show", "1", "--db", "copy.db")
+    _ok(folder, "show", "1", "--db", "copy.db", "--json")
+    _ok(folder, "runs", "--db", "copy.db")
+    _ok(folder, "compare", "1", "2", "--db", "copy.db", "--profile")
+    _ok(folder, "report", "--db", "copy.db", "--out", "site")
+    pages = "".join(page.read_text() for page in (folder / "site").rglob("*.html"))
+    if shape == "as stored":  # the recorded runs' directories are not beside this copy of their DB
+        assert "compiled step by op group" in shown
+        assert "profile.trace.json.gz: the trace is not next to the database" in pages
+
+
+def test_an_extra_that_is_no_object_is_read_by_every_surface(copied_db):
+    _set_extra(copied_db, [1, 2])
+    folder = copied_db.parent
+    for args in (["show", "1"], ["compare", "1", "2", "--profile"], ["report", "--out", "site"]):
+        _ok(folder, *args, "--db", "copy.db")
+
+
+@pytest.mark.parametrize(
+    "stored",
+    ["not json", json.dumps([1]), json.dumps({"groups": "x"}), json.dumps({"baseline": "a", "case": "b"})],
+    ids=["text", "list", "groups-text", "fields-missing"],
+)
+def test_a_race_breakdown_of_another_shape_is_left_out_of_the_variants_page(tmp_path, stored):
+    db = tmp_path / "r.db"
+    _stored_race(db, "2.13.0", 0.05, 6)
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE races SET profile = ?", (stored,))
+    conn.close()
+    _ok(tmp_path, "report", "--db", "r.db", "--out", "site")
+    assert (tmp_path / "site" / "variants.html").exists()
+
+
+@pytest.mark.parametrize("column", ["compile_instructions", "compile_s", "eager_ms_per_token", "graph_break_count"])
+def test_a_count_or_time_stored_as_text_is_read_as_missing(copied_db, column):
+    """SQLite keeps text in an INTEGER or REAL column: every surface reads it as no figure."""
+    with sqlite3.connect(copied_db) as conn:
+        conn.execute(f"UPDATE runs SET {column} = 'abc', instructions_method = 'callgrind'")
+    conn.close()
+    folder = copied_db.parent
+    for args in (["show", "1"], ["show", "1", "--json"], ["runs"], ["compare", "1", "2"], ["report", "--out", "site"]):
+        _ok(folder, *args, "--db", "copy.db")
+    check = diag_here("check", "--db", "copy.db", cwd=folder)
+    assert "Traceback" not in check.stderr and check.returncode in (0, 1, 3), check.stderr
