@@ -359,3 +359,55 @@ def test_a_wheel_whose_sha256_is_not_the_indexs_is_refused(index, tmp_path):
     assert list(wheels.cache_dir().iterdir()) == []
     right = wheels.Wheel(made[1].name, f"{url}/{made[1].name}", "index", wheels.sha256_of(made[1]))
     assert wheels.fetch(right)[1] == wheels.sha256_of(made[1])
+
+
+def _damage_a_member(path) -> None:
+    """One byte of the METADATA member's data changed: the archive still opens, the member's CRC fails."""
+    data = bytearray(path.read_bytes())
+    at = data.index(b"Name: torch")
+    data[at] ^= 0x20
+    path.write_bytes(bytes(data))
+
+
+def test_a_cached_wheel_damaged_since_it_was_fetched_is_fetched_again(index):
+    """A dated nightly past the listing (a direct URL: no sha256 from the index): the cache keeps the
+    sha256 it had when fetched whole, so a member damaged later is found and the wheel fetched again,
+    never handed to pip (whose error was a bare 'ERROR: Exception:')."""
+    url, made = index
+    path, digest = wheels.fetch(envs.find_wheel(_request("2.14.0.dev20260101", url)))
+    _damage_a_member(path)
+    again = envs.find_wheel(_request("2.14.0.dev20260101", url))
+    assert again.origin == "direct URL" and not path.exists()
+    refetched, digest_again = wheels.fetch(again)
+    assert digest_again == digest == wheels.sha256_of(refetched)
+    assert envs.find_wheel(_request("2.14.0.dev20260101", url)).origin == "wheel cache"
+
+
+def test_a_wheel_an_older_diag_cached_has_its_members_checked_once(index):
+    url, made = index
+    wheels.cache_dir().mkdir(parents=True)
+    kept = wheels.cache_dir() / made[1].name
+    shutil.copy(made[1], kept)
+    _damage_a_member(kept)
+    found = envs.find_wheel(_request("2.14.0.dev20260101", url))
+    assert found.origin == "direct URL" and not kept.exists()
+    path, digest = wheels.fetch(found)
+    assert path == kept and digest == wheels.sha256_of(made[1])
+
+
+def test_a_fifo_in_the_wheel_cache_or_a_find_links_folder_is_passed_over(index, tmp_path):
+    """A FIFO named like the wheel (left by a tool, or made on purpose): never opened, which would
+    block; the wheel is found at the index and fetched over it."""
+    import os
+
+    url, made = index
+    wheels.cache_dir().mkdir(parents=True)
+    os.mkfifo(wheels.cache_dir() / made[1].name)
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    os.mkfifo(folder / made[3].name)
+    found = envs.find_wheel(_request("2.14.0.dev20260101", url, find_links=(str(folder),)))
+    assert found.origin == "direct URL"
+    path, digest = wheels.fetch(found)
+    assert path.is_file() and digest == wheels.sha256_of(made[1])
+    assert envs.find_wheel(_request("2.14.0.dev20260103", url, find_links=(str(folder),))).origin == "direct URL"

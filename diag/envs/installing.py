@@ -97,6 +97,7 @@ def find_wheel(request: Request) -> wheels.Wheel:
             return _given_wheel(spec)
         tags = wheels.supported_tags(request.python)
         found, preference, places, unlisted_why = _candidates(request, wanted, tags)
+        found = _whole(found)
         if wanted.kind == "nightly_date":
             if found:
                 return min(found, key=preference)
@@ -114,6 +115,12 @@ def find_wheel(request: Request) -> wheels.Wheel:
         return max(found, key=lambda w: (Version.parse(w.version).key(), -preference(w)))
     except wheels.WheelError as exc:
         raise EnvError(f"torch spec {spec!r}: {exc}") from exc
+
+
+def _whole(found: list[wheels.Wheel]) -> list[wheels.Wheel]:
+    """``found`` less the cached wheels that are no longer what was fetched (each checked by its
+    sha256; a damaged one is removed from the cache, so the index or its URL serves it again)."""
+    return [w for w in found if w.origin != "wheel cache" or wheels.still_whole(Path(w.location), w.sha256)]
 
 
 def _candidates(request: Request, wanted: Spec, tags: list[str]):

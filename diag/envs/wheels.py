@@ -89,7 +89,7 @@ def cached_wheels() -> list[Wheel]:
         if _not_whole(Path(wheel.location), False) is None:
             found.append(wheel)
         else:
-            Path(wheel.location).unlink(missing_ok=True)
+            _drop(Path(wheel.location))
     return found
 
 
@@ -131,8 +131,8 @@ def supported_tags(python: str) -> list[str]:
 def local_wheels(folders: Iterable[Path], origin: str) -> list[Wheel]:
     found = []
     for folder in folders:
-        if folder.is_dir():
-            found += [Wheel(p.name, str(p), origin) for p in sorted(folder.glob("torch-*.whl"))]
+        if folder.is_dir():  # a regular file only: opening a FIFO named like a wheel would block
+            found += [Wheel(p.name, str(p), origin) for p in sorted(folder.glob("torch-*.whl")) if p.is_file()]
     return found
 
 
@@ -219,12 +219,9 @@ def fetch(wheel: Wheel) -> tuple[Path, str]:
     folder = cache_dir()
     folder.mkdir(parents=True, exist_ok=True)
     target = folder / wheel.filename
-    if target.is_file():
-        digest = sha256_of(target)
-        if _not_whole(target, False, digest, wheel.sha256) is None:
-            os.utime(target)
-            return target, digest
-        target.unlink()  # a cached file that is no whole wheel (an older diag kept it): fetched again
+    if target.is_file() and still_whole(target, wheel.sha256):
+        os.utime(target)
+        return target, sha256_of(target)
     partial = target.with_name(f".{target.name}.{os.getpid()}.part")
     hashed = hashlib.sha256()
     try:
@@ -236,12 +233,43 @@ def fetch(wheel: Wheel) -> tuple[Path, str]:
         if why is not None:
             raise WheelError(f"{wheel.location} did not serve a wheel: {why}; nothing was kept")
         os.replace(partial, target)
+        _recorded(target).write_text(hashed.hexdigest() + "\n", encoding="ascii")
     except (OSError, ValueError) as exc:
         raise WheelError(f"downloading {wheel.location} failed: {exc}") from exc
     finally:
         partial.unlink(missing_ok=True)
     evict(keep=target)
     return target, hashed.hexdigest()
+
+
+def _recorded(path: Path) -> Path:
+    """Beside a cached wheel, the sha256 it had when it was downloaded whole (every member checked)."""
+    return path.with_name(path.name + ".sha256")
+
+
+def still_whole(path: Path, expected: Optional[str] = None) -> bool:
+    """Is the cached wheel at ``path`` what was downloaded? Its sha256 is the one recorded then (and
+    the index's, where it gave one); one an older diag cached, with none recorded, has every member
+    checked once and its sha256 recorded. One that is not is removed, to be fetched again."""
+    digest = sha256_of(path)
+    try:
+        recorded: Optional[str] = _recorded(path).read_text(encoding="ascii").strip()
+    except (OSError, UnicodeDecodeError):
+        recorded = None
+    if recorded is not None:
+        whole = recorded == digest and (not expected or digest == expected)
+    else:
+        whole = _not_whole(path, True, digest, expected) is None
+        if whole:
+            _recorded(path).write_text(digest + "\n", encoding="ascii")
+    if not whole:
+        _drop(path)
+    return whole
+
+
+def _drop(path: Path) -> None:
+    path.unlink(missing_ok=True)
+    _recorded(path).unlink(missing_ok=True)
 
 
 def _not_whole(
@@ -276,6 +304,6 @@ def evict(keep: Optional[Path] = None, limit_mb: Optional[float] = None) -> list
         if keep is not None and path == keep:
             continue
         total -= path.stat().st_size
-        path.unlink(missing_ok=True)
+        _drop(path)
         removed.append(path)
     return removed
