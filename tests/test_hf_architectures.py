@@ -30,28 +30,6 @@ def test_a_model_type_that_is_no_name_is_refused_in_one_line(tmp_path):
 
 
 @pytest.mark.slow
-def test_an_architecture_the_installed_transformers_lacks_is_a_broken_case_not_a_compiler_finding(tmp_path):
-    db = tmp_path / "h.db"
-    done = diag(
-        "run",
-        "--case",
-        "hf:no_such_architecture",
-        "--backend",
-        "eager",
-        "--fullgraph",
-        "--no-timing",
-        "--new-tokens",
-        "3",
-        "--db",
-        str(db),
-        "--json",
-        cwd=tmp_path,
-    )
-    run = show(db, json.loads(done.stdout)[0]["id"], tmp_path)
-    assert run["status"] == "eager_error" and "no_such_architecture" in run["error_message"]
-
-
-@pytest.mark.slow
 def test_llama_through_generate_with_a_static_cache_and_the_architecture_page(tmp_path):
     db = tmp_path / "h.db"
     done = diag(
@@ -333,3 +311,19 @@ def test_the_static_cache_trial_leaves_the_model_the_compiled_generation_traces_
     assert hf.static_cache_refused(make, prompt, torch.ones_like(prompt)) is None
     assert attention_types(model) == before
     assert "original_full" in attention_types(made[-1]).values()  # the trial's own model switched
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "case, hint", [("hf:nope_arch", "(hf:all runs every one)"), ("hf:ALL", "did you mean hf:all?")], ids=["nope", "ALL"]
+)
+def test_an_architecture_the_transformers_lacks_is_refused_before_any_run(tmp_path, case, hint):
+    """Asked of the environment's own transformers (model types are case-sensitive): one line, exit 1,
+    no DB, no run; before, each was run and stored as an eager_error."""
+    from test_cli_input import assert_one_line_error
+
+    done = diag(
+        "run", "--case", case, "--case", "append_last", "--backend", "eager", "--db", "x.db", cwd=tmp_path, check=False
+    )
+    assert_one_line_error(done, f"{case}: not one of the", "decoder-only causal-LM architectures", hint)
+    assert not (tmp_path / "x.db").exists()

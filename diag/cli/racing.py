@@ -91,6 +91,7 @@ def race_command(
     # a DB the races cannot be stored in is refused before the cases are raced
     common.run_preflight(preflight.check_database, db_path)
     env = envs.resolve(torch_spec, env_options, log=common.progress)
+    common.run_preflight(preflight.check_architectures, [env], refs)
     common.run_preflight(preflight.check_environment, env, refs, configs)
     results, build = _race_each(env, refs, configs, timeout_s, db_path, as_json)
     if as_json:

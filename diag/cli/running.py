@@ -232,6 +232,7 @@ def run_part(part: Part, keys: Optional[set[str]], db_path: str, as_json: bool, 
             for model_type in matrix.hf_architectures(list(environments.values()), progress)
             if catalog.hf_case(model_type).name not in names
         ]
+    run_preflight(preflight.check_architectures, list(environments.values()), part.refs)
     for env in environments.values():
         run_preflight(preflight.check_environment, env, part.refs, part.configs)
     db = open_store(db_path, create=True)

@@ -8,6 +8,7 @@ environment can answer (the case files import, the device exists), through the p
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import shutil
@@ -20,6 +21,7 @@ from diag import envs, store
 from diag.config import artifacts_root
 from diag.contract import TINY_LLAMA, Config, records
 from diag.errors import DiagError
+from diag.run import catalog
 from diag.run.catalog import CaseRef
 
 # Room a run needs on the database's disk: its rows (timing samples are the bulk, ~130 KB) and the
@@ -92,6 +94,30 @@ def check_database(db_path: str) -> None:
         raise PreflightError(
             f"the disk holding {db_path} is full ({free // 1024} KB free; a run needs about "
             f"{MIN_FREE_BYTES // 2**20} MB for its rows and run directory)"
+        )
+
+
+def check_architectures(environments: list[envs.TorchEnv], refs: list[CaseRef]) -> None:
+    """Each ``hf:<model_type>`` case is one of the architectures ``hf:all`` stands for in at least one
+    of ``environments`` (model types are case-sensitive: ``hf:ALL`` and ``hf:Llama`` are none), never
+    runs that can only fail to build their model. Where only some environments' transformers have it
+    (a matrix over transformers releases), the others' runs say so as eager_error, a finding."""
+    from diag.run import matrix  # the architectures are asked of the environments, as hf:all asks them
+
+    wanted = [ref.name for ref in refs if ref.name.startswith(catalog.HF_PREFIX)]
+    if not wanted:
+        return
+    known = set(matrix.hf_architectures(environments, lambda message: None))
+    unknown = [name for name in wanted if name[len(catalog.HF_PREFIX) :] not in known]
+    if unknown:
+        name = unknown[0]
+        close = difflib.get_close_matches(name[len(catalog.HF_PREFIX) :].lower(), sorted(known), n=3)
+        if name.lower() == catalog.HF_ALL:
+            close = ["all"]
+        hint = f"; did you mean {', '.join(catalog.HF_PREFIX + c for c in close)}?" if close else ""
+        raise PreflightError(
+            f"{name}: not one of the {len(known)} decoder-only causal-LM architectures of the transformers in "
+            f"{', '.join(env.python for env in environments)} (hf:all runs every one){hint}"
         )
 
 
