@@ -199,3 +199,21 @@ def test_a_stop_while_the_earlier_export_is_removed_leaves_no_hidden_folder(tmp_
         export._replace(stage, out)
     assert stops and sorted(os.listdir(tmp_path)) == ["exp"]
     assert os.listdir(out / "runs") == ["new.parquet"]
+
+
+@pytest.mark.parametrize("name", ["x%41.db", "q?mode=rw.db", "a#b.db"], ids=["percent", "question", "hash"])
+def test_a_db_name_with_uri_characters_is_a_path(copied_db, tmp_path, name):
+    """The name is the file's, never read as an SQLite URI: x%41.db is not xA.db (an empty xA.db beside
+    it gave 0 rows), and a ? or # makes no stray file."""
+    db = tmp_path / name
+    copied_db.rename(db)
+    (tmp_path / "xA.db").touch()
+
+    def entries() -> list[str]:  # SQLite's own files beside the DB aside
+        return sorted(p.name for p in tmp_path.iterdir() if not p.name.endswith(("-wal", "-shm")))
+
+    before = entries()
+    done = diag_here("export", "--db", name, "--out", "ex", "--json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["rows"]["runs"] == 30
+    assert entries() == sorted([*before, "ex"])

@@ -7,7 +7,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any, Iterator, Optional
 
-from diag.store.connection import StoreError
+from diag.store.connection import StoreError, connect
 
 # A table, its columns (name, declared type), its rows, and the build id of each row.
 Table = tuple[str, list[tuple[str, str]], list[tuple[Any, ...]], list[Optional[int]]]
@@ -16,7 +16,7 @@ Table = tuple[str, list[tuple[str, str]], list[tuple[Any, ...]], list[Optional[i
 def tables(db_path: Path, links: dict[str, str]) -> Iterator[Table]:
     """Each table of ``links`` the DB has, in that order. ``links`` names, per table, the column that
     leads to a row's build: the build's own id, ``torch_build_id``, or ``run_id`` (through the run)."""
-    conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+    conn = connect(Path(db_path), readonly=True)  # a path, never read as a URI
     try:
         present = {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         if "runs" not in present or "torch_builds" not in present:
@@ -37,7 +37,7 @@ def tables(db_path: Path, links: dict[str, str]) -> Iterator[Table]:
 
 def build_days(db_path: Path) -> dict[int, tuple[Optional[str], Optional[str]]]:
     """Per build id: its nightly date and when diag first stored a run of it."""
-    conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+    conn = connect(Path(db_path), readonly=True)  # a path, never read as a URI
     try:
         found = conn.execute("SELECT id, nightly_date, first_seen FROM torch_builds").fetchall()
     except sqlite3.Error as exc:
