@@ -27,6 +27,7 @@ import os
 import selectors
 import signal
 import sys
+import tempfile
 import traceback
 from pathlib import Path
 from typing import Any, Optional
@@ -35,7 +36,7 @@ from diag.probe.spec import LIFELINE_VARIABLE
 
 # Variables that differ from run to run: the parent is started without them, and each child reads
 # them after the fork (see ``_runs_environment``); every other variable the parent was started with.
-PER_RUN_VARIABLES = ("TORCH_TRACE", "TORCHINDUCTOR_CACHE_DIR", LIFELINE_VARIABLE)
+PER_RUN_VARIABLES = ("TORCH_TRACE", "TORCHINDUCTOR_CACHE_DIR", "TMPDIR", LIFELINE_VARIABLE)
 
 
 def trace_handlers() -> Optional[list[Any]]:
@@ -75,6 +76,22 @@ def _runs_environment(env: dict[str, str]) -> None:
         cached = getattr(getattr(module, "cache_dir", None), "cache_clear", None)
         if cached is not None:
             cached()  # torch 2.1 and 2.2 kept the folder in an lru_cache
+    tempfile.tempdir = None  # read again from the run's TMPDIR, which holds inductor's default folder
+    headers_in_run_folder()
+
+
+def headers_in_run_folder() -> None:
+    """Inductor keeps its precompiled C++ headers (154 MB, built once by the first CPU compile) under
+    its default folder in $TMPDIR, fixed when its codecache is imported, and no fresh cache resets
+    them. A run's $TMPDIR is its own (runner.probe_environ), so where the parent imported inductor
+    with another, the folder is pointed at the run's: every run's cold compile builds them."""
+    codecache = sys.modules.get("torch._inductor.codecache")
+    default_dir = getattr(codecache, "default_cache_dir", None)
+    if codecache is None or default_dir is None or not hasattr(codecache, "_HEADER_DIR"):
+        return  # a torch without precompiled headers (before 2.6), or inductor not imported here
+    codecache._HEADER_DIR = os.path.join(default_dir(), "precompiled_headers")
+    if hasattr(codecache, "_HEADER_LOCK_DIR"):
+        codecache._HEADER_LOCK_DIR = os.path.join(codecache._HEADER_DIR, "locks")
 
 
 def _child(request: dict[str, Any], lifeline: int, keep_closed: list[int]) -> None:

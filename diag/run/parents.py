@@ -31,7 +31,7 @@ from diag.run.spawn import ProcessTracker, watch
 
 ALONE = "a process of its own"
 FORKED = "forked from the environment's probe parent"
-PER_RUN_VARIABLES = ("TORCH_TRACE", "TORCHINDUCTOR_CACHE_DIR", LIFELINE_VARIABLE)  # as probe/parent.py
+PER_RUN_VARIABLES = ("TORCH_TRACE", "TORCHINDUCTOR_CACHE_DIR", "TMPDIR", LIFELINE_VARIABLE)  # as probe/parent.py
 SWITCH = "DIAG_PROBE_PARENT"  # 0: every run a process of its own
 START_LIMIT_S = 300.0  # a parent's imports; a cold import of torch and transformers on a busy disk
 
@@ -127,7 +127,7 @@ class ProbeParent:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self.log,
-            env={k: v for k, v in environ.items() if k not in PER_RUN_VARIABLES},
+            env=_parents_environ(environ),
             start_new_session=True,
         )
         self._lock = threading.Lock()
@@ -253,6 +253,14 @@ class ProbeParent:
             self.process.wait()
         self._reader.join(timeout=5)
         self.log.close()
+
+
+def _parents_environ(environ: dict[str, str]) -> dict[str, str]:
+    """A run's environment less what differs from run to run; the temporary folder is diag's own."""
+    found = {k: v for k, v in environ.items() if k not in PER_RUN_VARIABLES}
+    if "TMPDIR" in os.environ:
+        found["TMPDIR"] = os.environ["TMPDIR"]
+    return found
 
 
 def _key(command: list[str], environ: dict[str, str]) -> tuple:
