@@ -222,3 +222,24 @@ def test_ids_and_counts_beyond_what_sqlite_holds_are_one_line(copied_db, tmp_pat
 def test_repro_into_a_missing_folder_is_one_line(copied_db, tmp_path):
     done = diag_here("repro", "1", "-o", "nodir/r.py", "--db", str(copied_db), cwd=tmp_path)
     assert_one_line_error(done, "'-o' / '--output'", "'nodir/r.py'", "nodir does not exist")
+
+
+@pytest.mark.parametrize(
+    "args, said",
+    [
+        (["run", "--case", "append_last", "--no-timing", "--repeats", "3"], "--repeats does nothing on diag run"),
+        (["run", "--case", "append_last", "--no-timing", "--timing-seconds", "2"], "--timing-seconds does nothing"),
+        (["run", "--case", "append_last", "--no-timing", "--no-reuse-compiled"], "--no-reuse-compiled does nothing"),
+        (["race", "--case", "append_last", "--case", "dynamic_slice", "--depyf"], "--depyf does nothing on diag race"),
+        (["race", "--case", "append_last", "--case", "dynamic_slice", "--count-instructions"], "--count-instructions"),
+        (["bisect", "--case", "append_last", "--good", "2.1.0", "--bad", "2.2.0", "--profile"], "diag bisect"),
+        (["bisect", "--case", "append_last", "--good", "2.1.0", "--bad", "2.2.0", "--repeats", "9"], "no timing"),
+        (["plan", "--part", "--case append_last --no-timing --repeats 3", "--shards", "1"], "--repeats does nothing"),
+    ],
+)
+def test_an_option_the_command_cannot_honour_is_refused(tmp_path, args, said):
+    """Accepted, each did nothing: a run without its timing pass times nothing, a race has no
+    diagnosis or count pass, a bisect compares diagnoses. One line, nothing made."""
+    done = diag_here(*args, "--db", "x.db", cwd=tmp_path) if args[0] != "plan" else diag_here(*args, cwd=tmp_path)
+    assert_one_line_error(done, said)
+    assert list(tmp_path.iterdir()) == []

@@ -1,4 +1,4 @@
-"""The one rule for every path diag writes (diag/cli/outputs.py): never one of the command's inputs,
+"""The one rule for every path diag writes (diag/cli/checks.py): never one of the command's inputs,
 never an SQLite database, never through a symbolic link it did not make, with the permissions of a
 normal file or folder. Each refusal is one line, before anything is written; the inputs are unchanged."""
 
@@ -110,9 +110,9 @@ def test_export_of_the_folder_it_runs_in_is_refused_and_nothing_is_left_beside_i
     folder = history.parent / "ex"
     folder.mkdir()
     assert diag_here("export", "--db", str(history), "--out", str(folder), cwd=history.parent).returncode == 0
-    parent_before = sorted(os.listdir(history.parent))
+    parent_before = _listing(history.parent)
     _refused_untouched(folder, "export", "--db", str(history), "--out", ".", said="the folder diag runs in")
-    assert sorted(os.listdir(history.parent)) == parent_before
+    assert _listing(history.parent) == parent_before
 
 
 def test_an_export_is_readable_as_a_normal_folder_is(history):

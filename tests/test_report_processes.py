@@ -209,7 +209,7 @@ def test_a_command_imports_only_its_own_module():
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
     # the parameter types and the output rule every command shares, beside the group and the command's own module
-    assert done.stdout.strip() == "['diag.cli.common', 'diag.cli.outputs', 'diag.cli.params', 'diag.cli.reading']"
+    assert done.stdout.strip() == "['diag.cli.checks', 'diag.cli.common', 'diag.cli.params', 'diag.cli.reading']"
 
 
 def test_the_store_imports_sqlite_utils_without_numpy_which_imports_later_as_ever():

@@ -12,6 +12,7 @@ import click
 from diag import envs, store, text
 from diag.build import Spec
 from diag.cli import params
+from diag.cli.checks import TIMING_OPTIONS, refuse_unhonoured
 from diag.cli.common import (
     build_configs,
     cli,
@@ -94,6 +95,11 @@ def bisect_command(
     releases between the two are searched instead, each in an environment of its own.
     """
 
+    refuse_unhonoured(
+        click.get_current_context(),
+        (*TIMING_OPTIONS, "count_instructions"),
+        "a bisect compares each build's diagnosis, with no timing or count pass",
+    )
     config["fullgraph"] = True if config["fullgraph"] is None else config["fullgraph"]
     run_config = build_configs(**config)[0]
     if transformers_range is not None:

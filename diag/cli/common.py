@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 import click
 
 from diag import __version__, store
-from diag.cli import outputs, params
+from diag.cli import checks, params
 from diag.config import DEFAULT_DB, DEFAULT_TIMEOUT_S, SQLITE_INTEGER_MAX
 from diag.contract import DTYPES, MODES, Config
 from diag.errors import DiagError
@@ -302,8 +302,8 @@ class LazyGroup(click.Group):
     """A group whose commands' modules are imported on first use (``COMMAND_MODULES``); reading
     ``commands`` imports them all, as help, the reference and the tests see every command."""
 
-    command_class = outputs.CheckedCommand  # every command's outputs checked against its inputs first
-    group_class = outputs.CheckedGroup
+    command_class = checks.CheckedCommand  # every command's outputs checked against its inputs first
+    group_class = checks.CheckedGroup
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self._loaded = False

@@ -15,7 +15,7 @@ import click
 from diag import envs, store, text
 from diag import row as rows
 from diag.build import Spec, identity
-from diag.cli import common, params
+from diag.cli import checks, common, params
 from diag.cli.common import cli
 from diag.contract import records
 from diag.run import catalog, preflight, runner
@@ -85,6 +85,11 @@ def race_command(
     mask, the dtype, the head size, dropout). Exits 0 whenever the race ran, whatever a case's compile did (a case
     that fails is named, with its error, and not raced).
     """
+    checks.refuse_unhonoured(
+        click.get_current_context(),
+        ("depyf", "count_instructions", "reuse_compiled"),
+        "a race times compiled generations, with no diagnosis or count pass (diag run has them)",
+    )
     configs = common.configs_of(params)  # with --sweep and --sweep-values
     refs = _distinct_cases(case_values)
     common.run_preflight(preflight.check_configs, configs)

@@ -9,7 +9,7 @@ from typing import Optional
 import click
 
 from diag import store, text
-from diag.cli import outputs, params
+from diag.cli import checks, params
 from diag.cli.common import RUN_ID, cli, count, db_option, fail, json_option, progress, read_store
 from diag.contract import STATUSES
 from diag.run import artifacts, catalog
@@ -109,7 +109,7 @@ def repro_command(run_id: int, output: Optional[str], db_path: str) -> None:
     if run is None:
         raise fail(f"no run #{run_id} in {db_path}")
     case_path = repro.case_path_of(run)
-    why = output and outputs.refuse_input(output, case_path, f"run #{run_id}'s case file")
+    why = output and checks.refuse_input(output, case_path, f"run #{run_id}'s case file")
     if why:
         raise click.BadParameter(why, param_hint="'-o' / '--output'")
     source = repro.script(run, case_path, Path(output).name if output else "repro.py")

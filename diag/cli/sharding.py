@@ -16,6 +16,7 @@ from typing import Any, Iterable, Optional
 import click
 
 from diag.cli import params
+from diag.cli.checks import TIMING_OPTIONS, refuse_unhonoured
 from diag.cli.common import cli, configs_of, fail, json_option, pop_env_options, progress
 from diag.run import matrix, shard
 from diag.run.matrix import Part
@@ -27,8 +28,6 @@ NOT_IN_A_PART = ("--db", "--json", "--shard", "--matrix", "--plan", "--history")
 def part_of(index: int, args: Iterable[str], params: dict[str, Any]) -> Part:
     """A part from ``diag run``'s parsed parameters."""
     configs = configs_of(params)
-    if not params["timing"] and any(c.profile for c in configs):
-        raise fail("--profile profiles after the timing pass: it cannot be combined with --no-timing")
     if not params["case_values"]:
         raise click.UsageError("Missing option '--case'.")
     return Part(
@@ -54,6 +53,8 @@ def parse_part(index: int, args: list[str], source: str) -> Part:
     command = cli.get_command(None, "run")
     try:
         with command.make_context("diag run", list(args), resilient_parsing=False) as ctx:
+            if not ctx.params["timing"]:
+                refuse_unhonoured(ctx, TIMING_OPTIONS, "--no-timing runs no timing pass")
             return part_of(index, args, ctx.params)
     except click.ClickException as exc:
         raise fail(f"{source}: part {index} ({shlex.join(args)}): {exc.format_message()}") from exc

@@ -1,4 +1,5 @@
-"""The one rule for every path a command writes, checked before the command's body runs.
+"""What a command's parameters must satisfy together, checked before its body runs: the one rule for
+every path a command writes, and no option accepted that the command cannot honour.
 
 An output (an option whose type is an output file or folder, ``params.FilePath(output=True)`` and
 ``params.FolderPath(output=True)``) is never:
@@ -20,6 +21,7 @@ import os
 from typing import Any, Iterator, Optional
 
 import click
+from click.core import ParameterSource
 
 from diag.cli import params
 
@@ -109,3 +111,20 @@ def _is_sqlite(path: str) -> bool:
             return handle.read(len(SQLITE_HEADER)) == SQLITE_HEADER
     except OSError:
         return False
+
+
+def refuse_unhonoured(ctx: click.Context, names: tuple[str, ...], why: str) -> None:
+    """An option the command was given (on the command line or by its variable) away from its default,
+    which it cannot honour, is refused in one line; never accepted to do nothing."""
+    given = (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
+    for param in ctx.command.params:
+        if param.name in names and ctx.get_parameter_source(param.name) in given:
+            value = ctx.params.get(param.name)
+            if value == param.default:
+                continue
+            shown = param.secondary_opts[0] if param.secondary_opts and value is False else param.opts[-1]
+            raise click.ClickException(f"{shown} does nothing on diag {ctx.command.name}: {why}")
+
+
+# What the timing pass alone uses: a command or a run without one cannot honour them.
+TIMING_OPTIONS = ("repeats", "timing_seconds", "reuse_compiled", "profile")
