@@ -153,7 +153,9 @@ def _git(*args: str, cwd: Optional[Path] = None) -> subprocess.CompletedProcess:
     )
 
 
-def leg_runs(night: int, leg: int, version: str, rng: random.Random, period: int = 30) -> list[RunRecord]:
+def leg_runs(
+    night: int, leg: int, version: str, rng: random.Random, period: int = 30, architectures: int = ARCHITECTURES
+) -> list[RunRecord]:
     """One CPU leg's runs: the four cases (--repeat 5, timed), then hf:all (untimed)."""
     build = build_identity(version, f"{rng.getrandbits(160):040x}" if ".dev" in version else f"{leg:040x}", None)
     found = []
@@ -217,7 +219,7 @@ def leg_runs(night: int, leg: int, version: str, rng: random.Random, period: int
                         frames=frames,
                     )
                 )
-    for architecture in range(ARCHITECTURES):
+    for architecture in range(architectures):
         case = f"hf:arch{architecture:03d}"
         for fullgraph in (1, 0):
             status = _outcome(night, version, architecture, fullgraph, period)
@@ -260,7 +262,7 @@ def leg_runs(night: int, leg: int, version: str, rng: random.Random, period: int
     return found
 
 
-def write_legs(work: Path, night: int, period: int = 30) -> tuple[list[Path], int]:
+def write_legs(work: Path, night: int, period: int = 30, architectures: int = ARCHITECTURES) -> tuple[list[Path], int]:
     """The night's shards, written as each leg's diag run writes them; and how many runs they hold."""
     rng = random.Random(night)
     date = dt.date(2027, 1, 1) + dt.timedelta(days=night)
@@ -269,7 +271,7 @@ def write_legs(work: Path, night: int, period: int = 30) -> tuple[list[Path], in
         path = work / "shards" / f"night{night}" / f"leg{leg}" / "shard.db"
         path.parent.mkdir(parents=True)
         db = store.open_db(path)
-        written = leg_runs(night, leg, version, rng, period)
+        written = leg_runs(night, leg, version, rng, period, architectures)
         store.save_runs(db, written)
         db.conn.close()
         count += len(written)
@@ -286,6 +288,7 @@ class Year:
     log: Callable[[str], None] = lambda message: None
     measure_every: int = 7  # nights between measurements of the branch (a recompressing gc)
     break_every: int = 30  # nights between the architectures that break on the nightly (_outcome)
+    architectures: int = ARCHITECTURES  # hf:arch000... in each leg, fullgraph on and off
     stored: int = 0  # runs the legs wrote, all nights
     sizes: list[tuple[int, int, int]] = field(default_factory=list)  # night, history bytes, branch bytes
     history_sizes: list[int] = field(default_factory=list)  # history bytes, every night published
@@ -306,8 +309,10 @@ class Year:
     def legs(self, night: int) -> list[Path]:
         """The night's shards (see write_legs)."""
         ahead = self._next.pop(night, None)
-        shards, count = ahead.result() if ahead else write_legs(self.work, night, self.break_every)
-        self._next[night + 1] = self._pool.submit(write_legs, self.work, night + 1, self.break_every)
+        shards, count = ahead.result() if ahead else write_legs(self.work, night, self.break_every, self.architectures)
+        self._next[night + 1] = self._pool.submit(
+            write_legs, self.work, night + 1, self.break_every, self.architectures
+        )
         self.stored += count
         return shards
 

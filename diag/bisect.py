@@ -102,7 +102,7 @@ def candidates(
     if candidates_file:
         listed = [
             line.strip()
-            for line in Path(candidates_file).read_text().splitlines()
+            for line in Path(candidates_file).read_text(encoding="utf-8").splitlines()
             if line.strip() and not line.startswith("#")
         ]
         for spec in listed:

@@ -243,3 +243,26 @@ def test_an_option_the_command_cannot_honour_is_refused(tmp_path, args, said):
     done = diag_here(*args, "--db", "x.db", cwd=tmp_path) if args[0] != "plan" else diag_here(*args, cwd=tmp_path)
     assert_one_line_error(done, said)
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["bisect", "--case", "append_last", "--good", "2.1.0", "--bad", "2.2.0", "--candidates", "bin.db"],
+        ["check", "--allow", "bin.db"],
+    ],
+    ids=["candidates", "allow"],
+)
+def test_a_list_file_that_is_no_text_is_refused_where_it_enters(tmp_path, args):
+    """A DB given where a file of one entry a line goes (found by the fuzz: a UnicodeDecodeError traceback)."""
+    (tmp_path / "bin.db").write_bytes(b"SQLite format 3\x00\x10\x00\x02\x02\xdd\xff" * 8)
+    done = diag_here(*args, "--db", "x.db", cwd=tmp_path)
+    assert_one_line_error(done, "'bin.db' is not a text file")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bin.db"]
+
+
+def test_a_repeat_past_any_real_use_is_refused_before_the_matrix_is_planned(tmp_path):
+    """--repeat 10**14 (drawn by the fuzz): planning its cells alone never ended."""
+    done = diag_here("run", "--case", "append_last", "--repeat", "99999999999999", "--db", "x.db", cwd=tmp_path)
+    assert_one_line_error(done, "'--repeat'", "10000")
+    assert list(tmp_path.iterdir()) == []

@@ -54,7 +54,7 @@ from diag.run import catalog, preflight
 @click.option(
     "--candidates",
     "candidates_file",
-    type=params.INPUT_FILE,
+    type=params.TEXT_FILE,
     default=None,
     help="File of torch specs to search, one per line (default: the versions on --index).",
 )

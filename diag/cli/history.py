@@ -336,7 +336,7 @@ def prune_command(keep_builds: int, keep_runs: int, thin_after: int, db_path: st
 @click.option(
     "--allow",
     "allow_file",
-    type=params.INPUT_FILE,
+    type=params.TEXT_FILE,
     default=None,
     help="File of keys known to be flaky (one per line), ignored when new.",
 )

@@ -55,8 +55,28 @@ class FilePath(click.Path):
         return text
 
 
+class TextFile(FilePath):
+    """An existing file of text lines (a list of keys, of torch specs): it must read as UTF-8, so that
+    a DB or a binary given in its place is refused where it enters, not met by a decoding error later."""
+
+    def __init__(self) -> None:
+        super().__init__(must_exist=True)
+
+    def convert(self, value: Any, param: Optional[click.Parameter], ctx: Optional[click.Context]) -> Any:
+        text = super().convert(value, param, ctx)
+        try:
+            with open(text, encoding="utf-8") as handle:
+                handle.read()
+        except UnicodeDecodeError as exc:
+            self.fail(f"{text!r} is not a text file (byte {exc.start} is no UTF-8): one entry a line", param, ctx)
+        except OSError as exc:
+            self.fail(f"{text!r}: {exc.strerror or exc}", param, ctx)
+        return text
+
+
 DB_FILE = FilePath()  # a DB, new or existing: commands that read one say "no database at" themselves
 INPUT_FILE = FilePath(must_exist=True)
+TEXT_FILE = TextFile()
 OUTPUT_FILE = FilePath(output=True)
 
 

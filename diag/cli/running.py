@@ -52,6 +52,11 @@ def resolve_envs(specs: tuple[Spec, ...], options: envs.Options) -> tuple[dict[S
     return resolved, failures
 
 
+# A matrix run this many times over is months of runs: a larger --repeat is a mistyped number, and
+# planning its cells alone would take as long.
+MAX_REPEAT = 10_000
+
+
 @cli.command("run")
 @click.option(
     "--case",
@@ -83,7 +88,7 @@ def resolve_envs(specs: tuple[Spec, ...], options: envs.Options) -> tuple[dict[S
 )
 @click.option(
     "--repeat",
-    type=count(),
+    type=click.IntRange(1, MAX_REPEAT),
     default=1,
     show_default=True,
     help="Run the whole matrix this many times over. diag check pools a row's runs of one "
