@@ -139,8 +139,10 @@ def _walk_dates(good: Spec, bad: Spec, request: envs.Request, found: Candidates)
     """Each date between two dated nightlies whose wheel exists at its direct URL (or locally)."""
     if good.kind != "nightly_date" or bad.kind != "nightly_date":
         return
-    ends = [spec.version for spec in (good, bad)]
-    first, last = (datetime.date.fromisoformat(end.nightly_date) for end in ends)
+    ends = [spec.version for spec in (good, bad) if spec.version is not None and spec.version.nightly_date]
+    if len(ends) != 2:  # a dated nightly's spec always has both: nothing to walk otherwise
+        return
+    first, last = (datetime.date.fromisoformat(str(end.nightly_date)) for end in ends)
     series = sorted({".".join(map(str, end.release)) for end in ends}, key=version_key)
     tags = wheels.supported_tags(request.python)
     day = first + datetime.timedelta(days=1)
@@ -297,6 +299,13 @@ def release_versions(listed: Iterable[str], good: str, bad: str) -> list[str]:
         raise BisectError(str(exc)) from exc
 
 
+def _tested(spec: str, run: Optional[dict], failures: dict[str, str]) -> dict:
+    """An end's run; BisectError where the build could not be tested."""
+    if run is None:
+        raise BisectError(f"cannot test {spec}: {failures.get(spec)}")
+    return run
+
+
 def bisect(
     db,
     db_path: Path,
@@ -331,10 +340,7 @@ def bisect(
 
     probe.run_build = run_build
     good, bad = candidates[0], candidates[-1]
-    good_run, bad_run = run_build(good), run_build(bad)
-    for spec, run in ((good, good_run), (bad, bad_run)):
-        if run is None:
-            raise BisectError(f"cannot test {spec}: {probe.failures.get(spec)}")
+    good_run, bad_run = _tested(good, run_build(good), probe.failures), _tested(bad, run_build(bad), probe.failures)
     if outcome(good_run) == outcome(bad_run):
         raise BisectError(f"{good} and {bad} both give status {outcome(good_run)}: nothing to bisect")
     probe.good_status = outcome(good_run)

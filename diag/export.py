@@ -143,7 +143,9 @@ def _write_tables(db_path: Path, out: Path, progress: Callable[[str], None]) -> 
     import pyarrow.parquet as pq
 
     found = dump.build_days(db_path)
-    days = {build: nightly or (first_seen or "")[:10] or UNDATED for build, (nightly, first_seen) in found.items()}
+    days: dict[Optional[int], str] = {
+        build: nightly or (first_seen or "")[:10] or UNDATED for build, (nightly, first_seen) in found.items()
+    }
     written: dict[str, int] = {}
     for table, columns, records, builds in dump.tables(db_path, TABLES):
         names = [name for name, _ in columns]

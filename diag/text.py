@@ -290,7 +290,7 @@ def statuses_table() -> str:
 
 def _resumed(gb: dict) -> str:
     """How torch went on after a break: resumed in a new graph, or ran the rest of the frame eagerly."""
-    return {1: " (resumed)", 0: " (not resumed: rest of frame eager)"}.get(gb.get("resumable"), "")
+    return {1: " (resumed)", 0: " (not resumed: rest of frame eager)"}.get(gb.get("resumable", -1), "")
 
 
 def _first_line(text: Optional[str]) -> str:

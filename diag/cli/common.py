@@ -249,8 +249,9 @@ def sweep_configs(configs: list[Config], sweep: Optional[str], values: Optional[
     limit = MAX_BATCH if sweep == "batch" else MAX_POSITIONS
     if not numbers or min(numbers) < 1 or max(numbers) > limit:
         raise click.BadParameter(f"values must be integers from 1 to {limit}", param_hint="--sweep-values")
-    field = "batch_size" if sweep == "batch" else "prompt_length"
-    return [replace(config, **{field: number}) for config in configs for number in numbers]
+    if sweep == "batch":
+        return [replace(config, batch_size=number) for config in configs for number in numbers]
+    return [replace(config, prompt_length=number) for config in configs for number in numbers]
 
 
 def configs_of(params: dict[str, Any]) -> list[Config]:

@@ -71,6 +71,7 @@ def env_add(spec: Optional[Spec], env_options: envs.Options, like: Optional[str]
     sha256 = None
     if like is not None:
         spec, env_options, sha256 = _like(like, db_path, env_options)
+    assert spec is not None  # given, or the build --like names
     if spec.kind in ("current", "python"):
         raise fail(f"torch spec {spec.text!r} names an existing interpreter; nothing to provision")
     env = envs.resolve(spec, env_options, log=progress, sha256=sha256)

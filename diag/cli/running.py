@@ -234,6 +234,7 @@ def run_part(part: Part, keys: Optional[set[str]], db_path: str, as_json: bool, 
     if part.refs is None:  # hf:all, unsharded: every architecture of the environments' transformers
         part.case_values = tuple(value for value in part.case_values if value != catalog.HF_ALL)
         matrix.resolve_cases([part], progress)
+        assert part.refs is not None  # resolved just now
         names = {ref.name for ref in part.refs}
         part.refs += [
             catalog.hf_case(model_type)
@@ -263,6 +264,7 @@ def run_part(part: Part, keys: Optional[set[str]], db_path: str, as_json: bool, 
             shutil.rmtree(record.run["artifacts_dir"], ignore_errors=True)
             raise fail(f"cannot store run {index}: {exc}; {len(recorded)} runs stored before it") from exc
         row = store.get_run(db, run_id)
+        assert row is not None  # stored just now, in this process
         recorded.append(row)
         if not as_json:
             click.echo(text.summary_line(row))

@@ -51,6 +51,7 @@ def parse_part(index: int, args: list[str], source: str) -> Part:
         if option in NOT_IN_A_PART:
             raise fail(f"{source}: part {index} gives {option}, an option of the whole invocation, not of a part")
     command = cli.get_command(None, "run")
+    assert command is not None  # registered by diag/cli/running.py, which imports this module
     try:
         with command.make_context("diag run", list(args), resilient_parsing=False) as ctx:
             if not ctx.params["timing"]:
