@@ -5,6 +5,7 @@ torch words it on each build, the command that reproduces it, and torch's regist
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
@@ -81,7 +82,12 @@ def contexts(db, matrix: Matrix, memo: Optional[Memo] = None, kind: Kind = BREAK
     wanted = [build for build in matrix.builds if memo is None or not memo.has(kind.memo, build)]
     made = build_summaries(db, wanted, len(wanted) == len(matrix.builds), kind) if wanted else {}
     summaries = [
-        (build, made.get(build["id"], {}) if memo is None else memo.of(kind.memo, build, lambda b=build: made[b["id"]]))
+        (
+            build,
+            made.get(build["id"], {})
+            if memo is None
+            else memo.of(kind.memo, build, functools.partial(made.__getitem__, build["id"])),
+        )
         for build in matrix.builds
     ]
     pages = [_page(key, entry, matrix, kind) for key, entry in _by_key(summaries, matrix).items()]

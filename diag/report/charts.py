@@ -94,7 +94,7 @@ def _build_ticks(builds: list[dict[str, Any]]) -> list[tuple[float, str]]:
     return [(float(i), safe(builds[i]["version"])) for i in range(0, len(builds), step)]
 
 
-def _panel_name(backend: str, fullgraph: bool) -> str:
+def _panel_name(backend: str, fullgraph: int) -> str:
     return f"{backend} {'fullgraph' if fullgraph else 'no-fullgraph'}"
 
 
@@ -139,17 +139,17 @@ def build_points(matrix: Matrix, case_rows: list[RowKey], build_id: int) -> Poin
     matrix.held([build_id])
     found: dict[str, list[tuple[Sequence[float], ...]]] = {}
     for row in case_rows:
-        cell = matrix.column(row).get(build_id)
-        if cell is not None:
-            found.setdefault(_panel_name(row.backend, row.fullgraph), []).append(cell_values(cell))
+        values = cell_values(matrix.column(row).get(build_id))
+        if values is not None:
+            found.setdefault(_panel_name(row.backend, row.fullgraph), []).append(values)
     if not found:
         return None
     points = {}
     for name, cells in found.items():
         ys = []
         for metric in range(len(METRICS)):
-            values = [y for cell in cells for y in cell[metric]]
-            ys.append(median(values) if values else None)
+            ys_of_metric = [y for cell in cells for y in cell[metric]]
+            ys.append(median(ys_of_metric) if ys_of_metric else None)
         points[name] = ys
     return points
 
@@ -254,7 +254,8 @@ def sweep_charts(runs: list[dict[str, Any]]) -> list[tuple[str, str]]:
     for field, label in SWEEPS:
         lines: dict[rows.Row, dict[int, dict[str, Any]]] = {}
         for run in runs:
-            key = rows.of(run)._replace(**{field: 0})  # every field of the row but the swept one
+            unswept: dict[str, Any] = {field: 0}
+            key = rows.of(run)._replace(**unswept)  # every field of the row but the swept one
             lines.setdefault(key, {})[run[field]] = run  # newest run per point (runs are oldest first)
         swept = {k: v for k, v in lines.items() if len(v) > 1}
         if not swept:
@@ -308,7 +309,8 @@ def variant_charts(runs: list[dict[str, Any]]) -> list[tuple[str, str]]:
     for field, label in SWEEPS:
         lines: dict[tuple[str, rows.Row], dict[int, dict[str, Any]]] = {}
         for run in runs:
-            key = rows.of(run)._replace(case="", case_source="", **{field: 0})
+            unswept: dict[str, Any] = {"case": "", "case_source": "", field: 0}
+            key = rows.of(run)._replace(**unswept)
             lines.setdefault((run["case"], key), {})[run[field]] = run  # newest run per point
         swept = {k: v for k, v in lines.items() if len(v) > 1}
         if len({case for case, _ in swept}) < 2:
@@ -323,14 +325,14 @@ def variant_charts(runs: list[dict[str, Any]]) -> list[tuple[str, str]]:
                 fixed = rows.config_label(row._asdict(), sizes=tuple(n for n in rows.SIZES if n != field))
                 bounds: list[Optional[tuple[float, float, float]]] = []
                 for x in ticks:
-                    run = points.get(x)
-                    if run is None:
+                    point = points.get(x)
+                    if point is None:
                         bounds.append(None)
                     elif memory:
-                        value = run.get("peak_mem_compiled_mb")
+                        value = point.get("peak_mem_compiled_mb")
                         bounds.append(None if value is None else (value, value, value))
                     else:
-                        bounds.append(_throughput_bounds(run, "compiled"))
+                        bounds.append(_throughput_bounds(point, "compiled"))
                 if any(bounds):
                     series.append(
                         Series(
@@ -359,8 +361,8 @@ def race_trend(races: list[dict[str, Any]], builds: list[dict[str, Any]]) -> Opt
     lines: dict[str, dict[str, dict[int, dict[str, Any]]]] = {}
     for race in sorted(races, key=lambda r: r["id"]):
         if race["torch_build_id"] in position:
-            series = f"{race['case']} / {race['baseline']}"
-            lines.setdefault(rows.config_label(race), {}).setdefault(series, {})[race["torch_build_id"]] = race
+            name = f"{race['case']} / {race['baseline']}"
+            lines.setdefault(rows.config_label(race), {}).setdefault(name, {})[race["torch_build_id"]] = race
     drawn = sorted({position[b] for panel in lines.values() for points in panel.values() for b in points})
     if len(drawn) < 2:
         return None
@@ -376,9 +378,9 @@ def race_trend(races: list[dict[str, Any]], builds: list[dict[str, Any]]) -> Opt
             series.append(
                 Series(
                     safe(label),
-                    [r and r["ratio"] for r in kept],
-                    [r and r["low"] for r in kept],
-                    [r and r["high"] for r in kept],
+                    [r["ratio"] if r else None for r in kept],
+                    [r["low"] if r else None for r in kept],
+                    [r["high"] if r else None for r in kept],
                     bars=True,
                 )
             )

@@ -82,7 +82,8 @@ class Pages:
     """The digests of the pages published in ``out_dir`` before, and those of this render."""
 
     def __init__(self, out_dir: Path, published: bool) -> None:
-        self.out_dir, self.now = out_dir, {}
+        self.out_dir = out_dir
+        self.now: dict[str, str] = {}
         self.before: dict[str, str] = {}
         self.sources_before: Optional[str] = None
         if published:

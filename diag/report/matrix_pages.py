@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable
 
 import jinja2
@@ -40,7 +41,7 @@ def page_rows(
     so the page stays as it was."""
     marks: set[str] = set()
     for build in chunk:
-        marks.update(memo.of(ROWS, build, lambda b=build: rows_of(b["id"])).split())
+        marks.update(memo.of(ROWS, build, functools.partial(rows_of, build["id"])).split())
     return [row for row in matrix.rows if charts.row_mark(row) in marks]
 
 
@@ -72,7 +73,7 @@ def pages(
     names = [f"matrix-{k}.html" for k in range(1, len(chunks) + 1)]
     ends = {name: (k + 1) * size - 1 for k, name in enumerate(names)}
     labels = [f"{chunk[-1]['version']} … {chunk[0]['version']}" for chunk in chunks]
-    files = {}
+    files: dict[str, str] = {}
     rows_of = build_rows(matrix)
     for k, (name, chunk) in enumerate([("index.html", matrix.builds[-size:]), *zip(names, chunks)]):
         on_front = name == "index.html"

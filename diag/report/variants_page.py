@@ -37,7 +37,7 @@ def context(db, builds: list[dict[str, Any]], runs: list[dict[str, Any]]) -> Opt
     for run in full:
         by_case.setdefault(run["case"], []).append(run)
     reference = cases[0] if cases else None
-    against = [(case, variants.compare(by_case[reference], by_case[case])) for case in cases[1:]]
+    against = [(case, variants.compare(by_case[cases[0]], by_case[case])) for case in cases[1:]]
     return {
         "build": newest if cases else raced_on,
         "raced_on": raced_on,
