@@ -105,6 +105,13 @@ def torch_envs_home(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("provisioned-home")
 
 
+def installed_tool(name: str) -> Optional[str]:
+    """A command the test extra installs (actionlint, zizmor, tlparse): beside the interpreter that runs
+    the tests first, as a virtualenv has it whether or not it is activated, then on PATH."""
+    beside = Path(sys.executable).parent / name
+    return str(beside) if beside.is_file() and os.access(beside, os.X_OK) else shutil.which(name)
+
+
 def diag(
     *args: str, cwd: Path, check: bool = True, timeout: float = 1200, env_extra: Optional[dict[str, str]] = None
 ) -> subprocess.CompletedProcess:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import tomllib
 import yaml
-from conftest import REPO, diag_here
+from conftest import REPO, diag_here, installed_tool
 
 from diag.cli import sharding
 from diag.run import matrix
@@ -190,7 +190,7 @@ PINNED = re.compile(r"^(?P<action>[\w.-]+/[\w.-]+)@(?P<sha>[0-9a-f]{40}) # (?P<v
 def _lint(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     """actionlint (its shellcheck rule on every run: line) or zizmor, the pinned builds the test extra
     installs, run as .ci/run runs them."""
-    tool = shutil.which(args[0])
+    tool = installed_tool(args[0])
     assert tool, f"{args[0]} is not installed: pip install -e '.[test]' installs it"
     return subprocess.run([tool, *args[1:]], cwd=cwd, capture_output=True, text=True, timeout=120)
 

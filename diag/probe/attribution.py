@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 import warnings
-from collections import Counter
+from collections import Counter, defaultdict
 from typing import Any, Callable, Optional
 
 from diag.probe.cases import EMIT_RANGE as EMIT
@@ -64,8 +64,8 @@ def attribute(events: Any) -> dict[str, Any]:
     for step in events:
         if step.name != STEP:
             continue
-        on_cpu: Counter[str] = Counter({OUTSIDE: step.self_cpu_time_total})
-        on_device: Counter[str] = Counter()
+        on_cpu: defaultdict[str, float] = defaultdict(float, {OUTSIDE: step.self_cpu_time_total})
+        on_device: defaultdict[str, float] = defaultdict(float)
         pending = list(step.cpu_children)
         while pending:
             event = pending.pop()
@@ -198,7 +198,7 @@ def refusals(workload: Workload, generate: Callable[[], Any]) -> dict[str, dict[
     params_type = torch.backends.cuda.SDPAParams
     found: dict[str, Counter[str]] = {}
 
-    class Asking(torch.overrides.TorchFunctionMode):  # type: ignore[misc,name-defined]
+    class Asking(torch.overrides.TorchFunctionMode):  # type: ignore[name-defined]
         def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: Optional[dict] = None) -> Any:
             kwargs = kwargs or {}
             if func is sdpa:

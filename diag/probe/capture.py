@@ -86,7 +86,7 @@ class LogCapture(logging.Handler):
     def _attach(self) -> None:
         """This handler on every capture point, torch's stderr handlers off (what they were is saved once)."""
         saved = {id(logger) for logger, _, _ in self._saved}
-        for logger in _capture_points(self._legacy):
+        for logger in capture_points(self._legacy):
             if id(logger) not in saved:
                 self._saved.append((logger, logger.level, list(logger.handlers)))
             for handler in list(logger.handlers):
@@ -95,17 +95,19 @@ class LogCapture(logging.Handler):
             if self not in logger.handlers:
                 logger.addHandler(self)
             logger.disabled = False
-        if logging.root.manager.disable:  # set without logging.disable (its guard holds a call back)
-            logging.root.manager.disable = logging.NOTSET
-            logging.root.manager._clear_cache()
-        self._levels = [(logger, logger.level) for logger in _capture_points(self._legacy)]
+        manager: Any = logging.root.manager  # _clear_cache: the logging module's own, untyped
+        if manager.disable:  # set without logging.disable (its guard holds a call back)
+            manager.disable = logging.NOTSET
+            manager._clear_cache()
+        self._levels = [(logger, logger.level) for logger in capture_points(self._legacy)]
 
     def _guard_set_logs(self) -> None:
         """Stand in for ``torch._logging.set_logs`` (under both names a case may call it by): the
         case's call goes through, then diag's levels and handler are put back at once."""
         import torch._logging
 
-        original = torch._logging.set_logs
+        torch_logging: Any = torch._logging  # set_logs's keywords differ from one torch to the next
+        original = torch_logging.set_logs
         self._set_logs = original
 
         @functools.wraps(original)  # its signature is original's: compat reads which keywords it takes
@@ -118,7 +120,7 @@ class LogCapture(logging.Handler):
             self._turn_on()
             self._attach()
 
-        for module in (torch._logging, getattr(torch._logging, "_internal", None)):
+        for module in (torch_logging, getattr(torch_logging, "_internal", None)):
             if module is not None and getattr(module, "set_logs", None) is original:
                 module.set_logs = set_logs
                 self._guarded.append((module, "set_logs", original))
@@ -134,7 +136,7 @@ class LogCapture(logging.Handler):
             self.interference.append((True, f"{said} captured torch's logs (the case's own loggers logged meanwhile)"))
 
         self._guarded.append((logging, "disable", logging.disable))
-        logging.disable = disable  # type: ignore[assignment]
+        logging.disable = disable
 
     def keep(self) -> None:
         """At a decode step's boundary: where the case changed a level or a handler of torch's loggers
@@ -187,6 +189,7 @@ class LogCapture(logging.Handler):
 
         # torch 2.0 re-runs logging.config.dictConfig at every torch.compile (convert_frame's
         # init_logging), which replaces the handlers on its loggers: attach again after it.
+        dynamo_logging: Any
         try:
             import torch._dynamo.logging as dynamo_logging
         except ImportError:
@@ -201,9 +204,10 @@ class LogCapture(logging.Handler):
             dynamo_logging.init_logging = init_logging
             self._legacy_init = (dynamo_logging, original)
 
-        if hasattr(dynamo_config, "log_level"):
-            self._legacy_config = dynamo_config.log_level
-            dynamo_config.log_level = logging.DEBUG  # 2.0: a property that sets its loggers' levels
+        legacy_config: Any = dynamo_config  # log_level: torch 2.0's alone
+        if hasattr(legacy_config, "log_level"):
+            self._legacy_config = legacy_config.log_level
+            legacy_config.log_level = logging.DEBUG  # 2.0: a property that sets its loggers' levels
         for name in LEGACY_LOGGERS:
             logging.getLogger(name).setLevel(logging.DEBUG)
 
@@ -214,8 +218,9 @@ class LogCapture(logging.Handler):
 
                 (self._set_logs or torch._logging.set_logs)()
             return
-        import torch._dynamo.config as dynamo_config
+        import torch._dynamo.config
 
+        dynamo_config: Any = torch._dynamo.config  # log_level: torch 2.0's alone
         if self._legacy_init is not None:
             module, original = self._legacy_init
             module.init_logging = original
@@ -263,13 +268,14 @@ class LogCapture(logging.Handler):
             message = f"<unformattable log record: {exc!r}> {log_record.msg!r}"
         self.record_count += 1
         step = self.current_step()
+        logged: Optional[LoggedException]
         try:
-            exc = LoggedException.of(log_record.exc_info)
+            logged = LoggedException.of(log_record.exc_info)
         except Exception as error:  # an exception whose str() fails must not stop the compile either
-            exc = None
+            logged = None
             self.parser_errors.append(f"logged exception unreadable: {type(error).__name__}: {error}")
-        self._write(f"[step {step}] {log_record.levelname} {log_record.name} {message}\n", exc)
-        self.feed(Record(log_record.name, log_record.levelname, message, exc, step))
+        self._write(f"[step {step}] {log_record.levelname} {log_record.name} {message}\n", logged)
+        self.feed(Record(log_record.name, log_record.levelname, message, logged, step))
 
     def feed(self, record: Record) -> None:
         """Hand one record to the parsers (a live log record, or one read back by ``replay``)."""
@@ -334,7 +340,7 @@ def quiet_structured_trace() -> None:
     timing pass must not pay for it, and the second generate call is not part of the diagnosed trace."""
     os.environ.pop("TORCH_TRACE", None)
     internal = getattr(getattr(sys.modules.get("torch"), "_logging", None), "_internal", None)
-    trace_log = getattr(internal, "trace_log", None)
+    trace_log: Any = getattr(internal, "trace_log", None)
     for handler in list(getattr(trace_log, "handlers", [])):
         trace_log.removeHandler(handler)
 
@@ -342,58 +348,7 @@ def quiet_structured_trace() -> None:
 LEGACY_LOGGERS = ("torch._dynamo", "torch._inductor", "torch._functorch")
 
 
-class CompileNotices(logging.Handler):
-    """What torch showed while the timing pass compiled: records at the levels torch lets through
-    by default (WARNING and up) and any record carrying an exception. torch's levels are left as
-    they are and nothing is formatted, so the timing pays nothing for it.
-
-    The diagnosis pass reuses the timing pass's compiled graphs only where this saw nothing (and the
-    timing pass lowered every graph itself): then no warning or error inside AOTAutograd or inductor
-    can be lost by not lowering again (see diagnose.reuse_decision).
-    """
-
-    LIMIT = 20
-
-    def __init__(self) -> None:
-        super().__init__(logging.NOTSET)
-        self.seen: list[dict] = []
-        self.count = 0
-        self._loggers: list[logging.Logger] = []
-
-    def emit(self, log_record: logging.LogRecord) -> None:
-        if log_record.levelno < logging.WARNING and not log_record.exc_info:
-            return
-        self.count += 1
-        if len(self.seen) < self.LIMIT:
-            exc = log_record.exc_info[1] if log_record.exc_info else None
-            self.seen.append(
-                {
-                    "logger": log_record.name,
-                    "level": log_record.levelname,
-                    "exception": type(exc).__name__ if exc is not None else None,
-                }
-            )
-
-    def noted(self) -> list[dict]:
-        """What was seen, as the timing record keeps it: the first LIMIT, then how many more."""
-        more = self.count - len(self.seen)
-        return self.seen + ([{"more": more}] if more > 0 else [])
-
-    def install(self) -> None:
-        try:
-            self._loggers = _capture_points(legacy=not compat.debug_logs()[0])
-        except Exception:  # a view on the timing pass: it never stops the compile
-            self._loggers = [logging.getLogger("torch")]
-        for logger in self._loggers:
-            logger.addHandler(self)
-
-    def uninstall(self) -> None:
-        for logger in self._loggers:
-            logger.removeHandler(self)
-        self._loggers = []
-
-
-def _capture_points(legacy: bool) -> list[logging.Logger]:
+def capture_points(legacy: bool) -> list[logging.Logger]:
     """torch's loggers where propagation stops: a handler on each sees every record once.
 
     Without set_logs (torch 2.0) dynamo's loggers may propagate; then the ``torch`` logger is

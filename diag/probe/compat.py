@@ -230,7 +230,8 @@ def compilation_metrics() -> list[dict[str, Any]] | None:
     frames = []
     for metrics in found:
         try:
-            fields = dataclasses.asdict(metrics) if dataclasses.is_dataclass(metrics) else dict(vars(metrics))
+            is_instance = dataclasses.is_dataclass(metrics) and not isinstance(metrics, type)
+            fields = dataclasses.asdict(metrics) if is_instance else dict(vars(metrics))
             frames.append(json.loads(json.dumps(fields, default=str)))
         except Exception:  # a field this torch fills with something JSON cannot hold: that frame is left out
             continue

@@ -51,7 +51,7 @@ def watch_guard_failures(report: Callable[[Any, object], None]) -> Optional[Call
     called on each one as dynamo records it (the reason a cached compile no longer fit, so the frame
     is compiled again), in the decode step it happens in. Returns what stops the watch, or None where
     there is nothing to watch."""
-    failures = compat.guard_failures()
+    failures: Any = compat.guard_failures()  # dynamo's defaultdict(list), whose factory is swapped here
     if failures is None:
         return None
     failures.clear()

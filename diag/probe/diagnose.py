@@ -168,6 +168,7 @@ def eager_pass(workload: Workload, results: Writer):
         oracle_equal = None if reference is None else bool(torch.equal(torch.cat(eager.tokens, 1), reference.cpu()))
         results.write(records.ORACLE, oracle_equal=oracle_equal, required=False, detail=detail)
         return eager
+    assert reference is not None  # the built-in model's reference is transformers' generate, always made
     oracle_equal = bool(torch.equal(torch.cat(eager.tokens, 1), reference.cpu()))
     results.write(records.ORACLE, oracle_equal=oracle_equal, required=True, detail="transformers generate")
     if not oracle_equal:

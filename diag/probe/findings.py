@@ -62,11 +62,11 @@ def placed_at_sites(breaks: list[dict], sites: list[dict]) -> list[dict]:
         if item.get("location"):
             continue
         own = named.get(item["reason"], [])
-        site = own[0] if own else (unnamed.pop(0) if unnamed else None)
-        if site is not None:
-            item["location"] = site["location"]
+        placed = own[0] if own else (unnamed.pop(0) if unnamed else None)
+        if placed is not None:
+            item["location"] = placed["location"]
             if item.get("decode_step") is None:
-                item["decode_step"] = site["decode_step"]
+                item["decode_step"] = placed["decode_step"]
             steps = [each["decode_step"] for each in own if each["decode_step"] is not None]
             if steps:  # the span of decode steps its sites were logged at, as for a logged break
                 item["decode_step"], item["last_decode_step"] = min(steps), max(steps)
@@ -148,7 +148,7 @@ def fallback_breaks(hidden: list[dict], breaks: list[dict]) -> list[dict]:
 
 
 def _in_torch(location: Optional[str]) -> bool:
-    return bool(location) and parsers.is_torch_file(location.rsplit(":", 1)[0])
+    return location is not None and bool(location) and parsers.is_torch_file(location.rsplit(":", 1)[0])
 
 
 def located_as_before(items: list[dict]) -> list[dict]:

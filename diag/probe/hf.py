@@ -11,7 +11,7 @@ Imports: standard library, torch, transformers.
 from __future__ import annotations
 
 import inspect
-from typing import Optional
+from typing import Any, Optional
 
 import torch
 
@@ -122,6 +122,7 @@ def _causal_lm(config, seed: int):
     try:
         return AutoModelForCausalLM.from_config(config)
     except Exception:
+        declared: Any
         try:
             declared = AutoModelForCausalLM._model_mapping[type(config)]
         except Exception:  # no class to ask: the first refusal is the answer

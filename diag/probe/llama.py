@@ -10,7 +10,7 @@ Imports: standard library, torch, transformers.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 import torch
 import torch.nn.functional as F
@@ -27,11 +27,13 @@ def build_model(model_path: Optional[str], dtype: torch.dtype, device: str, seed
     """A LlamaForCausalLM in eval mode: from ``model_path``, or small and random with ``seed``."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
+    model: Any
     if model_path:
         model = LlamaForCausalLM.from_pretrained(model_path, torch_dtype=dtype)
     else:
         torch.manual_seed(seed)
-        model = LlamaForCausalLM(LlamaConfig(**TINY_LLAMA))
+        sizes: dict[str, Any] = dict(TINY_LLAMA)
+        model = LlamaForCausalLM(LlamaConfig(**sizes))
         with torch.no_grad():
             model.lm_head.weight.mul_(LOGIT_SHARPEN)
         model = model.to(dtype)

@@ -85,7 +85,7 @@ def headers_in_run_folder() -> None:
     its default folder in $TMPDIR, fixed when its codecache is imported, and no fresh cache resets
     them. A run's $TMPDIR is its own (runner.probe_environ), so where the parent imported inductor
     with another, the folder is pointed at the run's: every run's cold compile builds them."""
-    codecache = sys.modules.get("torch._inductor.codecache")
+    codecache: Any = sys.modules.get("torch._inductor.codecache")
     default_dir = getattr(codecache, "default_cache_dir", None)
     if codecache is None or default_dir is None or not hasattr(codecache, "_HEADER_DIR"):
         return  # a torch without precompiled headers (before 2.6), or inductor not imported here
@@ -198,7 +198,7 @@ def serve(backends: list[str]) -> int:
     os.dup2(null, 1)
     os.close(null)
     server = Server(answers)
-    for backend in backends or [None]:
+    for backend in backends or [None]:  # type: ignore[list-item]
         supervise.preload(backend)
     why = refusal()
     if why is not None:

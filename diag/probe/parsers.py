@@ -308,10 +308,7 @@ def parse_hidden_error(record: Record) -> Optional[Finding]:
         # dynamo's DEBUG traceback of the Unsupported behind a graph break (2.1 logs each one):
         # the break itself is the finding, not a swallowed error.
         return None
-    if won_t:
-        location = f"{won_t['file']}:{won_t['line']}"
-    else:
-        location = break_location(f"{text}\n{tb}")
+    location: Optional[str] = f"{won_t['file']}:{won_t['line']}" if won_t else break_location(f"{text}\n{tb}")
     return Finding(
         "hidden_error",
         {

@@ -116,6 +116,9 @@ class Workload:
         if cfg.threads:
             torch.set_num_threads(cfg.threads)
         self.dtype = getattr(torch, DTYPES[cfg.dtype])
+        self.model: Any
+        self.input_ids: Any
+        self.attention_mask: Any
         if like is not None and like.spec.config == cfg:
             self.model, self.input_ids, self.attention_mask = like.model, like.input_ids, like.attention_mask
         else:

@@ -135,7 +135,8 @@ def _children_of(pids: set[int]) -> set[int]:
             continue
         fields = stat[stat.rfind(")") + 2 :].split()
         parents[int(entry.name)] = int(fields[1])
-    found, frontier = set(), set(pids)
+    found: set[int] = set()
+    frontier = set(pids)
     while frontier:
         frontier = {pid for pid, parent in parents.items() if parent in frontier} - found
         found |= frontier

@@ -21,7 +21,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from diag.probe import attribution, capture, compat, counters, records
+from diag.probe import attribution, compat, counters, records
+from diag.probe.notices import CompileNotices
 from diag.probe.records import Writer
 from diag.probe.session import Workload, error_location, exception_info
 
@@ -193,7 +194,7 @@ def interleaved(
 def sample(workload: Workload, modes: dict[str, Any], repeats: int, min_seconds: float) -> dict[str, dict[str, Any]]:
     """Each mode's generation totals and decode steps from :func:`interleaved` rounds; the host
     reference is timed after each generation."""
-    found = {
+    found: dict[str, dict[str, Any]] = {
         mode: {"totals_s": [], "step_samples_s": [], "host_samples_s": [], "between_samples_s": []} for mode in modes
     }
 
@@ -302,7 +303,7 @@ def run(workload: Workload, results: Writer, folder: Optional[Path] = None) -> N
         eager_first = eager_first if eager_first is not None else total
     eager_memory = peak_memory(workload, workload.eager)
     workload.torch._dynamo.reset()
-    notices = capture.CompileNotices()
+    notices = CompileNotices()
     notices.install()
     try:
         (compiled_first, first_cpu, stalled), compiled_memory, sampled = _compiled_and_sampled(workload)

@@ -243,9 +243,12 @@ def _shrunk_overrides(overrides: dict, before: dict, after: dict) -> dict:
     shrunk = {name: getattr(layer, name) for name in overrides}
     was = {name: overrides.get(name, before.get(name)) for name in MLA_PARTS}
     now = {name: shrunk.get(name, after.get(name)) for name in MLA_PARTS}
-    if all(isinstance(v, int) for v in [*was.values(), *now.values()]):
-        if was["head_dim"] == was["qk_nope_head_dim"] + was["qk_rope_head_dim"]:
-            shrunk["head_dim"] = now["qk_nope_head_dim"] + now["qk_rope_head_dim"]
+    parts_were = [v for v in (was[name] for name in MLA_PARTS) if isinstance(v, int)]
+    parts_now = [v for v in (now[name] for name in MLA_PARTS) if isinstance(v, int)]
+    if len(parts_were) == len(parts_now) == len(MLA_PARTS):
+        head, nope, rope = parts_were
+        if head == nope + rope:
+            shrunk["head_dim"] = parts_now[1] + parts_now[2]
     return shrunk
 
 
