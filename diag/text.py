@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Optional
 from diag import guards
 from diag import row as rows
 from diag.contract import BY_NAME, FINDING_KINDS
+from diag.run import trace
 from diag.verdicts import why
 from diag.verdicts.noise import HALF_WIDTH, NOT_COMPARED
 
@@ -260,7 +261,8 @@ def _steps(row: dict[str, Any]) -> str:
 def _frames_and_more(run: dict[str, Any]) -> list[str]:
     """The compiled frames, the capabilities, the probe's stderr tail, the run directory."""
     lines: list[str] = []
-    lines += _section(f"compiled frames ({len(run.get('frames', []))})")
+    count, why = trace.frame_count(run)
+    lines += _section(f"compiled frames ({count})" if count is not None else f"compiled frames: unknown ({safe(why)})")
     for frame in run.get("frames", []):
         fail = f"  FAIL {safe(frame['fail_type'])}" if frame.get("fail_type") else ""
         lines.append(

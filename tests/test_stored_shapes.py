@@ -104,3 +104,25 @@ def test_a_count_or_time_stored_as_text_is_read_as_missing(copied_db, column):
         _ok(folder, *args, "--db", "copy.db")
     check = diag_here("check", "--db", "copy.db", cwd=folder)
     assert "Traceback" not in check.stderr and check.returncode in (0, 1, 3), check.stderr
+
+
+def test_frames_torch_could_not_report_are_unknown_on_every_surface_never_zero(copied_db):
+    """A torch before 2.4 (or no trace): its compilation metrics were not read, so how many frames it
+    compiled is not known; show, --json and the run page say unknown, with why, not 0."""
+    why = "no TORCH_TRACE log was written (structured trace needs torch >= 2.3)"
+    with sqlite3.connect(copied_db) as conn:
+        run_id = conn.execute("SELECT run_id FROM frames LIMIT 1").fetchone()[0]
+        conn.execute("DELETE FROM frames WHERE run_id = ?", (run_id,))
+        capabilities = json.loads(conn.execute("SELECT capabilities FROM runs WHERE id = ?", (run_id,)).fetchone()[0])
+        capabilities["compilation_metrics"] = {"available": False, "detail": why}
+        conn.execute("UPDATE runs SET capabilities = ? WHERE id = ?", (json.dumps(capabilities), run_id))
+    conn.close()
+    folder = copied_db.parent
+    shown = _ok(folder, "show", str(run_id), "--db", "copy.db")
+    assert f"compiled frames: unknown ({why})" in shown and "compiled frames (0)" not in shown
+    assert json.loads(_ok(folder, "show", str(run_id), "--db", "copy.db", "--json"))["frame_count"] is None
+    other = json.loads(_ok(folder, "show", "1" if run_id != 1 else "2", "--db", "copy.db", "--json"))
+    assert other["frame_count"] == len(other["frames"])
+    _ok(folder, "report", "--db", "copy.db", "--out", "site")
+    page = "".join(p.read_text() for p in (folder / "site" / "runs").glob("*.html"))
+    assert "<h3>Compiled frames: unknown</h3>" in page and "Not known: no TORCH_TRACE log was written" in page

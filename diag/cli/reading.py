@@ -12,7 +12,7 @@ from diag import store, text
 from diag.cli import checks, params
 from diag.cli.common import RUN_ID, cli, count, db_option, fail, json_option, progress, read_store
 from diag.contract import STATUSES
-from diag.run import artifacts, catalog
+from diag.run import artifacts, catalog, trace
 
 
 @cli.command("statuses")
@@ -81,6 +81,7 @@ def show_command(run_id: int, db_path: str, as_json: bool) -> None:
     if run is None:
         raise fail(f"no run #{run_id} in {db_path}")
     run["artifacts"] = {label: str(path) for label, path in artifacts.listing(run.get("artifacts_dir"))}
+    run["frame_count"] = trace.frame_count(run)[0]  # null where torch's metrics were not read: unknown, not 0
     if as_json:
         click.echo(json.dumps(run, indent=2, default=str))
         return

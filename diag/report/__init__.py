@@ -39,6 +39,7 @@ from diag.report.index_json import report_json
 from diag.report.model import FLAKY_FLIPS, Matrix, Settled, row_label
 from diag.report.publish import MANIFEST, ReportError, Site, publish
 from diag.report.run_page import ci_link
+from diag.run import trace
 from diag.text import config_text, safe
 from diag.verdicts import why
 
@@ -214,6 +215,7 @@ def _run_pages(
                     "artifacts": run_page.listing(run, out_dir),
                     "ci": run_page.ci_link(run),
                     "profile": why.profile_of(run),
+                    "frame_count": trace.frame_count(run),
                     "profile_groups": why.groups_of_run(run),
                     "kernel_text": why.kernel_text(why.profile_of(run)["kernels"]) if why.profile_of(run) else "",
                     "refusals": why.refusal_lines(why.profile_of(run).get("refused") or {}),

@@ -47,6 +47,16 @@ def frame_row(metrics: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
+def frame_count(run: dict[str, Any]) -> tuple[Optional[int], str]:
+    """How many frames a stored run's compile made, and why that is unknown where it is: None where
+    torch's compilation metrics could not be read (before torch 2.4, no trace), never 0."""
+    found = run.get("frames") or []
+    said = (run.get("capabilities") or {}).get("compilation_metrics")
+    if found or not isinstance(said, dict) or said.get("available", True):
+        return len(found), ""
+    return None, str(said.get("detail") or "torch's compilation metrics were not read")
+
+
 def trace_logs(directory: Path) -> list[Path]:
     return sorted(directory.glob("*.log")) if directory.is_dir() else []
 
