@@ -51,12 +51,15 @@ def immutable(*paths: Path):
             subprocess.run(["chattr", "-i", str(path)], check=False)
 
 
-def fill(folder: Path) -> None:
+def fill(folder: Path, leave: int = 0) -> None:
+    """Fill the file system of ``folder``, then give back ``leave`` bytes of it."""
     with open(folder / "filler", "ab") as handle:
         with contextlib.suppress(OSError):
             while True:
                 handle.write(b"\0" * 65536)
                 handle.flush()
+        if leave:
+            handle.truncate(max(0, handle.tell() - leave))
 
 
 def digest(path: Path) -> str:
@@ -220,9 +223,11 @@ def test_probes_die_with_a_killed_orchestrator(tmp_path):
 
 @pytest.mark.slow
 def test_a_full_temp_folder_is_a_tool_error_not_a_compile_error(tmp_path):
-    """Inductor writes its kernels under $TMPDIR; a full one is the machine's fault, never stored as torch's."""
+    """Inductor writes its kernels under $TMPDIR; a full one is the machine's fault, never stored as torch's.
+    A few KB are left: Python takes a $TMPDIR it cannot write a file in for /tmp (as diag's own temporary
+    folder, the timed run's cold cache, would then be), so the fault would never reach the compile."""
     with tmpfs(tmp_path / "tmp", "1m") as temp:
-        fill(temp)
+        fill(temp, leave=128 * 1024)
         db = tmp_path / "t.db"
         done = diag_main(
             "run",
