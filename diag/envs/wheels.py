@@ -200,11 +200,20 @@ def exists(url: str) -> bool:
 
 
 def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+    """The file's sha256; read once per process while the file is unchanged (a torch wheel is GBs, and
+    a cached one is checked before it is chosen and hashed again when it is taken)."""
+    seen = path.stat()
+    key = (str(path.resolve()), seen.st_size, seen.st_mtime_ns, seen.st_ino)
+    if key not in _DIGESTS:
+        digest = hashlib.sha256()
+        with open(path, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+        _DIGESTS[key] = digest.hexdigest()
+    return _DIGESTS[key]
+
+
+_DIGESTS: dict[tuple[str, int, int, int], str] = {}
 
 
 def fetch(wheel: Wheel) -> tuple[Path, str]:
@@ -214,14 +223,16 @@ def fetch(wheel: Wheel) -> tuple[Path, str]:
         path = Path(urllib.parse.unquote(location))
         if not path.is_file():
             raise WheelError(f"no wheel at {path}")
+        digest = sha256_of(path)
         os.utime(path)  # recently used: the cache keeps it longest
-        return path, sha256_of(path)
+        return path, digest
     folder = cache_dir()
     folder.mkdir(parents=True, exist_ok=True)
     target = folder / wheel.filename
     if target.is_file() and still_whole(target, wheel.sha256):
+        digest = sha256_of(target)  # as still_whole read it
         os.utime(target)
-        return target, sha256_of(target)
+        return target, digest
     partial = target.with_name(f".{target.name}.{os.getpid()}.part")
     hashed = hashlib.sha256()
     try:

@@ -44,6 +44,7 @@ POLL_S = 0.5
 # How long a parent may take to answer what it can answer at once (fork a run, reap one that ended)
 # before it is taken as wedged (stopped by SIGSTOP, say), killed, and its runs read from /proc.
 ANSWER_LIMIT_S = 10.0
+SLOW_PARENT = 6  # times ANSWER_LIMIT_S, for a parent that is running, not stopped
 
 
 def process_state(pid: int) -> Optional[tuple[str, Optional[int]]]:
@@ -105,7 +106,10 @@ class ForkedRun:
             self._exit_code = state[1]
         now = time.monotonic()
         self._seen_ended = self._seen_ended or now
-        if now - self._seen_ended < ANSWER_LIMIT_S:
+        # A parent that is not stopped is only slow (a busy machine) for longer: killing it would take
+        # its other runs in flight with it (their lifelines), so it is given more time.
+        limit = ANSWER_LIMIT_S if self._parent is None or self._parent.wedged() else ANSWER_LIMIT_S * SLOW_PARENT
+        if now - self._seen_ended < limit:
             return
         code = self._exit_code if self._exit_code is not None else -9
         if self._parent is not None:
