@@ -81,7 +81,7 @@ def _runs_environment(env: dict[str, str]) -> None:
 
 
 def headers_in_run_folder() -> None:
-    """Inductor keeps its precompiled C++ headers (154 MB, built once by the first CPU compile) under
+    """Inductor keeps its precompiled C++ headers (about 150 MB, built by the first CPU compile) under
     its default folder in $TMPDIR, fixed when its codecache is imported, and no fresh cache resets
     them. A run's $TMPDIR is its own (runner.probe_environ), so where the parent imported inductor
     with another, the folder is pointed at the run's: every run's cold compile builds them."""
@@ -198,7 +198,8 @@ def serve(backends: list[str]) -> int:
     os.dup2(null, 1)
     os.close(null)
     server = Server(answers)
-    for backend in backends or [None]:  # type: ignore[list-item]
+    preloaded: list[Optional[str]] = [*backends] or [None]
+    for backend in preloaded:
         supervise.preload(backend)
     why = refusal()
     if why is not None:
