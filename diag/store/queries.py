@@ -20,17 +20,26 @@ def _numbers_only(db: sqlite_utils.Database | sqlite3.Connection, rows: list[dic
     """``rows`` of runs with each value of a numeric column that is no number (SQLite keeps text in an
     INTEGER column: a DB written by another program, or edited) read as None, so that what reads a
     count or a time says it is missing instead of failing on it."""
+    if not rows:
+        return rows
     conn = db.conn if isinstance(db, sqlite_utils.Database) else db
-    numeric = {
+    numeric = sorted(
         name
         for _, name, declared, *_ in conn.execute("PRAGMA table_info(runs)").fetchall()
         if any(kind in (declared or "").upper() for kind in ("INT", "REAL", "FLOA", "DOUB"))
-    } - {"id", "torch_build_id"}
+        and name in rows[0]
+        and name not in ("id", "torch_build_id")
+    )
+    if not numeric or "id" not in rows[0]:
+        return rows
+    # one scan in SQLite finds the runs that hold any: none, almost always, and nothing else is read
+    odd = " OR ".join(f"typeof(\"{name}\") NOT IN ('integer', 'real', 'null')" for name in numeric)
+    found = {run_id for (run_id,) in conn.execute(f"SELECT id FROM runs WHERE {odd}")}
     for row in rows:
-        for name in numeric & row.keys():
-            value = row[name]
-            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
-                row[name] = None
+        if row["id"] in found:
+            for name in numeric:
+                if row[name] is not None and not isinstance(row[name], (int, float)):
+                    row[name] = None
     return rows
 
 
