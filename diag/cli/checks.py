@@ -128,3 +128,9 @@ def refuse_unhonoured(ctx: click.Context, names: tuple[str, ...], why: str) -> N
 
 # What the timing pass alone uses: a command or a run without one cannot honour them.
 TIMING_OPTIONS = ("repeats", "timing_seconds", "reuse_compiled", "profile")
+
+
+def refuse_timing_options_without_timing(ctx: click.Context) -> None:
+    """``diag run --no-timing`` (on the command line or in a matrix part) refuses TIMING_OPTIONS."""
+    if not ctx.params["timing"]:
+        refuse_unhonoured(ctx, TIMING_OPTIONS, "--no-timing runs no timing pass")

@@ -13,7 +13,7 @@ import click
 from diag import envs, stopping, store, text
 from diag.build import Spec
 from diag.cli import params, sharding
-from diag.cli.checks import TIMING_OPTIONS, refuse_unhonoured
+from diag.cli.checks import refuse_timing_options_without_timing
 from diag.cli.common import (
     cli,
     config_options,
@@ -161,8 +161,7 @@ def run_command(
     Each run's directory (spec, records, logs, trace, tlparse and depyf output) goes
     next to the DB: for diag.db, in diag.runs/<run uid>/.
     """
-    if not params["timing"]:
-        refuse_unhonoured(ctx, TIMING_OPTIONS, "--no-timing runs no timing pass")
+    refuse_timing_options_without_timing(ctx)
     if wanted is None:
         for name in ("matrix", "plan", "history"):
             if ctx.params[f"{name}_path"] is not None:

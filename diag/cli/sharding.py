@@ -16,7 +16,7 @@ from typing import Any, Iterable, Optional
 import click
 
 from diag.cli import params
-from diag.cli.checks import TIMING_OPTIONS, refuse_unhonoured
+from diag.cli.checks import refuse_timing_options_without_timing
 from diag.cli.common import cli, configs_of, fail, json_option, pop_env_options, progress
 from diag.run import matrix, shard
 from diag.run.matrix import Part
@@ -54,8 +54,7 @@ def parse_part(index: int, args: list[str], source: str) -> Part:
     assert command is not None  # registered by diag/cli/running.py, which imports this module
     try:
         with command.make_context("diag run", list(args), resilient_parsing=False) as ctx:
-            if not ctx.params["timing"]:
-                refuse_unhonoured(ctx, TIMING_OPTIONS, "--no-timing runs no timing pass")
+            refuse_timing_options_without_timing(ctx)
             return part_of(index, args, ctx.params)
     except click.ClickException as exc:
         raise fail(f"{source}: part {index} ({shlex.join(args)}): {exc.format_message()}") from exc

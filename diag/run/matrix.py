@@ -120,20 +120,31 @@ def hf_architectures(environments: list[envs.TorchEnv], log: Log) -> list[str]:
     transformers in any of the environments (asked in each, where its transformers is installed)."""
     found: set[str] = set()
     for env in environments:
-        try:
-            done = subprocess.run(
-                env.probe_command("architectures"), capture_output=True, text=True, env=env.probe_environ(), timeout=600
-            )
-            listed = json.loads(done.stdout) if done.returncode == 0 else None
-        except (OSError, subprocess.TimeoutExpired, json.JSONDecodeError):
-            listed = None
-        if listed is None:
-            raise MatrixError(
-                f"hf:all: cannot list transformers' architectures in {env.python} (is transformers installed?)"
-            )
-        found.update(listed)
+        found.update(_architectures_of(env))
     log(f"hf:all: {len(found)} decoder-only causal-LM architectures")
     return sorted(found)
+
+
+_ARCHITECTURES: dict[tuple[str, ...], list[str]] = {}  # per probe command: asked once per invocation
+
+
+def _architectures_of(env: envs.TorchEnv) -> list[str]:
+    """The environment's transformers architectures, asked of it once (hf:all's expansion and the
+    check of each hf: case both need them; each asking imports transformers there)."""
+    command = tuple(env.probe_command("architectures"))
+    if command in _ARCHITECTURES:
+        return _ARCHITECTURES[command]
+    try:
+        done = subprocess.run(list(command), capture_output=True, text=True, env=env.probe_environ(), timeout=600)
+        listed = json.loads(done.stdout) if done.returncode == 0 else None
+    except (OSError, subprocess.TimeoutExpired, json.JSONDecodeError):
+        listed = None
+    if listed is None:
+        raise MatrixError(
+            f"hf:all: cannot list transformers' architectures in {env.python} (is transformers installed?)"
+        )
+    _ARCHITECTURES[command] = listed
+    return listed
 
 
 def resolve_cases(parts: list[Part], log: Log) -> None:
