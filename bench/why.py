@@ -38,7 +38,7 @@ from pathlib import Path
 from common import REPO, environ, timed
 from honesty import Spinners
 
-from diag.verdicts.stats import median_interval
+from diag.stats import median_interval
 
 CASES = REPO / "tests" / "cases"
 RACE = ["--backend", "eager", "--fullgraph", "--new-tokens", "16", "--timing-seconds", "0.5", "--profile", "--json"]

@@ -8,7 +8,9 @@ runs by exactly this tuple, so that none of them can put a batch-8 run in a batc
 
 from __future__ import annotations
 
-from typing import Any, Mapping, NamedTuple
+from typing import Any, Mapping, NamedTuple, Sequence
+
+from diag.contract import BY_NAME, statuses
 
 BUILTIN = "builtin"  # case_source of the cases shipped in diag/cases/; a user case file's is its path
 SIZES = {"batch_size": "b", "prompt_length": "p", "new_tokens": "n"}
@@ -102,3 +104,23 @@ def differences(before: Row, after: Row) -> list[str]:
 
 def sort_key(row: Row) -> tuple:
     return tuple("" if value is None else str(value) for value in row)
+
+
+def deciding_run(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The run that decides a cell (a row on one build, or one side of a comparison): its worst run,
+    so that a failure among repeats is never outvoted, but a broken case (``not_a_finding``) only
+    where no run says anything of the compiler; ties go to the newest start, then the uid, so that
+    the same runs decide the same way in whatever order they were stored (the id, the storage order,
+    only where a run has neither, as hand-made records in tests)."""
+    if len(runs) == 1:
+        return runs[0]
+    return max(
+        runs,
+        key=lambda run: (
+            run.get("status") not in statuses.NOT_A_FINDING,  # a broken case never outvotes a finding
+            BY_NAME[run["status"]].severity if run.get("status") in BY_NAME else 99,
+            run.get("started_at") or "",
+            run.get("uid") or "",
+            run.get("id") or 0,
+        ),
+    )

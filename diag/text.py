@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING, Any, Optional
 from diag import guards
 from diag import row as rows
 from diag.contract import BY_NAME, FINDING_KINDS
+from diag.noise import HALF_WIDTH, NOT_COMPARED
 from diag.run import trace
 from diag.verdicts import why
-from diag.verdicts.noise import HALF_WIDTH, NOT_COMPARED
 
 if TYPE_CHECKING:
     from diag.verdicts.gate import Outcome

@@ -9,9 +9,9 @@ import statistics
 import pytest
 from test_regress import _run
 
-from diag import text
-from diag.verdicts import gate, noise, regress, timing_change
-from diag.verdicts.stats import bimodal, median_interval
+from diag import noise, text
+from diag.stats import bimodal, median_interval
+from diag.verdicts import gate, regress, timing_change
 
 
 def _bootstrap(samples, resamples, rng):

@@ -10,7 +10,8 @@ import xml.etree.ElementTree as ET
 import pytest
 from conftest import REPO, TEST_CASES, diag
 
-from diag.verdicts import gate, junit, regress, stats
+from diag import stats
+from diag.verdicts import gate, junit, regress
 
 
 def test_mann_whitney_detects_a_shift_and_not_noise():
@@ -266,7 +267,7 @@ def test_a_a_passes_then_a_b_slowdown_and_fullgraph_regression_fail(tmp_path):
     code, verdict = check()
     assert code == 1, verdict
     assert [r["kind"] for r in verdict["regressions"]] == ["slowdown"] * len(verdict["regressions"])
-    # every run a side, but those whose timing was noisy on a busy machine (left out: diag/verdicts/noise.py)
+    # every run a side, but those whose timing was noisy on a busy machine (left out: diag/noise.py)
     judged = [
         re.search(r"runs (\d+) -> (\d+)", r["message"]) for r in verdict["regressions"] if "s_per_token" in r["message"]
     ]

@@ -13,7 +13,7 @@ import pytest
 from conftest import diag_here
 from test_race import _stored_race
 
-# What diag run --profile stores (why.summary, with the trace and the top ops), as one real run kept it.
+# What diag run --profile stores (profile.summary, with the trace and the top ops), as one real run kept it.
 PROFILE = {
     "trace": "profile.trace.json.gz",
     "top": [{"op": "aten::mm", "calls": 120, "self_cpu_us": 1144.4, "self_device_us": 0.0}],

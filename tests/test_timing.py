@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from conftest import TEST_CASES, diag, show
 
-from diag.verdicts.noise import NOT_COMPARED
+from diag.noise import NOT_COMPARED
 
 pytestmark = pytest.mark.slow  # real probes with timing passes
 

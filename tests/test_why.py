@@ -13,6 +13,7 @@ import pytest
 from conftest import diag, diag_here, show
 
 from diag import store
+from diag.run import profile
 from diag.verdicts import why
 
 CASES = Path(__file__).resolve().parent / "cases"
@@ -125,13 +126,13 @@ def test_a_timed_run_says_how_long_its_loop_spends_between_compiled_calls(tmp_pa
         ("aten::index_copy_", "cache moves and copies", None),
         ("Memcpy DtoD (Device -> Device)", "cache moves and copies", None),
         ("aten::view", "views and allocation", None),
-        ("aten::rsqrt", why.OTHER, None),
-        (why.OUTSIDE, "Python outside any op", None),
+        ("aten::rsqrt", profile.OTHER, None),
+        (profile.OUTSIDE, "Python outside any op", None),
     ],
 )
 def test_op_names_fall_in_their_groups_and_name_their_attention_kernel(op, group, kernel):
-    assert why.group_of(op) == group
-    assert why.kernel_of(op) == kernel
+    assert profile.group_of(op) == group
+    assert profile.kernel_of(op) == kernel
 
 
 def _round(**cpu_ms):
@@ -141,8 +142,8 @@ def _round(**cpu_ms):
 def test_rows_whose_interval_holds_zero_explain_nothing_and_the_rest_is_said():
     """Ten rounds a side: the variant's matmuls are 0.5 ms a token more in every round; its Python
     outside any op is up in half of them and down in the other half."""
-    base = [_round(**{"aten::mm": 1.0, why.OUTSIDE: 0.2}) for _ in range(10)]
-    case = [_round(**{"aten::mm": 1.5, why.OUTSIDE: 0.2 + (0.1 if i % 2 else -0.1)}) for i in range(10)]
+    base = [_round(**{"aten::mm": 1.0, profile.OUTSIDE: 0.2}) for _ in range(10)]
+    case = [_round(**{"aten::mm": 1.5, profile.OUTSIDE: 0.2 + (0.1 if i % 2 else -0.1)}) for i in range(10)]
     found = why.explain({"rounds": {"a": base, "b": case}}, "a", "b", measured_ms=0.6)
     top, rest = found.groups[0], {row.name: row for row in found.groups[1:]}
     assert (top.name, top.explains) == ("matmuls", True) and top.diff_ms == pytest.approx(0.5)

@@ -2,7 +2,7 @@
 the stored runs by history.py).
 
 A cell is every run of one row on one build. Its status is its deciding run's
-(``regress.deciding_run``: the worst, as ``diag check`` reads it too): a failure among repeats is
+(``rows.deciding_run``: the worst, as ``diag check`` reads it too): a failure among repeats is
 never outvoted, and the same runs give the same verdicts in whatever order they were stored. A cell
 whose runs partly failed is flaky, and says how many failed. A broken case (``eager_error``) is not a
 compiler finding: it decides a cell only where no other run does, and a cell of broken runs alone is
@@ -19,7 +19,7 @@ from typing import Any, Iterable, Iterator, Optional
 
 from diag import row as rows
 from diag.contract import BY_NAME, WORKS, statuses
-from diag.verdicts.regress import deciding_run
+from diag.row import deciding_run
 
 RowKey = rows.Row
 

@@ -11,6 +11,7 @@ from typing import Any, Optional
 from diag import build, store
 from diag import row as rows
 from diag.report import charts, svg
+from diag.run import profile
 from diag.verdicts import variants, why
 
 
@@ -61,7 +62,7 @@ def _race_row(race: dict[str, Any]) -> dict[str, Any]:
     shown["breakdown"] = stored.as_dict() if stored is not None else None
     if shown["breakdown"] and shown["breakdown"].get("groups"):
         # every page's bars in one order of groups, so that a group has one colour on all of them
-        order = {name: index for index, name in enumerate([*(name for name, _ in why.GROUPS), why.OTHER])}
+        order = {name: index for index, name in enumerate([*(name for name, _ in profile.GROUPS), profile.OTHER])}
         groups = sorted(shown["breakdown"]["groups"], key=lambda g: order.get(g["name"], len(order)))
         bars = [
             (race["baseline"], {g["name"]: g["ms_baseline"] for g in groups}),

@@ -15,11 +15,10 @@ from diag import guards
 from diag import row as rows
 from diag.build import identity as build_identity
 from diag.contract import errors_in_stderr, records, stable_key, statuses
-from diag.run import trace
+from diag.run import profile, trace
 from diag.run.measured import instruction_columns, timing_columns, timing_compile_error, timing_error, timing_rows
 from diag.run.rundir import STDERR_TAIL_BYTES, PassOutcome, RunFiles, probe_failure
 from diag.store import RunRecord
-from diag.verdicts import why
 
 
 def verdict(diagnosis: PassOutcome) -> dict[str, Any]:
@@ -304,10 +303,10 @@ def _result_extra(
     unknown: dict[str, Any] = {kind: fields for kind, fields in found.items() if fields}
     if ci:
         unknown["ci"] = ci
-    profile = timing.first(records.PROFILE) if timing is not None else None
-    if profile is not None:
-        unknown["profile"] = {name: profile.get(name) for name in ("trace", "top", "seconds")}
-        unknown["profile"].update(why.summary(profile.get("attributed") or [], device, profile.get("refused")))
+    profiled = timing.first(records.PROFILE) if timing is not None else None
+    if profiled is not None:
+        unknown["profile"] = {name: profiled.get(name) for name in ("trace", "top", "seconds")}
+        unknown["profile"].update(profile.summary(profiled.get("attributed") or [], device, profiled.get("refused")))
     return json.dumps(unknown, default=str) if unknown else None
 
 

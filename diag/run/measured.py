@@ -9,10 +9,10 @@ from __future__ import annotations
 import json
 from typing import Any, Optional
 
+from diag import noise
 from diag.config import SQLITE_INTEGER_MAX
 from diag.contract import records
 from diag.run.rundir import PassOutcome, probe_failure
-from diag.verdicts import noise
 
 
 def _timing(outcome: Optional[PassOutcome], mode: str) -> Optional[dict[str, Any]]:

@@ -8,7 +8,7 @@ touches a DB, so each rule is tested on plain values.
 - Folded into counts: of each build, a row's runs beyond its newest ``keep_runs``; on an older
   build, a row's runs beyond its newest two invocations (a release leg re-runs one build every
   night); and a row's runs on an old nightly where no verdict turns on (``thin_cells``). The first
-  two rules never fold the run that decides a cell (``regress.deciding_run``: its worst, a crash
+  two rules never fold the run that decides a cell (``row.deciding_run``: its worst, a crash
   among passes), nor the last run of any of its other statuses (a flaky cell stays flaky): pruning
   thins detail, it never changes what check or the report says.
 - Compacted: every other run.

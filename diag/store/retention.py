@@ -12,12 +12,12 @@ import sqlite_utils
 
 from diag import row as rows
 from diag.build import order as build_order
+from diag.row import deciding_run
+from diag.stats import quantile
 from diag.store import policy
 from diag.store.connection import StoreError, begin_writing, explain, insert, path_of
 from diag.store.queries import builds, finding_keys
 from diag.store.schema import CHILD_TABLES, row_columns
-from diag.verdicts.regress import deciding_run
-from diag.verdicts.stats import quantile
 
 PRUNED_TEXT_LINES = 20  # of a pruned run's tracebacks and stderr tail, the last lines kept
 

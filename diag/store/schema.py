@@ -300,7 +300,7 @@ def m010_folded_runs(db: sqlite_utils.Database) -> None:
 
 @migration
 def m011_timing_noise(db: sqlite_utils.Database) -> None:
-    """Whether a run's latency can be trusted (diag/verdicts/noise.py): the 95% interval of each mode's median
+    """Whether a run's latency can be trusted (diag/noise.py): the 95% interval of each mode's median
     step, and the verdict noisy with its reason. Runs stored before have none (NULL: not judged)."""
     db.table("runs").add_column("timing_noisy", int)
     db.table("runs").add_column("timing_note", str)

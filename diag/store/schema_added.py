@@ -93,7 +93,7 @@ def m018_build_stamps(db: sqlite_utils.Database) -> None:
 @migration
 def m019_compile_cpu(db: sqlite_utils.Database) -> None:
     """The CPU time of a run's cold compile beside its wall time, and whether the compile waited for a
-    busy machine (diag/verdicts/noise.py: compile_noise), with the reason. NULL: stored before, not judged."""
+    busy machine (diag/noise.py: compile_noise), with the reason. NULL: stored before, not judged."""
     db.table("runs").add_column("compile_cpu_s", float)
     db.table("runs").add_column("compile_noisy", int)
     db.table("runs").add_column("compile_note", str)

@@ -92,7 +92,7 @@ def compare_build_runs(
     for row in _in_order(set(pools_before) | set(pools_after)):
         before, after = pools_before.get(row, []), pools_after.get(row, [])
         if before and after and not like_with_like:
-            deciding_before, deciding_after = regress.deciding_run(before), regress.deciding_run(after)
+            deciding_before, deciding_after = rows.deciding_run(before), rows.deciding_run(after)
             comparison = regress.compare_runs(deciding_before, deciding_after, before, after)
             was, now = environment(deciding_before), environment(deciding_after)
             if was != now:
@@ -105,22 +105,22 @@ def compare_build_runs(
             comparisons.append(comparison)
             continue
         if before and after:
-            wanted = environment(regress.deciding_run(after))
+            wanted = environment(rows.deciding_run(after))
             alike = [r for r in before if environment(r) == wanted]
             if not alike:
-                comparison = regress.compare_runs(None, regress.deciding_run(after))
-                was = environment(regress.deciding_run(before))
+                comparison = regress.compare_runs(None, rows.deciding_run(after))
+                was = environment(rows.deciding_run(before))
                 comparison.note = (
                     f"not compared: the baseline ran Python {was[0]}, transformers {was[1]}; "
                     f"now Python {wanted[0]}, transformers {wanted[1]}"
-                ) + both_moved(row, regress.deciding_run(before), regress.deciding_run(after))
+                ) + both_moved(row, rows.deciding_run(before), rows.deciding_run(after))
                 comparisons.append(comparison)
                 continue
             before = alike
         comparisons.append(
             regress.compare_runs(
-                regress.deciding_run(before) if before else None,
-                regress.deciding_run(after) if after else None,
+                rows.deciding_run(before) if before else None,
+                rows.deciding_run(after) if after else None,
                 before,
                 after,
             )
@@ -148,7 +148,7 @@ def compare_within_build(runs: list[dict[str, Any]]) -> list[regress.RowComparis
         before = groups[-2] if len(groups) > 1 else []
         comparisons.append(
             regress.compare_runs(
-                regress.deciding_run(before) if before else None, regress.deciding_run(groups[-1]), before, groups[-1]
+                rows.deciding_run(before) if before else None, rows.deciding_run(groups[-1]), before, groups[-1]
             )
         )
     return comparisons

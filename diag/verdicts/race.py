@@ -18,9 +18,10 @@ import statistics
 from dataclasses import asdict, dataclass
 from typing import Any, Optional
 
+from diag import noise
 from diag import row as rows
-from diag.verdicts import noise, variants
-from diag.verdicts.stats import median_interval
+from diag.stats import median_interval
+from diag.verdicts import variants
 
 MIN_ROUNDS = 6
 NOT_RACED = "not raced"

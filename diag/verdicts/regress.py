@@ -1,7 +1,7 @@
 """Comparisons between runs and builds, and the regression verdicts of ``diag check``. Pure: no I/O.
 
 Discrete findings (status, keys, token equality) are compared exactly, deciding run against
-deciding run (``deciding_run``: the worst of a side's runs, whatever order they were stored in).
+deciding run (``row.deciding_run``: the worst of a side's runs, whatever order they were stored in).
 Timings are judged over runs: each run of a row gives one summary (its per-token latency, its
 compile time), and a slowdown needs both a ratio of the sides' medians beyond the threshold and a
 one-sided Mann-Whitney U test over the runs' summaries at level alpha (exact for small samples).
@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
 
 from diag import row as rows
-from diag.contract import BY_NAME, FINDING_KINDS, WORKS, statuses
-from diag.verdicts.noise import NOT_COMPARED
-from diag.verdicts.stats import runs_needed
+from diag.contract import FINDING_KINDS, WORKS, statuses
+from diag.noise import NOT_COMPARED
+from diag.stats import runs_needed
 from diag.verdicts.timing_change import (
     TimingChange,
     compile_change,
@@ -108,26 +108,6 @@ class RowComparison:
             "note": self.note,
             "noisy": self.noisy,
         }
-
-
-def deciding_run(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """The run that decides a cell (a row on one build, or one side of a comparison): its worst run,
-    so that a failure among repeats is never outvoted, but a broken case (``not_a_finding``) only
-    where no run says anything of the compiler; ties go to the newest start, then the uid, so that
-    the same runs decide the same way in whatever order they were stored (the id, the storage order,
-    only where a run has neither, as hand-made records in tests)."""
-    if len(runs) == 1:
-        return runs[0]
-    return max(
-        runs,
-        key=lambda run: (
-            run.get("status") not in statuses.NOT_A_FINDING,  # a broken case never outvotes a finding
-            BY_NAME[run["status"]].severity if run.get("status") in BY_NAME else 99,
-            run.get("started_at") or "",
-            run.get("uid") or "",
-            run.get("id") or 0,
-        ),
-    )
 
 
 def not_a_finding(run: dict[str, Any]) -> bool:

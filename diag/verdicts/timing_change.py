@@ -11,7 +11,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence
 
-from diag.verdicts.stats import mann_whitney_greater, quantile, runs_needed
+from diag.stats import mann_whitney_greater, quantile, runs_needed
 
 
 @dataclass
@@ -129,7 +129,7 @@ def samples_of(run: dict[str, Any], mode: str, metric: str = "decode_step") -> l
 
 def timed_and_steady(runs: Sequence[dict[str, Any]], mode: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The runs with latency samples of ``mode``, and of those the ones whose timing was not noisy
-    (diag/verdicts/noise.py): only these give a latency verdict."""
+    (diag/noise.py): only these give a latency verdict."""
     timed = [r for r in runs if samples_of(r, mode)]
     return timed, [r for r in timed if not r.get("timing_noisy")]
 

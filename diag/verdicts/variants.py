@@ -7,7 +7,7 @@ see regress.py); the ratio is B's median summary over A's, and its 95% interval 
 resampling the runs of both sides (a fixed seed: the same runs give the same interval). The
 verdict: ``slower`` or ``faster`` where the interval leaves out 1 and the ratio is at least
 ``MIN_EFFECT`` (2%) away from it; ``no difference`` otherwise; ``noisy`` where a side has no
-run whose timing was steady (diag/verdicts/noise.py); ``too few runs`` under ``MIN_RUNS`` a side.
+run whose timing was steady (diag/noise.py); ``too few runs`` under ``MIN_RUNS`` a side.
 """
 
 from __future__ import annotations

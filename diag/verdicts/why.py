@@ -1,119 +1,29 @@
 """Why one variant is slower than another: the race's profiled rounds (probe/attribution.py) grouped
 by what the time went to, and set against the baseline's. Pure.
 
-Per round, each variant's decode steps give a time for each op; ops are put in groups (``GROUPS``,
-first match wins), and a group's time per token in the round is its median over the decode steps (a
-step the host stopped for a while does not move it). Per group, the variant's time per token less
-the baseline's in the same round is one paired difference; the row's figure is the median of those differences over the
-rounds, with the median's exact 95% interval (stats.median_interval). Rows are ranked by the size of
-their difference. A row *explains* where its interval leaves out zero; the explained share is the
-sum of those rows over the race's measured difference (the timed rounds', without the profiler), and
-the rest is printed as unexplained: the profiler's own cost per op, and rows too noisy to say.
+Per round, each variant's decode steps give a time for each op; ops are put in groups
+(``GROUPS`` of diag/run/profile.py, first match wins), and a group's time per token in the round is
+its median over the decode steps (a step the host stopped for a while does not move it). Per group,
+the variant's time per token less the baseline's in the same round is one paired difference; the
+row's figure is the median of those differences over the rounds, with the median's exact 95%
+interval (stats.median_interval). Rows are ranked by the size of their difference. A row *explains*
+where its interval leaves out zero; the explained share is the sum of those rows over the race's
+measured difference (the timed rounds', without the profiler), and the rest is printed as
+unexplained: the profiler's own cost per op, and rows too noisy to say.
 """
 
 from __future__ import annotations
 
 import json
 import random
-import re
 import statistics
 from dataclasses import asdict, dataclass, field
 from typing import Any, Optional
 
-from diag.contract import records
-from diag.verdicts.stats import median_interval
+from diag.run.profile import grouped, kernels, per_token, steps
+from diag.stats import median_interval
 
-OUTSIDE = records.OUTSIDE_ANY_OP
-
-# (group, pattern over the profiler's op names); the first that matches names the group
-GROUPS: tuple[tuple[str, str], ...] = (
-    ("diag's recording", "^" + re.escape(records.RECORDING_THE_STEP) + "$"),
-    ("Python outside any op", "^" + re.escape(OUTSIDE) + "$"),
-    ("attention", r"scaled_dot_product|attention|softmax|flash|fmha|sdpa"),
-    ("matmuls", r"^aten::(mm|addmm|bmm|baddbmm|matmul|linear|mv|addmv|dot|_int_mm)$|gemm|cublas|cutlass|mkldnn_"),
-    ("compiled kernels", r"CompiledFxGraph|^(cpp|triton)_|^graph_\d+_|inductor"),
-    (
-        "compiled-region overhead",
-        r"Torch-Compiled Region|TorchDynamo|Pregraph bytecode|AOTDispatcher|CompiledFunction|Runtime Wrapper|"
-        r"cudagraph|CUDAGraph",
-    ),
-    (
-        "cache moves and copies",
-        r"^aten::(copy_|index_copy_?|index_put_?|_index_put_impl_|slice_scatter|select_scatter|scatter_?|cat|"
-        r"stack|roll|clone|contiguous|_to_copy|fill_|zero_|narrow_copy)$|Memcpy|Memset",
-    ),
-    (
-        "views and allocation",
-        r"^aten::(view|_unsafe_view|reshape|transpose|permute|expand|unsqueeze|squeeze|as_strided|slice|select|"
-        r"t|detach|alias|empty|empty_like|empty_strided|resolve_conj|resolve_neg|result_type|to|split|chunk|"
-        r"unbind|narrow|lift_fresh|view_as|_reshape_alias|expand_as|split_with_sizes)$|^detach_?$",
-    ),
-)
-OTHER = "elementwise and other ops"
-
-# which SDPA implementation an op name says ran
-SDPA_KERNELS: tuple[tuple[str, str], ...] = (
-    ("_scaled_dot_product_flash_attention_for_cpu", "CPU flash"),
-    ("_scaled_dot_product_flash_attention", "flash"),
-    ("_flash_attention", "flash"),
-    ("_scaled_dot_product_efficient_attention", "memory-efficient"),
-    ("_efficient_attention", "memory-efficient"),
-    ("_scaled_dot_product_cudnn_attention", "cuDNN"),
-    ("_scaled_dot_product_fused_attention_overrideable", "overrideable (a backend's own)"),
-    ("_scaled_dot_product_attention_math", "math"),
-)
 TOP_OPS = 8
-
-
-def group_of(op: str) -> str:
-    for name, pattern in GROUPS:
-        if re.search(pattern, op):
-            return name
-    return OTHER
-
-
-def kernel_of(op: str) -> Optional[str]:
-    """The SDPA implementation an op's name says ran, or None for an op that is not one."""
-    for marker, kernel in SDPA_KERNELS:
-        if marker in op:
-            return kernel
-    return None
-
-
-def _op_name(op: str) -> str:
-    """An op's name with what differs between two compiles of one graph left out (inductor's hashes)."""
-    if "CompiledFxGraph" in op:
-        return "inductor's compiled graph (its fused kernels)"
-    return re.sub(r"Torch-Compiled Region: \d+/\d+", "Torch-Compiled Region", op)
-
-
-def _steps(attributed: dict[str, Any], device: bool) -> list[dict[str, float]]:
-    """One profiled generation's decode steps, each as ms by op: device time on a GPU, else CPU."""
-    cpu_steps = attributed.get("cpu_us") or []
-    found = []
-    for index, raw in enumerate((attributed.get("device_us") if device else None) or cpu_steps):
-        step: dict[str, float] = {}
-        for op, us in raw.items():
-            name = _op_name(op)
-            step[name] = step.get(name, 0.0) + us / 1e3
-        if device and index < len(cpu_steps):  # the host's time outside ops still delays the next launch
-            step[OUTSIDE] = cpu_steps[index].get(OUTSIDE, 0.0) / 1e3
-        found.append(step)
-    return found
-
-
-def _grouped(step: dict[str, float]) -> dict[str, float]:
-    found: dict[str, float] = {}
-    for op, ms in step.items():
-        found[group_of(op)] = found.get(group_of(op), 0.0) + ms
-    return found
-
-
-def _per_token(steps: list[dict[str, float]]) -> dict[str, float]:
-    """A generation's figure per name: the median over its decode steps, so that a step the host
-    stopped for a while (another process on the core) does not move it."""
-    names = {name for step in steps for name in step}
-    return {name: statistics.median(step.get(name, 0.0) for step in steps) for name in names} if steps else {}
 
 
 @dataclass
@@ -194,17 +104,6 @@ def _rows(
     return found
 
 
-def kernels(rounds: list[dict[str, Any]]) -> dict[str, float]:
-    """SDPA kernel -> calls per decode token, over a variant's profiled rounds (their median)."""
-    names = {op for r in rounds for op in r.get("sdpa_calls") or {}}
-    found: dict[str, float] = {}
-    for op in names:
-        kernel = kernel_of(op) or op
-        calls = statistics.median((r.get("sdpa_calls") or {}).get(op, 0.0) for r in rounds)
-        found[kernel] = found.get(kernel, 0.0) + calls
-    return found
-
-
 def explain(
     profiled: dict[str, Any], baseline: str, case: str, measured_ms: Optional[float], device: bool = False
 ) -> Breakdown:
@@ -219,12 +118,12 @@ def explain(
     if paired == 0:
         found.note = profiled.get("error") or "no profiled round of both"
         return found
-    steps_a, steps_b = [_steps(r, device) for r in a[:paired]], [_steps(r, device) for r in b[:paired]]
+    steps_a, steps_b = [steps(r, device) for r in a[:paired]], [steps(r, device) for r in b[:paired]]
     found.groups = _rows(
-        [_per_token([_grouped(s) for s in steps]) for steps in steps_b],
-        [_per_token([_grouped(s) for s in steps]) for steps in steps_a],
+        [per_token([grouped(s) for s in one]) for one in steps_b],
+        [per_token([grouped(s) for s in one]) for one in steps_a],
     )
-    found.ops = _rows([_per_token(steps) for steps in steps_b], [_per_token(steps) for steps in steps_a], limit=TOP_OPS)
+    found.ops = _rows([per_token(one) for one in steps_b], [per_token(one) for one in steps_a], limit=TOP_OPS)
     found.explained_ms = sum(row.diff_ms for row in found.groups if row.explains)
     if profiled.get("error"):
         found.note = f"the profiler failed after {paired} rounds: {profiled['error']}"
@@ -306,18 +205,6 @@ def _mapping(value: Any) -> dict[Any, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def summary(attributed: list[dict[str, Any]], device: bool, refused: Optional[dict[str, Any]] = None) -> dict[str, Any]:
-    """What a run keeps of its profiled generations (diag run --profile): per generation, ms per token
-    by op (the median over its decode steps), the SDPA kernels it ran, and the fused kernels torch
-    refused with its reasons (CUDA)."""
-    return {
-        "ops_ms": [{op: round(ms, 5) for op, ms in _per_token(_steps(r, device)).items()} for r in attributed],
-        "kernels": kernels(attributed),
-        "refused": refused or {},
-        "device_time": device,
-    }
-
-
 def of_runs(before: dict[str, Any], after: dict[str, Any], before_name: str, after_name: str) -> Optional[Breakdown]:
     """Two runs' profiles (``summary``, in their ``extra``) set against each other, by op group; None
     where either run was not profiled. Their generations ran in two processes, so none pairs with
@@ -328,7 +215,7 @@ def of_runs(before: dict[str, Any], after: dict[str, Any], before_name: str, aft
     found = Breakdown(
         before_name, after_name, min(len(a["ops_ms"]), len(b["ops_ms"])), bool(b.get("device_time")), paired=False
     )
-    found.groups = _rows([_grouped(o) for o in b["ops_ms"]], [_grouped(o) for o in a["ops_ms"]], paired=False)
+    found.groups = _rows([grouped(o) for o in b["ops_ms"]], [grouped(o) for o in a["ops_ms"]], paired=False)
     found.ops = _rows(b["ops_ms"], a["ops_ms"], paired=False, limit=TOP_OPS)
     found.kernels = {before_name: a.get("kernels") or {}, after_name: b.get("kernels") or {}}
     found.refused = {before_name: a.get("refused") or {}, after_name: b.get("refused") or {}}
@@ -350,9 +237,9 @@ def groups_of_run(run: dict[str, Any]) -> list[tuple[str, float]]:
     """A profiled run's compiled decode step by group: the median over its profiled generations of
     each group's ms per token, largest first; empty where the run was not profiled."""
     generations = profile_of(run).get("ops_ms") or []
-    grouped = [_grouped(ops) for ops in generations]
-    names = {name for g in grouped for name in g}
-    found = [(name, statistics.median(g.get(name, 0.0) for g in grouped)) for name in names]
+    by_group = [grouped(ops) for ops in generations]
+    names = {name for g in by_group for name in g}
+    found = [(name, statistics.median(g.get(name, 0.0) for g in by_group)) for name in names]
     return sorted(found, key=lambda item: item[1], reverse=True)
 
 

@@ -22,7 +22,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
-from diag.verdicts.stats import bimodal, median_interval
+from diag.stats import bimodal, median_interval
 
 HALF_WIDTH = 0.10
 GAP = 2.0
