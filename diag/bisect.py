@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Optional
+from typing import Any, Callable, Iterable, Mapping, Optional
 
 from diag import envs, store
 from diag import row as rows
@@ -20,6 +20,7 @@ from diag.envs import wheels
 from diag.errors import DiagError
 from diag.run import runner
 from diag.run.catalog import CaseRef
+from diag.store.typed import StoredRun
 
 
 class BisectError(DiagError):
@@ -187,7 +188,7 @@ def between(versions: list[str], good: str, bad: str) -> list[str]:
 class BuildTester:
     """How one build is tested: provision it (or reuse runs already stored), run the case, read the status."""
 
-    run_build: Callable[[str], Optional[dict]]  # spec -> the stored run, or None when it cannot be installed
+    run_build: Callable[[str], Optional[StoredRun]]  # spec -> the stored run, or None when it cannot be installed
     good_status: Optional[str] = None
     log: Callable[[str], None] = lambda message: None
     failures: dict[str, str] = field(default_factory=dict)
@@ -205,24 +206,24 @@ class BuildTester:
         return status != self.good_status
 
 
-def outcome(run: dict) -> str:
+def outcome(run: Mapping[str, Any]) -> str:
     """What a bisect compares between builds: the status, and whether the case had to note a fallback
     (``Generation.note``). A release on which transformers' static cache stops working, so that the
     case decodes with another cache, is a change to find even where both compile whole."""
     return run["status"] + (" (the case noted a fallback)" if run.get("case_note") else "")
 
 
-def find_stored(db, spec: str, row: rows.Row) -> Optional[dict]:
+def find_stored(db, spec: str, row: rows.Row) -> Optional[StoredRun]:
     """The newest stored run of ``row`` on the build whose version is ``spec``."""
     for build in store.builds(db):
-        if _base(build["version"]) == spec:
+        if _base(build["version"] or "") == spec:
             runs = [r for r in store.runs_of_build(db, build["id"]) if rows.of(r) == row]
             if runs:
                 return runs[-1]
     return None
 
 
-def _build_summary(run: Optional[dict]) -> dict:
+def _build_summary(run: Optional[StoredRun]) -> dict:
     if run is None:
         return {
             "version": None,
@@ -249,11 +250,11 @@ class Axis:
     name: str = "torch"
     torch: Optional[str] = None  # the fixed torch spec, when transformers moves
 
-    def find_stored(self, db, spec: str, row: rows.Row) -> Optional[dict]:
+    def find_stored(self, db, spec: str, row: rows.Row) -> Optional[StoredRun]:
         if self.name == "torch":
             return find_stored(db, spec, row)
         for build in reversed(store.builds(db)):
-            if _base(build["version"]) != self.torch:
+            if _base(build["version"] or "") != self.torch:
                 continue
             runs = [
                 r
@@ -264,7 +265,7 @@ class Axis:
                 return runs[-1]
         return None
 
-    def summary(self, run: Optional[dict], spec: str) -> dict:
+    def summary(self, run: Optional[StoredRun], spec: str) -> dict:
         found = _build_summary(run)
         if self.name == "transformers":
             found["transformers"] = spec
@@ -299,7 +300,7 @@ def release_versions(listed: Iterable[str], good: str, bad: str) -> list[str]:
         raise BisectError(str(exc)) from exc
 
 
-def _tested(spec: str, run: Optional[dict], failures: dict[str, str]) -> dict:
+def _tested(spec: str, run: Optional[StoredRun], failures: dict[str, str]) -> StoredRun:
     """An end's run; BisectError where the build could not be tested."""
     if run is None:
         raise BisectError(f"cannot test {spec}: {failures.get(spec)}")
@@ -323,7 +324,7 @@ def bisect(
     row = rows.of_config(asdict(config), case.name, case.source)
     probe = BuildTester(lambda spec: None, log=log)
 
-    def run_build(spec: str) -> Optional[dict]:
+    def run_build(spec: str) -> Optional[StoredRun]:
         stored = axis.find_stored(db, spec, row)
         if stored is not None:
             log(f"{spec}: reusing run #{stored['id']}")
@@ -345,7 +346,9 @@ def bisect(
         raise BisectError(f"{good} and {bad} both give status {outcome(good_run)}: nothing to bisect")
     probe.good_status = outcome(good_run)
     result = search(candidates, probe.is_bad)
-    summary = {
+    last_good = axis.summary(axis.find_stored(db, result.last_good, row), result.last_good)
+    first_bad = axis.summary(axis.find_stored(db, result.first_bad, row), result.first_bad)
+    summary: dict[str, Any] = {
         "case": case.name,
         "moved": axis.name,
         "torch": axis.torch,
@@ -356,8 +359,8 @@ def bisect(
         "candidates": len(candidates),
         "tested": result.tested,
         "skipped": {spec: probe.failures.get(spec) for spec in result.skipped},
-        "last_good": axis.summary(axis.find_stored(db, result.last_good, row), result.last_good),
-        "first_bad": axis.summary(axis.find_stored(db, result.first_bad, row), result.first_bad),
+        "last_good": last_good,
+        "first_bad": first_bad,
     }
-    summary["commit_range"], summary["compare_url"] = axis.compare(summary["last_good"], summary["first_bad"])
+    summary["commit_range"], summary["compare_url"] = axis.compare(last_good, first_bad)
     return summary

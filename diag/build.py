@@ -18,7 +18,7 @@ import re
 import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Mapping, Optional
 
 from diag.errors import DiagError
 
@@ -276,7 +276,7 @@ def identity(
 _UNKNOWN = ((0, 0, 0), (0, "", 0), "", "")
 
 
-def order(build: dict[str, Any]) -> tuple:
+def order(build: Mapping[str, Any]) -> tuple:
     """Stored builds in one order (``Version.key``), then by nightly date and id; an unknown version first."""
     version = Version.lenient(build.get("version"))
     return (*(version.key() if version else _UNKNOWN), build.get("nightly_date") or "", build.get("id") or 0)

@@ -13,7 +13,7 @@ Pure, standard library only.
 from __future__ import annotations
 
 import re
-from typing import Any, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 _TENSOR = re.compile(
     r"tensor '(?P<subject>.+?)' (?P<property>[a-z_ ]+?) mismatch(?: at index (?P<index>\d+))?\.\s*"
@@ -72,7 +72,7 @@ def _number(text: Optional[str]) -> Optional[int]:
     return int(text) if text is not None and re.fullmatch(r"-?\d+", text) else None
 
 
-def grows_with_the_step(recompiles: Sequence[dict[str, Any]]) -> set[tuple[str, str]]:
+def grows_with_the_step(recompiles: Sequence[Mapping[str, Any]]) -> set[tuple[str, str]]:
     """(subject, property) pairs of one run whose value grew with the decode step: at two decode steps
     or more, the value the guard got (else the one it expected) rises with the step. The classic
     dynamic-length cache: a sequence length that is one longer at every step."""

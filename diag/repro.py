@@ -12,11 +12,11 @@ import ast
 import json
 import re
 from pathlib import Path
-from typing import Any
 
 from diag.config import PACKAGE_ROOT
 from diag.contract import TINY_LLAMA
 from diag.errors import DiagError
+from diag.store.typed import StoredRun
 
 PROBE = PACKAGE_ROOT / "probe"
 REWRITES = [
@@ -107,7 +107,7 @@ if __name__ == "__main__":
 '''
 
 
-def script(run: dict[str, Any], case_path: str, filename: str = "repro.py") -> str:
+def script(run: StoredRun, case_path: str, filename: str = "repro.py") -> str:
     """The repro script for a stored run whose case file is at ``case_path``."""
     config = run.get("config") or {}
     case_file = Path(case_path)
@@ -183,10 +183,10 @@ def siblings(case_file: Path) -> list[Path]:
     return found
 
 
-def case_path_of(run: dict[str, Any]) -> str:
+def case_path_of(run: StoredRun) -> str:
     """The case file a run used: recorded on the run, else read from the spec in its run directory."""
-    if run.get("case_path"):
-        return run["case_path"]
+    if case_path := run.get("case_path"):
+        return case_path
     spec = Path(run.get("artifacts_dir") or "") / "spec.json"
     try:
         return json.loads(spec.read_text(encoding="utf-8"))["case_path"]

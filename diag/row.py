@@ -8,9 +8,11 @@ runs by exactly this tuple, so that none of them can put a batch-8 run in a batc
 
 from __future__ import annotations
 
-from typing import Any, Mapping, NamedTuple, Sequence
+from typing import Any, Mapping, NamedTuple, Sequence, TypeVar
 
 from diag.contract import BY_NAME, statuses
+
+RunT = TypeVar("RunT", bound=Mapping[str, Any])  # a stored run, or any mapping of its columns
 
 BUILTIN = "builtin"  # case_source of the cases shipped in diag/cases/; a user case file's is its path
 SIZES = {"batch_size": "b", "prompt_length": "p", "new_tokens": "n"}
@@ -106,7 +108,7 @@ def sort_key(row: Row) -> tuple:
     return tuple("" if value is None else str(value) for value in row)
 
 
-def deciding_run(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
+def deciding_run(runs: Sequence[RunT]) -> RunT:
     """The run that decides a cell (a row on one build, or one side of a comparison): its worst run,
     so that a failure among repeats is never outvoted, but a broken case (``not_a_finding``) only
     where no run says anything of the compiler; ties go to the newest start, then the uid, so that

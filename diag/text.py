@@ -4,13 +4,14 @@ the gate's verdict and a bisect's answer. Commands print what these return."""
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Mapping, Optional
 
 from diag import guards
 from diag import row as rows
 from diag.contract import BY_NAME, FINDING_KINDS
 from diag.noise import HALF_WIDTH, NOT_COMPARED
 from diag.run import trace
+from diag.store.typed import GraphBreakRow, StoredRun, column
 from diag.verdicts import why
 
 if TYPE_CHECKING:
@@ -37,12 +38,12 @@ def _num(value: Optional[float], fmt: str, unit: str) -> str:
     return "-" if value is None else f"{value:{fmt}}{unit}"
 
 
-def config_text(run: dict[str, Any]) -> str:
+def config_text(run: StoredRun) -> str:
     """The run's case source (when not built in) and config, batch size the only size shown."""
     return safe(rows.describe(run, sizes=("batch_size",)))
 
 
-def summary_line(run: dict[str, Any]) -> str:
+def summary_line(run: StoredRun) -> str:
     """case, config, status, breaks, recompiles, hidden errors, compile s, eager/compiled ms per token."""
     return (
         f"#{run['id']:<5} {safe(run['case']):<18} {config_text(run):<40} {safe(run['status']):<15} "
@@ -54,7 +55,7 @@ def summary_line(run: dict[str, Any]) -> str:
         f"{_num(run.get('compiled_ms_per_token'), '.2f', ''):>7} ms/token"
         + (f"  {safe(run['timing_note'])}, {NOT_COMPARED}" if run.get("timing_noisy") else "")
         + (f"  {safe(run['compile_note'])}, {NOT_COMPARED}" if run.get("compile_noisy") else "")
-        + (f"  {_instructions(run['compile_instructions'])} instr" if run.get("compile_instructions") else "")
+        + (f"  {_instructions(count)} instr" if (count := run.get("compile_instructions")) else "")
     )
 
 
@@ -66,10 +67,10 @@ def _instructions(count: int) -> str:
     return str(count)
 
 
-def _latency(run: dict[str, Any], mode: str) -> str:
+def _latency(run: StoredRun, mode: str) -> str:
     """``0.471 ms/token (95% 0.468-0.474)``, the interval where the run has one."""
-    text = _num(run.get(f"{mode}_ms_per_token"), ".3f", " ms/token")
-    low, high = run.get(f"{mode}_ms_low"), run.get(f"{mode}_ms_high")
+    text = _num(column(run, f"{mode}_ms_per_token"), ".3f", " ms/token")
+    low, high = column(run, f"{mode}_ms_low"), column(run, f"{mode}_ms_high")
     return text + (f" (95% {low:.3f}-{high:.3f})" if low is not None and high is not None else "")
 
 
@@ -77,15 +78,15 @@ def _section(title: str) -> list[str]:
     return ["", title, "-" * len(title)]
 
 
-def show(run: dict[str, Any]) -> str:
+def show(run: StoredRun) -> str:
     """Everything recorded for one run, for ``diag show``."""
     parts = (_heading, _build, _counts, _correctness, _timings, _findings, _frames_and_more)
     return "\n".join(line for part in parts for line in part(run))
 
 
-def _heading(run: dict[str, Any]) -> list[str]:
+def _heading(run: StoredRun) -> list[str]:
     """The run, its status and error, the config fields a row does not show."""
-    status = BY_NAME.get(run["status"])
+    status = BY_NAME.get(run["status"] or "")
     lines = [
         f"run #{run['id']}  {safe(run['case'])}  {config_text(run)}",
         f"status: {safe(run['status'])}" + (f" ({status.meaning})" if status else ""),
@@ -103,7 +104,7 @@ def _heading(run: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _build(run: dict[str, Any]) -> list[str]:
+def _build(run: StoredRun) -> list[str]:
     """The build and the environment the run had."""
     lines: list[str] = []
     lines += _section("build")
@@ -130,12 +131,12 @@ def _build(run: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _counts(run: dict[str, Any]) -> list[str]:
+def _counts(run: StoredRun) -> list[str]:
     """Graphs, breaks, recompiles (prefill and decode apart) and hidden errors."""
     lines: list[str] = []
     lines += _section("counts")
     for field in ("graph_count", "ops_captured", "graph_break_count", "recompile_count", "hidden_error_count"):
-        lines.append(f"  {field}: {_num(run.get(field), 'd', '')}")
+        lines.append(f"  {field}: {_num(column(run, field), 'd', '')}")
     if run.get("decode_recompiles") is not None:
         decode_steps = max(0, (run.get("new_tokens") or 1) - 1)
         lines.append(
@@ -148,7 +149,7 @@ def _counts(run: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _correctness(run: dict[str, Any]) -> list[str]:
+def _correctness(run: StoredRun) -> list[str]:
     """Compiled against eager, and eager against the reference."""
     lines: list[str] = []
     lines += _section("correctness (compiled vs eager)")
@@ -157,7 +158,7 @@ def _correctness(run: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _timings(run: dict[str, Any]) -> list[str]:
+def _timings(run: StoredRun) -> list[str]:
     """Compile time, latency, memory, what the passes cost."""
     lines: list[str] = []
     lines += _section("timings")
@@ -177,10 +178,10 @@ def _timings(run: dict[str, Any]) -> list[str]:
     elif run.get("instructions_note"):
         lines.append(f"  compile instructions: none counted ({safe(run['instructions_note'])})")
     lines.append(f"  eager: {_latency(run, 'eager')}   compiled: {_latency(run, 'compiled')}")
-    if run.get("compiled_between_ms") is not None:
+    if (between := run.get("compiled_between_ms")) is not None:
         lines.append(
-            f"  between steps (compiled, outside the compiled calls): {run['compiled_between_ms']:.3f} ms a step"
-            + _share(run["compiled_between_ms"], run.get("compiled_ms_per_token"))
+            f"  between steps (compiled, outside the compiled calls): {between:.3f} ms a step"
+            + _share(between, run.get("compiled_ms_per_token"))
         )
     if run.get("timing_noisy"):
         lines.append(f"  {safe(run['timing_note'])}: no latency verdict is drawn from this run")
@@ -200,7 +201,7 @@ def _timings(run: dict[str, Any]) -> list[str]:
     return lines + _profile(run)
 
 
-def _profile(run: dict[str, Any]) -> list[str]:
+def _profile(run: StoredRun) -> list[str]:
     """Where a profiled run's compiled decode step went, by op group, its attention kernels, and the
     fused kernels torch refused with its reasons."""
     groups = why.groups_of_run(run)
@@ -221,7 +222,7 @@ def _share(part: float, whole: Optional[float]) -> str:
     return f" ({part / whole:.0%} of the step)" if whole else ""
 
 
-def _findings(run: dict[str, Any]) -> list[str]:
+def _findings(run: StoredRun) -> list[str]:
     """Every graph break, recompile and hidden error, with its key."""
     lines: list[str] = []
     lines += _section(f"graph breaks ({_num(run.get('graph_break_count'), 'd', '')})")
@@ -250,7 +251,7 @@ def _findings(run: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _steps(row: dict[str, Any]) -> str:
+def _steps(row: Mapping[str, Any]) -> str:
     """`` step 0`` or `` steps 0-3``: the decode steps a grouped finding happened at (0: the prefill)."""
     first, last = row.get("decode_step"), row.get("last_decode_step")
     if first is None:
@@ -258,7 +259,7 @@ def _steps(row: dict[str, Any]) -> str:
     return f" step {first}" if last is None or last == first else f" steps {first}-{last}"
 
 
-def _frames_and_more(run: dict[str, Any]) -> list[str]:
+def _frames_and_more(run: StoredRun) -> list[str]:
     """The compiled frames, the capabilities, the probe's stderr tail, the run directory."""
     lines: list[str] = []
     count, why = trace.frame_count(run)
@@ -273,9 +274,9 @@ def _frames_and_more(run: dict[str, Any]) -> list[str]:
     lines += _section("capabilities")
     for name, cap in (run.get("capabilities") or {}).items():
         lines.append(f"  {name}: {'yes' if cap['available'] else 'NO'} — {safe(cap['detail'])}")
-    if run.get("stderr_tail"):
+    if tail := run.get("stderr_tail"):
         lines += _section("probe stderr (tail)")
-        lines += ["  " + safe(line) for line in run["stderr_tail"].splitlines()[-20:]]
+        lines += ["  " + safe(line) for line in tail.splitlines()[-20:]]
     lines += _section("artifacts")
     lines.append(f"  {safe(run.get('artifacts_dir'))}")
     return lines
@@ -290,9 +291,10 @@ def statuses_table() -> str:
     )
 
 
-def _resumed(gb: dict) -> str:
+def _resumed(gb: GraphBreakRow) -> str:
     """How torch went on after a break: resumed in a new graph, or ran the rest of the frame eagerly."""
-    return {1: " (resumed)", 0: " (not resumed: rest of frame eager)"}.get(gb.get("resumable", -1), "")
+    resumable = gb.get("resumable")
+    return "" if resumable is None else {1: " (resumed)", 0: " (not resumed: rest of frame eager)"}.get(resumable, "")
 
 
 def _first_line(text: Optional[str]) -> str:

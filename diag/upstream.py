@@ -17,6 +17,7 @@ from typing import Any, Optional
 
 from diag.contract import graph_break_id
 from diag.errors import DiagError
+from diag.store.typed import StoredRun
 
 API = "https://api.github.com"
 REPO = "pytorch/pytorch"
@@ -42,18 +43,18 @@ class Finding:
         return self.name or next((line.strip() for line in self.text.splitlines() if line.strip()), self.key)
 
 
-def findings(run: dict[str, Any]) -> list[Finding]:
+def findings(run: StoredRun) -> list[Finding]:
     """The run's graph breaks, then its compile error: what an upstream issue can be about."""
     found = []
     for gb in run.get("graph_breaks") or []:
-        if gb.get("key"):
+        if key := gb.get("key"):
             said = gb.get("reason") or ""
-            gb_id = graph_break_id(said) or gb_id_of_key(gb["key"])
-            found.append(Finding(gb["key"], said, gb_id, gb.get("location"), gb.get("gb_type")))
-    if run.get("error_key") and run.get("error_message"):
+            gb_id = graph_break_id(said) or gb_id_of_key(key)
+            found.append(Finding(key, said, gb_id, gb.get("location"), gb.get("gb_type")))
+    if (key := run.get("error_key")) and run.get("error_message"):
         message = f"{run.get('error_type') or 'Error'}: {run['error_message']}"
-        gb_id = graph_break_id(message) or gb_id_of_key(run["error_key"])
-        found.append(Finding(run["error_key"], message, gb_id, run.get("error_location")))
+        gb_id = graph_break_id(message) or gb_id_of_key(key)
+        found.append(Finding(key, message, gb_id, run.get("error_location")))
     unique: dict[str, Finding] = {}
     for finding in found:
         unique.setdefault(finding.key, finding)
@@ -70,7 +71,7 @@ def registry_url(gb_id: str) -> str:
     return REGISTRY.format(id=gb_id.lower())
 
 
-def choose(run: dict[str, Any], key: Optional[str]) -> Finding:
+def choose(run: StoredRun, key: Optional[str]) -> Finding:
     found = findings(run)
     if not found:
         raise UpstreamError(f"run #{run['id']} recorded no graph break and no compile error: nothing to report")
@@ -82,7 +83,7 @@ def choose(run: dict[str, Any], key: Optional[str]) -> Finding:
     raise UpstreamError(f"run #{run['id']} has no finding {key!r}; it has: {', '.join(f.key for f in found)}")
 
 
-def excerpt(run: dict[str, Any], finding: Finding) -> str:
+def excerpt(run: StoredRun, finding: Finding) -> str:
     """The lines of the run's DEBUG log around the first mention of the finding."""
     log = Path(run.get("artifacts_dir") or "") / "torch_debug.log"
     needles = [n for n in (finding.gb_id, (finding.text.splitlines() or [""])[0].strip()) if n]
@@ -97,7 +98,7 @@ def excerpt(run: dict[str, Any], finding: Finding) -> str:
     return ""
 
 
-def draft(run: dict[str, Any], finding: Finding, repro_source: Optional[str], log_excerpt: str) -> tuple[str, str]:
+def draft(run: StoredRun, finding: Finding, repro_source: Optional[str], log_excerpt: str) -> tuple[str, str]:
     """(title, body) of the issue."""
     title = f"[dynamo] {finding.gb_id or finding.key}: {finding.headline}"[:200]
     version = run.get("build_version") or run.get("torch_version") or "unknown"

@@ -95,7 +95,9 @@ def backfill_command(
     history = history_path or (db_path if wanted is None and Path(db_path).is_file() else None)
     if history_path is not None and not Path(history_path).is_file():
         raise fail(f"--history {history_path}: no such file (the builds it holds are the ones skipped)")
-    stored = [build["version"] for build in store.builds(store.open_db(history, readonly=True))] if history else []
+    stored = (
+        [b["version"] for b in store.builds(store.open_db(history, readonly=True)) if b["version"]] if history else []
+    )
     request = parts[0].env_options.request(NIGHTLY)
     found = backfill.select(first, last, every, request, [Path(f) for f in request.find_links], stored)
     for note in found.notes:

@@ -139,14 +139,14 @@ def _bisect_torch(
     run_preflight(preflight.check_configs, [run_config])
     run_preflight(preflight.check_database, db_path)
     db = open_store(db_path, create=True)
-    recorded = {b["version"].split("+", 1)[0]: b for b in store.builds(db) if b.get("wheel_url")}
+    recorded = {(b["version"] or "").split("+", 1)[0]: b for b in store.builds(db) if b.get("wheel_url")}
     found = bisect.candidates(
         good,
         bad,
         candidates_file,
         listing_index,
         env_options.variant,
-        stored=[b["version"] for b in store.builds(db)],
+        stored=[b["version"] for b in store.builds(db) if b["version"]],
         request=env_options.request(good),
     )
     for note in found.notes:
@@ -161,7 +161,7 @@ def _bisect_torch(
         build = recorded.get(version)
         if build is not None:
             # a build diag ran before: the same wheel again, checked by its sha256
-            wheel = envs.parse_spec(build["wheel_url"])
+            wheel = envs.parse_spec(build["wheel_url"] or "")
             return envs.resolve(wheel, env_options, log=progress, sha256=build["wheel_sha256"])
         return envs.resolve(envs.parse_spec(version), env_options, log=progress)
 

@@ -17,6 +17,7 @@ from diag.cli import checks, params
 from diag.config import DEFAULT_DB, DEFAULT_TIMEOUT_S, SQLITE_INTEGER_MAX
 from diag.contract import DTYPES, MODES, Config
 from diag.errors import DiagError
+from diag.store.typed import StoredRun
 
 if TYPE_CHECKING:  # imported where used: commands that read a DB (report, show) need neither
     from diag import envs
@@ -432,6 +433,6 @@ def progress(message: str) -> None:
     click.echo(message, err=True)
 
 
-def public_run(run: dict[str, Any]) -> dict[str, Any]:
+def public_run(run: StoredRun) -> dict[str, Any]:
     """A run as JSON output: raw timing samples stay in ``diag show --json``."""
     return {k: v for k, v in run.items() if k not in ("timings", "traceback", "stderr_tail")}

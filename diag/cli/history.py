@@ -85,12 +85,13 @@ def _like(build_ref: str, db_path: str, options: envs.Options) -> tuple[Spec, en
     found = [
         b
         for b in store.builds(db)
-        if str(b["id"]) == build_ref or b["version"] == build_ref or b["version"].split("+", 1)[0] == build_ref
+        if str(b["id"]) == build_ref or b["version"] == build_ref or (b["version"] or "").split("+", 1)[0] == build_ref
     ]
     if not found:
         raise fail(f"no build {build_ref!r} in {db_path} (see diag runs)")
     build = found[-1]
-    if not build.get("wheel_url"):
+    wheel_url = build.get("wheel_url")
+    if not wheel_url:
         raise fail(
             f"build {build['version']} has no recorded wheel (its runs used an interpreter as it was, "
             "or were stored before wheels were recorded); give its torch spec instead"
@@ -102,7 +103,7 @@ def _like(build_ref: str, db_path: str, options: envs.Options) -> tuple[Spec, en
     if transformers and not envs.names_transformers(extras):
         extras = (*extras, f"transformers=={transformers}")
     chosen = options.python or (".".join(python.split(".")[:2]) if python else None)
-    wheel = envs.parse_spec(build["wheel_url"])  # the stored build's wheel, parsed as it leaves the DB
+    wheel = envs.parse_spec(wheel_url)  # the stored build's wheel, parsed as it leaves the DB
     return wheel, dataclasses.replace(options, extras=extras, python=chosen), build["wheel_sha256"]
 
 
@@ -226,7 +227,7 @@ def _compare_variants(db, case_a: str, case_b: str, build_ref: Optional[str], as
         body = {"build": build["version"], "a": case_a, "b": case_b, "points": [p.as_dict() for p in points]}
         click.echo(json.dumps(body, indent=2))
         return
-    click.echo("\n".join(text.variant_lines(build["version"], case_a, case_b, points)))
+    click.echo("\n".join(text.variant_lines(build["version"] or "?", case_a, case_b, points)))
 
 
 @cli.command("prune")

@@ -80,13 +80,14 @@ def show_command(run_id: int, db_path: str, as_json: bool) -> None:
     run = store.get_run(db, run_id)
     if run is None:
         raise fail(f"no run #{run_id} in {db_path}")
-    run["artifacts"] = {label: str(path) for label, path in artifacts.listing(run.get("artifacts_dir"))}
-    run["frame_count"] = trace.frame_count(run)[0]  # null where torch's metrics were not read: unknown, not 0
-    if as_json:
-        click.echo(json.dumps(run, indent=2, default=str))
+    listed = {label: str(path) for label, path in artifacts.listing(run.get("artifacts_dir"))}
+    if as_json:  # the run's columns, its artifacts, and its frames' count: null where torch's metrics were not read
+        click.echo(
+            json.dumps({**run, "artifacts": listed, "frame_count": trace.frame_count(run)[0]}, indent=2, default=str)
+        )
         return
     click.echo(text.show(run))
-    for name, path in run["artifacts"].items():
+    for name, path in listed.items():
         click.echo(f"  {text.safe(name)}: {text.safe(path)}")
 
 

@@ -31,6 +31,7 @@ from diag.cli.common import (
 from diag.config import artifacts_root
 from diag.run import catalog, matrix, preflight, runner, shard
 from diag.run.matrix import Part
+from diag.store.typed import StoredRun
 
 
 def resolve_envs(specs: tuple[Spec, ...], options: envs.Options) -> tuple[dict[Spec, envs.TorchEnv], list[str]]:
@@ -179,7 +180,7 @@ def execute(parts: list[Part], keys: Optional[set[str]], db_path: str, as_json: 
     """Run the parts (the units of ``keys`` only, where sharded) into the DB, one line per run;
     exit 1 where a torch spec could not be provisioned (the others still ran)."""
     run_preflight(preflight.check_database, db_path)
-    recorded: list[dict[str, Any]] = []
+    recorded: list[StoredRun] = []
     failed = False
     for part in parts:
         failed |= run_part(part, keys, db_path, as_json, recorded)
@@ -223,7 +224,7 @@ def announce(parts: list[Part], keys: set[str], wanted: shard.Shard) -> None:
     progress(f"shard {wanted}: {runs} runs of the matrix")
 
 
-def run_part(part: Part, keys: Optional[set[str]], db_path: str, as_json: bool, recorded: list[dict[str, Any]]) -> bool:
+def run_part(part: Part, keys: Optional[set[str]], db_path: str, as_json: bool, recorded: list[StoredRun]) -> bool:
     """Run the part's jobs (those of ``keys``, where sharded) into the DB; True where a torch spec failed."""
     run_preflight(preflight.check_configs, part.configs)
     specs = part.torch_specs if part.refs is None else tuple(dict.fromkeys(s for _, s, _, _ in part.runs_of(keys)))

@@ -23,7 +23,7 @@ import functools
 import gc
 import json
 from pathlib import Path
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional, cast
 
 import jinja2
 from markupsafe import Markup, escape
@@ -40,6 +40,7 @@ from diag.report.model import FLAKY_FLIPS, Matrix, Settled, row_label
 from diag.report.publish import MANIFEST, ReportError, Site, publish
 from diag.report.run_page import ci_link
 from diag.run import trace
+from diag.store.typed import StoredRun, TorchBuildRow
 from diag.text import config_text, safe
 from diag.verdicts import why
 
@@ -206,7 +207,7 @@ def _run_pages(
         for run in store.full_runs(source, run_ids):
             for gb in run["graph_breaks"]:
                 match = store.DOC_URL.search(gb.get("reason") or "")
-                gb["doc_url"] = match.group(0) if match else None
+                cast(dict[str, Any], gb)["doc_url"] = match.group(0) if match else None  # the page's own field
             runs.append(
                 {
                     "run": run,
@@ -315,7 +316,7 @@ def _pages(
     front = _front(db, common, matrix, swallowed)
     owner = store.run_owners(db, paged.keys() | hidden.keys())
 
-    def tables(end: int, chunk: list[dict[str, Any]], rows: list[Any]) -> list[Any]:
+    def tables(end: int, chunk: list[TorchBuildRow], rows: list[Any]) -> list[Any]:
         return matrix_html.table_inputs(rows, chunk, stamped[end], owner, paged, hidden, texts)
 
     files.update(matrix_pages.pages(env, matrix, front, quiet, made, nav, builds_per_page, memo, tables))
@@ -413,7 +414,7 @@ def _summary_pages(env, matrix: Matrix, keys, breaks, shown, common, quiet) -> d
 def _case_pages(env, matrix: Matrix, runs, cases: list[str], memo: inputs.Memo, quiet) -> dict[str, str]:
     """One page of trend charts per case, with the sweeps of its runs on the newest build."""
     newest = matrix.builds[-1]["id"] if matrix.builds else None
-    on_newest: dict[str, list[dict[str, Any]]] = {}
+    on_newest: dict[Optional[str], list[StoredRun]] = {}
     for run in runs:
         if run["torch_build_id"] == newest:
             on_newest.setdefault(run["case"], []).append(run)

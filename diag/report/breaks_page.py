@@ -13,6 +13,7 @@ from diag import store
 from diag.pages import page_path
 from diag.report.inputs import Memo
 from diag.report.model import Matrix
+from diag.store.typed import TorchBuildRow
 from diag.upstream import gb_id_of_key, registry_url
 
 
@@ -38,7 +39,7 @@ def href(key: str, kind: Kind = BREAKS) -> str:
 Summary = dict[str, dict[str, Any]]  # per graph-break key: what one build's runs recorded of it
 
 
-def build_summaries(db, builds: list[dict[str, Any]], every: bool = False, kind: Kind = BREAKS) -> dict[int, Summary]:
+def build_summaries(db, builds: list[TorchBuildRow], every: bool = False, kind: Kind = BREAKS) -> dict[int, Summary]:
     """Per build of ``builds``, per key of ``kind`` its runs recorded: the first finding's run id and
     gb_type, its first wording, the cases, how many findings and breaks, the newest run, where in
     the model code, whether torch resumed. A function of the build's runs alone (``inputs.Memo``).
@@ -94,7 +95,7 @@ def contexts(db, matrix: Matrix, memo: Optional[Memo] = None, kind: Kind = BREAK
     return sorted(pages, key=lambda page: (-page["build_count"], -page["runs"], page["key"]))
 
 
-def _by_key(summaries: list[tuple[dict[str, Any], dict[str, Any]]], matrix: Matrix) -> dict[str, dict[str, Any]]:
+def _by_key(summaries: list[tuple[TorchBuildRow, Summary]], matrix: Matrix) -> dict[str, dict[str, Any]]:
     """The builds' summaries folded per key: where it was first seen, each build's wording, the cases,
     runs, events, locations and the newest run that shows it."""
     order = {build["id"]: index for index, build in enumerate(matrix.builds)}

@@ -11,6 +11,8 @@ from diag import row as rows
 from diag.report.inputs import Memo, digest
 from diag.report.model import Matrix, RowKey
 from diag.report.svg import Panel, Series, chart
+from diag.store import typed
+from diag.store.typed import StoredRace, StoredRun, TorchBuildRow
 from diag.text import safe
 
 MAX_LINES = 8  # per panel
@@ -19,12 +21,12 @@ MAX_TICKS = 12
 MAX_MARKED_POINTS = 40  # beyond this many builds, markers only clutter the line and bloat the SVG
 
 
-def _latency(run: dict[str, Any], mode: str) -> Optional[float]:
+def _latency(run: StoredRun, mode: str) -> Optional[float]:
     """A run's per-token latency, where its timing was not noisy (a noisy run draws no point)."""
-    return None if run.get("timing_noisy") else run.get(f"{mode}_ms_per_token")
+    return None if run.get("timing_noisy") else typed.column(run, f"{mode}_ms_per_token")
 
 
-def run_values(run: dict[str, Any]) -> tuple[Optional[float], ...]:
+def run_values(run: StoredRun) -> tuple[Optional[float], ...]:
     """A run's value of each of ``METRICS``, in their order (None where it has none), in one pass."""
     eager, compiled = _latency(run, "eager"), _latency(run, "compiled")
     return (
@@ -89,7 +91,7 @@ def cell_values(cell: Optional[Any]) -> Optional[tuple[Sequence[float], ...]]:
     return found
 
 
-def _build_ticks(builds: list[dict[str, Any]]) -> list[tuple[float, str]]:
+def _build_ticks(builds: list[TorchBuildRow]) -> list[tuple[float, str]]:
     step = max(1, -(-len(builds) // MAX_TICKS))
     return [(float(i), safe(builds[i]["version"])) for i in range(0, len(builds), step)]
 
@@ -98,7 +100,7 @@ def _panel_name(backend: str, fullgraph: int) -> str:
     return f"{backend} {'fullgraph' if fullgraph else 'no-fullgraph'}"
 
 
-def trend(values: Values, metric: int, builds: list[dict[str, Any]]) -> Optional[str]:
+def trend(values: Values, metric: int, builds: list[TorchBuildRow]) -> Optional[str]:
     """Small multiples of ``METRICS[metric]`` over ``builds`` (``values``: each row's on each of them): a
     panel per backend x fullgraph mode, a line per row (the median of its runs on a build; a gap where
     no run has a value, such as a failed compile) with the band between its fastest and slowest run.
@@ -155,7 +157,7 @@ def build_points(matrix: Matrix, case_rows: list[RowKey], build_id: int) -> Poin
 
 
 def overview(points: list[dict[str, list[Optional[float]]]], panels: list[str], metric: int,
-             builds: list[dict[str, Any]]) -> Optional[str]:  # fmt: skip
+             builds: list[TorchBuildRow]) -> Optional[str]:  # fmt: skip
     """The whole history in one panel: per backend x fullgraph mode (``panels``), the median over its
     rows on each of ``builds`` (``points``: each one's ``build_points``)."""
     title, unit = METRICS[metric]
@@ -200,7 +202,7 @@ def case_charts(matrix: Matrix, case: str, memo: Optional[Memo] = None) -> list[
     where it keeps it."""
     case_rows = [row for row in matrix.rows if row.case == case]
 
-    def kept(kind: str, build: dict[str, Any], make: Callable[[Matrix, list[RowKey], int], Any]) -> Any:
+    def kept(kind: str, build: TorchBuildRow, make: Callable[[Matrix, list[RowKey], int], Any]) -> Any:
         def made() -> Any:
             return make(matrix, case_rows, build["id"])
 
@@ -232,9 +234,9 @@ def case_charts(matrix: Matrix, case: str, memo: Optional[Memo] = None) -> list[
 SWEEPS = [("batch_size", "batch size"), ("prompt_length", "prompt length (tokens)")]
 
 
-def _tokens_per_second(run: dict[str, Any], mode: str) -> Optional[float]:
+def _tokens_per_second(run: StoredRun, mode: str) -> Optional[float]:
     ms = _latency(run, mode)
-    return run["batch_size"] * 1000.0 / ms if ms else None
+    return (run["batch_size"] or 1) * 1000.0 / ms if ms else None
 
 
 def _swept(points: dict[Any, dict[int, Any]], label: str, unit: str, title: str, lines: list[Series]):
@@ -245,18 +247,18 @@ def _swept(points: dict[Any, dict[int, Any]], label: str, unit: str, title: str,
     return None if svg is None else (title, svg)
 
 
-def sweep_charts(runs: list[dict[str, Any]]) -> list[tuple[str, str]]:
+def sweep_charts(runs: list[StoredRun]) -> list[tuple[str, str]]:
     """Throughput and peak memory against batch size and against prompt length, where runs vary in them.
 
     ``runs`` are one case's runs on one build; a line per (config, eager|compiled).
     """
     drawn = []
     for field, label in SWEEPS:
-        lines: dict[rows.Row, dict[int, dict[str, Any]]] = {}
+        lines: dict[rows.Row, dict[int, StoredRun]] = {}
         for run in runs:
             unswept: dict[str, Any] = {field: 0}
             key = rows.of(run)._replace(**unswept)  # every field of the row but the swept one
-            lines.setdefault(key, {})[run[field]] = run  # newest run per point (runs are oldest first)
+            lines.setdefault(key, {})[typed.column(run, field)] = run  # newest run per point (runs are oldest first)
         swept = {k: v for k, v in lines.items() if len(v) > 1}
         if not swept:
             continue
@@ -292,26 +294,26 @@ def sweep_charts(runs: list[dict[str, Any]]) -> list[tuple[str, str]]:
     return drawn
 
 
-def _throughput_bounds(run: dict[str, Any], mode: str) -> Optional[tuple[float, float, float]]:
+def _throughput_bounds(run: StoredRun, mode: str) -> Optional[tuple[float, float, float]]:
     """Tokens per second of a steady run, and the bounds its median's 95% interval gives them."""
     value = _tokens_per_second(run, mode)
-    low_ms, high_ms = run.get(f"{mode}_ms_low"), run.get(f"{mode}_ms_high")
+    low_ms, high_ms = typed.column(run, f"{mode}_ms_low"), typed.column(run, f"{mode}_ms_high")
     if value is None or not low_ms or not high_ms:
         return None
-    per = run["batch_size"] * 1000.0
+    per = (run["batch_size"] or 1) * 1000.0
     return value, per / high_ms, per / low_ms
 
 
-def variant_charts(runs: list[dict[str, Any]]) -> list[tuple[str, str]]:
+def variant_charts(runs: list[StoredRun]) -> list[tuple[str, str]]:
     """Compiled throughput (with the interval of each point as a bar) and compiled peak memory against
     each swept field, a line per variant (case) and fixed config: the runs of one build."""
     drawn = []
     for field, label in SWEEPS:
-        lines: dict[tuple[str, rows.Row], dict[int, dict[str, Any]]] = {}
+        lines: dict[tuple[str, rows.Row], dict[int, StoredRun]] = {}
         for run in runs:
             unswept: dict[str, Any] = {"case": "", "case_source": "", field: 0}
             key = rows.of(run)._replace(**unswept)
-            lines.setdefault((run["case"], key), {})[run[field]] = run  # newest run per point
+            lines.setdefault((run["case"] or "", key), {})[typed.column(run, field)] = run  # newest run per point
         swept = {k: v for k, v in lines.items() if len(v) > 1}
         if len({case for case, _ in swept}) < 2:
             continue
@@ -352,13 +354,13 @@ def variant_charts(runs: list[dict[str, Any]]) -> list[tuple[str, str]]:
 RACE_TITLE = "Raced variants by build: the variant's decode step over the first case's, per round (median, 95%)"
 
 
-def race_trend(races: list[dict[str, Any]], builds: list[dict[str, Any]]) -> Optional[tuple[str, str]]:
+def race_trend(races: list[StoredRace], builds: list[TorchBuildRow]) -> Optional[tuple[str, str]]:
     """Each raced pair's ratio (with its interval as a bar) on every build it was raced on, oldest
     first: a panel per config, a line per variant against its baseline, the newest race of a build
     drawn (a gap where the variant was not raced or the race was noisy; no line where it never was).
     None under two builds."""
     position = {build["id"]: index for index, build in enumerate(builds)}
-    lines: dict[str, dict[str, dict[int, dict[str, Any]]]] = {}
+    lines: dict[str, dict[str, dict[int, StoredRace]]] = {}
     for race in sorted(races, key=lambda r: r["id"]):
         if race["torch_build_id"] in position:
             name = f"{race['case']} / {race['baseline']}"

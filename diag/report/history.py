@@ -23,6 +23,7 @@ from diag.build import order as build_order
 from diag.contract import WORKS
 from diag.report.index_json import cell_json
 from diag.report.model import Cell, Episode, KeyChange, Matrix, RowKey, Settled, Transition, Verdict, error_line
+from diag.store.typed import StoredRun, TorchBuildRow
 
 __all__ = ["Fold", "Settled", "build_matrix", "ordered"]
 
@@ -30,14 +31,14 @@ _NONE: frozenset = frozenset()
 Keys = dict[int, set[tuple[str, str]]]
 
 
-def ordered(builds: list[dict[str, Any]], used: set[int]) -> list[dict[str, Any]]:
+def ordered(builds: list[TorchBuildRow], used: set[int]) -> list[TorchBuildRow]:
     """The builds with runs (``used``: their ids), oldest first: the matrix's columns."""
     return [b for b in sorted(builds, key=build_order) if b["id"] in used]
 
 
 def build_matrix(
-    builds: list[dict[str, Any]],
-    runs: list[dict[str, Any]],
+    builds: list[TorchBuildRow],
+    runs: list[StoredRun],
     keys: Keys,
     strip: int = 30,
     start: Optional[dict[str, Any]] = None,
@@ -52,7 +53,7 @@ def build_matrix(
         fold = Fold(strip, by_id) if start is None else Fold.load(start, strip, by_id)
     except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:  # a state edited by hand
         raise Settled(f"the state kept cannot be taken up: {exc!r}") from exc
-    grouped: dict[int, dict[RowKey, list[dict[str, Any]]]] = {}
+    grouped: dict[int, dict[RowKey, list[StoredRun]]] = {}
     seen: dict[int, set[tuple[str, str]]] = {}  # per build id: (transformers, Python) of its runs
     fields = itemgetter(*rows.FIELDS)
     made: dict[tuple, RowKey] = {}  # a row key made once per row, not once per run
@@ -129,12 +130,12 @@ def _newest(present: list[Cell], keys: Keys) -> dict[str, Any]:
 class Fold:
     """The state the builds folded so far leave for the next one (see the module's docstring)."""
 
-    def __init__(self, strip: int, by_id: dict[int, dict[str, Any]]) -> None:
+    def __init__(self, strip: int, by_id: dict[int, TorchBuildRow]) -> None:
         self.strip, self.by_id = strip, by_id
         self.folded: list[int] = []  # the ids of the builds folded, oldest first
         self.rows: set[RowKey] = set()
         # per variant and row, its last cell on that variant's line: (build id, Cell or its summary)
-        self.carry: dict[tuple[str, RowKey], tuple[int, Any]] = {}
+        self.carry: dict[tuple[Optional[str], RowKey], tuple[int, Any]] = {}
         self.last: dict[RowKey, int] = {}  # per row, the build of its last cell on any line
         self.episodes: dict[RowKey, list[Episode]] = {}
         # per case and fullgraph mode: the newest states, where the current one began, the newest build
@@ -144,7 +145,7 @@ class Fold:
         self.json: dict[RowKey, list[str]] = {}  # per row, report.json's text of each cell
         self.sides: dict[tuple[RowKey, int], dict[int, str]] = {}  # run pages of a change's two cells
 
-    def add(self, build: dict[str, Any], cells: list[tuple[RowKey, Cell]], keys: Keys) -> None:
+    def add(self, build: TorchBuildRow, cells: list[tuple[RowKey, Cell]], keys: Keys) -> None:
         """Fold in ``build`` with its ``cells`` (in the rows' order)."""
         build_id, variant = build["id"], build["variant"]
         self.folded.append(build_id)
@@ -172,7 +173,7 @@ class Fold:
                 entry["since"] = (build_id, state)
             entry["newest"] = (build_id, members)
 
-    def _last_on_any_line(self, row: RowKey, build: dict[str, Any]) -> Optional[tuple[int, Any]]:
+    def _last_on_any_line(self, row: RowKey, build: TorchBuildRow) -> Optional[tuple[int, Any]]:
         """A row's newest cell on any variant's line, for the first cell of a line that had none: the
         history goes on across a change of variant (2.0.1+cu117, then 2.1.0+cu121, then 2.13.0+cpu) as
         compare relates any two builds. Not the same torch built for another variant (2.13.0+cpu beside
@@ -182,12 +183,12 @@ class Fold:
             return None
         return next((kept for (_, line_row), kept in self.carry.items() if line_row == row and kept[0] == newest), None)
 
-    def _compare(self, row: RowKey, previous: tuple[int, Any], build: dict[str, Any], cell: Cell, keys: Keys) -> None:
+    def _compare(self, row: RowKey, previous: tuple[int, Any], build: TorchBuildRow, cell: Cell, keys: Keys) -> None:
         """The transition and key change between a row's previous cell (on the variant's line, else on
         any) and ``cell``."""
         before_id, before = previous
         live = isinstance(before, Cell)
-        was, now = (before.run["status"] if live else before["status"]), cell.run["status"]
+        was, now = (before.run["status"] if live else before["status"]), cell.run["status"] or ""
         before_run = before.run["id"] if live else before["run"]
         if was != now:
             cell.changed = True
@@ -212,7 +213,7 @@ class Fold:
         self.sides[(row, before_id)] = _hrefs(before) if isinstance(before, Cell) else before["hrefs"]
         self.sides[(row, build_id)] = _hrefs(cell)
 
-    def _episode(self, row: RowKey, build: dict[str, Any], cell: Cell) -> None:
+    def _episode(self, row: RowKey, build: TorchBuildRow, cell: Cell) -> None:
         """The stretch of builds (of every variant, in order) on which ``row`` failed, extended."""
         previous = self.last.get(row)
         found = self.episodes.setdefault(row, [])
@@ -227,7 +228,7 @@ class Fold:
             current.fixed_in = build
         self.last[row] = build["id"]
 
-    def finish(self, line: list[dict[str, Any]], every: list[RowKey], by_row: dict, keys: Keys) -> Matrix:
+    def finish(self, line: list[TorchBuildRow], every: list[RowKey], by_row: dict, keys: Keys) -> Matrix:
         """The matrix over ``line`` (every build folded, oldest first) and ``every`` row, in order."""
         # newest first by the build where the change showed, regressions before fixes: with many rows,
         # the newest regression is at the top however its row is named
@@ -327,7 +328,7 @@ class Fold:
         }
 
     @classmethod
-    def load(cls, state: dict[str, Any], strip: int, by_id: dict[int, dict[str, Any]]) -> Fold:
+    def load(cls, state: dict[str, Any], strip: int, by_id: dict[int, TorchBuildRow]) -> Fold:
         """The fold ``state`` kept (``state``); KeyError where a build it names is gone."""
         fold = cls(strip, by_id)
         fold.folded = list(state["folded"])
@@ -342,7 +343,7 @@ class Fold:
             )
         fold.last = {RowKey(*row): b for row, b in state["last"]}
 
-        def build(b: Optional[int]) -> Optional[dict[str, Any]]:
+        def build(b: Optional[int]) -> Optional[TorchBuildRow]:
             return None if b is None else by_id[b]
 
         for row, found in state["episodes"]:
@@ -370,12 +371,12 @@ class Fold:
         return fold
 
 
-def _base(build: dict[str, Any]) -> str:
+def _base(build: TorchBuildRow) -> str:
     """A build's torch version without its variant (2.13.0 of 2.13.0+cpu)."""
     return str(build.get("version") or "").split("+")[0]
 
 
-def _also_changed(before_build: dict[str, Any], before: Any, build: dict[str, Any], cell: Cell) -> Optional[str]:
+def _also_changed(before_build: TorchBuildRow, before: Any, build: TorchBuildRow, cell: Cell) -> Optional[str]:
     """What besides torch differs between a transition's two cells: the build variant, Python,
     transformers ("cu117 -> cu121, transformers 4.49.0 -> 5.24.0")."""
     live = isinstance(before, Cell)

@@ -9,6 +9,7 @@ import json
 from typing import Any
 
 from diag.report.model import Matrix, row_label
+from diag.store import typed
 
 _dumps = functools.partial(json.dumps, separators=(",", ":"), default=str)
 
@@ -61,7 +62,8 @@ def _index(matrix: Matrix) -> dict[str, Any]:
     """report.json but its rows (``report_json``)."""
     return {
         "builds": [
-            {k: b[k] for k in ("id", "version", "git_version", "nightly_date", "variant")} for b in matrix.builds
+            {k: typed.column(b, k) for k in ("id", "version", "git_version", "nightly_date", "variant")}
+            for b in matrix.builds
         ],
         "verdicts": [
             {

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from diag import __version__
+from diag.store.typed import TorchBuildRow
 
 INPUTS = ".diag-report-inputs.json"
 MEMO = ".diag-report-memo.json"
@@ -49,13 +50,13 @@ def sources() -> str:
     return hashed.hexdigest()
 
 
-def build_marks(builds: list[dict[str, Any]], stamps: dict[int, int]) -> dict[int, str]:
+def build_marks(builds: list[TorchBuildRow], stamps: dict[int, int]) -> dict[int, str]:
     """Per build of ``builds``, a digest of it and its stamp (``store.build_stamps``: replaced by
     every write touching the build's runs); one never made before where it has none."""
     return {build["id"]: stamped(build, stamps) for build in builds}
 
 
-def build_history(builds: list[dict[str, Any]], marks: dict[int, str]) -> list[str]:
+def build_history(builds: list[TorchBuildRow], marks: dict[int, str]) -> list[str]:
     """Per build of ``builds`` (oldest first), a digest of its mark (``build_marks``) and of every
     build's before it. Equal digests mean the same builds in the same order holding the same runs. A
     build without a stamp counts as changed at every render."""
@@ -67,7 +68,7 @@ def build_history(builds: list[dict[str, Any]], marks: dict[int, str]) -> list[s
     return found
 
 
-def stamped(build: dict[str, Any], stamps: dict[int, int]) -> str:
+def stamped(build: TorchBuildRow, stamps: dict[int, int]) -> str:
     """A digest of ``build`` and its stamp; a digest never made before where it has none."""
     stamp = stamps.get(build["id"])
     return digest(build, stamp) if stamp is not None else secrets.token_hex(20)
@@ -133,7 +134,7 @@ class Memo:
             except (OSError, ValueError, KeyError, TypeError):
                 self.before = {}
 
-    def _entry(self, build: dict[str, Any]) -> dict[str, Any]:
+    def _entry(self, build: TorchBuildRow) -> dict[str, Any]:
         key = str(build["id"])
         entry = self.now.get(key)
         if entry is None:
@@ -149,12 +150,12 @@ class Memo:
                     entry["kept"], entry["text"] = kept, old[1]
         return entry
 
-    def has(self, kind: str, build: dict[str, Any]) -> bool:
+    def has(self, kind: str, build: TorchBuildRow) -> bool:
         """Whether ``kind`` of ``build`` is kept (or made in this render)."""
         entry = self._entry(build)
         return kind in entry["made"] or kind in entry["kept"]
 
-    def of(self, kind: str, build: dict[str, Any], make: Callable[[], Any]) -> Any:
+    def of(self, kind: str, build: TorchBuildRow, make: Callable[[], Any]) -> Any:
         """``kind`` of ``build``: as kept, where the build and its stamp are unchanged; else ``make()``."""
         entry = self._entry(build)
         if kind in entry["made"]:

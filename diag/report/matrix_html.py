@@ -9,6 +9,7 @@ from typing import Any, Callable, Optional
 from markupsafe import Markup, escape
 
 from diag.report.model import Cell, Matrix, RowKey, error_line, row_label
+from diag.store.typed import StoredRun, TorchBuildRow
 from diag.text import safe
 
 
@@ -16,7 +17,7 @@ def _text(value: Any) -> str:
     return str(escape(safe(str(value))))
 
 
-def build_label(build: dict[str, Any]) -> str:
+def build_label(build: TorchBuildRow) -> str:
     """A build's version with its git commit, nightly date and variant on hover (macros' build_label)."""
     hover = f"git {build.get('git_version') or 'unknown'}"
     if build.get("nightly_date"):
@@ -31,7 +32,7 @@ def _word(value: str) -> str:
     return str(escape(safe(value)))
 
 
-def _link(run: dict[str, Any], inner: str, root: str, paged: dict[int, str]) -> str:
+def _link(run: StoredRun, inner: str, root: str, paged: dict[int, str]) -> str:
     href = paged.get(run["id"])
     if href is not None:
         return f'<a href="{root}{_text(href)}">{inner}</a>'
@@ -98,7 +99,7 @@ def hidden_text(texts: Optional[dict[tuple[str, str], dict[str, Any]]], key: str
 def row_filter(
     matrix: Matrix,
     row: RowKey,
-    builds: list[dict[str, Any]],
+    builds: list[TorchBuildRow],
     hidden: Optional[dict[int, list[str]]] = None,
     texts: Optional[dict[tuple[str, str], dict[str, Any]]] = None,
 ) -> str:
@@ -113,7 +114,7 @@ def row_filter(
         if cell is None:
             continue
         for run in cell.runs:
-            words.add(run["status"])
+            words.add(run["status"] or "")
             if run.get("error_type"):
                 words.add(error_line(run) or "")
             for key in hidden.get(run["id"], ()):
@@ -123,7 +124,7 @@ def row_filter(
 
 def table_inputs(
     rows: list[RowKey],
-    builds: list[dict[str, Any]],
+    builds: list[TorchBuildRow],
     history: str,
     owner: dict[int, int],
     paged: dict[int, str],
@@ -153,7 +154,7 @@ def table_inputs(
 
 def matrix_table(
     matrix: Matrix,
-    builds: list[dict[str, Any]],
+    builds: list[TorchBuildRow],
     root: str,
     paged: dict[int, str],
     case_href: Callable[[str], str],

@@ -9,6 +9,7 @@ import jinja2
 
 from diag.report import charts, inputs
 from diag.report.model import Matrix, RowKey, archive
+from diag.store.typed import TorchBuildRow
 
 FRONT_LISTED = 15  # transitions and key changes on the front page; transitions.html lists them all
 ROWS = "rows"  # what the memo keeps of a build for the archive pages (``build_rows``)
@@ -34,7 +35,7 @@ def build_rows(matrix: Matrix) -> Callable[[int], str]:
 
 
 def page_rows(
-    matrix: Matrix, chunk: list[dict[str, Any]], memo: inputs.Memo, rows_of: Callable[[int], str]
+    matrix: Matrix, chunk: list[TorchBuildRow], memo: inputs.Memo, rows_of: Callable[[int], str]
 ) -> list[RowKey]:
     """The rows an archive page of ``chunk`` shows: those with a run on one of its builds
     (``rows_of``: ``build_rows``), in the matrix's order. A row first run later is not a line of it,
@@ -54,7 +55,7 @@ def pages(
     nav: list[Any],
     builds_per_page: int,
     memo: inputs.Memo,
-    tables: Callable[[int, list[dict[str, Any]], list[RowKey]], list[Any]],
+    tables: Callable[[int, list[TorchBuildRow], list[RowKey]], list[Any]],
 ) -> dict[str, str]:
     """``index.html`` shows the newest ``builds_per_page`` builds; ``matrix-K.html`` the K-th whole
     chunk of builds counted from the oldest (``model.archive``). A chunk's page keeps its builds

@@ -20,6 +20,7 @@ from typing import Any, Iterable, Iterator, Optional
 from diag import row as rows
 from diag.contract import BY_NAME, WORKS, statuses
 from diag.row import deciding_run
+from diag.store.typed import StoredRun, TorchBuildRow
 
 RowKey = rows.Row
 
@@ -29,12 +30,12 @@ def row_label(row: RowKey) -> str:
     return rows.describe(row._asdict())
 
 
-def error_line(run: dict[str, Any]) -> Optional[str]:
+def error_line(run: StoredRun) -> Optional[str]:
     """A run's error: its type and the first line of its message."""
     if not run.get("error_type"):
         return None
     first = (run.get("error_message") or "").strip().splitlines()[:1]
-    return run["error_type"] + (f": {first[0]}" if first else "")
+    return str(run["error_type"]) + (f": {first[0]}" if first else "")
 
 
 class Cell:
@@ -42,7 +43,7 @@ class Cell:
 
     __slots__ = ("runs", "changed", "run", "working", "measured", "state")
 
-    def __init__(self, runs: list[dict[str, Any]]) -> None:
+    def __init__(self, runs: list[StoredRun]) -> None:
         self.runs = runs  # every run of the row on the build, oldest first
         self.changed = False  # the status differs from the previous build of the variant with a run in this row
         if len(runs) == 1:  # most cells: decided without a sort or a count
@@ -70,8 +71,8 @@ class Cell:
     @property
     def worst(self) -> str:
         """The worst status of the cell's measured runs (of every run, where none was measured)."""
-        measured = [r["status"] for r in self.runs if r["status"] not in statuses.NOT_A_FINDING]
-        every = measured or [r["status"] for r in self.runs]
+        measured = [r["status"] or "" for r in self.runs if r["status"] not in statuses.NOT_A_FINDING]
+        every = measured or [r["status"] or "" for r in self.runs]
         return max(every, key=lambda s: BY_NAME[s].severity if s in BY_NAME else 9)
 
     @property
@@ -88,13 +89,13 @@ class Cell:
         return ", ".join(part for part in (work, f"{broken} broken" if broken else "") if part)
 
     @property
-    def split(self) -> list[tuple[str, dict[str, Any]]]:
+    def split(self) -> list[tuple[str, StoredRun]]:
         """Where the cell's runs differ in something the row does not name (the Python minor, the
         transformers version), each side's label and deciding run: ``[("Python 3.10", run), ...]``.
         Empty when every run shares them."""
         if len(self.runs) < 2:
             return []
-        sides: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        sides: dict[tuple[str, str], list[StoredRun]] = {}
         for run in self.runs:
             sides.setdefault(identity_of(run), []).append(run)
         if len(sides) < 2:
@@ -112,7 +113,7 @@ class Cell:
         return found
 
 
-def identity_of(run: dict[str, Any]) -> tuple[str, str]:
+def identity_of(run: StoredRun) -> tuple[str, str]:
     """What a run's outcome may depend on beyond its row and build: its Python minor version and
     its transformers version."""
     python = ".".join((run.get("python") or "").split(".")[:2])
@@ -123,8 +124,8 @@ def identity_of(run: dict[str, Any]) -> tuple[str, str]:
 class Transition:
     row: RowKey
     kind: str  # regression | fix
-    last_before: dict[str, Any]  # build
-    first_after: dict[str, Any]  # build
+    last_before: TorchBuildRow  # build
+    first_after: TorchBuildRow  # build
     status_before: str
     status_after: str
     run_id: int
@@ -137,7 +138,7 @@ class Transition:
         return commit_range(self.last_before, self.first_after)
 
 
-def commit_range(before: Optional[dict[str, Any]], after: Optional[dict[str, Any]]) -> Optional[str]:
+def commit_range(before: Optional[TorchBuildRow], after: Optional[TorchBuildRow]) -> Optional[str]:
     """``a...b`` for GitHub's compare view, when both builds name their commit."""
     if not before or not after:
         return None
@@ -148,8 +149,8 @@ def commit_range(before: Optional[dict[str, Any]], after: Optional[dict[str, Any
 @dataclass
 class KeyChange:
     row: RowKey
-    build: dict[str, Any]
-    previous: dict[str, Any]
+    build: TorchBuildRow
+    previous: TorchBuildRow
     appeared: list[tuple[str, str]] = field(default_factory=list)
     disappeared: list[tuple[str, str]] = field(default_factory=list)
 
@@ -159,10 +160,10 @@ class Episode:
     """A stretch of consecutive builds on which a row failed."""
 
     row: RowKey
-    first_bad: dict[str, Any]
-    last_good: Optional[dict[str, Any]]  # the build before it (None: failing from the row's first build)
-    last_bad: dict[str, Any]
-    fixed_in: Optional[dict[str, Any]]  # None: still failing on the row's newest build
+    first_bad: TorchBuildRow
+    last_good: Optional[TorchBuildRow]  # the build before it (None: failing from the row's first build)
+    last_bad: TorchBuildRow
+    fixed_in: Optional[TorchBuildRow]  # None: still failing on the row's newest build
     error: Optional[str]  # of the first bad run
     rows: int = 1  # how many of the group's rows failed over the same stretch
 
@@ -185,11 +186,11 @@ class Verdict:
     state: str  # works | flaky | partly | fails
     working: int  # rows that work on the newest build
     total: int
-    since: dict[str, Any]  # the oldest build of the current unbroken state
-    newest: dict[str, Any]
+    since: TorchBuildRow  # the oldest build of the current unbroken state
+    newest: TorchBuildRow
     episode: Optional[Episode]  # the newest regression of one of its rows (current or fixed), else the
     # failure of a row that never worked
-    strip: list[tuple[dict[str, Any], str, str]]  # newest first: (build, state, "k/m work")
+    strip: list[tuple[TorchBuildRow, str, str]]  # newest first: (build, state, "k/m work")
     errors: list[str]  # the newest build's errors, most frequent first (of each cell's deciding run)
     runs_failed: int = 0  # of the newest build's runs in these rows, how many failed
     runs: int = 0
@@ -214,7 +215,7 @@ FLAKY_FLIPS = 4  # transitions of one row (two regressions and two fixes) that m
 
 @dataclass
 class Matrix:
-    builds: list[dict[str, Any]]  # oldest first
+    builds: list[TorchBuildRow]  # oldest first
     rows: list[RowKey]
     by_row: dict[RowKey, dict[int, Cell]]  # per row, its cell on each build id it has runs on
     transitions: list[Transition]  # newest first

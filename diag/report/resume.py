@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from diag.report import inputs
+from diag.store.typed import TorchBuildRow
 
 FOLD = ".diag-report-fold.json"
 
@@ -40,7 +41,7 @@ def kept(out_dir: Path, published: bool, marks: list[str], strip: int, keep: int
         return None
 
 
-def keep_at(line: list[dict[str, Any]], detail_builds: int, per_page: int) -> int:
+def keep_at(line: list[TorchBuildRow], detail_builds: int, per_page: int) -> int:
     """After how many of ``line`` (the builds with runs, oldest first) to keep the fold's state, so
     that the renders of the next nights hold every cell they show: the front page's newest
     ``per_page`` builds and the run pages' newest ``detail_builds``, one more build each; the

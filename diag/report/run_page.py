@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from diag.run import artifacts
+from diag.store.typed import StoredRun, TimingRow
 
 
 def quantiles(samples: list[float]) -> dict[str, Any]:
@@ -26,11 +27,12 @@ def quantiles(samples: list[float]) -> dict[str, Any]:
     }
 
 
-def in_ms(timing: dict[str, Any]) -> dict[str, Any]:
+def in_ms(timing: TimingRow) -> dict[str, Any]:
     """A timing series' n and quantiles for the run page; seconds shown as ms, as the medians beside them are."""
     scale = 1000.0 if timing.get("unit") == "s" else 1.0
-    if timing.get("samples") is not None:
-        found = quantiles([value * scale for value in timing["samples"]])
+    samples = timing.get("samples")
+    if samples is not None:
+        found = quantiles([value * scale for value in samples])
     else:
         summary = timing.get("summary") or {}
         found = _pruned(
@@ -39,7 +41,7 @@ def in_ms(timing: dict[str, Any]) -> dict[str, Any]:
     return {**timing, **found, "unit": "ms" if scale != 1.0 else timing.get("unit")}
 
 
-def _pruned(timing: dict[str, Any]) -> dict[str, Any]:
+def _pruned(timing: TimingRow) -> dict[str, Any]:
     """A series whose raw samples diag prune replaced with its summary."""
     summary = timing.get("summary") or {}
     return {
@@ -48,7 +50,7 @@ def _pruned(timing: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def listing(run: dict[str, Any], out_dir: Path) -> list[tuple[str, str]]:
+def listing(run: StoredRun, out_dir: Path) -> list[tuple[str, str]]:
     return [
         (label, os.path.relpath(path.resolve(), (out_dir / "runs").resolve()))
         for label, path in artifacts.listing(run.get("artifacts_dir"))
@@ -59,7 +61,7 @@ _REPOSITORY = re.compile(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+")
 _SERVER = re.compile(r"https://[A-Za-z0-9.-]+(:\d+)?")
 
 
-def ci_link(run: dict[str, Any]) -> Optional[dict[str, str]]:
+def ci_link(run: StoredRun) -> Optional[dict[str, str]]:
     """Where the CI job that made ``run`` keeps its run directory (runner.ci_provenance): the workflow
     run's page, the artifact's name and the directory's path in it. None where the run was not made in
     CI or what it recorded does not make a plain https link."""

@@ -12,10 +12,11 @@ from diag import build, store
 from diag import row as rows
 from diag.report import charts, svg
 from diag.run import profile
+from diag.store.typed import StoredRace, StoredRun, TorchBuildRow
 from diag.verdicts import variants, why
 
 
-def context(db, builds: list[dict[str, Any]], runs: list[dict[str, Any]]) -> Optional[dict[str, Any]]:
+def context(db, builds: list[TorchBuildRow], runs: list[StoredRun]) -> Optional[dict[str, Any]]:
     """What variants.html shows, or None where no build has a race and the newest fewer than two timed
     cases. ``builds``: the builds with runs, oldest first; races are shown of the newest build that has
     any, which may have no runs."""
@@ -28,15 +29,15 @@ def context(db, builds: list[dict[str, Any]], runs: list[dict[str, Any]]) -> Opt
     raced = [_race_row(race) for race in sorted(found, key=lambda r: (r["started_at"], -r["id"]), reverse=True)]
     newest = builds[-1] if builds else None
     timed = [r for r in runs if newest and r["torch_build_id"] == newest["id"] and r.get("eager_ms_per_token")]
-    cases = sorted({r["case"] for r in timed})
+    cases = sorted({r["case"] or "" for r in timed})
     if len(cases) < 2:
         if not raced:
             return None
         cases, timed = [], []
     full = list(store.full_runs(db, [r["id"] for r in timed]))
-    by_case: dict[str, list[dict[str, Any]]] = {}
+    by_case: dict[str, list[StoredRun]] = {}
     for run in full:
-        by_case.setdefault(run["case"], []).append(run)
+        by_case.setdefault(run["case"] or "", []).append(run)
     reference = cases[0] if cases else None
     against = [(case, variants.compare(by_case[cases[0]], by_case[case])) for case in cases[1:]]
     return {
@@ -51,10 +52,10 @@ def context(db, builds: list[dict[str, Any]], runs: list[dict[str, Any]]) -> Opt
     }
 
 
-def _race_row(race: dict[str, Any]) -> dict[str, Any]:
+def _race_row(race: StoredRace) -> dict[str, Any]:
     """A stored race row as the page's table shows it: its config label, and the error of a variant
     that was not raced in one line."""
-    shown = dict(race)
+    shown: dict[str, Any] = dict(race)
     shown["config"] = rows.config_label(race)
     message = (race.get("error_message") or "").strip().splitlines()
     shown["error_line"] = message[0][:300] if message else None
@@ -65,8 +66,8 @@ def _race_row(race: dict[str, Any]) -> dict[str, Any]:
         order = {name: index for index, name in enumerate([*(name for name, _ in profile.GROUPS), profile.OTHER])}
         groups = sorted(shown["breakdown"]["groups"], key=lambda g: order.get(g["name"], len(order)))
         bars = [
-            (race["baseline"], {g["name"]: g["ms_baseline"] for g in groups}),
-            (race["case"], {g["name"]: g["ms_case"] for g in groups}),
+            (race["baseline"] or "", {g["name"]: g["ms_baseline"] for g in groups}),
+            (race["case"] or "", {g["name"]: g["ms_case"] for g in groups}),
         ]
         title = f"{race['case']} against {race['baseline']}: each decode step by op group (ms per token, profiled)"
         shown["stacked"] = svg.stacked_bars(title, bars, "ms")

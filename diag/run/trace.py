@@ -16,6 +16,8 @@ import sys
 from pathlib import Path
 from typing import Any, Optional
 
+from diag.store.typed import StoredRun
+
 FRAME_FIELDS = (
     "compile_id",
     "co_name",
@@ -47,7 +49,7 @@ def frame_row(metrics: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
-def frame_count(run: dict[str, Any]) -> tuple[Optional[int], str]:
+def frame_count(run: StoredRun) -> tuple[Optional[int], str]:
     """How many frames a stored run's compile made, and why that is unknown where it is: None where
     torch's compilation metrics could not be read (before torch 2.4, no trace), never 0."""
     found = run.get("frames") or []

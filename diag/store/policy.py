@@ -18,7 +18,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import date
-from typing import Any, Iterable, Optional
+from typing import Iterable, Optional
+
+from diag.store.typed import TorchBuildRow
+
+Variants = dict[Optional[str], list[TorchBuildRow]]  # the stored builds of each variant (cpu, cu126, ...)
 
 Cell = tuple  # (build id, *row fields)
 
@@ -30,7 +34,7 @@ class Choice:
     thinned: set[Cell] = field(default_factory=set)  # the old-nightly cells whose runs fold
 
 
-def recent_builds(variants: dict[str, list[dict[str, Any]]], keep_builds: int) -> set[int]:
+def recent_builds(variants: Variants, keep_builds: int) -> set[int]:
     """Ids of the newest ``keep_builds`` builds of each variant (each list in build order)."""
     return {build["id"] for same in variants.values() for build in same[-keep_builds:]}
 
@@ -66,7 +70,7 @@ def choose(
     return choice
 
 
-def old_nightlies(variants: dict[str, list[dict[str, Any]]], thin_after: int) -> dict[int, bool]:
+def old_nightlies(variants: Variants, thin_after: int) -> dict[int, bool]:
     """Build id -> whether it is the first nightly of its ISO week, for each variant's nightlies
     older than its newest ``thin_after`` builds (each list in build order)."""
     old: dict[int, bool] = {}
@@ -82,10 +86,7 @@ def old_nightlies(variants: dict[str, list[dict[str, Any]]], thin_after: int) ->
 
 
 def thin_cells(
-    variants: dict[str, list[dict[str, Any]]],
-    old: dict[int, bool],
-    outcomes: dict[tuple, dict[int, set]],
-    timed: set[tuple],
+    variants: Variants, old: dict[int, bool], outcomes: dict[tuple, dict[int, set]], timed: set[tuple]
 ) -> set[Cell]:
     """(build id, *row) of old nightlies whose runs fold into counts without changing any verdict.
 

@@ -6,7 +6,7 @@ import json
 import re
 import sqlite3
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any, Iterable, Optional, cast
 
 import sqlite_utils
 
@@ -14,14 +14,16 @@ from diag import row as rows
 from diag.contract import FINDING_TABLES
 from diag.store.connection import StoreError, connect, dict_rows
 from diag.store.schema import CHILD_TABLES, row_columns
+from diag.store.typed import StoredRace, StoredRun, TorchBuildRow
+from diag.store.typing_source import CHILD_JSON, DECODED
 
 
-def _numbers_only(db: sqlite_utils.Database | sqlite3.Connection, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _numbers_only(db: sqlite_utils.Database | sqlite3.Connection, rows: list[dict[str, Any]]) -> list[StoredRun]:
     """``rows`` of runs with each value of a numeric column that is no number (SQLite keeps text in an
     INTEGER column: a DB written by another program, or edited) read as None, so that what reads a
     count or a time says it is missing instead of failing on it."""
     if not rows:
-        return rows
+        return []
     conn = db.conn if isinstance(db, sqlite_utils.Database) else db
     numeric = sorted(
         name
@@ -31,7 +33,7 @@ def _numbers_only(db: sqlite_utils.Database | sqlite3.Connection, rows: list[dic
         and name not in ("id", "torch_build_id")
     )
     if not numeric or "id" not in rows[0]:
-        return rows
+        return cast(list[StoredRun], rows)
     # one scan in SQLite finds the runs that hold any: none, almost always, and nothing else is read
     odd = " OR ".join(f"typeof(\"{name}\") NOT IN ('integer', 'real', 'null')" for name in numeric)
     found = {run_id for (run_id,) in conn.execute(f"SELECT id FROM runs WHERE {odd}")}
@@ -40,15 +42,15 @@ def _numbers_only(db: sqlite_utils.Database | sqlite3.Connection, rows: list[dic
             for name in numeric:
                 if row[name] is not None and not isinstance(row[name], (int, float)):
                     row[name] = None
-    return rows
+    return cast(list[StoredRun], rows)
 
 
-def get_run(db: sqlite_utils.Database, run_id: int) -> Optional[dict[str, Any]]:
+def get_run(db: sqlite_utils.Database, run_id: int) -> Optional[StoredRun]:
     """A run with its build, child rows and decoded JSON fields; None when there is no such run."""
     return next(iter(full_runs(db, [run_id])), None)
 
 
-def recent_runs(db: sqlite_utils.Database, limit: int = 20, case: Optional[str] = None) -> list[dict[str, Any]]:
+def recent_runs(db: sqlite_utils.Database, limit: int = 20, case: Optional[str] = None) -> list[StoredRun]:
     where, params = ('WHERE runs."case" = ?', [case]) if case else ("", [])
     return _numbers_only(
         db,
@@ -95,8 +97,8 @@ def table_counts(db: sqlite_utils.Database, tables: Iterable[str] = ("runs", *CH
     return {table: db[table].count for table in tables}
 
 
-def builds(db: sqlite_utils.Database) -> list[dict[str, Any]]:
-    return list(db.query("SELECT * FROM torch_builds"))
+def builds(db: sqlite_utils.Database) -> list[TorchBuildRow]:
+    return cast(list[TorchBuildRow], list(db.query("SELECT * FROM torch_builds")))
 
 
 def build_stamps(db: sqlite_utils.Database) -> dict[int, int]:
@@ -133,7 +135,7 @@ REPORT_COLUMNS = (
 REPORT_MESSAGE_CHARS = 300  # of each run's error message, what the report's front page may show
 
 
-def report_runs(db: sqlite_utils.Database, build_ids: Optional[Iterable[int]] = None) -> list[dict[str, Any]]:
+def report_runs(db: sqlite_utils.Database, build_ids: Optional[Iterable[int]] = None) -> list[StoredRun]:
     """The columns the report's matrix and charts need, for every run (of the builds ``build_ids``,
     where given), oldest first (error messages cut short)."""
     columns = ", ".join(f'"{c}"' for c in REPORT_COLUMNS)
@@ -261,7 +263,7 @@ def key_texts(db: sqlite_utils.Database) -> dict[tuple[str, str], dict[str, Opti
     return found
 
 
-def full_runs(db: sqlite_utils.Database, run_ids: Iterable[int]) -> Iterable[dict[str, Any]]:
+def full_runs(db: sqlite_utils.Database, run_ids: Iterable[int]) -> Iterable[StoredRun]:
     """Full records (as get_run returns them) for many runs, fetched in batches. An id beyond what
     SQLite's INTEGER holds names no run."""
     ids = sorted({run_id for run_id in run_ids if -(2**63) <= run_id < 2**63})
@@ -282,15 +284,15 @@ def full_runs(db: sqlite_utils.Database, run_ids: Iterable[int]) -> Iterable[dic
         for run in runs.values():
             for table in CHILD_TABLES:
                 run[table] = []
-            for name in ("config", "capabilities", "counters", "extra"):
+            for name in DECODED:
                 run[name] = _json_object(run.get(name))
         for table in CHILD_TABLES:
             for row in db.query(f'SELECT * FROM "{table}" WHERE run_id IN ({marks}) ORDER BY id', batch):
-                for name in ("samples", "summary", "extra"):
+                for name in CHILD_JSON:
                     if row.get(name):
                         row[name] = json.loads(row[name])
                 runs[row["run_id"]][table].append(row)
-        yield from (runs[i] for i in batch if i in runs)
+        yield from (cast(StoredRun, runs[i]) for i in batch if i in runs)
 
 
 def _json_object(text: Optional[str]) -> Optional[dict[str, Any]]:
@@ -319,7 +321,7 @@ def folded_before(db: sqlite_utils.Database) -> dict[tuple, str]:
     }
 
 
-def find_build(db: sqlite_utils.Database, ref: str) -> dict[str, Any]:
+def find_build(db: sqlite_utils.Database, ref: str) -> TorchBuildRow:
     """The build named by ``ref``: a version (exact, else a unique prefix), a git commit prefix, or build:ID."""
     all_builds = builds(db)
     if ref.startswith("build:") and ref[6:].isdigit():
@@ -327,10 +329,10 @@ def find_build(db: sqlite_utils.Database, ref: str) -> dict[str, Any]:
     else:
         matches = [b for b in all_builds if b["version"] == ref]
         matches = matches or [
-            b for b in all_builds if b["version"].startswith(ref) or (b["git_version"] or "").startswith(ref)
+            b for b in all_builds if (b["version"] or "").startswith(ref) or (b["git_version"] or "").startswith(ref)
         ]
     if len(matches) != 1:
-        names = ", ".join(sorted(b["version"] for b in matches)) or "none"
+        names = ", ".join(sorted(b["version"] or "?" for b in matches)) or "none"
         raise StoreError(
             f"build {ref!r} matches {len(matches)} builds ({names}); "
             "give a full version, a git commit prefix, or build:ID"
@@ -338,7 +340,7 @@ def find_build(db: sqlite_utils.Database, ref: str) -> dict[str, Any]:
     return matches[0]
 
 
-def runs_of_build(db: sqlite_utils.Database, build_id: int) -> list[dict[str, Any]]:
+def runs_of_build(db: sqlite_utils.Database, build_id: int) -> list[StoredRun]:
     """Full records of every run on one build, oldest first."""
     ids = [row[0] for row in db.execute("SELECT id FROM runs WHERE torch_build_id = ? ORDER BY id", [build_id])]
     return list(full_runs(db, ids))
@@ -363,10 +365,13 @@ def page_marks(db: sqlite_utils.Database, run_ids: Iterable[int]) -> dict[int, t
     return found
 
 
-def races(db: sqlite_utils.Database) -> list[dict[str, Any]]:
+def races(db: sqlite_utils.Database) -> list[StoredRace]:
     """Every stored race row, oldest first, each with its build's version."""
-    return dict_rows(
-        db.conn,
-        "SELECT r.*, b.version AS torch_version FROM races r JOIN torch_builds b ON b.id = r.torch_build_id "
-        "ORDER BY r.id",
+    return cast(
+        list[StoredRace],
+        dict_rows(
+            db.conn,
+            "SELECT r.*, b.version AS torch_version FROM races r JOIN torch_builds b ON b.id = r.torch_build_id "
+            "ORDER BY r.id",
+        ),
     )

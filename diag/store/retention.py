@@ -63,7 +63,7 @@ def _prune(db: sqlite_utils.Database, keep_builds: int, keep_runs: int, thin_aft
     many runs and series were compacted, how many runs were folded, and of how many (build, row)
     cells of old nightlies.
     """
-    variants: dict[str, list[dict[str, Any]]] = {}
+    variants: policy.Variants = {}
     for build in sorted(builds(db), key=build_order):
         variants.setdefault(build["variant"], []).append(build)
     recent = policy.recent_builds(variants, keep_builds)
@@ -145,7 +145,7 @@ def deciding_runs(db: sqlite_utils.Database) -> frozenset[int]:
     return frozenset(deciding_run(runs)["id"] for runs in by_status.values())
 
 
-def thinned(db: sqlite_utils.Database, variants: dict[str, list[dict[str, Any]]], thin_after: int) -> set[tuple]:
+def thinned(db: sqlite_utils.Database, variants: policy.Variants, thin_after: int) -> set[tuple]:
     """(build id, *row) of old nightlies whose runs fold into counts (``policy.thin_cells``), read from ``db``."""
     old = policy.old_nightlies(variants, thin_after)
     if not old:

@@ -11,6 +11,7 @@ from typing import Any, Optional
 from diag import pages, store
 from diag import row as rows
 from diag.build import order as build_order
+from diag.store.typed import StoredRun, TorchBuildRow
 from diag.verdicts import regress
 
 
@@ -23,8 +24,8 @@ class Outcome:
     host_changed: list[regress.Regression] = field(default_factory=list)
 
 
-def _by_row(runs: list[dict[str, Any]]) -> dict[rows.Row, list[dict[str, Any]]]:
-    grouped: dict[rows.Row, list[dict[str, Any]]] = {}
+def _by_row(runs: list[StoredRun]) -> dict[rows.Row, list[StoredRun]]:
+    grouped: dict[rows.Row, list[StoredRun]] = {}
     for run in sorted(runs, key=lambda r: r["id"]):
         grouped.setdefault(rows.of(run), []).append(run)
     return grouped
@@ -34,7 +35,7 @@ def _in_order(keys) -> list[rows.Row]:
     return sorted(keys, key=rows.sort_key)
 
 
-def environment(run: dict[str, Any]) -> tuple[str, str]:
+def environment(run: StoredRun) -> tuple[str, str]:
     """What beside torch decides a run: the Python minor version and the transformers version."""
     python = ".".join((run.get("python") or "?").split(".")[:2])
     return python, run.get("transformers_version") or "?"
@@ -58,7 +59,7 @@ def _row_flags(row: rows.Row) -> list[str]:
     return [*flags, "--new-tokens", str(row.new_tokens)]
 
 
-def both_moved(row: rows.Row, before: dict[str, Any], after: dict[str, Any]) -> str:
+def both_moved(row: rows.Row, before: StoredRun, after: StoredRun) -> str:
     """Where a row's status changed between two builds on which torch and transformers both moved:
     that neither alone is to blame yet, and the two bisects that tell which (each moves one side,
     the other held where the baseline had it)."""
@@ -78,7 +79,7 @@ def both_moved(row: rows.Row, before: dict[str, Any], after: dict[str, Any]) -> 
 
 
 def compare_build_runs(
-    before_runs: list[dict[str, Any]], after_runs: list[dict[str, Any]], like_with_like: bool = True
+    before_runs: list[StoredRun], after_runs: list[StoredRun], like_with_like: bool = True
 ) -> list[regress.RowComparison]:
     """Findings of the newest run per row on each side; timings over every run of the row on each side.
 
@@ -128,10 +129,10 @@ def compare_build_runs(
     return comparisons
 
 
-def _invocations(history: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+def _invocations(history: list[StoredRun]) -> list[list[StoredRun]]:
     """A row's runs grouped by the ``diag run`` that made them, oldest group first (a run with no
     invocation recorded is a group of its own)."""
-    groups: dict[Any, list[dict[str, Any]]] = {}
+    groups: dict[Any, list[StoredRun]] = {}
     for run in history:
         groups.setdefault(run.get("invocation") or ("run", run["id"]), []).append(run)
     return sorted(
@@ -139,7 +140,7 @@ def _invocations(history: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
     )
 
 
-def compare_within_build(runs: list[dict[str, Any]]) -> list[regress.RowComparison]:
+def compare_within_build(runs: list[StoredRun]) -> list[regress.RowComparison]:
     """Each row's newest invocation against the invocation of that row before it, on one build (A/A, reruns)."""
     comparisons = []
     grouped = _by_row(runs)
@@ -187,7 +188,7 @@ def compare(db, a: str, b: str) -> Outcome:
 
 def variant_runs(
     db, case_a: str, case_b: str, build_ref: Optional[str]
-) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
+) -> tuple[TorchBuildRow, list[StoredRun], list[StoredRun]]:
     """The build and each case's runs on it: ``build_ref``'s, else the newest build with runs of both."""
     if build_ref is not None:
         candidates = [store.find_build(db, build_ref)]
@@ -212,7 +213,7 @@ def variant_runs(
     )
 
 
-def _of_case(runs: list[dict[str, Any]], case: str) -> list[dict[str, Any]]:
+def _of_case(runs: list[StoredRun], case: str) -> list[StoredRun]:
     """The runs a --case value names: a case name, or a case file by its path (its runs' source)."""
     if case.endswith(".py"):
         source = str(Path(case).resolve())
@@ -221,11 +222,11 @@ def _of_case(runs: list[dict[str, Any]], case: str) -> list[dict[str, Any]]:
 
 
 def identity_differences(
-    build_a: dict[str, Any], build_b: dict[str, Any], runs_a: list[dict[str, Any]], runs_b: list[dict[str, Any]]
+    build_a: TorchBuildRow, build_b: TorchBuildRow, runs_a: list[StoredRun], runs_b: list[StoredRun]
 ) -> list[str]:
     """What else differs between two builds' runs than torch itself: variant, CUDA, Python, transformers."""
 
-    def seen(runs: list[dict[str, Any]], index: int) -> str:
+    def seen(runs: list[StoredRun], index: int) -> str:
         return ", ".join(sorted({environment(run)[index] for run in runs})) or "-"
 
     pairs = [
@@ -253,7 +254,7 @@ def check(
         same = [b for b in ordered if b["variant"] == base["variant"]]
         pairs.append((base, same[-1]))
     else:
-        for variant in sorted({b["variant"] for b in ordered}):
+        for variant in sorted({b["variant"] for b in ordered}, key=lambda name: name or ""):
             same = [b for b in ordered if b["variant"] == variant]
             pairs.append((same[-2] if len(same) > 1 else same[-1], same[-1]))
     comparisons, descriptions = [], []
@@ -273,7 +274,7 @@ def check(
         changes = {
             (c.row, t.metric): t for c in compare_within_build(store.runs_of_build(db, twin["id"])) for t in c.timings
         }
-        found, host = regress.against_stable(found, changes, twin["version"], thresholds)
+        found, host = regress.against_stable(found, changes, twin["version"] or "?", thresholds)
         descriptions.append(f"slowdowns set against stable {twin['version']}'s newest invocation and the one before")
     return Outcome("; ".join(descriptions), comparisons, found, unjudged, host)
 

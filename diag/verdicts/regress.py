@@ -27,6 +27,7 @@ from diag import row as rows
 from diag.contract import FINDING_KINDS, WORKS, statuses
 from diag.noise import NOT_COMPARED
 from diag.stats import runs_needed
+from diag.store.typed import StoredRun, children
 from diag.verdicts.timing_change import (
     TimingChange,
     compile_change,
@@ -41,8 +42,8 @@ from diag.verdicts.why import kernel_change
 @dataclass
 class RowComparison:
     row: rows.Row
-    before: Optional[dict[str, Any]]
-    after: Optional[dict[str, Any]]
+    before: Optional[StoredRun]
+    after: Optional[StoredRun]
     added: dict[str, list[str]] = field(default_factory=dict)
     removed: dict[str, list[str]] = field(default_factory=dict)
     timings: list[TimingChange] = field(default_factory=list)
@@ -52,7 +53,7 @@ class RowComparison:
     @property
     def status_change(self) -> Optional[tuple[str, str]]:
         if self.before and self.after and self.before["status"] != self.after["status"]:
-            return self.before["status"], self.after["status"]
+            return self.before["status"] or "", self.after["status"] or ""
         return None
 
     @property
@@ -78,7 +79,7 @@ class RowComparison:
     def key_text(self, table: str, key: str) -> str:
         """What a finding key stands for, from the side that has it: gb_type, else reason or message."""
         for run in (self.after, self.before):
-            for item in (run or {}).get(table, []):
+            for item in children(run or {}, table):
                 if item.get("key") == key:
                     said = (item.get("gb_type") or item.get("reason") or item.get("message") or "").strip()
                     return _first_line(said, 120)
@@ -110,17 +111,17 @@ class RowComparison:
         }
 
 
-def not_a_finding(run: dict[str, Any]) -> bool:
+def not_a_finding(run: StoredRun) -> bool:
     """A run whose status says nothing of the compiler (a broken case): never a regression or a fix."""
     return run.get("status") in statuses.NOT_A_FINDING
 
 
-def _first_line(text: str, limit: int) -> str:
+def _first_line(text: Optional[str], limit: int) -> str:
     line = text.splitlines()[0] if text else ""
     return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
-def error_text(run: dict[str, Any]) -> Optional[str]:
+def error_text(run: StoredRun) -> Optional[str]:
     """A run's own error as ``Type: first line of its message``; None when it raised nothing."""
     if not run.get("error_type"):
         return None
@@ -129,10 +130,10 @@ def error_text(run: dict[str, Any]) -> Optional[str]:
 
 
 def compare_runs(
-    before: Optional[dict[str, Any]],
-    after: Optional[dict[str, Any]],
-    before_pool: Sequence[dict[str, Any]] = (),
-    after_pool: Sequence[dict[str, Any]] = (),
+    before: Optional[StoredRun],
+    after: Optional[StoredRun],
+    before_pool: Sequence[StoredRun] = (),
+    after_pool: Sequence[StoredRun] = (),
 ) -> RowComparison:
     """Full run records (with child rows) of one row on two sides: findings from the newest run of
     each, timings over each side's pool of runs (default: that one run)."""
@@ -151,8 +152,8 @@ def compare_runs(
         )
         return result
     for kind in FINDING_KINDS:
-        keys_before = {item["key"] for item in before.get(kind.table, [])}
-        keys_after = {item["key"] for item in after.get(kind.table, [])}
+        keys_before = {item["key"] for item in children(before, kind.table)}
+        keys_after = {item["key"] for item in children(after, kind.table)}
         result.added[kind.table] = sorted(keys_after - keys_before)
         result.removed[kind.table] = sorted(keys_before - keys_after)
     before_pool, after_pool = list(before_pool) or [before], list(after_pool) or [after]

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
-from typing import Any, Optional, Sequence
+from typing import Optional, Sequence
 
 from diag.stats import mann_whitney_greater, quantile, runs_needed
+from diag.store.typed import StoredRun, numbers
 
 
 @dataclass
@@ -65,7 +66,7 @@ HOST_SMOOTHING = 2  # a generation's yardstick: the median host reference of it 
 ADJUSTED_QUANTILE = 0.2  # of a run's host-adjusted generations: the host's faster stretches
 
 
-def host_adjusted(run: dict[str, Any], mode: str) -> Optional[list[float]]:
+def host_adjusted(run: StoredRun, mode: str) -> Optional[list[float]]:
     """Per timed generation: its median decode step over the host references around it; None for a
     run that cannot be adjusted (not on CPU, or stored before the timing pass timed the host)."""
     steps, host = samples_of(run, mode), samples_of(run, mode, "host_reference")
@@ -80,7 +81,7 @@ def host_adjusted(run: dict[str, Any], mode: str) -> Optional[list[float]]:
 
 
 def run_summaries(
-    mode: str, one: Sequence[dict[str, Any]], other: Sequence[dict[str, Any]]
+    mode: str, one: Sequence[StoredRun], other: Sequence[StoredRun]
 ) -> tuple[list[float], list[float], str]:
     """One latency summary per run of two sides (every run has samples of ``mode``), and its basis:
     host-adjusted where every run on both sides can be and all ran the same Python (the yardstick is
@@ -97,7 +98,7 @@ def run_summaries(
 
 
 def latency_change(
-    mode: str, before_runs: Sequence[dict[str, Any]], after_runs: Sequence[dict[str, Any]]
+    mode: str, before_runs: Sequence[StoredRun], after_runs: Sequence[StoredRun]
 ) -> Optional[TimingChange]:
     """Per-token latency of ``mode`` over the runs of one row on each side; None where a side has no samples.
 
@@ -123,22 +124,22 @@ def latency_change(
     )
 
 
-def samples_of(run: dict[str, Any], mode: str, metric: str = "decode_step") -> list[float]:
-    return next((t["samples"] for t in run.get("timings", []) if t["mode"] == mode and t["metric"] == metric), [])
+def samples_of(run: StoredRun, mode: str, metric: str = "decode_step") -> list[float]:
+    return next((t["samples"] or [] for t in run.get("timings", []) if t["mode"] == mode and t["metric"] == metric), [])
 
 
-def timed_and_steady(runs: Sequence[dict[str, Any]], mode: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def timed_and_steady(runs: Sequence[StoredRun], mode: str) -> tuple[list[StoredRun], list[StoredRun]]:
     """The runs with latency samples of ``mode``, and of those the ones whose timing was not noisy
     (diag/noise.py): only these give a latency verdict."""
     timed = [r for r in runs if samples_of(r, mode)]
     return timed, [r for r in timed if not r.get("timing_noisy")]
 
 
-def guard_change(before_runs: Sequence[dict[str, Any]], after_runs: Sequence[dict[str, Any]]) -> Optional[TimingChange]:
+def guard_change(before_runs: Sequence[StoredRun], after_runs: Sequence[StoredRun]) -> Optional[TimingChange]:
     """The guard check a decode call pays, one value per run, on each side; None where a side has
     none. Runs whose timing the host made noisy are left out, as they are for latency."""
     sides = [
-        [r["guard_latency_us"] for r in runs if r.get("guard_latency_us") is not None and not r.get("timing_noisy")]
+        numbers([r for r in runs if not r.get("timing_noisy")], "guard_latency_us")
         for runs in (before_runs, after_runs)
     ]
     if not all(sides):
@@ -148,9 +149,7 @@ def guard_change(before_runs: Sequence[dict[str, Any]], after_runs: Sequence[dic
     return change
 
 
-def compile_change(
-    before_runs: Sequence[dict[str, Any]], after_runs: Sequence[dict[str, Any]]
-) -> Optional[TimingChange]:
+def compile_change(before_runs: Sequence[StoredRun], after_runs: Sequence[StoredRun]) -> Optional[TimingChange]:
     """Compile time, one value per run, on each side; None where a side has none.
 
     On CPU it is divided by the host reference the timing pass took right after the first compiled
@@ -166,17 +165,15 @@ def compile_change(
     runs = [*before_runs, *after_runs]
     hosts = [samples_of(r, "compiled", "host_reference")[: HOST_SMOOTHING + 1] for r in runs]
     if all(r.get("device") == "cpu" for r in runs) and all(hosts) and len({r.get("python") for r in runs}) == 1:
-        values, basis = [r["compile_s"] / statistics.median(h) for r, h in zip(runs, hosts)], "host-adjusted"
+        values, basis = [s / statistics.median(h) for s, h in zip(numbers(runs, "compile_s"), hosts)], "host-adjusted"
     else:
-        values, basis = [r["compile_s"] for r in runs], "raw"
+        values, basis = numbers(runs, "compile_s"), "raw"
     change = timing_change("compile_s", values[: len(before_runs)], values[len(before_runs) :])
     change.basis = basis
     return change
 
 
-def instruction_change(
-    before_runs: Sequence[dict[str, Any]], after_runs: Sequence[dict[str, Any]]
-) -> Optional[TimingChange]:
+def instruction_change(before_runs: Sequence[StoredRun], after_runs: Sequence[StoredRun]) -> Optional[TimingChange]:
     """The cold compile's instruction count, one per run, on each side; None where a side has none.
 
     Only counts of one method are compared (the after side's newest run's): the CPU's counter and
@@ -189,7 +186,7 @@ def instruction_change(
     method = counted[-1].get("instructions_method")
     sides = [
         [
-            float(r["compile_instructions"])
+            float(r.get("compile_instructions") or 0)
             for r in runs
             if r.get("compile_instructions") and r.get("instructions_method") == method
         ]

@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Optional, Sequence
 
 from diag import row as rows
+from diag.store.typed import StoredRun
 from diag.verdicts import timing_change
 
 MIN_EFFECT = 0.02
@@ -68,14 +69,14 @@ def verdict(ratio: float, low: float, high: float) -> str:
     return "no difference"
 
 
-def _point(label: str, mode: str, runs_a: list[dict[str, Any]], runs_b: list[dict[str, Any]]) -> Optional[Point]:
+def _point(label: str, mode: str, runs_a: list[StoredRun], runs_b: list[StoredRun]) -> Optional[Point]:
     timed_a, steady_a = timing_change.timed_and_steady(runs_a, mode)
     timed_b, steady_b = timing_change.timed_and_steady(runs_b, mode)
     if not timed_a or not timed_b:
         return None
     counts = (len(steady_a), len(steady_b))
 
-    def ms(runs: list[dict[str, Any]]) -> Optional[float]:
+    def ms(runs: list[StoredRun]) -> Optional[float]:
         return (
             statistics.median(statistics.median(timing_change.samples_of(r, mode)) for r in runs) * 1e3
             if runs
@@ -92,10 +93,10 @@ def _point(label: str, mode: str, runs_a: list[dict[str, Any]], runs_b: list[dic
     return Point(label, mode, *counts, ms(steady_a), ms(steady_b), ratio, low, high, basis, verdict(ratio, low, high))
 
 
-def compare(runs_a: Sequence[dict[str, Any]], runs_b: Sequence[dict[str, Any]]) -> list[Point]:
+def compare(runs_a: Sequence[StoredRun], runs_b: Sequence[StoredRun]) -> list[Point]:
     """Every point where both variants have timed runs, in row order; compiled first, then eager."""
-    by_a: dict[rows.Row, list[dict[str, Any]]] = {}
-    by_b: dict[rows.Row, list[dict[str, Any]]] = {}
+    by_a: dict[rows.Row, list[StoredRun]] = {}
+    by_b: dict[rows.Row, list[StoredRun]] = {}
     for run in runs_a:
         by_a.setdefault(_key(rows.of(run)), []).append(run)
     for run in runs_b:

@@ -22,6 +22,7 @@ from typing import Any, Optional
 
 from diag.run.profile import grouped, kernels, per_token, steps
 from diag.stats import median_interval
+from diag.store.typed import StoredRun
 
 TOP_OPS = 8
 
@@ -130,7 +131,7 @@ def explain(
     return found
 
 
-def profile_of(run: dict[str, Any]) -> dict[str, Any]:
+def profile_of(run: StoredRun) -> dict[str, Any]:
     """What diag run --profile kept of a run (``summary``, in its ``extra``), each field in the shape
     its readers take: a field of another shape (a DB written by another diag, or edited) is left out,
     never passed on to fail a page or a line; empty where the run was not profiled."""
@@ -205,7 +206,7 @@ def _mapping(value: Any) -> dict[Any, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def of_runs(before: dict[str, Any], after: dict[str, Any], before_name: str, after_name: str) -> Optional[Breakdown]:
+def of_runs(before: StoredRun, after: StoredRun, before_name: str, after_name: str) -> Optional[Breakdown]:
     """Two runs' profiles (``summary``, in their ``extra``) set against each other, by op group; None
     where either run was not profiled. Their generations ran in two processes, so none pairs with
     another: each row is the difference of the two medians with a bootstrap interval."""
@@ -233,7 +234,7 @@ def of_comparison(comparison: Any) -> Optional[Breakdown]:
     return of_runs(before, after, f"run #{before['id']}", f"run #{after['id']}")
 
 
-def groups_of_run(run: dict[str, Any]) -> list[tuple[str, float]]:
+def groups_of_run(run: StoredRun) -> list[tuple[str, float]]:
     """A profiled run's compiled decode step by group: the median over its profiled generations of
     each group's ms per token, largest first; empty where the run was not profiled."""
     generations = profile_of(run).get("ops_ms") or []
@@ -259,7 +260,7 @@ def refusal_lines(refused: dict[str, dict[str, int]]) -> list[str]:
     ]
 
 
-def kernel_change(before: dict[str, Any], after: dict[str, Any]) -> Optional[tuple[str, str]]:
+def kernel_change(before: StoredRun, after: StoredRun) -> Optional[tuple[str, str]]:
     """The SDPA kernels of two profiled runs where they differ, as text; None where they agree or a
     run was not profiled."""
     a, b = (profile_of(run) for run in (before, after))
