@@ -55,18 +55,20 @@ def graph_break_pages(db, keys: int = 300) -> tuple[int, float]:
     """The report's graph-break pages for ``keys`` distinct GB ids (the synthetic history's breaks
     spread over them; it has one): how many pages, and the CPU seconds they add to a render."""
     from diag import report, store
-    from diag.report import breaks_page, history
+    from diag.report import breaks_page, context, history, inputs, templating
 
     db.execute(f"UPDATE graph_breaks SET key = printf('GB%04d', id % {keys})")
     db.conn.commit()
     matrix = history.build_matrix(store.builds(db), store.report_runs(db), store.finding_keys(db), 30)
     start = time.process_time()
     found = breaks_page.contexts(db, matrix)
-    env = report._environment()
     shared = {"case_links": [], "has_architectures": False, "has_variants": False, "has_breaks": True}
     shared.update({"paged": {}, "data_stamp": "", "key_texts": {}, "detail_builds": 30})
-    env.get_template("breaks.html.j2").render(root="", breaks=found, **shared)
-    report.key_pages(env, found, breaks_page.BREAKS, shared)
+    out = Path(".")
+    this = context.Render(db, context.Options(out), templating.environment(), inputs.Pages(out, False), False)
+    this.common = shared
+    this.page("breaks.html.j2", root="", breaks=found, **shared)
+    report.key_pages(this, found, breaks_page.BREAKS)
     return len(found), time.process_time() - start
 
 

@@ -17,6 +17,7 @@ from factories import run_record, stored
 from diag import pages, report, store
 from diag.build import identity
 from diag.build import order as build_order
+from diag.report import templating
 from diag.report.history import build_matrix
 
 CHROMIUM = browser.CHROMIUM
@@ -350,7 +351,7 @@ def test_the_report_templates_look_up_a_dicts_keys_and_methods_as_jinja_does():
     missing key is still an error."""
     import jinja2
 
-    env = report._environment()
+    env = templating.environment()
     page = env.from_string(
         "{% for k, v in d.items() %}{{ k }}={{ v }};{% endfor %} {{ d.get('status') }} {{ d.status }} {{ d.nested.x }}"
     )

@@ -26,117 +26,26 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Optional, cast
 
 import jinja2
-from markupsafe import Markup, escape
 
-from diag import __version__, guards, pages, store
-from diag.config import diag_home
-from diag.contract import STATUSES
+from diag import pages, store
 from diag.pages import case_href
 from diag.report import breaks_page, charts, forked, history, inputs, matrix_html, matrix_pages, run_page, variants_page
 from diag.report import resume as resume_at
 from diag.report.architectures import hf_architectures
+from diag.report.context import BUILDS_PER_PAGE, DETAIL_BUILDS, Options, Render
 from diag.report.index_json import report_json
-from diag.report.model import FLAKY_FLIPS, Matrix, Settled, row_label
+from diag.report.model import Matrix, Settled
 from diag.report.publish import MANIFEST, ReportError, Site, publish
 from diag.report.run_page import ci_link
+from diag.report.templating import environment
 from diag.run import trace
 from diag.store.typed import StoredRun, TorchBuildRow
-from diag.text import config_text, safe
+from diag.text import config_text
 from diag.verdicts import why
 
 __all__ = ["MANIFEST", "ReportError", "Site", "ci_link", "publish", "render", "report_json"]
 
-BUILDS_PER_PAGE = 25
-DETAIL_BUILDS = 30
 STRIP_BUILDS = 30
-
-
-def neutral(value: Any) -> Any:
-    """What a template prints: text through ``text.safe`` (control and bidirectional characters
-    shown as escapes and code points); Markup as is (its parts went through here when it was made)."""
-    if isinstance(value, str) and not isinstance(value, Markup):
-        return safe(value)
-    return value
-
-
-_DICT_ATTRIBUTES = frozenset(dir(dict))
-
-
-class _Environment(jinja2.Environment):
-    """``run.status`` of a dict looked up as the item at once. Jinja tries the attribute first,
-    which for a dict is an AttributeError raised and caught at each of the hundreds of thousands of
-    lookups of a render. A dict has no attributes but its class's, so for any other name the result
-    is jinja's own; ``cap.items()`` and ``texts.get(key)`` are looked up as jinja does."""
-
-    def getattr(self, obj: Any, attribute: str) -> Any:
-        if obj.__class__ is dict and attribute not in _DICT_ATTRIBUTES:
-            try:
-                return obj[attribute]
-            except KeyError:
-                pass
-        return super().getattr(obj, attribute)
-
-
-class _CompiledTemplates(jinja2.FileSystemBytecodeCache):
-    """The templates compiled to Python once per template source (jinja checks each against its
-    checksum), under DIAG_HOME: compiling them was a tenth of a render. Where that folder cannot be
-    written, templates are compiled at each render, as without a cache."""
-
-    def dump_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
-        try:
-            super().dump_bytecode(bucket)
-        except OSError:
-            pass
-
-
-def _compiled_templates() -> Optional[jinja2.BytecodeCache]:
-    folder = diag_home() / "report-templates"
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError:
-        return None
-    return _CompiledTemplates(str(folder))
-
-
-def _environment() -> jinja2.Environment:
-    env = _Environment(
-        loader=jinja2.FileSystemLoader(str(Path(__file__).parent / "templates")),
-        bytecode_cache=_compiled_templates(),
-        autoescape=True,
-        auto_reload=False,  # templates are package files: no stat of each one at every page
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        finalize=neutral,
-    )
-    env.globals.update(
-        row_label=row_label,
-        case_href=case_href,
-        yesno=_yesno,
-        fmt=_fmt,
-        tool_version=__version__,
-        statuses=STATUSES,
-        # the badge colours every page's style sheet carries: made once, not in a loop per page
-        status_css=Markup("".join(f".s-{escape(s.name)} {{ background: {escape(s.colour)}; }}\n" for s in STATUSES)),
-        compare_url=compare_url,
-        flaky_flips=FLAKY_FLIPS,
-        grows=guards.grows_with_the_step,
-        refusal_lines=why.refusal_lines,
-    )
-    env.tests["startswith"] = lambda value, prefix: str(value).startswith(prefix)
-    return env
-
-
-def compare_url(commits: Optional[str]) -> Optional[str]:
-    return f"https://github.com/pytorch/pytorch/compare/{commits}" if commits else None
-
-
-def _yesno(value: Optional[int]) -> str:
-    return "-" if value is None else ("yes" if value else "no")
-
-
-def _fmt(value: Optional[float], unit: str) -> str:
-    return "-" if value is None else f"{value:.3f} {unit}"
 
 
 def detailed_runs(matrix: Matrix, detail_builds: int) -> dict[int, str]:
@@ -185,11 +94,12 @@ def render(
     reading = not db.conn.in_transaction
     if reading:
         db.conn.execute("BEGIN")
+    options = Options(out_dir, builds_per_page, detail_builds, db_name, processes, site)
     try:
         try:
-            return _render(db, out_dir, builds_per_page, detail_builds, db_name, processes, site, resume=True)
+            return _render(db, options, resume=True)
         except Settled:
-            return _render(db, out_dir, builds_per_page, detail_builds, db_name, processes, site, resume=False)
+            return _render(db, options, resume=False)
     finally:
         if reading:
             db.conn.rollback()
@@ -226,25 +136,16 @@ def _run_pages(
             yield path, template.render(root="../", first=runs[0]["run"], runs=runs, **context)
 
 
-def _render(
-    db,
-    out_dir: Path,
-    builds_per_page: int,
-    detail_builds: int,
-    db_name: Optional[str],
-    processes: Optional[int],
-    site: Optional[Site],
-    resume: bool,
-) -> dict[str, str]:
-    env = _environment()
+def _render(db, options: Options, resume: bool) -> dict[str, str]:
+    env = environment()
     template = env.get_template("run.html.j2")
     # the run pages' renderer and writer, forked before the history is read: it shares only the
     # imports with this process, so the model this process builds and walks is never copied into it
-    path = store.path_of(db)
+    path, site, out_dir = store.path_of(db), options.site, options.out_dir
     made = inputs.Pages(out_dir, (out_dir / MANIFEST).exists())
     helper = forked.Helper.when(
         site is not None
-        and (processes or forked.cores()) > 1
+        and (options.processes or forked.cores()) > 1
         and made.fresh()
         and forked.can_fork()
         and path.name != "",
@@ -265,76 +166,68 @@ def _render(
             site.claim(path for path, _ in listed)
             helper.send((listed, context))
 
+    this = Render(db, options, env, made, resume and not made.fresh())
     with helper:
-        files, rendered, quiet = _pages(
-            db, env, out_dir, made, builds_per_page, detail_builds, db_name, hand_off, resume and not made.fresh()
-        )
+        files, rendered = _pages(this, hand_off)
         written = helper.result()
     if written is None:
-        files.update(_run_pages(db, template, rendered, out_dir, quiet))
+        files.update(_run_pages(db, template, rendered, out_dir, this.quiet))
     else:
         files.update((name, inputs.Written() if new else inputs.Kept()) for name, new in written.items())
     return files
 
 
 def _pages(
-    db,
-    env: jinja2.Environment,
-    out_dir: Path,
-    made: inputs.Pages,
-    builds_per_page: int,
-    detail_builds: int,
-    db_name: Optional[str],
-    hand_off: Callable[[list[tuple[str, list[int]]], dict[str, Any]], None],
-    resume: bool,
-) -> tuple[dict[str, str], list[tuple[str, list[int]]], dict[str, Any]]:
+    this: Render, hand_off: Callable[[list[tuple[str, list[int]]], dict[str, Any]], None]
+) -> tuple[dict[str, str], list[tuple[str, list[int]]]]:
     """Every page but the pages of runs, with those to be rendered (each one's path and its runs'
-    ids) and what they share; those are given to ``hand_off`` as soon as they are known. With
-    ``resume``, the matrix is taken up from the state kept beside the site, where it can be."""
+    ids); those are given to ``hand_off`` as soon as they are known, with what they share. Where
+    ``this.resume``, the matrix is taken up from the state kept beside the site, where it can be."""
+    db, options, made = this.db, this.options, this.made
     line = history.ordered(store.builds(db), store.run_builds(db))
     marks = inputs.build_marks(line, store.build_stamps(db))
     stamped = inputs.build_history(line, marks)
-    keep = resume_at.keep_at(line, detail_builds, builds_per_page)
-    start = resume_at.kept(out_dir, resume and bool(made.before), stamped, STRIP_BUILDS, keep)
+    keep = resume_at.keep_at(line, options.detail_builds, options.builds_per_page)
+    start = resume_at.kept(options.out_dir, this.resume and bool(made.before), stamped, STRIP_BUILDS, keep)
     live = [build["id"] for build in line[len(start["folded"]) :]] if start else None
     runs, keys = store.report_runs(db, live), store.finding_keys_of_builds(db, live)
     matrix = history.build_matrix(store.builds(db), runs, keys, STRIP_BUILDS, start, keep)
-    paged = detailed_runs(matrix, detail_builds)
-    memo = inputs.Memo(out_dir, bool(made.before), marks)
-    breaks, swallowed = (breaks_page.contexts(db, matrix, memo, k) for k in (breaks_page.BREAKS, breaks_page.HIDDEN))
+    paged = detailed_runs(matrix, options.detail_builds)
+    this.memo = inputs.Memo(options.out_dir, bool(made.before), marks)
+    breaks, swallowed = (
+        breaks_page.contexts(db, matrix, this.memo, k) for k in (breaks_page.BREAKS, breaks_page.HIDDEN)
+    )
     shown = variants_page.context(db, matrix.builds, runs)
     texts, hidden = store.key_texts(db), store.hidden_keys(db)
-    env.globals["matrix_table"] = functools.partial(
+    this.env.globals["matrix_table"] = functools.partial(
         matrix_html.matrix_table, case_href=case_href, hidden=hidden, texts=texts
     )
     cases = sorted({row.case for row in matrix.rows})
-    common = _shared(db, cases, paged, texts, detail_builds, has_variants=shown is not None, has_breaks=bool(breaks))
-    nav = [common["case_links"], common["has_architectures"], common["has_variants"], common["has_breaks"]]
-    quiet = {**common, "data_stamp": ""}  # the pages kept from night to night carry no stamp of the data
-    files, rendered = _stale_run_pages(db, made, paged, nav)
-    hand_off(rendered, quiet)
-    front = _front(db, common, matrix, swallowed)
+    this.common = _shared(this, cases, paged, texts, has_variants=shown is not None, has_breaks=bool(breaks))
+    this.nav = [this.common[name] for name in ("case_links", "has_architectures", "has_variants", "has_breaks")]
+    files, rendered = _stale_run_pages(this, paged)
+    hand_off(rendered, this.quiet)
     owner = store.run_owners(db, paged.keys() | hidden.keys())
 
     def tables(end: int, chunk: list[TorchBuildRow], rows: list[Any]) -> list[Any]:
         return matrix_html.table_inputs(rows, chunk, stamped[end], owner, paged, hidden, texts)
 
-    files.update(matrix_pages.pages(env, matrix, front, quiet, made, nav, builds_per_page, memo, tables))
-    files.update(_summary_pages(env, matrix, keys, breaks, shown, common, quiet))
-    files.update(key_pages(env, swallowed, breaks_page.HIDDEN, quiet))
-    files.update(_case_pages(env, matrix, runs, cases, memo, quiet))
-    files["datasette.json"] = json.dumps(store.datasette_metadata(db, db_name), indent=1)
+    files.update(matrix_pages.pages(this, matrix, _front(this, matrix, swallowed), tables))
+    files.update(_summary_pages(this, matrix, keys, breaks, shown))
+    files.update(key_pages(this, swallowed, breaks_page.HIDDEN))
+    files.update(_case_pages(this, matrix, runs, cases))
+    files["datasette.json"] = json.dumps(store.datasette_metadata(db, options.db_name), indent=1)
     # an old address of a run's page (runs/<id>.html, as alerts named it) is sent to its section
     files[RUN_INDEX] = json.dumps({str(run_id): paged[run_id] for run_id in sorted(paged)}, separators=(",", ":"))
-    files["404.html"] = env.get_template("404.html.j2").render()
-    files[inputs.INPUTS], files[inputs.MEMO] = made.written(), memo.written()
+    files["404.html"] = this.page("404.html.j2")
+    files[inputs.INPUTS], files[inputs.MEMO] = made.written(), this.memo.written()
     kept = resume_at.written(matrix.state, keep, stamped, STRIP_BUILDS)
     if kept is not None:
         files[resume_at.FOLD] = kept
-    return files, rendered, quiet
+    return files, rendered
 
 
-def _front(db, common: dict[str, Any], matrix: Matrix, swallowed: list[dict[str, Any]]) -> dict[str, Any]:
+def _front(this: Render, matrix: Matrix, swallowed: list[dict[str, Any]]) -> dict[str, Any]:
     """What the front page is given beside what every page is: the counts of the history, and per
     case the pages of the hidden-error keys its runs recorded on any build in view."""
     by_case: dict[str, list[dict[str, Any]]] = {}
@@ -342,84 +235,92 @@ def _front(db, common: dict[str, Any], matrix: Matrix, swallowed: list[dict[str,
         for case in page["cases"]:
             by_case.setdefault(case, []).append(page)
     return {
-        **common,
-        "run_count": store.run_count(db),
-        "folded_count": store.folded_total(db),
+        **this.common,
+        "run_count": store.run_count(this.db),
+        "folded_count": store.folded_total(this.db),
         "build_count": len(matrix.builds),
         "row_count": len(matrix.rows),
         "hidden_pages": by_case,
     }
 
 
-def key_pages(env, entries: list[dict[str, Any]], kind: breaks_page.Kind, quiet: dict[str, Any]) -> dict[str, str]:
+def key_pages(this: Render, entries: list[dict[str, Any]], kind: breaks_page.Kind) -> dict[str, str]:
     """A page per key of ``entries`` (breaks_page.contexts of ``kind``)."""
-    page = env.get_template("break.html.j2")
-    return {entry["href"]: page.render(root="../", b=entry, noun=kind.noun, **quiet) for entry in entries}
+    quiet = this.quiet
+    return {
+        entry["href"]: this.page("break.html.j2", root="../", b=entry, noun=kind.noun, **quiet) for entry in entries
+    }
 
 
-def _shared(db, cases, paged, texts, detail_builds: int, *, has_variants: bool, has_breaks: bool) -> dict[str, Any]:
+def _shared(this: Render, cases, paged, texts, *, has_variants: bool, has_breaks: bool) -> dict[str, Any]:
     """What every page is given: the navigation, the run pages' addresses, the keys' texts."""
     return {
         "case_links": [{"name": c, "href": case_href(c)} for c in cases if not c.startswith(HF_PREFIX)],
         "has_architectures": any(c.startswith(HF_PREFIX) for c in cases),
         "paged": paged,
-        "data_stamp": _data_stamp(store.newest_run(db)),
+        "data_stamp": _data_stamp(store.newest_run(this.db)),
         "key_texts": texts,
-        "detail_builds": detail_builds,
+        "detail_builds": this.options.detail_builds,
         "has_variants": has_variants,
         "has_breaks": has_breaks,
     }
 
 
-def _stale_run_pages(db, made: inputs.Pages, paged: dict[int, str], nav: list[Any]):
+def _stale_run_pages(this: Render, paged: dict[int, str]):
     """The pages of runs whose inputs changed since the site was made (each path with its runs' ids),
     and the others, kept as they are."""
     files: dict[str, Any] = {}
     rendered = []
-    for path, marks in _grouped(paged, store.page_marks(db, paged)).items():
+    for path, marks in _grouped(paged, store.page_marks(this.db, paged)).items():
         folders = [bool(mark[-1]) and Path(mark[-1]).is_dir() for mark in marks]
-        if made.stale(path, inputs.digest(inputs.sources(), nav, marks, folders)):
+        if this.made.stale(path, inputs.digest(inputs.sources(), this.nav, marks, folders)):
             rendered.append((path, [mark[0] for mark in marks]))
         else:
             files[path] = inputs.Kept()
     return files, rendered
 
 
-def _summary_pages(env, matrix: Matrix, keys, breaks, shown, common, quiet) -> dict[str, str]:
+def _summary_pages(this: Render, matrix: Matrix, keys, breaks, shown) -> dict[str, str]:
     """The transitions, architectures, graph-break keys and variants pages, and report.json."""
+    common = this.common
+    backends = sorted({r.backend for r in matrix.rows})
     files = {
-        "transitions.html": env.get_template("transitions.html.j2").render(
+        "transitions.html": this.page(
+            "transitions.html.j2",
             root="",
             matrix=matrix,
             transitions=matrix.transitions,
             key_changes=matrix.key_changes,
-            backends=sorted({r.backend for r in matrix.rows}),
+            backends=backends,
             **common,
         ),
         "report.json": report_json(matrix),
     }
     architectures = hf_architectures(matrix, keys, HF_PREFIX)
     if architectures:
-        files["architectures.html"] = env.get_template("architectures.html.j2").render(
-            root="", matrix=matrix, architectures=architectures, **common
+        files["architectures.html"] = this.page(
+            "architectures.html.j2", root="", matrix=matrix, architectures=architectures, **common
         )
     if breaks:
-        files["breaks.html"] = env.get_template("breaks.html.j2").render(root="", breaks=breaks, **common)
-        files.update(key_pages(env, breaks, breaks_page.BREAKS, quiet))
+        files["breaks.html"] = this.page("breaks.html.j2", root="", breaks=breaks, **common)
+        files.update(key_pages(this, breaks, breaks_page.BREAKS))
     if shown is not None:
-        files["variants.html"] = env.get_template("variants.html.j2").render(root="", v=shown, **common)
+        files["variants.html"] = this.page("variants.html.j2", root="", v=shown, **common)
     return files
 
 
-def _case_pages(env, matrix: Matrix, runs, cases: list[str], memo: inputs.Memo, quiet) -> dict[str, str]:
+def _case_pages(this: Render, matrix: Matrix, runs, cases: list[str]) -> dict[str, str]:
     """One page of trend charts per case, with the sweeps of its runs on the newest build."""
     newest = matrix.builds[-1]["id"] if matrix.builds else None
     on_newest: dict[Optional[str], list[StoredRun]] = {}
     for run in runs:
         if run["torch_build_id"] == newest:
             on_newest.setdefault(run["case"], []).append(run)
+    quiet, memo = this.quiet, this.memo
+    assert memo is not None  # made with the matrix (_pages)
     return {
-        case_href(case): env.get_template("case.html.j2").render(
+        case_href(case): this.page(
+            "case.html.j2",
             root="../",
             case=case,
             charts=charts.case_charts(matrix, case, memo),

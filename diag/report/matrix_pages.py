@@ -5,9 +5,8 @@ from __future__ import annotations
 import functools
 from typing import Any, Callable
 
-import jinja2
-
 from diag.report import charts, inputs
+from diag.report.context import Render
 from diag.report.model import Matrix, RowKey, archive
 from diag.store.typed import TorchBuildRow
 
@@ -47,18 +46,13 @@ def page_rows(
 
 
 def pages(
-    env: jinja2.Environment,
+    this: Render,
     matrix: Matrix,
     front: dict[str, Any],
-    quiet: dict[str, Any],
-    made: inputs.Pages,
-    nav: list[Any],
-    builds_per_page: int,
-    memo: inputs.Memo,
     tables: Callable[[int, list[TorchBuildRow], list[RowKey]], list[Any]],
 ) -> dict[str, str]:
-    """``index.html`` shows the newest ``builds_per_page`` builds; ``matrix-K.html`` the K-th whole
-    chunk of builds counted from the oldest (``model.archive``). A chunk's page keeps its builds
+    """``index.html`` shows the newest ``this.options.builds_per_page`` builds; ``matrix-K.html`` the
+    K-th whole chunk of builds counted from the oldest (``model.archive``). A chunk's page keeps its builds
     however many nights are added, so its address keeps its meaning and its content changes only
     with its own runs (a run page made or dropped as the newest builds move on, say) and once with
     its navigation (which names the front page, the next newer page and every older one: a page
@@ -66,10 +60,11 @@ def pages(
     inputs are those it was published from is Kept. Every build is on an archive page or on the
     front one, or both. The front page shows every row, an archive page those with a run on its
     builds (``page_rows``). ``front``: what the front page carries (with the counts of runs, builds
-    and rows); ``quiet``: what an archive page carries (no stamp of the newest data); ``tables(end,
+    and rows); an archive page carries ``this.quiet`` (no stamp of the newest data); ``tables(end,
     chunk, rows)``: what the table of a chunk ending at ``matrix.builds[end]`` is made from
     (``matrix_html.table_inputs``)."""
-    size = max(1, builds_per_page)
+    size, quiet, memo = max(1, this.options.builds_per_page), this.quiet, this.memo
+    assert memo is not None  # made with the matrix
     chunks = archive(matrix.builds, size)
     names = [f"matrix-{k}.html" for k in range(1, len(chunks) + 1)]
     ends = {name: (k + 1) * size - 1 for k, name in enumerate(names)}
@@ -84,13 +79,16 @@ def pages(
         listed = [("index.html", f"newest {size}")] + [(names[i], labels[i]) for i in reversed(range(shown))]
         pagination = [{"href": href, "label": label, "current": href == name} for href, label in listed]
         rows = None if on_front else page_rows(matrix, chunk, memo, rows_of)
-        if rows is not None and not made.stale(
+        if rows is not None and not this.made.stale(
             name,
-            inputs.digest(inputs.sources(), nav, pagination, quiet["detail_builds"], tables(ends[name], chunk, rows)),
+            inputs.digest(
+                inputs.sources(), this.nav, pagination, quiet["detail_builds"], tables(ends[name], chunk, rows)
+            ),
         ):
             files[name] = inputs.Kept()
             continue
-        files[name] = env.get_template("index.html.j2").render(
+        files[name] = this.page(
+            "index.html.j2",
             root="",
             matrix=matrix,
             page_builds=list(reversed(chunk)),
