@@ -121,9 +121,8 @@ def backfill_command(
         return
     if not found.builds:
         return
-    torch = tuple(arg for build in found.builds for arg in ("--torch", build))
     specs = tuple(envs.parse_spec(build) for build in found.builds)  # the builds found, parsed as they enter
-    parts = [replace(part, args=(*part.args, *torch), torch_specs=specs) for part in parts]
+    parts = [replace(part, torch_specs=specs) for part in parts]
     matrix.resolve_cases(parts, progress)
     keys = running.share_of(parts, wanted, history_path) if wanted else None
     running.execute(parts, keys, db_path, as_json)

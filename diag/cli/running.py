@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import json
-import shutil
 import sys
 from pathlib import Path
 from typing import Any, Optional
 
 import click
 
-from diag import envs, stopping, store, text
-from diag.build import Spec
+from diag import text
 from diag.cli import params, sharding
 from diag.cli.checks import refuse_timing_options_without_timing
 from diag.cli.common import (
@@ -20,38 +18,16 @@ from diag.cli.common import (
     count,
     db_option,
     env_options,
-    fail,
     json_option,
-    open_store,
     progress,
     public_run,
-    run_preflight,
     timeout_option,
 )
 from diag.config import artifacts_root
-from diag.run import catalog, matrix, preflight, runner, shard
+from diag.run import catalog, matrix, shard
+from diag.run import execute as executing
 from diag.run.matrix import Part
 from diag.store.typed import StoredRun
-
-
-def resolve_envs(specs: tuple[Spec, ...], options: envs.Options) -> tuple[dict[Spec, envs.TorchEnv], list[str]]:
-    """Environments for ``specs``, by spec; a spec that fails is reported and skipped, the others still run."""
-    if options.python is not None:
-        # Every spec is checked against the interpreter before anything is installed.
-        version = envs.python_version(envs.find_python(options.python))
-        for spec in specs:
-            envs.check_compile_support(spec, version)
-    resolved, failures = {}, []
-    for spec in specs:
-        try:
-            resolved[spec] = envs.resolve(spec, options, log=progress)
-        except envs.EnvError as exc:
-            failures.append(str(exc))
-            if len(specs) == 1:
-                raise fail(str(exc)) from exc
-            click.echo(f"Error: {text.safe(str(exc))}", err=True)
-    return resolved, failures
-
 
 # A matrix run this many times over is months of runs: a larger --repeat is a mistyped number, and
 # planning its cells alone would take as long.
@@ -177,13 +153,18 @@ def run_command(
 
 
 def execute(parts: list[Part], keys: Optional[set[str]], db_path: str, as_json: bool) -> None:
-    """Run the parts (the units of ``keys`` only, where sharded) into the DB, one line per run;
-    exit 1 where a torch spec could not be provisioned (the others still ran)."""
-    run_preflight(preflight.check_database, db_path)
-    recorded: list[StoredRun] = []
-    failed = False
-    for part in parts:
-        failed |= run_part(part, keys, db_path, as_json, recorded)
+    """Run the parts (run/execute.py), one line per run; exit 1 where a torch spec could not be
+    provisioned (the others still ran)."""
+
+    def stored(row: StoredRun) -> None:
+        if not as_json:
+            click.echo(text.summary_line(row))
+
+    try:
+        done = executing.execute(parts, keys, db_path, stored, said)
+    except executing.Interrupted as exc:
+        sys.exit(exc.exit_code)
+    recorded = done.recorded
     if as_json:
         click.echo(json.dumps([public_run(row) for row in recorded], indent=2, default=str))
     if recorded:
@@ -192,8 +173,13 @@ def execute(parts: list[Part], keys: Optional[set[str]], db_path: str, as_json: 
             f"{artifacts_root(Path(db_path).resolve())}/; next: diag show {recorded[-1]['id']} --db {db_path}, "
             f"diag report --db {db_path}"
         )
-    if failed:
+    if done.failed:
         sys.exit(1)
+
+
+def said(message: str) -> None:
+    """What the executor says, as the terminal shows stored text (``text.safe``)."""
+    progress(text.safe(message))
 
 
 def sharded_parts(
@@ -222,60 +208,3 @@ def share_of(parts: list[Part], wanted: shard.Shard, history_path: Optional[str]
 def announce(parts: list[Part], keys: set[str], wanted: shard.Shard) -> None:
     runs = sum(1 for part in parts for _ in part.runs_of(keys))
     progress(f"shard {wanted}: {runs} runs of the matrix")
-
-
-def run_part(part: Part, keys: Optional[set[str]], db_path: str, as_json: bool, recorded: list[StoredRun]) -> bool:
-    """Run the part's jobs (those of ``keys``, where sharded) into the DB; True where a torch spec failed."""
-    run_preflight(preflight.check_configs, part.configs)
-    specs = part.torch_specs if part.refs is None else tuple(dict.fromkeys(s for _, s, _, _ in part.runs_of(keys)))
-    if not specs:
-        return False
-    environments, env_failures = resolve_envs(specs, part.env_options)
-    if part.refs is None:  # hf:all, unsharded: every architecture of the environments' transformers
-        part.case_values = tuple(value for value in part.case_values if value != catalog.HF_ALL)
-        matrix.resolve_cases([part], progress)
-        assert part.refs is not None  # resolved just now
-        names = {ref.name for ref in part.refs}
-        part.refs += [
-            catalog.hf_case(model_type)
-            for model_type in matrix.hf_architectures(list(environments.values()), progress)
-            if catalog.hf_case(model_type).name not in names
-        ]
-    run_preflight(preflight.check_architectures, list(environments.values()), part.refs)
-    for env in environments.values():
-        run_preflight(preflight.check_environment, env, part.refs, part.configs)
-    db = open_store(db_path, create=True)
-    jobs_list = [
-        runner.Job(environments[spec], case, config)
-        for _, spec, case, config in part.runs_of(keys)
-        if spec in environments
-    ]
-    heartbeat = runner.Heartbeat(progress)
-
-    def on_start(index: int, job: runner.Job) -> None:
-        heartbeat.started(index, f"[{index}/{len(jobs_list)}] {text.safe(job.label())}")
-        progress(f"[{index}/{len(jobs_list)}] running {text.safe(job.label())}")
-
-    def on_done(index: int, job: runner.Job, record: store.RunRecord) -> None:
-        heartbeat.finished(index)
-        try:
-            run_id = store.save_run(db, record)
-        except store.StoreError as exc:
-            shutil.rmtree(record.run["artifacts_dir"], ignore_errors=True)
-            raise fail(f"cannot store run {index}: {exc}; {len(recorded)} runs stored before it") from exc
-        row = store.get_run(db, run_id)
-        assert row is not None  # stored just now, in this process
-        recorded.append(row)
-        if not as_json:
-            click.echo(text.summary_line(row))
-
-    try:
-        with heartbeat:
-            runner.run_matrix(jobs_list, Path(db_path), part.timeout_s, part.timing, part.jobs, on_start, on_done)
-    except KeyboardInterrupt as exc:
-        stop = stopping.of(exc)
-        progress(f"interrupted{stop.by}: {len(recorded)} of {len(jobs_list)} runs recorded in {db_path}")
-        sys.exit(stop.exit_code)
-    except runner.EnvironmentFault as exc:
-        raise fail(f"{exc}; {len(recorded)} runs stored before it, nothing stored for it") from exc
-    return bool(env_failures)

@@ -32,7 +32,7 @@ def part_of(index: int, args: Iterable[str], params: dict[str, Any]) -> Part:
         raise click.UsageError("Missing option '--case'.")
     return Part(
         index,
-        tuple(args),
+        without_torch(args),
         tuple(params["case_values"]),
         tuple(params["torch_specs"]),
         params["env_options"] if "env_options" in params else pop_env_options(dict(params)),
@@ -42,6 +42,18 @@ def part_of(index: int, args: Iterable[str], params: dict[str, Any]) -> Part:
         params["timeout_s"],
         params["jobs"],
     )
+
+
+def without_torch(args: Iterable[str]) -> tuple[str, ...]:
+    """A part's words but its torch specs (``--torch X``, ``--torch=X``), which it holds as values."""
+    found: list[str] = []
+    words = iter(args)
+    for word in words:
+        if word == "--torch":
+            next(words, None)
+        elif not word.startswith("--torch="):
+            found.append(word)
+    return tuple(found)
 
 
 def parse_part(index: int, args: list[str], source: str) -> Part:

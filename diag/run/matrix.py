@@ -41,6 +41,10 @@ Log = Callable[[str], None]
 
 @dataclass
 class Part:
+    """One part of a matrix, as values: its cases, torch specs, environment options, configs and run
+    options, parsed where they entered. ``args`` keeps the part's other words as written (every word
+    but its torch specs), so that a plan can write the part back (``words``) for workers to parse."""
+
     index: int
     args: tuple[str, ...]
     case_values: tuple[str, ...]
@@ -52,6 +56,10 @@ class Part:
     timeout_s: float
     jobs: int
     refs: Optional[list[CaseRef]] = None  # resolved by ``resolve_cases``
+
+    def words(self) -> list[str]:
+        """The part as ``diag run`` arguments: its own words, then its torch specs as they are now."""
+        return [*self.args, *(word for spec in self.torch_specs for word in ("--torch", spec.text))]
 
     def unit_specs(self, spec: Spec) -> tuple[Spec, ...]:
         """The torch specs of the unit a run on ``spec`` belongs to: a timed row's unit holds every
@@ -209,7 +217,7 @@ def pin_nightlies(parts: list[Part], log: Log) -> list[Part]:
     of a saved plan then runs the same build, whenever it starts."""
     pinned = []
     for part in parts:
-        args, specs = list(part.args), []
+        specs = []
         for spec in part.torch_specs:
             if spec.kind in NIGHTLY_KINDS:
                 try:
@@ -217,12 +225,9 @@ def pin_nightlies(parts: list[Part], log: Log) -> list[Part]:
                 except envs.EnvError as exc:
                     raise MatrixError(f"part {part.index}: {exc}") from exc
                 log(f"part {part.index}: {spec.text} is {dated} now; the plan names {dated}")
-                was = spec.text
-                args = [dated if arg == was and args[i - 1] == "--torch" else arg for i, arg in enumerate(args)]
-                args = [f"--torch={dated}" if arg == f"--torch={was}" else arg for arg in args]
                 spec = Spec.parse(dated)
             specs.append(spec)
-        pinned.append(replace(part, args=tuple(args), torch_specs=tuple(specs)))
+        pinned.append(replace(part, torch_specs=tuple(specs)))
     return pinned
 
 
@@ -231,7 +236,7 @@ def plan_document(parts: list[Part], planned: shard.Plan) -> dict[str, Any]:
     return {
         "format": PLAN_FORMAT,
         "shards": planned.shards,
-        "parts": [list(part.args) for part in parts],
+        "parts": [part.words() for part in parts],
         "shares": [
             {"shard": f"{index}/{planned.shards}", "estimate_s": round(load, 1), "units": [u.key for u in share]}
             for index, (share, load) in enumerate(zip(planned.shares, planned.loads()))
