@@ -18,7 +18,10 @@ import re
 import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Mapping, Optional
+
+if TYPE_CHECKING:  # the store imports this module
+    from diag.store.typed import TorchBuildRow
 
 from diag.errors import DiagError
 
@@ -254,7 +257,7 @@ def python_request(value: str) -> Optional[tuple[int, int]]:
 
 def identity(
     version: str, git_version: Optional[str], cuda_version: Optional[str], wheel: Optional[dict[str, Any]] = None
-) -> dict[str, Any]:
+) -> TorchBuildRow:
     """A torch build as the store keeps it. Two dated nightlies of one git commit are the same build.
     ``wheel``: where its wheel came from (url, origin, sha256), when diag installed it from a wheel."""
     variant = "cpu" if not cuda_version else "cu" + cuda_version.replace(".", "")

@@ -20,6 +20,7 @@ from diag.cli.common import cli
 from diag.contract import records
 from diag.run import catalog, preflight, runner
 from diag.run.spawn import run_probe
+from diag.store.typed import TorchBuildRow
 from diag.verdicts import race, why
 
 IDENTITY = ("torch_version", "git_version", "cuda_version", "python", "transformers_version")
@@ -189,7 +190,7 @@ def _as_json(results: list[Raced], build: dict[str, Any], baseline: str) -> dict
     return {"build": {k: build.get(k) for k in IDENTITY}, "baseline": baseline, "races": races}
 
 
-def _identity(build: dict[str, Any], env: envs.TorchEnv) -> dict[str, Any]:
+def _identity(build: dict[str, Any], env: envs.TorchEnv) -> TorchBuildRow:
     """The build as the store keys it, from the probe's own build record."""
     wheel = (env.known_build or {}).get("wheel")
     return identity(build["torch_version"], build.get("git_version"), build.get("cuda_version"), wheel)

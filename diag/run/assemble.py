@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any, Optional
+from typing import Any, Optional, cast
 
 from diag import guards
 from diag import row as rows
@@ -19,20 +19,21 @@ from diag.run import profile, trace
 from diag.run.measured import instruction_columns, timing_columns, timing_compile_error, timing_error, timing_rows
 from diag.run.rundir import STDERR_TAIL_BYTES, PassOutcome, RunFiles, probe_failure
 from diag.store import RunRecord
+from diag.store.typed import FrameRow, GraphBreakRow, HiddenErrorRow, RecompileRow, RunRow
 
 
-def verdict(diagnosis: PassOutcome) -> dict[str, Any]:
+def verdict(diagnosis: PassOutcome) -> RunRow:
     """The run's status and its error columns: the diagnosis pass's result, or why there is none."""
     failure = probe_failure(diagnosis)
     if failure is not None:
-        return {**failure, "stderr_tail": diagnosis.stderr_tail[-STDERR_TAIL_BYTES:]}
+        return cast(RunRow, {**failure, "stderr_tail": diagnosis.stderr_tail[-STDERR_TAIL_BYTES:]})
     result = diagnosis.first(records.RESULT) or {}
     fields = records.declared(result)
     # capabilities and counts say these; a run with an environment error is refused before storing
     for name in ("collector_errors", "log_records", "graph_break_count", "environment_error"):
         fields.pop(name)
     fields["counters"] = json.dumps(fields["counters"]) if fields["counters"] is not None else None
-    return fields
+    return cast(RunRow, fields)  # the result record's fields are named as the columns (records.py)
 
 
 def _with_extra(record: dict[str, Any]) -> dict[str, Any]:
@@ -52,7 +53,7 @@ def findings(diagnosis: PassOutcome) -> dict[str, list[dict[str, Any]]]:
 TIMING_PASS = "timing_pass"  # the source of a hidden error kept from the timing pass
 
 
-def timing_pass_evidence(timing: Optional[PassOutcome]) -> list[dict[str, Any]]:
+def timing_pass_evidence(timing: Optional[PassOutcome]) -> list[HiddenErrorRow]:
     """What the timing pass saw, as hidden-error rows marked ``timing_pass``: kept when the diagnosis
     pass died, so that what torch said survives the crash. The tracebacks torch printed on the
     pass's stderr, then the pass's own compile error."""
@@ -62,12 +63,12 @@ def timing_pass_evidence(timing: Optional[PassOutcome]) -> list[dict[str, Any]]:
     error = timing.first(records.TIMING_ERROR)
     if error is not None:
         seen.append((error["error_type"], error["error_message"], error.get("error_location"), error.get("traceback")))
-    rows: list[dict[str, Any]] = []
-    index: dict[tuple[Any, ...], dict[str, Any]] = {}
+    rows: list[HiddenErrorRow] = []
+    index: dict[tuple[Any, ...], HiddenErrorRow] = {}
     for exc_type, message, location, tb in seen:
         ident = (exc_type, message, location)
         if ident in index:
-            index[ident]["count"] += 1
+            index[ident]["count"] = (index[ident]["count"] or 0) + 1
             continue
         index[ident] = {
             "key": stable_key(exc_type, message, location),
@@ -85,20 +86,19 @@ def timing_pass_evidence(timing: Optional[PassOutcome]) -> list[dict[str, Any]]:
     return rows
 
 
-def counts(
-    found: dict[str, list[dict[str, Any]]], status: str, unseen: frozenset = frozenset()
-) -> dict[str, Optional[int]]:
+def counts(found: dict[str, list[dict[str, Any]]], status: str, unseen: frozenset = frozenset()) -> RunRow:
     """Graph breaks, recompiles and hidden errors, each the one total of its rows; none for a run
     that never compiled (a crash, a timeout, a broken case), nor for a kind the build gave diag no
     means to see (``unseen``): '-' is not 0. A run whose diagnosis died still counts the hidden
     errors kept from its timing pass."""
     never = status in statuses.NEVER_COMPILED
-    return {
+    columns = {
         kind.count_column: None
         if (never or kind.count_column in unseen) and not found[kind.table]
         else statuses.finding_total(found[kind.table])
         for kind in statuses.FINDING_KINDS
     }
+    return cast(RunRow, columns)  # each finding kind names its count column (statuses.FINDING_KINDS)
 
 
 def unseen(diagnosis: PassOutcome) -> frozenset:
@@ -109,9 +109,7 @@ def unseen(diagnosis: PassOutcome) -> frozenset:
     return frozenset({"recompile_count"}) if recompiles.get("available") is False else frozenset()
 
 
-def recompile_split(
-    found: dict[str, list[dict[str, Any]]], status: str, unseen: frozenset = frozenset()
-) -> dict[str, Optional[int]]:
+def recompile_split(found: dict[str, list[dict[str, Any]]], status: str, unseen: frozenset = frozenset()) -> RunRow:
     """Recompiles before the first decode step (the prefill's own shapes) apart from those during decode,
     and on how many distinct decode steps decode recompiled: a fixed-size cache exists so that it
     compiles once, and one that recompiles on every step is a finding of its own (``check`` gates
@@ -127,7 +125,7 @@ def recompile_split(
     }
 
 
-def second_call(diagnosis: PassOutcome) -> dict[str, Any]:
+def second_call(diagnosis: PassOutcome) -> RunRow:
     """What a second compiled generation right after the first recompiled (``records.SECOND_CALL``)."""
     found = diagnosis.first(records.SECOND_CALL)
     if found is None:
@@ -157,7 +155,7 @@ def capabilities(diagnosis: PassOutcome, notes: dict[str, dict[str, Any]]) -> Op
     return json.dumps(found) if found else None
 
 
-def correctness(diagnosis: PassOutcome) -> dict[str, Any]:
+def correctness(diagnosis: PassOutcome) -> RunRow:
     found = diagnosis.first(records.CORRECTNESS) or {}
     oracle = diagnosis.first(records.ORACLE)
     return {
@@ -169,11 +167,15 @@ def correctness(diagnosis: PassOutcome) -> dict[str, Any]:
     }
 
 
-def build_columns(build: dict[str, Any]) -> dict[str, Any]:
+def build_columns(build: dict[str, Any]) -> RunRow:
     """The run's copy of what its build record says beside torch (Python, libraries, machine)."""
     return {
-        name: build.get(name)
-        for name in ("torch_version", "transformers_version", "depyf_version", "python", "platform", "device_name")
+        "torch_version": build.get("torch_version"),
+        "transformers_version": build.get("transformers_version"),
+        "depyf_version": build.get("depyf_version"),
+        "python": build.get("python"),
+        "platform": build.get("platform"),
+        "device_name": build.get("device_name"),
     }
 
 
@@ -239,18 +241,18 @@ def assemble(
     spec, diagnosis = files.spec, files.diagnosis
     build = diagnosis.first(records.BUILD) or fallback_build
     status_fields = verdict(diagnosis)
-    status = status_fields["status"]
+    status = status_fields["status"] or ""
     timing = None if status in statuses.NOT_TIMEABLE else files.timing
     found = findings(diagnosis)
     frames = with_metrics(frames, diagnosis)
     died = probe_failure(diagnosis) is not None
     if died:
-        found["hidden_errors"] += timing_pass_evidence(files.timing)
-    run = {
-        **spec.get("run", {}),
+        found["hidden_errors"] += cast(list[dict[str, Any]], timing_pass_evidence(files.timing))
+    run: RunRow = {
+        **cast(RunRow, spec.get("run", {})),  # what the runner knew of the run (uid, start, invocation)
         "artifacts_dir": str(files.directory),
         "case_path": spec["case_path"],
-        **rows.columns(spec["config"], spec["case"], spec.get("case_source") or rows.BUILTIN),
+        **cast(RunRow, rows.columns(spec["config"], spec["case"], spec.get("case_source") or rows.BUILTIN)),
         "config": json.dumps(spec["config"], sort_keys=True),
         **status_fields,
         **counts(found, status, unseen(diagnosis)),
@@ -274,10 +276,18 @@ def assemble(
     identity = build_identity(
         build.get("torch_version") or "unknown", build.get("git_version"), build.get("cuda_version"), spec.get("wheel")
     )
-    return RunRecord(build=identity, run=run, timings=timing_rows(timing), frames=list(frames or []), **found)
+    return RunRecord(
+        build=identity,
+        run=run,
+        graph_breaks=cast(list[GraphBreakRow], found["graph_breaks"]),
+        recompiles=cast(list[RecompileRow], found["recompiles"]),
+        hidden_errors=cast(list[HiddenErrorRow], found["hidden_errors"]),
+        timings=timing_rows(timing),
+        frames=cast(list[FrameRow], list(frames or [])),
+    )
 
 
-def costs(files: RunFiles, frames: Optional[list[dict[str, Any]]]) -> dict[str, Optional[float]]:
+def costs(files: RunFiles, frames: Optional[list[dict[str, Any]]]) -> RunRow:
     """Each pass's wall time and the structured-logging overhead torch reported (the orchestrator's
     own time is added by the runner, which sees it)."""
     overheads = [f["structured_logging_overhead_s"] for f in frames or [] if f.get("structured_logging_overhead_s")]

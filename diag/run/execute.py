@@ -107,7 +107,7 @@ def execute_part(
         try:
             run_id = store.save_run(db, record)
         except store.StoreError as exc:
-            shutil.rmtree(record.run["artifacts_dir"], ignore_errors=True)
+            shutil.rmtree(record.run["artifacts_dir"] or "", ignore_errors=True)
             raise ExecuteError(f"cannot store run {index}: {exc}; {len(done.recorded)} runs stored before it") from exc
         row = store.get_run(db, run_id)
         assert row is not None  # stored just now, in this process

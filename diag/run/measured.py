@@ -7,12 +7,13 @@ time with their noise verdicts, the compile's instruction count, and why a pass 
 from __future__ import annotations
 
 import json
-from typing import Any, Optional
+from typing import Any, Optional, cast
 
 from diag import noise
 from diag.config import SQLITE_INTEGER_MAX
 from diag.contract import records
 from diag.run.rundir import PassOutcome, probe_failure
+from diag.store.typed import RunRow, TimingRow
 
 
 def _timing(outcome: Optional[PassOutcome], mode: str) -> Optional[dict[str, Any]]:
@@ -21,9 +22,9 @@ def _timing(outcome: Optional[PassOutcome], mode: str) -> Optional[dict[str, Any
     return next((r for r in outcome.all(records.TIMING) if r.get("mode") == mode), None)
 
 
-def timing_rows(outcome: Optional[PassOutcome]) -> list[dict[str, Any]]:
+def timing_rows(outcome: Optional[PassOutcome]) -> list[TimingRow]:
     """The raw samples of each mode: decode steps, whole generations, and the host reference."""
-    found = []
+    found: list[TimingRow] = []
     for mode in ("eager", "compiled"):
         timing = _timing(outcome, mode)
         if timing is None:
@@ -39,7 +40,7 @@ def timing_rows(outcome: Optional[PassOutcome]) -> list[dict[str, Any]]:
     return found
 
 
-def timing_columns(outcome: Optional[PassOutcome], device: Optional[str] = None) -> dict[str, Any]:
+def timing_columns(outcome: Optional[PassOutcome], device: Optional[str] = None) -> RunRow:
     eager, compiled = _timing(outcome, "eager") or {}, _timing(outcome, "compiled") or {}
     last = compiled or eager
     judged = noise.assess(
@@ -55,7 +56,7 @@ def timing_columns(outcome: Optional[PassOutcome], device: Optional[str] = None)
     return {
         "timing_noisy": int(judged.noisy) if judged.intervals else None,
         "timing_note": judged.note,
-        **bounds,
+        **cast(RunRow, bounds),  # eager_ms_low ... compiled_ms_high
         "compile_s": compiled.get("compile_s"),
         "compile_warm_s": compiled.get("compile_warm_s"),
         **_compile_noise(compiled, device),
@@ -68,7 +69,7 @@ def timing_columns(outcome: Optional[PassOutcome], device: Optional[str] = None)
     }
 
 
-def _compile_noise(compiled: dict[str, Any], device: Optional[str]) -> dict[str, Any]:
+def _compile_noise(compiled: dict[str, Any], device: Optional[str]) -> RunRow:
     """The compile's CPU time, and whether its wall time waited for the machine (noise.compile_noise)."""
     wall, cpu, stall = compiled.get("compile_s"), compiled.get("compile_cpu_s"), compiled.get("compile_stall_s")
     note = noise.compile_noise(wall, cpu, device, compiled.get("load_1m"), compiled.get("cpus"), stall)
@@ -81,7 +82,7 @@ def _compile_noise(compiled: dict[str, Any], device: Optional[str]) -> dict[str,
     }
 
 
-def instruction_columns(count: Optional[PassOutcome]) -> dict[str, Any]:
+def instruction_columns(count: Optional[PassOutcome]) -> RunRow:
     """The cold compile's instruction count (the count pass, diag/probe/instructions.py), its method,
     and why a run that asked for one has none: no method on the host, the pass failed, or the
     compile did."""

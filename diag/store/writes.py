@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, cast
 
 import sqlite_utils
 
@@ -13,29 +13,39 @@ from diag import row as rows
 from diag.store.connection import StoreError, begin_writing, explain, insert, now, path_of
 from diag.store.queries import folded_before
 from diag.store.schema import CHILD_TABLES, WHEEL_COLUMNS
+from diag.store.typed import (
+    FrameRow,
+    GraphBreakRow,
+    HiddenErrorRow,
+    RecompileRow,
+    RunRow,
+    TimingRow,
+    TorchBuildRow,
+    column,
+)
 
 
 @dataclass
 class RunRecord:
     """Everything one run produced, ready to store."""
 
-    build: dict[str, Any]
-    run: dict[str, Any]
-    graph_breaks: list[dict[str, Any]]
-    recompiles: list[dict[str, Any]]
-    hidden_errors: list[dict[str, Any]]
-    timings: list[dict[str, Any]]
-    frames: list[dict[str, Any]] = field(default_factory=list)
+    build: TorchBuildRow
+    run: RunRow
+    graph_breaks: list[GraphBreakRow]
+    recompiles: list[RecompileRow]
+    hidden_errors: list[HiddenErrorRow]
+    timings: list[TimingRow]
+    frames: list[FrameRow] = field(default_factory=list)
 
 
-def _build_id(conn: sqlite3.Connection, build: dict[str, Any]) -> int:
+def _build_id(conn: sqlite3.Connection, build: TorchBuildRow) -> int:
     row = conn.execute("SELECT id, wheel_url FROM torch_builds WHERE build_key = ?", [build["build_key"]]).fetchone()
     if row:
         if row[1] is None and build.get("wheel_url"):
             # the first time the build's wheel is known (an earlier run used an interpreter as it was)
             conn.execute(
                 "UPDATE torch_builds SET wheel_url = ?, wheel_origin = ?, wheel_sha256 = ? WHERE id = ?",
-                [*(build[c] for c in WHEEL_COLUMNS), row[0]],
+                [*(column(build, c) for c in WHEEL_COLUMNS), row[0]],
             )
         return int(row[0])
     return insert(conn, "torch_builds", {**build, "first_seen": now()})
@@ -78,11 +88,12 @@ def save_runs(db: sqlite_utils.Database, records: Iterable[RunRecord]) -> list[i
 BUILD_COLUMNS = ("build_key", "version", "git_version", "nightly_date", "variant", "cuda_version", *WHEEL_COLUMNS)
 
 
-def _builds_by_id(db: sqlite_utils.Database) -> dict[int, dict[str, Any]]:
-    return {row["id"]: {k: row[k] for k in BUILD_COLUMNS} for row in db.query("SELECT * FROM torch_builds")}
+def _builds_by_id(db: sqlite_utils.Database) -> dict[int, TorchBuildRow]:
+    found = {row["id"]: {k: row[k] for k in BUILD_COLUMNS} for row in db.query("SELECT * FROM torch_builds")}
+    return cast(dict[int, TorchBuildRow], found)
 
 
-def save_races(db: sqlite_utils.Database, build: dict[str, Any], races: list[dict[str, Any]]) -> int:
+def save_races(db: sqlite_utils.Database, build: TorchBuildRow, races: list[dict[str, Any]]) -> int:
     """Write the rows of one race (diag/verdicts/race.py, ``stored``) on ``build`` in one transaction; how many."""
     with _transaction(db) as conn:
         build_id = _build_id(conn, build)
@@ -91,7 +102,7 @@ def save_races(db: sqlite_utils.Database, build: dict[str, Any], races: list[dic
     return len(races)
 
 
-def _races_to_merge(target: sqlite_utils.Database, shard: sqlite_utils.Database) -> list[tuple[dict, dict]]:
+def _races_to_merge(target: sqlite_utils.Database, shard: sqlite_utils.Database) -> list[tuple[TorchBuildRow, dict]]:
     """(build, race row) of each race row of ``shard`` that ``target`` lacks (matched by uid and case)."""
     if "races" not in shard.table_names():
         return []
@@ -128,7 +139,7 @@ def run_records(db: sqlite_utils.Database) -> Iterable[RunRecord]:
         batch = ids[start : start + 500]
         marks = ", ".join("?" for _ in batch)
         raw_runs = {row["id"]: row for row in db.query(f"SELECT * FROM runs WHERE id IN ({marks})", batch)}
-        children: dict[int, dict[str, list]] = {i: {t: [] for t in CHILD_TABLES} for i in batch}
+        children: dict[int, dict[str, list[Any]]] = {i: {t: [] for t in CHILD_TABLES} for i in batch}
         for table in CHILD_TABLES:
             for row in db.query(f'SELECT * FROM "{table}" WHERE run_id IN ({marks}) ORDER BY id', batch):
                 run_id = row.pop("run_id")
@@ -138,7 +149,7 @@ def run_records(db: sqlite_utils.Database) -> Iterable[RunRecord]:
             run = dict(raw_runs[run_id])
             build = builds_by_id[run.pop("torch_build_id")]
             run.pop("id")
-            yield RunRecord(build=build, run=run, **children[run_id])
+            yield RunRecord(build=build, run=cast(RunRow, run), **children[run_id])
 
 
 def merge(target: sqlite_utils.Database, shard: sqlite_utils.Database) -> tuple[int, int]:
