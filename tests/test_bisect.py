@@ -1,11 +1,9 @@
-"""Bisect: the pure search over long synthetic histories, and a real search over two provisioned builds."""
+"""Bisect: the pure search over long synthetic histories. The real search over real wheels, and a second
+bisect that reuses every run, is the nightly path's (tests/test_nightly_path.py)."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
-from conftest import TEST_CASES, diag
 
 from diag import bisect
 
@@ -81,37 +79,3 @@ def test_versions_from_a_local_simple_index(tmp_path):
         '<a href="torchvision-0.16.0.dev20230601-cp311-linux_x86_64.whl">z</a>'
     )
     assert bisect.index_versions((tmp_path / "simple").as_uri()) == ["2.1.0.dev20230601", "2.1.0.dev20230602"]
-
-
-@pytest.mark.slow
-def test_bisect_over_two_real_builds(tmp_path, torch_envs_home, monkeypatch):
-    monkeypatch.setenv("DIAG_HOME", str(torch_envs_home))
-    candidates = tmp_path / "builds.txt"
-    candidates.write_text("# oldest first\n2.13.0\n2.14.1\n")
-    args = [
-        "bisect",
-        "--case",
-        str(TEST_CASES / "version_gate.py"),
-        "--good",
-        "2.13.0",
-        "--bad",
-        "2.14.1",
-        "--candidates",
-        str(candidates),
-        "--backend",
-        "eager",
-        "--new-tokens",
-        "3",
-        "--db",
-        str(tmp_path / "b.db"),
-        "--json",
-    ]
-    done = diag(*args, cwd=tmp_path, timeout=3000)
-    result = json.loads(done.stdout)
-    assert result["first_bad"]["version"].startswith("2.14.1")
-    assert result["last_good"]["version"].startswith("2.13.0")
-    assert (result["good_status"], result["bad_status"]) == ("pass", "fullgraph_error")
-    assert result["commit_range"] == f"{result['last_good']['git_version']}..{result['first_bad']['git_version']}"
-    again = diag(*args, cwd=tmp_path, timeout=600)
-    assert again.stderr.count("reusing run") == 2
-    assert json.loads(again.stdout)["first_bad"] == result["first_bad"]

@@ -157,7 +157,7 @@ def test_the_nightly_path_end_to_end(real_index, tmp_path, monkeypatch):
     db = tmp_path / "n.db"
     common = [*small(timing=True, prompt_length=8), "--db", str(db)]
     # bisect across the listing's edge: 02 and 03 are served only at their direct URLs
-    done = diag(
+    bisecting = [
         "bisect",
         "--case",
         "append_last",
@@ -171,16 +171,17 @@ def test_the_nightly_path_end_to_end(real_index, tmp_path, monkeypatch):
         url,
         *common,
         "--json",
-        cwd=tmp_path,
-        env_extra=extra,
-        timeout=3000,
-    )
+    ]
+    done = diag(*bisecting, cwd=tmp_path, env_extra=extra, timeout=3000)
     result = json.loads(done.stdout)
     assert result["first_bad"]["version"] == "2.14.0.dev20260103+cpu"
     assert result["last_good"]["version"] == "2.14.0.dev20260102+cpu"
     assert (result["good_status"], result["bad_status"]) == ("pass", "compile_error")
     assert result["sources"]["2.14.0.dev20260103"] == ["direct URL"] and result["missing_dates"] == []
-    assert result["commit_range"].count("..") == 1
+    assert result["commit_range"] == f"{result['last_good']['git_version']}..{result['first_bad']['git_version']}"
+    # asked again, it reuses every stored run and says so
+    again = diag(*bisecting, cwd=tmp_path, env_extra=extra, timeout=600)
+    assert again.stderr.count("reusing run") == 3 and json.loads(again.stdout)["first_bad"] == result["first_bad"]
     builds = {
         row[0]: row[1:]
         for row in sqlite3.connect(db).execute(
