@@ -55,6 +55,7 @@ def _slow_by_rule(item) -> bool:
 SHARED_FIXTURE_GROUPS = {"findings_db": "findings", "findings": "findings", "torch_envs_home": "provisioned"}
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook reads the groups into the node ids
 def pytest_collection_modifyitems(items) -> None:
     for item in items:
         if _slow_by_rule(item):
