@@ -8,7 +8,10 @@ import re
 import subprocess
 import sys
 
+import pytest
 
+
+@pytest.mark.slow  # starts pytest with two workers
 def test_a_group_runs_on_one_worker(tmp_path):
     (tmp_path / "test_grouped.py").write_text(
         "import pytest\n\n\n"

@@ -61,6 +61,7 @@ def _same_as_from_scratch(path: Path, out: Path, scratch: Path, detail: int = 4)
     assert site_files(out) == site_files(scratch)
 
 
+@pytest.mark.slow  # renders a history night by night: a property run, not a unit
 @pytest.mark.parametrize("detail", [4, 1])
 def test_a_night_leaves_the_whole_archive_pages_before_it_alone(tmp_path, monkeypatch, detail):
     """Also on the nights a page joins the archive: the page before it gains a link to it, and the

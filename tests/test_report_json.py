@@ -10,7 +10,8 @@ import sys
 from pathlib import Path
 
 from diag import store
-from diag.report import history, model, report_json, row_label
+from diag.report import history, model, report_json
+from diag.report.model import row_label
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 import synthetic  # after sys.path names bench/

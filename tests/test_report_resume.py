@@ -91,6 +91,7 @@ def _counts(path: Path) -> tuple[int, int]:
         conn.close()
 
 
+@pytest.mark.slow  # renders a history night by night: a property run, not a unit
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_a_random_history_night_by_night_is_the_same_as_from_scratch(tmp_path, read, seed):
     rng = random.Random(seed)
@@ -118,6 +119,7 @@ def test_a_random_history_night_by_night_is_the_same_as_from_scratch(tmp_path, r
     assert all(taken for plain, taken in nights if plain), nights
 
 
+@pytest.mark.slow  # renders a history night by night: a property run, not a unit
 def test_the_story_night_by_night_is_the_same_as_from_scratch(tmp_path, read):
     """With an archive page every three builds: the nights that add one take the matrix up as well."""
     path, out = tmp_path / "history.db", tmp_path / "site"

@@ -12,6 +12,7 @@ run whose timing was steady (diag/noise.py); ``too few runs`` under ``MIN_RUNS``
 
 from __future__ import annotations
 
+import functools
 import random
 import statistics
 from dataclasses import asdict, dataclass
@@ -51,7 +52,13 @@ def _key(row: rows.Row) -> rows.Row:
 
 
 def ratio_interval(a: Sequence[float], b: Sequence[float], seed: int = 0) -> tuple[float, float]:
-    """The percentile bootstrap interval of median(b) / median(a), resampling each side's values."""
+    """The percentile bootstrap interval of median(b) / median(a), resampling each side's values
+    (seeded: the same values give the same interval, so one worked out is kept for the process)."""
+    return _ratio_interval(tuple(a), tuple(b), seed)
+
+
+@functools.lru_cache(maxsize=4096)
+def _ratio_interval(a: tuple[float, ...], b: tuple[float, ...], seed: int) -> tuple[float, float]:
     rng = random.Random(seed)
     ratios = sorted(
         statistics.median(rng.choices(b, k=len(b))) / statistics.median(rng.choices(a, k=len(a)))
