@@ -340,8 +340,18 @@ def comparison_lines(comparison: RowComparison) -> list[str]:
     return lines
 
 
-def check_lines(outcome: Outcome) -> list[str]:
-    """``diag check``'s verdict: what was compared, each regression, what could not be judged."""
+def judged_lines(comparisons: list[RowComparison], alpha: Optional[float] = None) -> list[str]:
+    """A line per figure: how many rows with runs on both sides were judged on it, and why not the rest."""
+    from diag.verdicts.coverage import coverage
+    from diag.verdicts.regress import Thresholds
+
+    level = Thresholds().alpha if alpha is None else alpha
+    return [f"judged: {safe(found.line())}" for found in coverage(comparisons, level)]
+
+
+def check_lines(outcome: Outcome, alpha: Optional[float] = None) -> list[str]:
+    """``diag check``'s verdict: what was compared, each regression, what could not be judged, and
+    per figure how many rows were judged and why the others were not (at the gate's ``alpha``)."""
     compared = [c for c in outcome.comparisons if c.before is not None and c.after is not None]
     lines = [
         f"checked: {outcome.description}; {len(outcome.comparisons)} rows, {len(compared)} with runs on both sides"
@@ -351,6 +361,7 @@ def check_lines(outcome: Outcome) -> list[str]:
     lines += [f"HOST CHANGED {safe(rows.label(r.row))}: {safe(r.message)}" for r in outcome.host_changed]
     lines += [f"NOT COMPARED {safe(rows.label(c.row))}: {safe(c.note)}" for c in outcome.comparisons if c.note]
     lines += [f"NOT COMPARED {safe(rows.label(c.row))}: {safe(said)}" for c in outcome.comparisons for said in c.noisy]
+    lines += judged_lines(outcome.comparisons, alpha)
     if not compared:
         lines.append(
             "nothing to compare: no row has runs on both sides (run the matrix again, or on another build, then check)"

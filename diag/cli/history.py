@@ -27,7 +27,7 @@ from diag.cli.common import (
     run_preflight,
 )
 from diag.run import preflight
-from diag.verdicts import gate, junit, regress, variants, why
+from diag.verdicts import coverage, gate, junit, regress, variants, why
 
 
 @cli.group("env")
@@ -210,7 +210,9 @@ def compare_command(
             {**c.as_dict(), **({"profile": d.as_dict() if d else None} if by_op else {})}
             for c, d in zip(outcome.comparisons, breakdowns)
         ]
-        click.echo(json.dumps({"compared": outcome.description, "rows": found}, indent=2, default=str))
+        judged = [each.as_dict() for each in coverage.coverage(outcome.comparisons, regress.Thresholds().alpha)]
+        body = {"compared": outcome.description, "rows": found, "judged": judged}
+        click.echo(json.dumps(body, indent=2, default=str))
         return
     click.echo(f"compared: {outcome.description}")
     for comparison, breakdown in zip(outcome.comparisons, breakdowns):
@@ -218,6 +220,7 @@ def compare_command(
         if by_op and comparison.before and comparison.after:
             said += why.lines(breakdown) if breakdown else ["    not profiled on both sides (diag run --profile)"]
         click.echo("\n".join(text.safe(line) for line in said))
+    click.echo("\n".join(text.judged_lines(outcome.comparisons)))
 
 
 def _compare_variants(db, case_a: str, case_b: str, build_ref: Optional[str], as_json: bool) -> None:
@@ -401,9 +404,9 @@ def check_command(
     outcome = gate.check(db, baseline, thresholds, gate.read_allow_list(allow_file), stable)
     _write_gate_files(outcome, junit_file, alerts_file, site_url)
     if as_json:
-        click.echo(json.dumps(_check_json(outcome), indent=2))
+        click.echo(json.dumps(_check_json(outcome, alpha), indent=2))
     else:
-        click.echo("\n".join(text.check_lines(outcome)))
+        click.echo("\n".join(text.check_lines(outcome, alpha)))
     if outcome.regressions:
         sys.exit(1)
     if outcome.inconclusive:
@@ -429,7 +432,7 @@ def _write_gate_files(
             raise fail(f"--alerts {alerts_file}: {exc.strerror or exc}") from exc
 
 
-def _check_json(outcome: gate.Outcome) -> dict[str, Any]:
+def _check_json(outcome: gate.Outcome, alpha: float) -> dict[str, Any]:
     compared = [c for c in outcome.comparisons if c.before is not None and c.after is not None]
     return {
         "checked": outcome.description,
@@ -443,4 +446,5 @@ def _check_json(outcome: gate.Outcome) -> dict[str, Any]:
             for c in outcome.comparisons
             for note in ([c.note] if c.note else []) + c.noisy
         ],
+        "judged": [found.as_dict() for found in coverage.coverage(outcome.comparisons, alpha)],
     }

@@ -1,0 +1,120 @@
+"""What a comparison judged and what it could not, figure by figure, and why: the lines ``diag check``
+and ``diag compare`` end with, so that "no regressions" never stands for "nothing could be judged".
+Pure: no I/O.
+
+A row is judged on a figure where both sides have it and a verdict can be given: the status and the
+finding keys wherever neither side's case is broken; a time (latency per mode, compile time, the
+guard check) where each side has a steady run and enough runs for the rank test at the gate's alpha
+(``stats.runs_needed``); the instruction count wherever each side counted one (a count needs no
+test). A figure no row has on either side is left out, not listed as 0 of n.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable, Optional
+
+from diag.stats import runs_needed
+from diag.store.typed import StoredRun, column
+from diag.verdicts.regress import RowComparison
+from diag.verdicts.timing_change import TimingChange, samples_of
+
+BROKEN = "the case is broken on a side"
+
+
+@dataclass
+class Coverage:
+    figure: str
+    rows: int  # rows with runs on both sides
+    judged: int = 0
+    why_not: dict[str, int] = field(default_factory=dict)  # reason -> rows
+
+    def add(self, reason: Optional[str]) -> None:
+        if reason is None:
+            self.judged += 1
+        else:
+            self.why_not[reason] = self.why_not.get(reason, 0) + 1
+
+    def line(self) -> str:
+        said = f"{self.figure}: {self.judged} of {self.rows} row{'' if self.rows == 1 else 's'} judged"
+        reasons = [f"{count} {reason}" for reason, count in sorted(self.why_not.items(), key=lambda item: -item[1])]
+        return said + ("; not judged: " + "; ".join(reasons) if reasons else "")
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _of_time(change: Optional[TimingChange], needed: int, missing: str) -> Optional[str]:
+    """Why a time was not judged, None where it was."""
+    if change is None:
+        return missing
+    if change.exact or min(change.runs_before, change.runs_after) >= needed:
+        return None
+    fewest = min(change.runs_before, change.runs_after)
+    return (
+        f"with {fewest} run{'' if fewest == 1 else 's'} a side, a verdict needs {needed} (diag run --repeat {needed})"
+    )
+
+
+def _change(comparison: RowComparison, metric: str) -> Optional[TimingChange]:
+    return next((t for t in comparison.timings if t.metric == metric), None)
+
+
+def _latency(mode: str, needed: int) -> Callable[[RowComparison], Optional[str]]:
+    def why(comparison: RowComparison) -> Optional[str]:
+        if any(said.startswith(f"{mode} latency") for said in comparison.noisy):
+            return "with every run of a side noisy (rerun on a quieter machine)"
+        return _of_time(_change(comparison, f"{mode}_s_per_token"), needed, "not timed on a side (--no-timing)")
+
+    return why
+
+
+def _compile(needed: int) -> Callable[[RowComparison], Optional[str]]:
+    def why(comparison: RowComparison) -> Optional[str]:
+        sides = [run for run in (comparison.before, comparison.after) if run is not None]
+        if all(run.get("compile_s") is not None for run in sides) and any(run.get("compile_noisy") for run in sides):
+            missing = "with the compile waiting for the machine on a side"
+        else:
+            missing = "not timed on a side (--no-timing)"
+        return _of_time(_change(comparison, "compile_s"), needed, missing)
+
+    return why
+
+
+def _has(name: str) -> Callable[[StoredRun], bool]:
+    return lambda run: column(run, name) is not None
+
+
+def _timed(mode: str) -> Callable[[StoredRun], bool]:
+    return lambda run: bool(samples_of(run, mode)) or column(run, f"{mode}_ms_per_token") is not None
+
+
+def coverage(comparisons: list[RowComparison], alpha: float) -> list[Coverage]:
+    """A line's worth per figure over the rows with runs on both sides."""
+    both = [c for c in comparisons if c.before is not None and c.after is not None]
+    needed = runs_needed(alpha)
+    figures: list[tuple[str, Callable[[StoredRun], bool], Callable[[RowComparison], Optional[str]]]] = [
+        ("status and findings", lambda run: True, lambda c: None),
+        ("eager latency", _timed("eager"), _latency("eager", needed)),
+        ("compiled latency", _timed("compiled"), _latency("compiled", needed)),
+        ("compile time", _has("compile_s"), _compile(needed)),
+        (
+            "guard check",
+            _has("guard_latency_us"),
+            lambda c: _of_time(_change(c, "guard_latency_us"), needed, "not measured on a side"),
+        ),
+        (
+            "compile instructions",
+            _has("compile_instructions"),
+            lambda c: _of_time(_change(c, "compile_instructions"), needed, "not counted on a side"),
+        ),
+    ]
+    found = []
+    for figure, present, why in figures:
+        if not any(present(run) for c in both for run in (c.before, c.after) if run is not None):
+            continue
+        covered = Coverage(figure, len(both))
+        for comparison in both:
+            covered.add(BROKEN if comparison.note else why(comparison))
+        found.append(covered)
+    return found
