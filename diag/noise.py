@@ -4,7 +4,10 @@ verdict ``noisy`` with its reason in plain words. Pure: no I/O.
 A run is noisy when, for either mode, the 95% interval of the median per-token step reaches
 further than ``HALF_WIDTH`` (10%) of the median on either side, or the steps fall into two
 clusters at least ``GAP`` (2x) apart that each hold a tenth of them: a host that ran part of the
-run at another speed. On an idle machine the interval of a run of the README's first command
+run at another speed; or its steps, or the host reference timed beside each generation, spread
+wider than ``SPREAD`` (p90 over p10 past 3x): a median's interval over many samples is narrow
+however widely they spread, and a machine shared with installs, compiles and tests slows a run
+unevenly, not in two speeds. On an idle machine the interval of a run of the README's first command
 is within about 2% (docs/BENCHMARKS.md); a busy 2-core machine with torch's own thread count
 produced steps of 0.5 ms and 44 ms in one run. A noisy run keeps its figures, but ``check``,
 ``compare`` and the report give no latency verdict from it.
@@ -22,12 +25,18 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
-from diag.stats import bimodal, median_interval
+from diag.stats import bimodal, median_interval, quantile
 
 HALF_WIDTH = 0.10
 GAP = 2.0
 SHARE = 0.1
 LEVEL = 0.95
+# The spread of a run's samples, p90 over p10: on an idle 2-core machine a run's decode steps spread
+# 1.3-2.4x and its host references 1.2-1.9x; under a mixed load (package installs, a browser, compiles
+# and a test run beside it) 4.7x and 10x, while each median's interval stayed within +-10% (many
+# samples make it narrow whatever their spread). Past SPREAD, the run is noisy.
+SPREAD = 3.0
+SPREAD_SAMPLES = 10  # fewer samples than this give no p10 or p90 worth the name
 
 
 @dataclass
@@ -37,9 +46,31 @@ class Noise:
     intervals: dict[str, tuple[float, float]] = field(default_factory=dict)  # mode: (low, high) in ms
 
 
-def assess(samples: dict[str, Sequence[float]], load: Optional[float] = None, cpus: Optional[int] = None) -> Noise:
+def spread(samples: Sequence[float]) -> Optional[float]:
+    """p90 over p10 of ``samples``; None where there are too few, or p10 is not above zero."""
+    if len(samples) < SPREAD_SAMPLES:
+        return None
+    low, high = quantile(samples, 0.1), quantile(samples, 0.9)
+    return high / low if low > 0 else None
+
+
+def _spread_reason(what: str, samples: Sequence[float]) -> Optional[str]:
+    found = spread(samples)
+    if found is None or found <= SPREAD:
+        return None
+    low, high = quantile(samples, 0.1), quantile(samples, 0.9)
+    return f"{what} spread {found:.1f}x (p10 {low * 1e3:.2f} ms, p90 {high * 1e3:.2f} ms)"
+
+
+def assess(
+    samples: dict[str, Sequence[float]],
+    load: Optional[float] = None,
+    cpus: Optional[int] = None,
+    host: Optional[dict[str, Sequence[float]]] = None,
+) -> Noise:
     """``samples``: per mode, the per-token steps in seconds; ``load``: the 1-minute load average when
-    the timing pass ended; ``cpus``: the CPUs the probe could run on."""
+    the timing pass ended; ``cpus``: the CPUs the probe could run on; ``host``: per mode, the host
+    reference timed beside each generation (the machine's own speed over the run)."""
     intervals: dict[str, tuple[float, float]] = {}
     reasons = []
     for mode, steps in samples.items():
@@ -56,6 +87,11 @@ def assess(samples: dict[str, Sequence[float]], load: Optional[float] = None, cp
                 reasons.append(f"{mode} median +-{reach:.0%}")
         if bimodal(steps, GAP, SHARE):
             reasons.append(f"{mode} steps in two clusters")
+        elif said := _spread_reason(f"{mode} steps", steps):
+            reasons.append(said)
+    for mode, references in (host or {}).items():
+        if said := _spread_reason(f"{mode} host reference", references):
+            reasons.append(said)
     if not reasons:
         return Noise(False, None, intervals)
     if load is not None and cpus:

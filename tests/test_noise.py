@@ -136,3 +136,28 @@ def test_a_compile_that_waited_gives_no_compile_verdict_in_check():
         run["compile_noisy"] = 0
     change = timing_change.compile_change(before, after)
     assert change is not None and change.ratio > 5
+
+
+def test_steps_or_host_references_spread_wide_are_noisy_whatever_the_median_interval():
+    """A mixed load seen on a shared runner: steps p10 2.50 / p90 11.73 ms and host references spread
+    10x, yet the median's interval within +-10% over hundreds of steps: that run is not steady."""
+    rng = random.Random(7)
+    spread_steps = sorted(rng.uniform(2.5e-3, 11.7e-3) for _ in range(800))
+    assert median_interval(spread_steps) is not None
+    low, high = median_interval(spread_steps)
+    assert max(statistics.median(spread_steps) - low, high - statistics.median(spread_steps)) < 0.1 * statistics.median(
+        spread_steps
+    )  # the interval alone would call it steady
+    judged = noise.assess({"eager": spread_steps}, load=5.0, cpus=2)
+    assert judged.noisy and "eager steps spread 3." in judged.note and "(p10 " in judged.note
+    steady_steps = [1e-3 * (1 + rng.random() * 0.3) for _ in range(200)]
+    references = [1e-3 * rng.choice([1, 1, 1, 10]) for _ in range(40)]
+    judged = noise.assess({"compiled": steady_steps}, host={"compiled": references})
+    assert judged.noisy and "compiled host reference spread 10.0x" in judged.note
+    # an idle run's spread (steps up to 2.4x, host references up to 1.9x) stays steady
+    idle_steps = [1e-3 * (1 + 1.4 * i / 199) for i in range(200)]
+    idle_host = [1e-3 * (1 + 0.9 * i / 39) for i in range(40)]
+    assert not noise.assess({"compiled": idle_steps}, host={"compiled": idle_host}).noisy
+    # too few samples give no p10 or p90: nothing said of their spread
+    assert not noise.assess({"compiled": [1e-3] * 8 + [9e-3]}, host={"compiled": [1e-3, 9e-3]}).noisy
+    assert noise.spread([1.0] * 9) is None and noise.spread([1.0] * 10) == 1.0

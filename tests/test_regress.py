@@ -257,13 +257,15 @@ def test_a_a_passes_then_a_b_slowdown_and_fullgraph_regression_fail(tmp_path):
         )
         return done.returncode, json.loads(done.stdout)
 
+    # 7 runs a side where a verdict must be given: a run whose steps the busy machine spread past 3x
+    # is noisy and left out (diag/noise.py), and the rank test needs 4 steady runs a side
     run("base")
-    run("base")
+    run("base", repeat=7)
     code, verdict = check()
     assert code == 0, verdict
     assert verdict["regressions"] == [] and verdict["rows"] == 1
 
-    run("slow")
+    run("slow", repeat=7)
     code, verdict = check()
     assert code == 1, verdict
     assert [r["kind"] for r in verdict["regressions"]] == ["slowdown"] * len(verdict["regressions"])
@@ -272,7 +274,7 @@ def test_a_a_passes_then_a_b_slowdown_and_fullgraph_regression_fail(tmp_path):
         re.search(r"runs (\d+) -> (\d+)", r["message"]) for r in verdict["regressions"] if "s_per_token" in r["message"]
     ]
     needed = regress.runs_needed(regress.Thresholds().alpha)
-    assert any(m and needed <= int(m[1]) <= 5 and needed <= int(m[2]) <= 5 for m in judged), verdict
+    assert any(m and needed <= int(m[1]) <= 7 and needed <= int(m[2]) <= 7 for m in judged), verdict
     assert ET.parse(tmp_path / "junit.xml").getroot().get("failures") == "1"
 
     run("broken", repeat=1)

@@ -43,10 +43,12 @@ def timing_rows(outcome: Optional[PassOutcome]) -> list[TimingRow]:
 def timing_columns(outcome: Optional[PassOutcome], device: Optional[str] = None) -> RunRow:
     eager, compiled = _timing(outcome, "eager") or {}, _timing(outcome, "compiled") or {}
     last = compiled or eager
+    sides = (("eager", eager), ("compiled", compiled))
     judged = noise.assess(
-        {mode: timing.get("step_samples_s") or [] for mode, timing in (("eager", eager), ("compiled", compiled))},
+        {mode: timing.get("step_samples_s") or [] for mode, timing in sides},
         last.get("load_1m"),
         last.get("cpus"),
+        {mode: timing.get("host_samples_s") or [] for mode, timing in sides},
     )
     bounds = {
         f"{mode}_ms_{end}": judged.intervals[mode][i] if mode in judged.intervals else None
