@@ -9,6 +9,8 @@ Parts:
   prints an eager/compiled ratio within 1.5x of the idle runs' median ratio, or says its timing
   is noisy, and a compile time within 1.3x of the idle runs' median, or says the compile waited;
   an idle run passes when each median's 95% interval is within +-10% and it is not noisy.
+- mixed: as busy, but beside what a shared runner holds: a package install, an inductor compile from a
+  cold cache and a test run, each in a loop (``MixedLoad``). A run passes as a busy one does.
 - variants: the same case under two names (bench/cases/extra_cost.py and extra_cost_twin.py),
   `diag run --case A --case B --repeat 5`, then `diag compare --case A --case B`: ``--trials``
   times as A/A (want "no difference") and as A/B with the twin 5% slower (want "slower").
@@ -22,6 +24,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -54,6 +58,51 @@ class Spinners:
             proc.wait()
 
 
+INDUCTOR_LOOP = """
+import os, tempfile, torch
+while True:
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="diag-mixed-inductor-")
+    torch._dynamo.reset()
+    step = torch.compile(lambda x: (x.sin() @ x.T).relu().sum(), backend="inductor")
+    step(torch.randn(64, 64))
+"""
+
+
+class MixedLoad:
+    """What a shared runner holds beside a timed run: a package install (diag's own wheel installed
+    into a fresh folder, again and again), an inductor compile from a cold cache (its C++ compiler
+    and workers), and a test run (the fast tier's report tests), each in a loop."""
+
+    def __init__(self, work: Path) -> None:
+        self.work, self.procs = work, []
+
+    def __enter__(self) -> MixedLoad:
+        wheels = self.work / "wheels"
+        subprocess.run(
+            [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(wheels), REPO],
+            check=True,
+        )
+        (wheel,) = wheels.glob("*.whl")
+        install = (
+            f"while true; do rm -rf {self.work}/target; {sys.executable} -m pip install -q --no-deps --no-index "
+            f"--target {self.work}/target {wheel}; done"
+        )
+        pytest = f"{sys.executable} -m pytest -q -p no:cacheprovider -m 'not slow' tests/test_report_story.py"
+        tests = f"while true; do {pytest}; done"
+        quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, "start_new_session": True}
+        self.procs = [
+            subprocess.Popen(["bash", "-c", install], **quiet),
+            subprocess.Popen([sys.executable, "-c", INDUCTOR_LOOP], **quiet),
+            subprocess.Popen(["bash", "-c", tests], cwd=REPO, **quiet),
+        ]
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for proc in self.procs:  # each loop with what it started (pip, the compiler, pytest's workers)
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
 def _ratio(run: dict) -> float | None:
     eager, compiled = run.get("eager_ms_per_token"), run.get("compiled_ms_per_token")
     return eager / compiled if eager and compiled else None
@@ -69,10 +118,12 @@ def _reach(run: dict) -> float:
     return reach
 
 
-def busy(work: Path, idle_runs: int, busy_runs: int) -> list[str]:
-    db = work / "busy.db"
+def busy(work: Path, idle_runs: int, busy_runs: int, mixed: bool = False) -> list[str]:
+    """The README's first command idle, then beside two spinning processes (or ``mixed``: a package
+    install, an inductor compile and a test run)."""
+    db = work / ("mixed.db" if mixed else "busy.db")
     idle = [_run(work, db, "--case", "append_last")[0] for _ in range(idle_runs)]
-    with Spinners(2):
+    with MixedLoad(work) if mixed else Spinners(2):
         loaded = [_run(work, db, "--case", "append_last")[0] for _ in range(busy_runs)]
     reference = statistics.median(r for r in map(_ratio, idle) if r)
     honest = [r["timing_noisy"] or (_ratio(r) and 1 / 1.5 <= _ratio(r) / reference <= 1.5) for r in loaded]
@@ -84,7 +135,7 @@ def busy(work: Path, idle_runs: int, busy_runs: int) -> list[str]:
         "compile s (CPU s; stalled s) | compile noisy |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    for label, runs in (("idle", idle), ("2 cores spinning", loaded)):
+    for label, runs in (("idle", idle), ("mixed load" if mixed else "2 cores spinning", loaded)):
         for index, run in enumerate(runs, 1):
             ratio = _ratio(run)
             lines.append(
@@ -191,7 +242,7 @@ def memory(work: Path, trials: int) -> list[str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--parts", default="busy,variants,race,memory")
+    parser.add_argument("--parts", default="busy,mixed,variants,race,memory")
     parser.add_argument("--spin", type=int, default=0, help="race: processes that spin during the races")
     parser.add_argument("--idle", type=int, default=4, help="busy: runs on the machine as it is")
     parser.add_argument("--busy", type=int, default=10, help="busy: runs while two processes spin")
@@ -203,6 +254,9 @@ def main() -> None:
         work = Path(tmp)
         if "busy" in parts:
             lines += ["### Busy machine: the README's first command", "", *busy(work, args.idle, args.busy), ""]
+        if "mixed" in parts:
+            lines += ["### Mixed load: the README's first command", ""]
+            lines += [*busy(work, args.idle, args.busy, mixed=True), ""]
         if "variants" in parts:
             lines += [
                 "### Variant against variant (`diag compare --case A --case B`)",
