@@ -56,8 +56,10 @@ def test_two_provisioned_builds_land_in_one_db(tmp_path, torch_envs_home, monkey
         expected = "pass" if run["case"] == "append_last" else "fullgraph_error"
         assert run["status"] == expected, (run["torch_version"], run["case"], full["error_message"])
 
+    # the provisioned home is shared with the other tests that provision (tests/conftest.py), which may
+    # have added environments of their own (2.13.0 with another transformers)
     listed = json.loads(diag("env", "list", "--json", cwd=tmp_path).stdout)
-    assert sorted(row["torch_version"].split("+")[0] for row in listed) == ["2.13.0", "2.14.1"]
+    assert {row["torch_version"].split("+")[0] for row in listed} >= {"2.13.0", "2.14.1"}
     assert all(row["size_mb"] > 100 for row in listed)
     # A second use finds the stamp and reuses the environment as it is.
     again = json.loads(diag("env", "add", "2.13.0", "--json", cwd=tmp_path).stdout)
