@@ -61,8 +61,7 @@ def test_two_provisioned_builds_land_in_one_db(tmp_path, torch_envs_home, monkey
     listed = json.loads(diag("env", "list", "--json", cwd=tmp_path).stdout)
     assert {row["torch_version"].split("+")[0] for row in listed} >= {"2.13.0", "2.14.1"}
     assert all(row["size_mb"] > 100 for row in listed)
-    # A second use finds the stamp and reuses the environment as it is.
+    # A second use finds the stamp and reuses the environment as it is: one of those listed, none added.
     again = json.loads(diag("env", "add", "2.13.0", "--json", cwd=tmp_path).stdout)
-    before = next(row for row in listed if row["torch_version"].startswith("2.13.0"))
-    assert again["path"] == before["path"]
+    assert again["path"] in {row["path"] for row in listed if row["torch_version"].startswith("2.13.0")}
     assert json.loads(diag("env", "list", "--json", cwd=tmp_path).stdout) == listed

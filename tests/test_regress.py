@@ -284,7 +284,8 @@ def test_a_a_passes_then_a_b_slowdown_and_fullgraph_regression_fail(tmp_path):
     assert len(status) == 1
     assert "pass -> fullgraph_error" in status[0]["message"] and "[key UserError:" in status[0]["message"]
 
-    compared = json.loads(diag("compare", "1", "16", "--db", str(db), "--json", cwd=tmp_path).stdout)
+    newest = str(5 + 7 + 7 + 1)  # two invocations of base (5 and 7 runs), slow (7), then the broken one
+    compared = json.loads(diag("compare", "1", newest, "--db", str(db), "--json", cwd=tmp_path).stdout)
     row = compared["rows"][0]
     assert (row["status_before"], row["status_after"]) == ("pass", "fullgraph_error")
 
