@@ -11,7 +11,7 @@ and a field it did not select is absent, as the dict is.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional, TypedDict
+from typing import Any, Iterable, Mapping, Optional, TypedDict
 
 
 # [[[cog
@@ -420,9 +420,9 @@ def children(run: Mapping[str, Any], table: str) -> list[Any]:
     return found if isinstance(found, list) else []
 
 
-def numbers(runs: Any, column: str) -> list[float]:
-    """The values of a numeric column over ``runs``, those that are None left out."""
-    return [float(value) for run in runs if (value := run.get(column)) is not None]
+def numbers(runs: Iterable[Mapping[str, Any]], name: str) -> list[float]:
+    """The values of the numeric column ``name`` over ``runs``, those that are None left out."""
+    return [float(value) for run in runs if (value := run.get(name)) is not None]
 
 
 def column(row: Mapping[str, Any], name: str) -> Any:
