@@ -44,13 +44,13 @@ class Coverage:
         return asdict(self)
 
 
-def _of_time(change: Optional[TimingChange], needed: int, missing: str) -> Optional[str]:
-    """Why a time was not judged, None where it was."""
+def _of_time(change: Optional[TimingChange], alpha: float, missing: str) -> Optional[str]:
+    """Why a time was not judged (``TimingChange.judgeable``), None where it was."""
     if change is None:
         return missing
-    if change.exact or min(change.runs_before, change.runs_after) >= needed:
+    if change.judgeable(alpha):
         return None
-    fewest = min(change.runs_before, change.runs_after)
+    fewest, needed = min(change.runs_before, change.runs_after), runs_needed(alpha)
     return (
         f"with {fewest} run{'' if fewest == 1 else 's'} a side, a verdict needs {needed} (diag run --repeat {needed})"
     )
@@ -60,23 +60,23 @@ def _change(comparison: RowComparison, metric: str) -> Optional[TimingChange]:
     return next((t for t in comparison.timings if t.metric == metric), None)
 
 
-def _latency(mode: str, needed: int) -> Callable[[RowComparison], Optional[str]]:
+def _latency(mode: str, alpha: float) -> Callable[[RowComparison], Optional[str]]:
     def why(comparison: RowComparison) -> Optional[str]:
         if any(said.startswith(f"{mode} latency") for said in comparison.noisy):
             return "with every run of a side noisy (rerun on a quieter machine)"
-        return _of_time(_change(comparison, f"{mode}_s_per_token"), needed, "not timed on a side (--no-timing)")
+        return _of_time(_change(comparison, f"{mode}_s_per_token"), alpha, "not timed on a side (--no-timing)")
 
     return why
 
 
-def _compile(needed: int) -> Callable[[RowComparison], Optional[str]]:
+def _compile(alpha: float) -> Callable[[RowComparison], Optional[str]]:
     def why(comparison: RowComparison) -> Optional[str]:
         sides = [run for run in (comparison.before, comparison.after) if run is not None]
         if all(run.get("compile_s") is not None for run in sides) and any(run.get("compile_noisy") for run in sides):
             missing = "with the compile waiting for the machine on a side"
         else:
             missing = "not timed on a side (--no-timing)"
-        return _of_time(_change(comparison, "compile_s"), needed, missing)
+        return _of_time(_change(comparison, "compile_s"), alpha, missing)
 
     return why
 
@@ -92,21 +92,20 @@ def _timed(mode: str) -> Callable[[StoredRun], bool]:
 def coverage(comparisons: list[RowComparison], alpha: float) -> list[Coverage]:
     """A line's worth per figure over the rows with runs on both sides."""
     both = [c for c in comparisons if c.before is not None and c.after is not None]
-    needed = runs_needed(alpha)
     figures: list[tuple[str, Callable[[StoredRun], bool], Callable[[RowComparison], Optional[str]]]] = [
         ("status and findings", lambda run: True, lambda c: None),
-        ("eager latency", _timed("eager"), _latency("eager", needed)),
-        ("compiled latency", _timed("compiled"), _latency("compiled", needed)),
-        ("compile time", _has("compile_s"), _compile(needed)),
+        ("eager latency", _timed("eager"), _latency("eager", alpha)),
+        ("compiled latency", _timed("compiled"), _latency("compiled", alpha)),
+        ("compile time", _has("compile_s"), _compile(alpha)),
         (
             "guard check",
             _has("guard_latency_us"),
-            lambda c: _of_time(_change(c, "guard_latency_us"), needed, "not measured on a side"),
+            lambda c: _of_time(_change(c, "guard_latency_us"), alpha, "not measured on a side"),
         ),
         (
             "compile instructions",
             _has("compile_instructions"),
-            lambda c: _of_time(_change(c, "compile_instructions"), needed, "not counted on a side"),
+            lambda c: _of_time(_change(c, "compile_instructions"), alpha, "not counted on a side"),
         ),
     ]
     found = []
