@@ -46,20 +46,26 @@ class Noise:
     intervals: dict[str, tuple[float, float]] = field(default_factory=dict)  # mode: (low, high) in ms
 
 
-def spread(samples: Sequence[float]) -> Optional[float]:
-    """p90 over p10 of ``samples``; None where there are too few, or p10 is not above zero."""
+def _deciles(samples: Sequence[float]) -> Optional[tuple[float, float]]:
+    """(p10, p90) of ``samples``; None where there are too few, or p10 is not above zero."""
     if len(samples) < SPREAD_SAMPLES:
         return None
     low, high = quantile(samples, 0.1), quantile(samples, 0.9)
-    return high / low if low > 0 else None
+    return (low, high) if low > 0 else None
+
+
+def spread(samples: Sequence[float]) -> Optional[float]:
+    """p90 over p10 of ``samples``; None where there are too few, or p10 is not above zero."""
+    found = _deciles(samples)
+    return None if found is None else found[1] / found[0]
 
 
 def _spread_reason(what: str, samples: Sequence[float]) -> Optional[str]:
-    found = spread(samples)
-    if found is None or found <= SPREAD:
+    found = _deciles(samples)
+    if found is None or found[1] / found[0] <= SPREAD:
         return None
-    low, high = quantile(samples, 0.1), quantile(samples, 0.9)
-    return f"{what} spread {found:.1f}x (p10 {low * 1e3:.2f} ms, p90 {high * 1e3:.2f} ms)"
+    low, high = found
+    return f"{what} spread {high / low:.1f}x (p10 {low * 1e3:.2f} ms, p90 {high * 1e3:.2f} ms)"
 
 
 def assess(
