@@ -17,10 +17,10 @@ from diag.cli import checks, params
 from diag.config import DEFAULT_DB, DEFAULT_TIMEOUT_S, SQLITE_INTEGER_MAX
 from diag.contract import DTYPES, MODES, Config
 from diag.errors import DiagError
-from diag.store.typed import StoredRun
 
 if TYPE_CHECKING:  # imported where used: commands that read a DB (report, show) need neither
     from diag import envs
+    from diag.store.typed import StoredRun
 
 BACKENDS = ("inductor", "eager", "aot_eager", "cudagraphs")
 
