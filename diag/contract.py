@@ -3,7 +3,7 @@
 The probe runs in the target torch environment, the orchestrator in its own; only files and exit
 statuses cross between them. What both sides must agree on is defined in the probe (it must run
 without the orchestrator) and reaches the orchestrator through this module alone: the record
-format, the statuses and finding kinds, the run's config and spec (and the count pass's time
+format and each kind's type, the statuses and finding kinds, the run's config and spec (and the count pass's time
 limit), the default model's size, the lifeline's variable, the host's count of OOM kills (read
 before and after a process), the case file header, the two pure functions the orchestrator
 applies to what a dead pass left on stderr, and the GB id a graph-break message names.
@@ -13,7 +13,7 @@ on any other import of ``diag.probe`` from an orchestrator module.
 
 from typing import Optional
 
-from diag.probe import records, statuses
+from diag.probe import record_types, records, statuses
 from diag.probe.cases import CaseError, read_case_header
 from diag.probe.keys import graph_break_id, stable_key
 from diag.probe.parsers import errors_in_stderr
@@ -39,6 +39,7 @@ __all__ = [
     "oom_kills",
     "oom_kills_since",
     "read_case_header",
+    "record_types",
     "records",
     "stable_key",
     "statuses",

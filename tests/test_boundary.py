@@ -23,6 +23,7 @@ CONTRACT = PACKAGE / "contract.py"
 # say in docs/ARCHITECTURE.md why the orchestrator needs it.
 CROSSING = {
     "records",
+    "record_types",
     "statuses",
     "BY_NAME",
     "COUNT_PASS_LIMIT",

@@ -14,6 +14,7 @@ import pytest
 
 from diag import text
 from diag.probe import capture, diagnose, findings, parsers, records, statuses
+from diag.probe.record_types import Found
 from diag.probe.parsers import Record
 
 GB_LOG = "torch._dynamo.symbolic_convert.__graph_breaks"
@@ -160,7 +161,7 @@ def test_one_wont_convert_on_two_loggers_is_one_hidden_error(tmp_path):
         Record("torch._dynamo.convert_frame.__graph_breaks", "DEBUG", WONT, None, 0),
     )
     _, found = _emitted(tmp_path, collector)
-    hidden = records.every(found, records.HIDDEN_ERROR)
+    hidden = Found(found).all(records.HIDDEN_ERROR)
     assert len(hidden) == 1 and hidden[0]["count"] == 1
 
 
@@ -488,7 +489,7 @@ def test_a_skipped_frame_torch_only_counted_is_one_located_break_and_says_why(tm
     (only,) = breaks
     assert only["location"].endswith("transformers/utils/generic.py:985") and only["resumable"] is False
     found, _ = records.read(path)
-    assert [h["source"] for h in records.every(found, records.HIDDEN_ERROR)] == ["frame_fallback"]
+    assert [h["source"] for h in Found(found).all(records.HIDDEN_ERROR)] == ["frame_fallback"]
     note = findings.counted_breaks_note(has_log=True)
     assert note["name"] != "graph_breaks_log" and note["available"] is True
     assert findings.counted_breaks_note(has_log=False)["name"] == "graph_breaks_log"

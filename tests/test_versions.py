@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from diag.probe import capture, findings, records, statuses
+from diag.probe.record_types import Found
 from diag.run import trace
 
 VERSIONS = Path(__file__).parent / "fixtures" / "versions"
@@ -50,7 +51,7 @@ def _stored(run: Path) -> list[dict]:
 def _replayed(run: Path, tmp_path: Path) -> list[dict]:
     """The findings today's parsers make of the run's debug log, emitted the way the probe emits them."""
     stored = _stored(run)
-    result = records.first(stored, records.RESULT) or {}
+    result = Found(stored).first(records.RESULT) or {}
     log = run / "torch_debug.log"
     collector = capture.replay(log.read_text(encoding="utf-8") if log.exists() else "")
     fullgraph = run.name.endswith("-fullgraph") and not run.name.endswith("no-fullgraph")
@@ -82,12 +83,12 @@ def test_replay_gives_the_stored_findings(run, tmp_path):
 @pytest.mark.parametrize("run", _params(RUNS, "labels"))
 def test_labels_hold_on_every_version(run):
     stored = _stored(run)
-    result = records.first(stored, records.RESULT)
+    result = Found(stored).first(records.RESULT)
     if result is None:
         return
-    breaks = records.every(stored, records.GRAPH_BREAK)
-    hidden = records.every(stored, records.HIDDEN_ERROR)
-    recompiles = records.every(stored, records.RECOMPILE)
+    breaks = Found(stored).all(records.GRAPH_BREAK)
+    hidden = Found(stored).all(records.HIDDEN_ERROR)
+    recompiles = Found(stored).all(records.RECOMPILE)
     counters = result.get("counters") or {}
     # a break is a break, not also a swallowed error
     assert not [h for h in hidden if h["source"] == "swallowed_exception" and h["exc_type"] == "Unsupported"]
@@ -116,12 +117,12 @@ def test_breaks_agree_with_torchs_counters_per_category(run, tmp_path):
     every break dynamo resumed from (``graph_break``) and every one it could not (``unimplemented``,
     a frame skipped or cut short), in total and in distinct messages. Equal, not at least: a break
     counted twice fails here."""
-    result = records.first(_stored(run), records.RESULT)
+    result = Found(_stored(run)).first(records.RESULT)
     if result is None or result["status"] == statuses.FULLGRAPH_ERROR:
         return  # a fullgraph failure has no breaks (test_labels_hold_on_every_version)
     counters = result.get("counters") or {}
     resumed, cut = counters.get("graph_break") or {}, counters.get("unimplemented") or {}
-    breaks = records.every(_replayed(run, tmp_path), records.GRAPH_BREAK)
+    breaks = Found(_replayed(run, tmp_path)).all(records.GRAPH_BREAK)
     assert statuses.finding_total(breaks) == sum(resumed.values()) + sum(cut.values())
     # a row per message and per way torch handled it (one message can be both resumed and not)
     assert len(breaks) == len(resumed) + len(cut)
@@ -141,10 +142,10 @@ def test_hidden_errors_are_the_frames_torch_gave_up_on(run, tmp_path):
     counter: the frames it gave up on (total - ok) are the hidden errors of a given-up frame, one per
     frame however many of its loggers named it; where the run raised, that frame is the run's error.
     A break dynamo compiled up to and ran the rest of eagerly is a break, not a hidden error."""
-    result = records.first(_stored(run), records.RESULT)
+    result = Found(_stored(run)).first(records.RESULT)
     frames = ((result or {}).get("counters") or {}).get("frames")
     replayed = _replayed(run, tmp_path)
-    hidden = records.every(replayed, records.HIDDEN_ERROR)
+    hidden = Found(replayed).all(records.HIDDEN_ERROR)
     assert not [h for h in hidden if "Compiling up to the previous resumable state" in (h.get("traceback") or "")]
     if not frames:
         return
@@ -161,11 +162,11 @@ def test_on_torch_20_the_recompiles_are_torchs_guard_failures(run, tmp_path):
     """torch 2.0 has no recompiles log: each guard failure dynamo keeps (``guard_failures``, per
     function; its count is stored with the counters) is a recompile, in the decode step it happened
     at, with the function and its line; a run that compiled never reads as 0 recompiles by default."""
-    result = records.first(_stored(run), records.RESULT)
+    result = Found(_stored(run)).first(records.RESULT)
     if result is None or result["status"] == statuses.FULLGRAPH_ERROR:
         return
     counted = (result.get("counters") or {}).get("guard_failures") or {}
-    recompiles = records.every(_replayed(run, tmp_path), records.RECOMPILE)
+    recompiles = Found(_replayed(run, tmp_path)).all(records.RECOMPILE)
     assert statuses.finding_total(recompiles) == sum(counted.values())
     by_function: dict[str, int] = {}
     for item in recompiles:
@@ -180,7 +181,7 @@ def test_torch_20_recompiles_are_counted_on_the_cases_that_recompile():
     sliced cache's growing length, transformers' resume functions named "<graph break in forward>")."""
     counted = {
         run.name: sum(
-            ((records.first(_stored(run), records.RESULT) or {}).get("counters") or {})
+            ((Found(_stored(run)).first(records.RESULT) or {}).get("counters") or {})
             .get("guard_failures", {})
             .values()
         )
@@ -192,7 +193,7 @@ def test_torch_20_recompiles_are_counted_on_the_cases_that_recompile():
 
 TRACED = [run for run in RUNS if (run / "trace.log").exists()]
 TRACED_WITH_COUNTERS = [
-    run for run in TRACED if ((records.first(_stored(run), records.RESULT) or {}).get("counters") or {}).get("frames")
+    run for run in TRACED if ((Found(_stored(run)).first(records.RESULT) or {}).get("counters") or {}).get("frames")
 ]
 
 
@@ -206,7 +207,7 @@ def test_frames_compiled_and_skipped_agree_with_torchs_frame_counters(run, tmp_p
     directory.mkdir()
     shutil.copy(run / "trace.log", directory / "trace.log")
     rows, (has_metrics, why) = trace.frames(directory)
-    counted = (records.first(_stored(run), records.RESULT) or {}).get("counters", {}).get("frames", {})
+    counted = (Found(_stored(run)).first(records.RESULT) or {}).get("counters", {}).get("frames", {})
     if not has_metrics:
         assert run.parent.name.startswith("2.3."), why  # the trace has compilation metrics from 2.4 on
         return
@@ -224,7 +225,7 @@ def test_on_torch_20_each_counted_break_is_placed_where_its_log_names_the_users_
     Its DEBUG log still names, where a graph ended at a break, the reason and the user frames
     ("COMPILING GRAPH due to GraphCompileReason(reason=..., user_stack=[...])"): every break is
     placed there, at a file that is not torch's own."""
-    breaks = records.every(_replayed(run, tmp_path), records.GRAPH_BREAK)
+    breaks = Found(_replayed(run, tmp_path)).all(records.GRAPH_BREAK)
     for item in breaks:
         assert item["location"] and "/torch/" not in item["location"], item
         assert item["decode_step"] is not None, item
@@ -288,9 +289,9 @@ def test_tlparse_agrees_with_the_stored_frames_and_recompiles(run, tmp_path):
     if ok:
         assert {row["compile_id"] for row in rows} <= ids
     stored = _stored(run)
-    result = records.first(stored, records.RESULT) or {}
+    result = Found(stored).first(records.RESULT) or {}
     recompiled = {i for i in ids if not i.endswith("/0")}
-    logged = records.every(stored, records.RECOMPILE)
+    logged = Found(stored).all(records.RECOMPILE)
     if result.get("status") not in (statuses.FULLGRAPH_ERROR, statuses.COMPILE_ERROR) and logged:
         compiles = _trace_compiles(run / "trace.log")
         assert {f"{frame}/{count}" for frame, count in compiles if count} == recompiled
@@ -317,8 +318,8 @@ def test_a_break_in_a_generated_dataclass_init_is_placed_where_torch_2_0_says(tm
     site another break left unclaimed: the tuple ``+=`` in the case's loop, whose reason says only
     ``step_unsupported`` at the loop's head (as the seed's Llama had its breaks at its llama.py:525)."""
     stored, _ = records.read(DATACLASS_INIT / "diagnose.jsonl")
-    assert records.first(stored, records.BUILD)["torch_version"] == "2.0.1+cu117"
-    counters = records.first(stored, records.RESULT)["counters"]
+    assert Found(stored).first(records.BUILD)["torch_version"] == "2.0.1+cu117"
+    counters = Found(stored).first(records.RESULT)["counters"]
     collector = capture.replay((DATACLASS_INIT / "torch_debug.log").read_text(encoding="utf-8"))
     breaks = findings.graph_breaks_from_counters(collector, counters)
     placed = {b["reason"]: b["location"] for b in breaks if "DataClassVariable" in b["reason"]}

@@ -6,10 +6,11 @@ Imports: standard library, torch, transformers.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Mapping, Optional
 
 from diag.probe import capture, compat, counters, keys, llama, parsers, records, statuses
 from diag.probe.findings import counted_breaks_note, emit_findings, graph_breaks_from_counters
+from diag.probe.record_types import CorrectnessRecord, Found, ResultRecord
 from diag.probe.records import Writer
 from diag.probe.session import Workload, error_location, exception_info
 
@@ -18,7 +19,7 @@ from diag.probe.session import Workload, error_location, exception_info
 TOLERANCE = {"float32": 1e-4, "float16": 1e-2, "bfloat16": 2e-2}
 
 
-def compare(eager, compiled, relative_tolerance: float) -> dict[str, Any]:
+def compare(eager, compiled, relative_tolerance: float) -> CorrectnessRecord:
     """Tokens and logits of the compiled run against eager, up to the first token that differs."""
     import torch
 
@@ -31,7 +32,7 @@ def compare(eager, compiled, relative_tolerance: float) -> dict[str, Any]:
     # Logits after the first differing token follow different prefixes: not comparable.
     compared = slice(0, first + 1) if first < eager_tokens.shape[1] else slice(None)
     max_abs_diff = float((eager_logits[:, compared] - compiled_logits[:, compared]).abs().max())
-    result: dict[str, Any] = {
+    result: CorrectnessRecord = {
         "tokens_equal": first == eager_tokens.shape[1],
         "max_abs_diff": max_abs_diff,
         "logit_tolerance": tolerance,
@@ -42,10 +43,10 @@ def compare(eager, compiled, relative_tolerance: float) -> dict[str, Any]:
         top2 = eager_logits[:, first].topk(2, dim=-1).values
         rows = eager_tokens[:, first] != compiled_tokens[:, first]
         margin = float((top2[:, 0] - top2[:, 1])[rows].min())
-        result.update(first_differing_step=first, eager_margin=margin)
+        result["first_differing_step"], result["eager_margin"] = first, margin
     # A flip where eager's top two nearly tie is reduction-order noise, not a compiler bug.
     result["within_tolerance"] = max_abs_diff <= tolerance and (
-        result["tokens_equal"] or result["eager_margin"] <= tolerance
+        result["tokens_equal"] or (result["eager_margin"] or 0.0) <= tolerance
     )
     return result
 
@@ -56,7 +57,7 @@ def classify(
     error: Optional[BaseException],
     graph_count: Optional[int],
     graph_breaks: int,
-    correctness: Optional[dict],
+    correctness: Optional[Mapping[str, Any]],
 ) -> str:
     """The one status of a compiled run that did not crash or time out (see DESIGN's vocabulary)."""
     if error is not None:
@@ -94,7 +95,7 @@ def reuse_decision(
     if timing_results is None:
         return False, "no timing pass ran before this one: every graph lowered with its logs"
     found = records.read(timing_results)[0]
-    compiled = next((r for r in records.every(found, records.TIMING) if r.get("mode") == "compiled"), None)
+    compiled = next((r for r in Found(found).all(records.TIMING) if r.get("mode") == "compiled"), None)
     if compiled is None:
         return False, "the timing pass did not finish a compiled generation: every graph lowered again with its logs"
     notices, hits = compiled.get("compile_notices"), compiled.get("graph_cache_hits")
@@ -254,7 +255,7 @@ def write_verdict(workload: Workload, results: Writer, capabilities, collector, 
     status = classify(
         fullgraph=fullgraph, error=error, graph_count=graph_count, graph_breaks=graph_breaks, correctness=correctness
     )
-    summary: dict[str, Any] = {
+    summary: ResultRecord = {
         "status": status,
         "graph_count": graph_count,
         "graph_break_count": graph_breaks,
@@ -270,15 +271,15 @@ def write_verdict(workload: Workload, results: Writer, capabilities, collector, 
     results.write(records.RESULT, **summary)
 
 
-def _error_fields(error: BaseException, workload: Workload, collector, fullgraph: bool) -> dict[str, Any]:
+def _error_fields(error: BaseException, workload: Workload, collector, fullgraph: bool) -> ResultRecord:
     """The result's fields of the exception the compiled generation raised."""
     inner = compat.unwrap_backend_error(error)
     fields = exception_info(error)
     fields["error_type"] = type(inner).__name__
     fields["error_location"] = error_location(error, workload.case.path)
     fields["error_key"] = keys.stable_key(type(inner).__name__, str(inner), fields["error_location"])
-    if fullgraph and "Limit" in fields["error_type"]:  # FailOnRecompileLimitHit, FailOnCacheLimitHit
-        fields["error_message"] = _with_recompile_limit(fields["error_message"], collector)
+    if fullgraph and "Limit" in type(inner).__name__:  # FailOnRecompileLimitHit, FailOnCacheLimitHit
+        fields["error_message"] = _with_recompile_limit(fields.get("error_message") or "", collector)
     return fields
 
 

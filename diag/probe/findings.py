@@ -8,7 +8,7 @@ each torch version's logs through these functions.
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Any, Optional
+from typing import Any, Mapping, Optional
 
 from diag.probe import capture, keys, parsers, records, statuses
 from diag.probe.records import Writer
@@ -272,7 +272,7 @@ def as_torch_counted(breaks: list[dict], counters: dict, sites: Optional[list[di
     ]
 
 
-def raised_site(error: Optional[dict]) -> list[dict]:
+def raised_site(error: Optional[Mapping[str, Any]]) -> list[dict]:
     """Where a compile that raised "arg mismatch inlining" (torch 2.0/2.1 with fullgraph) was: the
     call whose binding failed, a site as parse_break_site's (any decode step)."""
     if not error or not (error.get("error_message") or "").startswith(parsers.ARG_MISMATCH):
@@ -287,7 +287,7 @@ def emit_findings(
     extra_breaks: list[dict],
     counters: Optional[dict] = None,
     failed_whole: bool = False,
-    error: Optional[dict] = None,
+    error: Optional[Mapping[str, Any]] = None,
 ) -> list[dict]:
     """Write the findings of one compile; returns the graph-break records written (the one count).
 

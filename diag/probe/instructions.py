@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from diag.probe import records
+from diag.probe.record_types import Found
 from diag.probe.records import Writer
 
 PERF_REPEATS = 5
@@ -125,7 +126,7 @@ def skip_reason(diagnosis_results: Path) -> Optional[str]:
     from diag.probe import statuses
 
     found, _ = records.read(diagnosis_results)
-    result = records.first(found, records.RESULT)
+    result = Found(found).first(records.RESULT)
     status = result.get("status") if result else None
     if status in statuses.NOT_TIMEABLE or status in statuses.EAGER_ONLY:
         return f"not counted: the diagnosis found no compile that completes ({status})"

@@ -12,21 +12,22 @@ from __future__ import annotations
 
 import statistics
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 from diag.probe import attribution, records
 from diag.probe.cases import load_case_file
+from diag.probe.record_types import ResultRecord
 from diag.probe.records import Writer
 from diag.probe.session import Workload, error_location, exception_info
 from diag.probe.spec import Spec
 from diag.probe.timing import host, interleaved
 
 
-def _error(exc: BaseException, case_path: str) -> dict[str, Any]:
+def _error(exc: BaseException, case_path: str) -> ResultRecord:
     info = exception_info(exc)
     return {
         "error_type": info["error_type"],
-        "error_message": info["error_message"][:2000],
+        "error_message": (info.get("error_message") or "")[:2000],
         "error_location": error_location(exc, case_path),
     }
 
@@ -35,7 +36,7 @@ def run(specs: list[Spec], results: Writer) -> None:
     """One ``race`` record for ``specs`` (one config, several cases)."""
     start = time.perf_counter()
     ready: list[Workload] = []
-    errors: dict[str, Any] = {}
+    errors: dict[str, ResultRecord] = {}
     for spec in specs:
         try:
             workload = Workload(spec, load_case_file(spec.case_path), like=ready[0] if ready else None)
@@ -99,7 +100,7 @@ def _profiled(ready: list[Workload]) -> dict[str, Any]:
     (probe/attribution.py), and the fused kernels torch refused with its reasons where it gives them
     (CUDA). Where the profiler fails, the rounds so far and its error."""
     found: dict[str, list[dict[str, Any]]] = {w.spec.case: [] for w in ready}
-    failed: dict[str, Any] = {}
+    failed: Optional[ResultRecord] = None
 
     def each(name: str, _total: float, attributed: Any) -> None:
         found[name].append(attributed)
@@ -114,5 +115,5 @@ def _profiled(ready: list[Workload]) -> dict[str, Any]:
         interleaved(ready[0], {w.spec.case: under_profiler(w) for w in ready}, PROFILED_ROUNDS, 0.0, each)
     except Exception as exc:  # the profiler is a view on the race: its failure is said, not the race's
         failed = exception_info(exc)
-    error = f"{failed['error_type']}: {failed['error_message'][:500]}" if failed else None
+    error = f"{failed.get('error_type')}: {(failed.get('error_message') or '')[:500]}" if failed else None
     return {"rounds": found, "refused": {case: r for case, r in refused.items() if r}, "error": error}

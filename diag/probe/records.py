@@ -20,7 +20,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Literal, Mapping, TypeVar
 
 FORMAT_VERSION = 1
 
@@ -33,15 +33,19 @@ class Kind:
 
 
 KINDS: dict[str, Kind] = {}
+K = TypeVar("K", bound=str)
+# A JSON object with no declared shape: a record as read (a newer probe may add fields), a field
+# declared only as "dict". Each kind's own shape is its TypedDict in record_types.py.
+JSONObject = dict[str, Any]
 
 
-def _kind(name: str, doc: str, /, **fields: str) -> str:
+def _kind(name: K, doc: str, /, **fields: str) -> K:
     KINDS[name] = Kind(name, doc, fields)
     return name
 
 
 # The build a pass ran on: torch, its commit and CUDA version, Python, and the libraries beside torch.
-BUILD = _kind(
+BUILD: Literal["build"] = _kind(
     "build",
     "the torch build and interpreter a pass ran on",
     torch_version="str",
@@ -54,7 +58,7 @@ BUILD = _kind(
     transformers_version="str?",
     depyf_version="str?",
 )
-ORACLE = _kind(
+ORACLE: Literal["oracle"] = _kind(
     "oracle",
     "eager tokens against transformers' own greedy generate (required of diag's model "
     "and prompt; recorded, where possible, for a case's own)",
@@ -62,13 +66,13 @@ ORACLE = _kind(
     required="bool",
     detail="str",
 )
-CAPABILITIES = _kind(
+CAPABILITIES: Literal["capabilities"] = _kind(
     "capabilities", "which collectors this torch offers, each with why it is missing", capabilities="dict"
 )
-COLLECTOR_NOTE = _kind(
+COLLECTOR_NOTE: Literal["collector_note"] = _kind(
     "collector_note", "a collector that changed its mind during the pass", name="str", available="bool", detail="str"
 )
-GRAPH_BREAK = _kind(
+GRAPH_BREAK: Literal["graph_break"] = _kind(
     "graph_break",
     "one graph break (or a frame that fell back to eager), counted",
     key="str",
@@ -80,7 +84,7 @@ GRAPH_BREAK = _kind(
     last_decode_step="int?",
     count="int",
 )
-RECOMPILE = _kind(
+RECOMPILE: Literal["recompile"] = _kind(
     "recompile",
     "one recompile: the guard that failed and the decode step in flight",
     key="str",
@@ -90,7 +94,7 @@ RECOMPILE = _kind(
     decode_step="int?",
     guard_failures="int",
 )
-HIDDEN_ERROR = _kind(
+HIDDEN_ERROR: Literal["hidden_error"] = _kind(
     "hidden_error",
     "an exception or fallback torch logged instead of raising",
     key="str",
@@ -104,10 +108,10 @@ HIDDEN_ERROR = _kind(
     last_decode_step="int?",
     count="int",
 )
-CASE_NOTE = _kind(
+CASE_NOTE: Literal["case_note"] = _kind(
     "case_note", "what the case said about how it ran (Generation.note): a fallback it took and why", text="str"
 )
-CORRECTNESS = _kind(
+CORRECTNESS: Literal["correctness"] = _kind(
     "correctness",
     "compiled tokens and logits against eager",
     tokens_equal="bool",
@@ -117,7 +121,7 @@ CORRECTNESS = _kind(
     eager_margin="float?",
     within_tolerance="bool",
 )
-SECOND_CALL = _kind(
+SECOND_CALL: Literal["second_call"] = _kind(
     "second_call",
     "a second compiled generation right after the first (same prompt and sizes), as transformers' "
     "compile tests make one: a decode step that compiles once recompiles nothing here",
@@ -125,7 +129,7 @@ SECOND_CALL = _kind(
     reasons="list",
     error="str?",
 )
-RESULT = _kind(
+RESULT: Literal["result"] = _kind(
     "result",
     "the diagnosis pass's verdict: one status (see statuses.py) and its evidence",
     status="str",
@@ -142,7 +146,7 @@ RESULT = _kind(
     error_key="str?",
     environment_error="str?",
 )
-TIMING = _kind(
+TIMING: Literal["timing"] = _kind(
     "timing",
     "per-token samples of one mode (eager or compiled) from the timing pass",
     mode="str",
@@ -166,7 +170,7 @@ TIMING = _kind(
     load_1m="float?",
     cpus="int?",
 )
-PROFILE = _kind(
+PROFILE: Literal["profile"] = _kind(
     "profile",
     "an eager and a compiled generation under torch.profiler (diag run --profile): the "
     "Chrome trace's file in the run directory and the ops with the most self time; and compiled "
@@ -178,7 +182,7 @@ PROFILE = _kind(
     refused="dict?",
     seconds="float",
 )
-INSTRUCTIONS = _kind(
+INSTRUCTIONS: Literal["instructions"] = _kind(
     "instructions",
     "the instructions the cold compile executed (diag run --count-instructions; probe/instructions.py): "
     "the method, the count (the least of the repeats; callgrind's is added by the supervisor when "
@@ -188,12 +192,12 @@ INSTRUCTIONS = _kind(
     counts="list",
     note="str?",
 )
-COMPILE_METRICS = _kind(
+COMPILE_METRICS: Literal["compile_metrics"] = _kind(
     "compile_metrics",
     "every field of torch's per-frame compilation metrics after the pass's compiles (torch >= 2.3)",
     frames="list",
 )
-TIMING_ERROR = _kind(
+TIMING_ERROR: Literal["timing_error"] = _kind(
     "timing_error",
     "why the timing pass could not time a mode",
     mode="str",
@@ -203,7 +207,7 @@ TIMING_ERROR = _kind(
     environment_error="str?",
     error_location="str?",
 )
-RACE = _kind(
+RACE: Literal["race"] = _kind(
     "race",
     "compiled variants timed side by side in one process (diag race): per variant, the median "
     "decode step of each timed generation, the generations of one round paired by index, and its "
@@ -227,7 +231,7 @@ OUTSIDE_ANY_OP = "(outside any op)"
 RECORDING_THE_STEP = "(diag: recording the step)"
 # How a process ended: each pass as the probe saw it (passes.jsonl), and the probe itself as the
 # orchestrator saw it (probe.jsonl), so that a run directory alone holds everything a run is made of.
-EXIT = _kind(
+EXIT: Literal["exit"] = _kind(
     "exit",
     "how one process ended: a pass, or the probe process",
     name="str",
@@ -238,7 +242,7 @@ EXIT = _kind(
     oom_kills="int?",
     launch="str?",  # the probe process only: forked from a probe parent, or a process of its own and why
 )
-CASE_CHECK = _kind(
+CASE_CHECK: Literal["case_check"] = _kind(
     "case_check",
     "whether a case file imports and registers one case in the target environment",
     file="str",
@@ -246,7 +250,7 @@ CASE_CHECK = _kind(
     name="str?",
     error="str?",
 )
-DEVICE_CHECK = _kind(
+DEVICE_CHECK: Literal["device_check"] = _kind(
     "device_check", "whether the target environment's torch can use a device", device="str", ok="bool", error="str?"
 )
 
@@ -255,7 +259,7 @@ class RecordError(ValueError):
     """A record a writer may not write: unknown kind or undeclared field."""
 
 
-def make(kind: str, **fields: Any) -> dict[str, Any]:
+def make(kind: str, /, **fields: Any) -> JSONObject:
     """A record of ``kind``; RecordError for an unknown kind or a field the kind does not declare."""
     spec = KINDS.get(kind)
     if spec is None:
@@ -266,14 +270,14 @@ def make(kind: str, **fields: Any) -> dict[str, Any]:
     return {"kind": kind, "v": FORMAT_VERSION, **fields}
 
 
-def extra(record: dict[str, Any]) -> dict[str, Any]:
+def extra(record: Mapping[str, Any]) -> JSONObject:
     """The fields of ``record`` its kind does not declare (written by a newer probe); kept, not dropped."""
     spec = KINDS.get(record.get("kind", ""))
     declared = set(spec.fields) if spec else set()
     return {k: v for k, v in record.items() if k not in declared and k not in ("kind", "v")}
 
 
-def declared(record: dict[str, Any]) -> dict[str, Any]:
+def declared(record: Mapping[str, Any]) -> JSONObject:
     """The declared fields of ``record``, each present (None where the record left it out)."""
     return {name: record.get(name) for name in KINDS[record["kind"]].fields}
 
@@ -284,7 +288,7 @@ class Writer:
     def __init__(self, path: str | Path) -> None:
         self._file = open(path, "a", encoding="utf-8")
 
-    def write(self, kind: str, **fields: Any) -> None:
+    def write(self, kind: str, /, **fields: Any) -> None:
         line = json.dumps(make(kind, **fields), default=str, ensure_ascii=True)
         self._file.write(line + "\n")
         self._file.flush()
@@ -300,14 +304,14 @@ class Writer:
         self.close()
 
 
-def read(path: str | Path) -> tuple[list[dict[str, Any]], int]:
+def read(path: str | Path) -> tuple[list[JSONObject], int]:
     """The records of a results file, and how many lines could not be read (a torn last write, garbage).
 
     A missing file has no records. A line that is JSON but not a record of a known kind counts as
     unreadable; a known kind with fields this reader does not know is kept whole.
     """
     path = Path(path)
-    found: list[dict[str, Any]] = []
+    found: list[JSONObject] = []
     bad = 0
     if not path.exists():
         return found, bad
@@ -323,11 +327,3 @@ def read(path: str | Path) -> tuple[list[dict[str, Any]], int]:
             else:
                 bad += 1
     return found, bad
-
-
-def first(found: list[dict[str, Any]], kind: str) -> Optional[dict[str, Any]]:
-    return next((r for r in found if r.get("kind") == kind), None)
-
-
-def every(found: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
-    return [r for r in found if r.get("kind") == kind]

@@ -13,15 +13,16 @@ from typing import Any, Callable, Optional
 
 from diag.probe import compat, parsers
 from diag.probe.cases import Case, Generation, wall_clock
+from diag.probe.record_types import BuildRecord, ResultRecord
 from diag.probe.spec import DTYPES, Spec
 from diag.probe.statuses import ENVIRONMENT_ERRNOS
 
 
-def build() -> dict[str, Any]:
+def build() -> BuildRecord:
     """The fields of a ``build`` record for the running interpreter and torch."""
     import torch
 
-    info: dict[str, Any] = {
+    info: BuildRecord = {
         "torch_version": torch.__version__,
         "git_version": getattr(torch.version, "git_version", None),
         "cuda_version": getattr(torch.version, "cuda", None),
@@ -32,13 +33,16 @@ def build() -> dict[str, Any]:
         if torch.cuda.is_available()
         else platform.processor() or platform.machine(),
     }
-    for package in ("transformers", "depyf"):
-        try:
-            module = __import__(package)
-            info[f"{package}_version"] = getattr(module, "__version__", "unknown")
-        except ImportError:
-            info[f"{package}_version"] = None
+    info["transformers_version"] = _version_of("transformers")
+    info["depyf_version"] = _version_of("depyf")
     return info
+
+
+def _version_of(package: str) -> Optional[str]:
+    try:
+        return getattr(__import__(package), "__version__", "unknown")
+    except ImportError:
+        return None
 
 
 def environment_error(exc: BaseException) -> Optional[str]:
@@ -82,7 +86,7 @@ def said(exc: BaseException) -> str:
     return head + ("\n\n" + message.strip() if message.strip() else "")
 
 
-def exception_info(exc: BaseException) -> dict[str, Any]:
+def exception_info(exc: BaseException) -> ResultRecord:
     return {
         "error_type": type(exc).__name__,
         "error_message": said(exc),

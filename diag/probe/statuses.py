@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import errno
 from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
 
 # errno values that say the machine failed the run (a full disk or temp folder, a read-only mount,
 # no file handles left), not torch: such a run is a tool error, never a compile finding or a status.
@@ -99,7 +100,7 @@ FINDING_KINDS: tuple[FindingKind, ...] = (
 FINDING_TABLES = tuple(kind.table for kind in FINDING_KINDS)
 
 
-def finding_total(rows: list[dict]) -> int:
+def finding_total(rows: Sequence[Mapping[str, Any]]) -> int:
     """How many times the findings in ``rows`` occurred: each row counts ``count`` times (1 when absent).
 
     The one count of graph breaks, recompiles and hidden errors: the probe's status decision and the

@@ -35,6 +35,7 @@ from typing import Optional
 
 from diag.probe import compat, instructions, records
 from diag.probe.capture import quiet_structured_trace
+from diag.probe.record_types import Found
 from diag.probe.spec import COUNT_PASS_LIMIT, LIFELINE_VARIABLE, Spec
 
 POLL_S = 0.05
@@ -370,7 +371,7 @@ def count_pass(spec: str, run_dir: Path, timeout_s: float, log: records.Writer) 
     run_pass("count", argv, run_dir, timeout_s * COUNT_PASS_LIMIT, log, under=instructions.valgrind_argv(run_dir))
     total = instructions.callgrind_total(run_dir / instructions.CALLGRIND_FILE)
     found, _ = records.read(out)
-    if records.first(found, records.INSTRUCTIONS) is None:  # the pass failed before its count (valgrind
+    if Found(found).first(records.INSTRUCTIONS) is None:  # the pass failed before its count (valgrind
         # refused to start it, say): its own records, or its exit, say how; this one says by which method
         with records.Writer(out) as results:
             results.write(records.INSTRUCTIONS, method=how, count=None, counts=[], note=None)

@@ -23,6 +23,7 @@ from typing import Any, Callable, Optional
 
 from diag.probe import attribution, compat, counters, records
 from diag.probe.notices import CompileNotices
+from diag.probe.record_types import TimingRecord
 from diag.probe.records import Writer
 from diag.probe.session import Workload, error_location, exception_info
 
@@ -191,10 +192,12 @@ def interleaved(
         rounds += 1
 
 
-def sample(workload: Workload, modes: dict[str, Any], repeats: int, min_seconds: float) -> dict[str, dict[str, Any]]:
+def sample(
+    workload: Workload, modes: dict[str, Callable[[], Any]], repeats: int, min_seconds: float
+) -> dict[str, TimingRecord]:
     """Each mode's generation totals and decode steps from :func:`interleaved` rounds; the host
     reference is timed after each generation."""
-    found: dict[str, dict[str, Any]] = {
+    found: dict[str, dict[str, list[float]]] = {
         mode: {"totals_s": [], "step_samples_s": [], "host_samples_s": [], "between_samples_s": []} for mode in modes
     }
 
@@ -206,14 +209,22 @@ def sample(workload: Workload, modes: dict[str, Any], repeats: int, min_seconds:
         into["host_samples_s"].append(host_reference())
 
     interleaved(workload, modes, repeats, min_seconds, each)
-    for into in found.values():
-        samples, between = into["step_samples_s"], into["between_samples_s"]
-        into["median_ms_per_token"] = statistics.median(samples) * 1e3 if samples else None
-        into["median_between_ms"] = statistics.median(between) * 1e3 if between else None
-    return found
+    return {mode: _sampled(into) for mode, into in found.items()}
 
 
-def host() -> dict[str, Any]:
+def _sampled(into: dict[str, list[float]]) -> TimingRecord:
+    steps, between = into["step_samples_s"], into["between_samples_s"]
+    return {
+        "totals_s": into["totals_s"],
+        "step_samples_s": steps,
+        "host_samples_s": into["host_samples_s"],
+        "between_samples_s": between,
+        "median_ms_per_token": statistics.median(steps) * 1e3 if steps else None,
+        "median_between_ms": statistics.median(between) * 1e3 if between else None,
+    }
+
+
+def host() -> TimingRecord:
     """What the timing pass shared its machine with: the 1-minute load average and the CPUs it could use."""
     try:
         load: Optional[float] = os.getloadavg()[0]
@@ -280,23 +291,23 @@ def profile(workload: Workload, results: Writer, folder: Path) -> None:
 
 
 def _write_eager(
-    results: Writer, memory: tuple[float, str], first: Optional[float], sampled: dict[str, Any], shared: dict[str, Any]
+    results: Writer, memory: tuple[float, str], first: Optional[float], sampled: TimingRecord, shared: TimingRecord
 ) -> None:
-    results.write(
-        records.TIMING,
-        mode="eager",
-        memory_kind=memory[1],
-        peak_memory_mb=memory[0],
-        first_total_s=first,
+    fields: TimingRecord = {
+        "mode": "eager",
+        "memory_kind": memory[1],
+        "peak_memory_mb": memory[0],
+        "first_total_s": first,
         **sampled,
         **shared,
-    )
+    }
+    results.write(records.TIMING, **fields)
 
 
 def run(workload: Workload, results: Writer, folder: Optional[Path] = None) -> None:
     """Warm-up, then each mode's peak memory, then eager and compiled generations interleaved."""
     cfg = workload.spec.config
-    shared = {"order": "interleaved", "threads": workload.torch.get_num_threads()}
+    shared: TimingRecord = {"order": "interleaved", "threads": workload.torch.get_num_threads()}
     eager_first = None
     for _ in range(max(cfg.warmup, 1)):
         total, _ = _timed(workload, workload.eager)
@@ -326,24 +337,24 @@ def run(workload: Workload, results: Writer, folder: Optional[Path] = None) -> N
     compiled = sampled["compiled"]
     steady = statistics.median(compiled["totals_s"]) if compiled["totals_s"] else 0.0
     memory, kind = compiled_memory
-    results.write(
-        records.TIMING,
-        mode="compiled",
-        memory_kind=kind,
-        peak_memory_mb=memory,
-        first_total_s=compiled_first,
-        compile_s=max(0.0, compiled_first - steady),
+    fields: TimingRecord = {
+        "mode": "compiled",
+        "memory_kind": kind,
+        "peak_memory_mb": memory,
+        "first_total_s": compiled_first,
+        "compile_s": max(0.0, compiled_first - steady),
         # the CPU the compile used, past a steady generation's (on a CPU device its wall time is its CPU)
-        compile_cpu_s=None if first_cpu is None else max(0.0, first_cpu - steady),
+        "compile_cpu_s": None if first_cpu is None else max(0.0, first_cpu - steady),
         # the seconds of it in which some task waited for a CPU (PSI): the compile shared the cores
-        compile_stall_s=stalled,
-        compile_warm_s=_warm_compile_s(workload, steady),
-        compile_notices=notices.noted(),
-        graph_cache_hits=hits,
+        "compile_stall_s": stalled,
+        "compile_warm_s": _warm_compile_s(workload, steady),
+        "compile_notices": notices.noted(),
+        "graph_cache_hits": hits,
         **compiled,
         **shared,
         **machine,
-    )
+    }
+    results.write(records.TIMING, **fields)
     if metrics is not None:
         results.write(records.COMPILE_METRICS, frames=metrics)
     if cfg.profile and folder is not None:

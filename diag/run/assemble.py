@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any, Optional, cast
+from typing import Any, Mapping, Optional, TypedDict, cast
 
 from diag import guards
 from diag import row as rows
 from diag.build import identity as build_identity
-from diag.contract import errors_in_stderr, records, stable_key, statuses
+from diag.contract import errors_in_stderr, record_types, records, stable_key, statuses
 from diag.run import profile, trace
 from diag.run.measured import instruction_columns, timing_columns, timing_compile_error, timing_error, timing_rows
 from diag.run.rundir import STDERR_TAIL_BYTES, PassOutcome, RunFiles, probe_failure
@@ -36,18 +36,30 @@ def verdict(diagnosis: PassOutcome) -> RunRow:
     return cast(RunRow, fields)  # the result record's fields are named as the columns (records.py)
 
 
-def _with_extra(record: dict[str, Any]) -> dict[str, Any]:
+class Findings(TypedDict):
+    """The rows of each finding table (``statuses.FINDING_KINDS`` names them), as stored."""
+
+    graph_breaks: list[GraphBreakRow]
+    recompiles: list[RecompileRow]
+    hidden_errors: list[HiddenErrorRow]
+
+
+def _with_extra(record: Mapping[str, Any]) -> records.JSONObject:
     """A record's declared fields as columns, and what else it holds as JSON in ``extra``."""
     unknown = records.extra(record)
     return {**records.declared(record), "extra": json.dumps(unknown, default=str) if unknown else None}
 
 
-def findings(diagnosis: PassOutcome) -> dict[str, list[dict[str, Any]]]:
+def findings(diagnosis: PassOutcome) -> Findings:
     """Rows of each finding table, one per record the diagnosis pass wrote."""
-    found = {kind.table: [_with_extra(r) for r in diagnosis.all(kind.record)] for kind in statuses.FINDING_KINDS}
+    found = {kind.table: [_with_extra(r) for r in diagnosis.of(kind.record)] for kind in statuses.FINDING_KINDS}
     for row in found["recompiles"]:
         row.update(guards.parse(row.get("reason")))  # what changed: subject, property, expected, actual
-    return found
+    return cast(Findings, found)  # a finding record's fields are named as its table's columns
+
+
+def _rows(found: Findings, table: str) -> list[Mapping[str, Any]]:
+    return cast(dict[str, list[Mapping[str, Any]]], found)[table]
 
 
 TIMING_PASS = "timing_pass"  # the source of a hidden error kept from the timing pass
@@ -86,7 +98,7 @@ def timing_pass_evidence(timing: Optional[PassOutcome]) -> list[HiddenErrorRow]:
     return rows
 
 
-def counts(found: dict[str, list[dict[str, Any]]], status: str, unseen: frozenset = frozenset()) -> RunRow:
+def counts(found: Findings, status: str, unseen: frozenset = frozenset()) -> RunRow:
     """Graph breaks, recompiles and hidden errors, each the one total of its rows; none for a run
     that never compiled (a crash, a timeout, a broken case), nor for a kind the build gave diag no
     means to see (``unseen``): '-' is not 0. A run whose diagnosis died still counts the hidden
@@ -94,8 +106,8 @@ def counts(found: dict[str, list[dict[str, Any]]], status: str, unseen: frozense
     never = status in statuses.NEVER_COMPILED
     columns = {
         kind.count_column: None
-        if (never or kind.count_column in unseen) and not found[kind.table]
-        else statuses.finding_total(found[kind.table])
+        if (never or kind.count_column in unseen) and not _rows(found, kind.table)
+        else statuses.finding_total(_rows(found, kind.table))
         for kind in statuses.FINDING_KINDS
     }
     return cast(RunRow, columns)  # each finding kind names its count column (statuses.FINDING_KINDS)
@@ -109,7 +121,7 @@ def unseen(diagnosis: PassOutcome) -> frozenset:
     return frozenset({"recompile_count"}) if recompiles.get("available") is False else frozenset()
 
 
-def recompile_split(found: dict[str, list[dict[str, Any]]], status: str, unseen: frozenset = frozenset()) -> RunRow:
+def recompile_split(found: Findings, status: str, unseen: frozenset = frozenset()) -> RunRow:
     """Recompiles before the first decode step (the prefill's own shapes) apart from those during decode,
     and on how many distinct decode steps decode recompiled: a fixed-size cache exists so that it
     compiles once, and one that recompiles on every step is a finding of its own (``check`` gates
@@ -133,7 +145,7 @@ def second_call(diagnosis: PassOutcome) -> RunRow:
     return {"second_call_recompiles": found.get("recompiles"), "second_call_error": found.get("error")}
 
 
-def capabilities(diagnosis: PassOutcome, notes: dict[str, dict[str, Any]]) -> Optional[str]:
+def capabilities(diagnosis: PassOutcome, notes: Mapping[str, record_types.Capability]) -> Optional[str]:
     """What each collector could do on this torch (JSON), with the orchestrator's own notes."""
     found = dict((diagnosis.first(records.CAPABILITIES) or {}).get("capabilities") or {})
     found.update(notes)
@@ -167,7 +179,7 @@ def correctness(diagnosis: PassOutcome) -> RunRow:
     }
 
 
-def build_columns(build: dict[str, Any]) -> RunRow:
+def build_columns(build: record_types.BuildRecord) -> RunRow:
     """The run's copy of what its build record says beside torch (Python, libraries, machine)."""
     return {
         "torch_version": build.get("torch_version"),
@@ -179,7 +191,7 @@ def build_columns(build: dict[str, Any]) -> RunRow:
     }
 
 
-def with_metrics(frames: Optional[list[dict[str, Any]]], diagnosis: PassOutcome) -> list[dict[str, Any]]:
+def with_metrics(frames: Optional[list[FrameRow]], diagnosis: PassOutcome) -> list[FrameRow]:
     """The trace's frames, each with every field torch's in-process metrics hold for it (JSON, matched
     by compile id); where the trace has no frames (torch before 2.4), one frame per metrics entry."""
     recorded = diagnosis.first(records.COMPILE_METRICS)
@@ -188,7 +200,7 @@ def with_metrics(frames: Optional[list[dict[str, Any]]], diagnosis: PassOutcome)
     if not frames:  # the row's own fields from the whole metrics: a long fail_reason is text, not its digest
         return [{**trace.frame_row(m), "metrics": json.dumps(_compact(m), sort_keys=True)} for m in whole]
     by_id = {str(m.get("compile_id")): m for m in metrics}
-    frames = [dict(frame) for frame in frames]
+    frames = [FrameRow(**frame) for frame in frames]
     for frame in frames:
         found = by_id.get(str(frame.get("compile_id")))
         frame["metrics"] = json.dumps(found, sort_keys=True) if found is not None else None
@@ -198,7 +210,7 @@ def with_metrics(frames: Optional[list[dict[str, Any]]], diagnosis: PassOutcome)
 BULKY = 512  # characters of JSON: a field longer than this is kept as its digest on the frame
 
 
-def _compact(metrics: dict[str, Any]) -> dict[str, Any]:
+def _compact(metrics: records.JSONObject) -> records.JSONObject:
     """Every field, the bulky ones (the four config dumps, node shapes and the stack: 40 KB a frame,
     the same on every frame of a run) as their sha256 and length; the run directory's diagnose.jsonl
     keeps them whole."""
@@ -230,9 +242,9 @@ def guard_latency(timing: Optional[PassOutcome], diagnosis: PassOutcome) -> Opti
 
 def assemble(
     files: RunFiles,
-    fallback_build: dict[str, Any],
-    frames: Optional[list[dict[str, Any]]] = None,
-    notes: Optional[dict[str, dict[str, Any]]] = None,
+    fallback_build: record_types.BuildRecord,
+    frames: Optional[list[FrameRow]] = None,
+    notes: Optional[Mapping[str, record_types.Capability]] = None,
 ) -> RunRecord:
     """One RunRecord from a run directory's files (see diag/run/rundir.py).
 
@@ -247,7 +259,7 @@ def assemble(
     frames = with_metrics(frames, diagnosis)
     died = probe_failure(diagnosis) is not None
     if died:
-        found["hidden_errors"] += cast(list[dict[str, Any]], timing_pass_evidence(files.timing))
+        found["hidden_errors"] += timing_pass_evidence(files.timing)
     run: RunRow = {
         **cast(RunRow, spec.get("run", {})),  # what the runner knew of the run (uid, start, invocation)
         "artifacts_dir": str(files.directory),
@@ -279,29 +291,29 @@ def assemble(
     return RunRecord(
         build=identity,
         run=run,
-        graph_breaks=cast(list[GraphBreakRow], found["graph_breaks"]),
-        recompiles=cast(list[RecompileRow], found["recompiles"]),
-        hidden_errors=cast(list[HiddenErrorRow], found["hidden_errors"]),
+        graph_breaks=found["graph_breaks"],
+        recompiles=found["recompiles"],
+        hidden_errors=found["hidden_errors"],
         timings=timing_rows(timing),
-        frames=cast(list[FrameRow], list(frames or [])),
+        frames=list(frames or []),
     )
 
 
-def costs(files: RunFiles, frames: Optional[list[dict[str, Any]]]) -> RunRow:
+def costs(files: RunFiles, frames: Optional[list[FrameRow]]) -> RunRow:
     """Each pass's wall time and the structured-logging overhead torch reported (the orchestrator's
     own time is added by the runner, which sees it)."""
-    overheads = [f["structured_logging_overhead_s"] for f in frames or [] if f.get("structured_logging_overhead_s")]
+    overheads = [f.get("structured_logging_overhead_s") or 0.0 for f in frames or []]
     return {
         "timing_pass_s": files.timing.duration_s if files.timing is not None else None,
         "diagnosis_pass_s": files.diagnosis.duration_s,
-        "logging_overhead_s": sum(overheads) if overheads else None,
+        "logging_overhead_s": sum(overheads) if any(overheads) else None,
     }
 
 
 def _result_extra(
     diagnosis: PassOutcome,
     timing: Optional[PassOutcome] = None,
-    ci: Optional[dict[str, Any]] = None,
+    ci: Optional[records.JSONObject] = None,
     device: bool = False,
 ) -> Optional[str]:
     """Fields of the diagnosis records that no column holds, the profile (diag run --profile), and
@@ -310,7 +322,7 @@ def _result_extra(
         kind: records.extra(diagnosis.first(kind) or {"kind": kind})
         for kind in (records.RESULT, records.CORRECTNESS, records.BUILD)
     }
-    unknown: dict[str, Any] = {kind: fields for kind, fields in found.items() if fields}
+    unknown: records.JSONObject = {kind: fields for kind, fields in found.items() if fields}
     if ci:
         unknown["ci"] = ci
     profiled = timing.first(records.PROFILE) if timing is not None else None

@@ -7,16 +7,16 @@ time with their noise verdicts, the compile's instruction count, and why a pass 
 from __future__ import annotations
 
 import json
-from typing import Any, Optional, cast
+from typing import Optional, Union, cast
 
 from diag import noise
 from diag.config import SQLITE_INTEGER_MAX
-from diag.contract import records
+from diag.contract import record_types, records
 from diag.run.rundir import PassOutcome, probe_failure
 from diag.store.typed import RunRow, TimingRow
 
 
-def _timing(outcome: Optional[PassOutcome], mode: str) -> Optional[dict[str, Any]]:
+def _timing(outcome: Optional[PassOutcome], mode: str) -> Optional[record_types.TimingRecord]:
     if outcome is None:
         return None
     return next((r for r in outcome.all(records.TIMING) if r.get("mode") == mode), None)
@@ -29,14 +29,14 @@ def timing_rows(outcome: Optional[PassOutcome]) -> list[TimingRow]:
         timing = _timing(outcome, mode)
         if timing is None:
             continue
-        for metric, field in (
-            ("decode_step", "step_samples_s"),
-            ("generation", "totals_s"),
-            ("host_reference", "host_samples_s"),
-            ("between_step", "between_samples_s"),
+        for metric, samples in (
+            ("decode_step", timing.get("step_samples_s")),
+            ("generation", timing.get("totals_s")),
+            ("host_reference", timing.get("host_samples_s")),
+            ("between_step", timing.get("between_samples_s")),
         ):
-            if timing.get(field):
-                found.append({"mode": mode, "metric": metric, "unit": "s", "samples": json.dumps(timing[field])})
+            if samples:
+                found.append({"mode": mode, "metric": metric, "unit": "s", "samples": json.dumps(samples)})
     return found
 
 
@@ -71,7 +71,7 @@ def timing_columns(outcome: Optional[PassOutcome], device: Optional[str] = None)
     }
 
 
-def _compile_noise(compiled: dict[str, Any], device: Optional[str]) -> RunRow:
+def _compile_noise(compiled: record_types.TimingRecord, device: Optional[str]) -> RunRow:
     """The compile's CPU time, and whether its wall time waited for the machine (noise.compile_noise)."""
     wall, cpu, stall = compiled.get("compile_s"), compiled.get("compile_cpu_s"), compiled.get("compile_stall_s")
     note = noise.compile_noise(wall, cpu, device, compiled.get("load_1m"), compiled.get("cpus"), stall)
@@ -125,10 +125,10 @@ def timing_error(outcome: Optional[PassOutcome], compiled_expected: bool = True)
     """
     if outcome is None:
         return None
-    error = outcome.first(records.TIMING_ERROR)
-    if error is not None and error.get("mode") == "compiled" and not compiled_expected:
-        error = None
-    error = error or outcome.first(records.RESULT)
+    failed = outcome.first(records.TIMING_ERROR)
+    if failed is not None and failed.get("mode") == "compiled" and not compiled_expected:
+        failed = None
+    error = failed or outcome.first(records.RESULT)
     if error is not None:
         return _error_text(error)
     if outcome.timed_out or outcome.signal or outcome.first(records.TIMING) is None:
@@ -144,6 +144,6 @@ def timing_compile_error(outcome: Optional[PassOutcome]) -> Optional[str]:
     return f"timing pass: {_error_text(error)}" if error is not None else None
 
 
-def _error_text(error: dict[str, Any]) -> str:
+def _error_text(error: Union[record_types.TimingErrorRecord, record_types.ResultRecord]) -> str:
     where = f" (at {error['error_location']})" if error.get("error_location") else ""
     return f"{error.get('error_type')}: {error.get('error_message')}{where}"

@@ -19,7 +19,7 @@ from typing import Optional
 
 from diag import envs, store
 from diag.config import artifacts_root
-from diag.contract import TINY_LLAMA, Config, records
+from diag.contract import TINY_LLAMA, Config, record_types, records
 from diag.errors import DiagError
 from diag.run import catalog
 from diag.run.catalog import CaseRef
@@ -141,7 +141,7 @@ def check_environment(env: envs.TorchEnv, refs: list[CaseRef], configs: list[Con
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise PreflightError(f"cannot check the run in {env.python}: {exc}") from exc
         found = records.read(out)[0]
-    checks = records.every(found, records.DEVICE_CHECK) + records.every(found, records.CASE_CHECK)
+    checks = record_types.Found(found).all(records.DEVICE_CHECK) + record_types.Found(found).all(records.CASE_CHECK)
     if len(checks) != len(files) + len(devices):
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
         raise PreflightError(f"cannot check the run in {env.python}: {last}")

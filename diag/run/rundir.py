@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from diag.contract import records, statuses
+from diag.contract import record_types, records, statuses
 
 STDERR_TAIL_BYTES = 4000  # stored with a run
 STDERR_READ_BYTES = 64000  # read from a pass's stderr, for the tracebacks in it
@@ -29,23 +29,17 @@ SPEC = "spec.json"
 
 
 @dataclass
-class PassOutcome:
-    """How one pass ended and what it wrote."""
+class PassOutcome(record_types.ByKind):
+    """How one pass ended and what it wrote, its records typed by kind (``first``, ``all``)."""
 
     returncode: Optional[int]
     signal: Optional[int]
     timed_out: bool
     duration_s: float
     stderr_tail: str
-    records: list[dict[str, Any]] = field(default_factory=list)
+    records: list[records.JSONObject] = field(default_factory=list)
     unreadable_lines: int = 0
     oom_kills: Optional[int] = None  # processes the kernel's OOM killer ended while it ran
-
-    def first(self, kind: str) -> Optional[dict[str, Any]]:
-        return records.first(self.records, kind)
-
-    def all(self, kind: str) -> list[dict[str, Any]]:
-        return records.every(self.records, kind)
 
 
 @dataclass
@@ -54,7 +48,7 @@ class RunFiles:
     spec: dict[str, Any]
     diagnosis: PassOutcome
     timing: Optional[PassOutcome]  # None: the run had no timing pass
-    probe_exit: dict[str, Any]
+    probe_exit: record_types.ExitRecord
     count: Optional[PassOutcome] = None  # None: the run did not count instructions
 
 
@@ -66,7 +60,9 @@ def tail(path: Path, size: int = STDERR_READ_BYTES) -> str:
         return handle.read().decode("utf-8", "replace")
 
 
-def pass_outcome(run_dir: Path, name: str, exits: list[dict[str, Any]], probe_exit: dict[str, Any]) -> PassOutcome:
+def pass_outcome(
+    run_dir: Path, name: str, exits: list[record_types.ExitRecord], probe_exit: record_types.ExitRecord
+) -> PassOutcome:
     """What one pass left: its exit as the probe recorded it, else (the probe itself died or hung
     before recording it) the probe's own exit; its results file and stderr either way."""
     exit_record = next((r for r in exits if r.get("name") == name), None)
@@ -99,8 +95,8 @@ def pass_outcome(run_dir: Path, name: str, exits: list[dict[str, Any]], probe_ex
 def load(run_dir: Path) -> RunFiles:
     """The run directory's spec and pass outcomes."""
     spec = json.loads((run_dir / SPEC).read_text(encoding="utf-8"))
-    probe_exit = records.first(records.read(run_dir / PROBE_EXIT)[0], records.EXIT) or {}
-    exits = records.every(records.read(run_dir / PASS_EXITS)[0], records.EXIT)
+    probe_exit = record_types.Found(records.read(run_dir / PROBE_EXIT)[0]).first(records.EXIT) or {}
+    exits = record_types.Found(records.read(run_dir / PASS_EXITS)[0]).all(records.EXIT)
     diagnosis = pass_outcome(run_dir, "diagnose", exits, probe_exit)
     timed = spec.get("timing", True)
     timing = pass_outcome(run_dir, "time", exits, probe_exit) if timed else None

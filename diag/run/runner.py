@@ -15,12 +15,12 @@ import uuid
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable, Iterator, Optional
+from typing import Callable, Iterator, Optional, cast
 
 from diag import __version__
 from diag import row as rows
 from diag.config import artifacts_root
-from diag.contract import COUNT_PASS_LIMIT, ENVIRONMENT_ERRNOS, Config, records, statuses
+from diag.contract import COUNT_PASS_LIMIT, ENVIRONMENT_ERRNOS, Config, record_types, records, statuses
 from diag.envs import TorchEnv
 from diag.errors import DiagError
 from diag.run import parents, rundir, trace
@@ -189,7 +189,9 @@ def record_of(run_dir: Path, fallback_build: Callable[[], dict]) -> RunRecord:
     launch = files.probe_exit.get("launch")
     if launch:
         notes["probe_process"] = {"available": launch.startswith(parents.FORKED), "detail": launch}
-    build = {} if built else fallback_build()
+    build = (
+        record_types.BuildRecord() if built else cast(record_types.BuildRecord, fallback_build())
+    )  # describe's fields
     record = assemble(files, build, frames, notes)
     record.run["orchestrator_s"] = time.perf_counter() - started
     return record

@@ -14,9 +14,10 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Mapping, Optional, cast
 
-from diag.store.typed import StoredRun
+from diag.contract import record_types
+from diag.store.typed import FrameRow, StoredRun
 
 FRAME_FIELDS = (
     "compile_id",
@@ -41,9 +42,9 @@ FRAME_FIELDS = (
 Note = tuple[bool, str]
 
 
-def frame_row(metrics: dict[str, Any]) -> dict[str, Any]:
+def frame_row(metrics: Mapping[str, Any]) -> FrameRow:
     """A frames row from one frame's compilation metrics (the trace's record, or torch's in-process one)."""
-    row = {field: metrics.get(field) for field in FRAME_FIELDS}
+    row = cast(FrameRow, {field: metrics.get(field) for field in FRAME_FIELDS})  # fields named as the columns
     row["compile_id"] = str(row["compile_id"]) if row["compile_id"] is not None else None
     row["restart_reasons"] = json.dumps(metrics.get("restart_reasons") or [])
     return row
@@ -63,7 +64,7 @@ def trace_logs(directory: Path) -> list[Path]:
     return sorted(directory.glob("*.log")) if directory.is_dir() else []
 
 
-def frames(directory: Path) -> tuple[list[dict[str, Any]], Note]:
+def frames(directory: Path) -> tuple[list[FrameRow], Note]:
     """One row per compilation_metrics record in the trace logs of ``directory``."""
     logs = trace_logs(directory)
     if not logs:
@@ -125,7 +126,7 @@ def render_tlparse(directory: Path, out_dir: Path, timeout_s: float = 300, pytho
 
 def collect(
     run_dir: Path, compiled: bool = True, python: Optional[str] = None
-) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
+) -> tuple[list[FrameRow], dict[str, record_types.Capability]]:
     """Frames and capability notes for a finished diagnosis probe.
 
     ``compiled``: whether the diagnosis got as far as compiling. A run that never compiled
