@@ -13,15 +13,24 @@ import pytest
 from conftest import REPO
 
 from diag import store
+from diag.probe import record_types, records
 from diag.store import typed
 from diag.store.typing_source import class_name
 
 
-def test_the_generated_types_are_the_migrated_schema():
+@pytest.mark.parametrize("generated", ["diag/store/typed.py", "diag/probe/record_types.py"])
+def test_the_generated_types_are_current(generated):
+    """The tables' types from the migrated schema, the records' from records.KINDS."""
     done = subprocess.run(
-        [sys.executable, "-m", "cogapp", "--check", "diag/store/typed.py"], cwd=REPO, capture_output=True, text=True
+        [sys.executable, "-m", "cogapp", "--check", generated], cwd=REPO, capture_output=True, text=True
     )
-    assert done.returncode == 0, "diag/store/typed.py is stale: run cog -r diag/store/typed.py\n" + done.stdout
+    assert done.returncode == 0, f"{generated} is stale: run cog -r {generated}\n" + done.stdout
+
+
+def test_every_record_kind_has_its_type_with_its_fields():
+    for kind in records.KINDS.values():
+        typed_record = getattr(record_types, "".join(p.title() for p in kind.name.split("_")) + "Record")
+        assert set(typed_record.__annotations__) == set(kind.fields) | {"kind", "v"}, kind.name
 
 
 def test_every_table_and_column_has_its_field(tmp_path):
@@ -63,3 +72,26 @@ def test_a_misspelt_or_removed_column_is_a_type_error(tmp_path):
         text=True,
     )
     assert done.returncode == 1 and 'TypedDict "StoredRun" has no key "compile_sec"' in done.stdout, done.stdout
+
+
+@pytest.mark.skipif(importlib.util.find_spec("mypy") is None, reason="mypy is not installed (the test extra has it)")
+def test_a_misspelt_record_field_is_a_type_error(tmp_path):
+    code = textwrap.dedent(
+        """
+        from diag.contract import records
+        from diag.run.rundir import PassOutcome
+
+        def median(outcome: PassOutcome) -> float:
+            timing = outcome.first(records.TIMING)
+            assert timing is not None
+            return timing["median_ms"] or 0.0  # no such field: median_ms_per_token
+        """
+    )
+    (tmp_path / "reader.py").write_text(code)
+    done = subprocess.run(
+        [sys.executable, "-m", "mypy", "--no-incremental", "--follow-imports=silent", str(tmp_path / "reader.py")],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 1 and 'TypedDict "TimingRecord" has no key "median_ms"' in done.stdout, done.stdout
