@@ -8,7 +8,7 @@ runs by exactly this tuple, so that none of them can put a batch-8 run in a batc
 
 from __future__ import annotations
 
-from typing import Any, Mapping, NamedTuple, Sequence, TypeVar
+from typing import Any, Mapping, NamedTuple, Sequence, TypedDict, TypeVar
 
 from diag.contract import BY_NAME, statuses
 
@@ -36,13 +36,30 @@ class Row(NamedTuple):
 FIELDS: tuple[str, ...] = Row._fields
 
 
+class RowColumns(TypedDict):
+    """A row's fields as the runs and races tables hold them."""
+
+    case: str
+    case_source: str
+    backend: str
+    fullgraph: int
+    dynamic: str
+    mode: str
+    device: str
+    dtype: str
+    batch_size: int
+    prompt_length: int
+    new_tokens: int
+    model: str
+
+
 def column_types() -> dict[str, type]:
     """The row's columns and the type SQLite stores each as."""
     whole = {"fullgraph", "batch_size", "prompt_length", "new_tokens"}
     return {name: int if name in whole else str for name in FIELDS}
 
 
-def columns(config: Mapping[str, Any], case: str, case_source: str) -> dict[str, Any]:
+def columns(config: Mapping[str, Any], case: str, case_source: str) -> RowColumns:
     """The row's columns of a run with probe ``config`` (as in the spec), as they are stored."""
     return {
         "case": case,

@@ -6,9 +6,9 @@ import json
 import shutil
 import tempfile
 import uuid
-from dataclasses import asdict, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping, cast
 
 import click
 
@@ -17,7 +17,7 @@ from diag import row as rows
 from diag.build import Spec, identity
 from diag.cli import checks, common, params
 from diag.cli.common import cli
-from diag.contract import records
+from diag.contract import Config, record_types, records
 from diag.run import catalog, preflight, runner
 from diag.run.spawn import run_probe
 from diag.store.typed import TorchBuildRow
@@ -106,8 +106,15 @@ def race_command(
         click.echo(f"recorded {len(results)} race{'s' if len(results) != 1 else ''} in {db_path}")
 
 
-# (label, config, race record, verdicts, the variants' breakdowns with --profile) of one config
-Raced = tuple[str, Any, dict[str, Any], list[Any], dict[str, Any]]
+@dataclass(frozen=True)
+class Raced:
+    """One config's race: its label, the race record, the verdicts, the variants' breakdowns (--profile)."""
+
+    label: str
+    config: Config
+    record: record_types.RaceRecord
+    verdicts: list[race.Verdict]
+    profiles: dict[str, Any]
 
 
 def _distinct_cases(case_values: tuple[str, ...]) -> list[catalog.CaseRef]:
@@ -123,13 +130,13 @@ def _distinct_cases(case_values: tuple[str, ...]) -> list[catalog.CaseRef]:
 
 def _race_each(
     env: envs.TorchEnv, refs: list[catalog.CaseRef], configs: list[Any], timeout_s: float, db_path: str, as_json: bool
-) -> tuple[list[Raced], dict[str, Any]]:
+) -> tuple[list[Raced], record_types.BuildRecord]:
     """Race the cases at each config, storing each race as it ends (and printing it, unless JSON)."""
     db = common.open_store(db_path, create=True)
     names = [ref.name for ref in refs]
     sources = {ref.name: ref.source for ref in refs}
     results: list[Raced] = []
-    build: dict[str, Any] = {}
+    build: record_types.BuildRecord = {}
     for index, config in enumerate(configs, 1):
         label = rows.config_label(asdict(config))
         common.progress(f"[{index}/{len(configs)}] racing {', '.join(names)}: {label}")
@@ -147,16 +154,18 @@ def _race_each(
             store.save_races(db, _identity(build, env), stored)
         except store.StoreError as exc:
             raise common.fail(f"cannot store the race: {exc}; {len(results)} races stored before it") from exc
-        results.append((label, config, record, verdicts, profiles))
+        results.append(Raced(label, config, record, verdicts, profiles))
         if not as_json:
-            said = race.lines(label, build["torch_version"], record, verdicts)
+            said = race.lines(label, build.get("torch_version") or "unknown", record, verdicts)
             for found in breakdowns.values():  # under the race's lines, each variant's in turn
                 said += why.lines(found)
             click.echo("\n".join(text.safe(line) for line in said))
     return results, build
 
 
-def _breakdowns(record: dict[str, Any], verdicts: list[Any], config: Any) -> dict[str, why.Breakdown]:
+def _breakdowns(
+    record: record_types.RaceRecord, verdicts: list[race.Verdict], config: Config
+) -> dict[str, why.Breakdown]:
     """With --profile: each raced variant's time set against the baseline's by op group (why.py)."""
     profiled = record.get("profiled")
     if not config.profile or profiled is None:
@@ -171,34 +180,35 @@ def _breakdowns(record: dict[str, Any], verdicts: list[Any], config: Any) -> dic
     return found
 
 
-def _as_json(results: list[Raced], build: dict[str, Any], baseline: str) -> dict[str, Any]:
+def _as_json(results: list[Raced], build: record_types.BuildRecord, baseline: str) -> records.JSONObject:
     races = [
         {
-            "config": asdict(config),
-            "label": label,
-            "verdicts": [v.as_dict() for v in verdicts],
-            "generation_median_s": record["generation_median_s"],
+            "config": asdict(raced.config),
+            "label": raced.label,
+            "verdicts": [v.as_dict() for v in raced.verdicts],
+            "generation_median_s": raced.record.get("generation_median_s"),
             "between_ms": {
-                name: race.between_ms(record.get("between_median_s") or {}, name) for name in record["variants"]
+                name: race.between_ms(raced.record.get("between_median_s") or {}, name)
+                for name in raced.record.get("variants") or []
             },
-            "profile": profiles or None,
-            "threads": record.get("threads"),
-            "load_1m": record.get("load_1m"),
+            "profile": raced.profiles or None,
+            "threads": raced.record.get("threads"),
+            "load_1m": raced.record.get("load_1m"),
         }
-        for label, config, record, verdicts, profiles in results
+        for raced in results
     ]
-    return {"build": {k: build.get(k) for k in IDENTITY}, "baseline": baseline, "races": races}
+    return {"build": {k: cast(Mapping[str, Any], build).get(k) for k in IDENTITY}, "baseline": baseline, "races": races}
 
 
-def _identity(build: dict[str, Any], env: envs.TorchEnv) -> TorchBuildRow:
+def _identity(build: record_types.BuildRecord, env: envs.TorchEnv) -> TorchBuildRow:
     """The build as the store keys it, from the probe's own build record."""
     wheel = (env.known_build or {}).get("wheel")
-    return identity(build["torch_version"], build.get("git_version"), build.get("cuda_version"), wheel)
+    return identity(build.get("torch_version") or "unknown", build.get("git_version"), build.get("cuda_version"), wheel)
 
 
 def _race(
     env: envs.TorchEnv, refs: list[catalog.CaseRef], config: Any, timeout_s: float
-) -> tuple[dict[str, Any], dict[str, Any]]:
+) -> tuple[record_types.BuildRecord, record_types.RaceRecord]:
     """One race probe for ``config``: its ``build`` and ``race`` records. Its files are kept, and
     named, when it ended without them."""
     folder = Path(tempfile.mkdtemp(prefix="diag-race-"))
@@ -219,15 +229,15 @@ def _race(
     except BaseException:  # Ctrl-C, a stop signal: the probe is killed with its group, nothing kept
         shutil.rmtree(folder, ignore_errors=True)
         raise
-    written = records.read(out)[0] if out.exists() else []
-    found = {r["kind"]: r for r in written}
-    if records.RACE not in found or records.BUILD not in found:
+    written = record_types.Found(records.read(out)[0] if out.exists() else [])
+    built, raced = written.first(records.BUILD), written.first(records.RACE)
+    if built is None or raced is None:
         raise common.fail(f"the race ended without a result ({_how(ended)}); its files are in {folder}")
     shutil.rmtree(folder, ignore_errors=True)
-    return found[records.BUILD], found[records.RACE]
+    return built, raced
 
 
-def _how(ended: dict[str, Any]) -> str:
+def _how(ended: record_types.ExitRecord) -> str:
     if ended["timed_out"]:
         return f"timed out after {ended['duration_s']:.0f} s"
     if ended["signal"]:

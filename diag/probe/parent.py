@@ -32,6 +32,7 @@ import traceback
 from pathlib import Path
 from typing import Any, Optional
 
+from diag.probe.record_types import ForkRequest
 from diag.probe.spec import LIFELINE_VARIABLE
 
 # Variables that differ from run to run: the parent is started without them, and each child reads
@@ -94,7 +95,7 @@ def headers_in_run_folder() -> None:
         codecache._HEADER_LOCK_DIR = os.path.join(codecache._HEADER_DIR, "locks")
 
 
-def _child(request: dict[str, Any], lifeline: int, keep_closed: list[int]) -> None:
+def _child(request: ForkRequest, lifeline: int, keep_closed: list[int]) -> None:
     """In the forked child: become what ``python -m diag.probe run`` is, run, exit. Never returns."""
     code = 1
     try:
@@ -143,7 +144,7 @@ class Server:
         while data:
             data = data[os.write(self.answers, data) :]
 
-    def fork(self, request: dict[str, Any]) -> None:
+    def fork(self, request: ForkRequest) -> None:
         held_by_child, held_here = os.pipe()
         keep_closed = [self.answers, *self.wakeup, held_here, *self.lifelines.values()]
         sys.stdout.flush()
@@ -168,7 +169,7 @@ class Server:
                 code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
                 self.say({"pid": pid, "returncode": code})
 
-    def requests(self, data: bytes) -> list[dict[str, Any]]:
+    def requests(self, data: bytes) -> list[ForkRequest]:
         self.pending += data
         *lines, self.pending = self.pending.split(b"\n")
         return [json.loads(line) for line in lines if line.strip()]

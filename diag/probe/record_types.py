@@ -423,3 +423,17 @@ class Capability(TypedDict):
 
     available: Optional[bool]
     detail: str
+
+
+class ForkRequest(TypedDict, total=False):
+    """One run the orchestrator asks a probe parent to fork (probe/parent.py): what
+    ``python -m diag.probe run`` takes, the environment and output files, and the request's id."""
+
+    id: int
+    spec: str
+    dir: str
+    timeout: float
+    timing: bool
+    env: dict[str, str]
+    stdout: str
+    stderr: str

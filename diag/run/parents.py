@@ -24,9 +24,9 @@ import threading
 import time
 from collections import Counter
 from pathlib import Path
-from typing import IO, Any, Optional
+from typing import IO, Optional
 
-from diag.contract import LIFELINE_VARIABLE, oom_kills
+from diag.contract import LIFELINE_VARIABLE, oom_kills, record_types
 from diag.run.spawn import ProcessTracker, watch
 
 ALONE = "a process of its own"
@@ -217,7 +217,7 @@ class ProbeParent:
         except (ProcessLookupError, PermissionError):
             pass
 
-    def fork(self, request: dict[str, Any]) -> ForkedRun:
+    def fork(self, request: record_types.ForkRequest) -> ForkedRun:
         """Ask for one run; the run once the parent has forked it. ParentGone where it cannot."""
         run = ForkedRun(self)
         with self._lock:
@@ -335,19 +335,19 @@ COMPILERS = ("inductor", "aot_eager")  # the backends whose compiler a parent im
 
 def run_forked(
     parent: ProbeParent,
-    probe_args: dict[str, Any],
+    probe_args: record_types.ForkRequest,
     log_dir: Path,
     env: dict[str, str],
     timeout_s: float,
     label: str,
     tracker: Optional[ProcessTracker] = None,
-) -> dict[str, Any]:
+) -> record_types.ExitRecord:
     """spawn.run_probe's counterpart: the run forked by ``parent`` instead of started here; the
     fields of its ``exit`` record. ParentGone where the parent could not fork it."""
     log_dir.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
     oom_before = oom_kills()
-    request = {
+    request: record_types.ForkRequest = {
         **probe_args,
         "env": env,
         "stdout": str(log_dir / f"{label}.stdout.txt"),

@@ -131,7 +131,12 @@ def _execute(
 ) -> RunRecord:
     run_dir.mkdir(parents=True, exist_ok=True)
     spec_path = write_spec(job, run_dir, timing, invocation, db_path)
-    probe_args = {"spec": str(spec_path), "dir": str(run_dir), "timeout": timeout_s, "timing": timing}
+    probe_args: record_types.ForkRequest = {
+        "spec": str(spec_path),
+        "dir": str(run_dir),
+        "timeout": timeout_s,
+        "timing": timing,
+    }
     command = job.env.probe_command(
         "run",
         "--spec",
@@ -151,7 +156,7 @@ def _execute(
         limit_s = (passes + 1) * timeout_s
         try:
             parent, launch = pool.lease(job.env.probe_command(), env) if pool else (None, parents.ALONE)
-            probe_exit = None
+            probe_exit: Optional[record_types.ExitRecord] = None
             if parent is not None:
                 try:
                     probe_exit = parents.run_forked(

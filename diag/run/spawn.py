@@ -13,9 +13,9 @@ import subprocess
 import threading
 import time
 from pathlib import Path
-from typing import Any, Optional, Protocol
+from typing import Optional, Protocol
 
-from diag.contract import LIFELINE_VARIABLE, oom_kills, oom_kills_since
+from diag.contract import LIFELINE_VARIABLE, oom_kills, oom_kills_since, record_types
 
 
 class ProcessTracker:
@@ -71,7 +71,7 @@ def run_probe(
     timeout_s: float,
     label: str,
     tracker: Optional[ProcessTracker] = None,
-) -> dict[str, Any]:
+) -> record_types.ExitRecord:
     """Run ``command`` (a probe invocation); never leaves the child or its workers behind.
 
     Returns the fields of an ``exit`` record (records.py) for it.
@@ -108,7 +108,7 @@ def watch(
     start: float,
     oom_before: Optional[int],
     tracker: Optional[ProcessTracker] = None,
-) -> dict[str, Any]:
+) -> record_types.ExitRecord:
     """Wait for a started probe (its own session) to end, killing its session at ``timeout_s`` or
     on any exception here; the fields of its ``exit`` record."""
     tracker = tracker or ProcessTracker()

@@ -12,7 +12,7 @@ import sys
 import time
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import sqlite_utils
 
@@ -369,7 +369,7 @@ def _storable(value: Any) -> Any:
     return value
 
 
-def insert(conn: sqlite3.Connection, table: str, row: dict[str, Any]) -> int:
+def insert(conn: sqlite3.Connection, table: str, row: Mapping[str, Any]) -> int:
     columns = ", ".join(f'"{c}"' for c in row)
     marks = ", ".join("?" for _ in row)
     cursor = conn.execute(f'INSERT INTO "{table}" ({columns}) VALUES ({marks})', [_storable(v) for v in row.values()])

@@ -17,6 +17,7 @@ from diag.store.typed import (
     FrameRow,
     GraphBreakRow,
     HiddenErrorRow,
+    RaceRow,
     RecompileRow,
     RunRow,
     TimingRow,
@@ -93,7 +94,7 @@ def _builds_by_id(db: sqlite_utils.Database) -> dict[int, TorchBuildRow]:
     return cast(dict[int, TorchBuildRow], found)
 
 
-def save_races(db: sqlite_utils.Database, build: TorchBuildRow, races: list[dict[str, Any]]) -> int:
+def save_races(db: sqlite_utils.Database, build: TorchBuildRow, races: list[RaceRow]) -> int:
     """Write the rows of one race (diag/verdicts/race.py, ``stored``) on ``build`` in one transaction; how many."""
     with _transaction(db) as conn:
         build_id = _build_id(conn, build)

@@ -16,11 +16,13 @@ from __future__ import annotations
 import json
 import statistics
 from dataclasses import asdict, dataclass
-from typing import Any, Optional
+from typing import Any, Mapping, Optional
 
 from diag import noise
 from diag import row as rows
+from diag.contract import record_types
 from diag.stats import median_interval
+from diag.store.typed import RaceRow
 from diag.verdicts import variants
 
 MIN_ROUNDS = 6
@@ -39,13 +41,13 @@ class Verdict:
     high: Optional[float]
     verdict: str
     failed: Optional[str] = None  # not raced: the case that failed (a or b)
-    error: Optional[dict[str, Any]] = None  # its error_type, error_message, error_location
+    error: Optional[record_types.ResultRecord] = None  # its error_type, error_message, error_location
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
-def judge(record: dict[str, Any], names: list[str]) -> list[Verdict]:
+def judge(record: record_types.RaceRecord, names: list[str]) -> list[Verdict]:
     """Each of ``names`` after the first (the baseline) against the first, from a ``race`` record."""
     medians = record["generation_median_s"]
     errors = record.get("errors") or {}
@@ -75,7 +77,7 @@ def judge(record: dict[str, Any], names: list[str]) -> list[Verdict]:
     return found
 
 
-def lines(label: str, build: str, record: dict[str, Any], verdicts: list[Verdict]) -> list[str]:
+def lines(label: str, build: str, record: record_types.RaceRecord, verdicts: list[Verdict]) -> list[str]:
     """What ``diag race`` prints for one config."""
     out = [f"{label} on torch {build}:"]
     for v in verdicts:
@@ -104,19 +106,19 @@ def lines(label: str, build: str, record: dict[str, Any], verdicts: list[Verdict
 def stored(
     race_uid: str,
     started_at: str,
-    build: dict[str, Any],
-    config: dict[str, Any],
+    build: record_types.BuildRecord,
+    config: Mapping[str, Any],
     sources: dict[str, str],
-    record: dict[str, Any],
+    record: record_types.RaceRecord,
     verdicts: list[Verdict],
-    profiles: Optional[dict[str, dict[str, Any]]] = None,
-) -> list[dict[str, Any]]:
+    profiles: Optional[Mapping[str, Mapping[str, Any]]] = None,
+) -> list[RaceRow]:
     """The ``races`` rows of one race: one per variant against the baseline, with the row's fields
     (the variant's case, the config), the build's Python and transformers, the paired samples, the
     between-step medians and, with --profile, the variant's breakdown (``profiles``, by case)."""
     medians = record["generation_median_s"]
     between = record.get("between_median_s") or {}
-    found = []
+    found: list[RaceRow] = []
     for v in verdicts:
         error = v.error or {}
         profile = (profiles or {}).get(v.b)
