@@ -126,3 +126,23 @@ def test_frames_torch_could_not_report_are_unknown_on_every_surface_never_zero(c
     _ok(folder, "report", "--db", "copy.db", "--out", "site")
     page = "".join(p.read_text() for p in (folder / "site" / "runs").glob("*.html"))
     assert "<h3>Compiled frames: unknown</h3>" in page and "Not known: no TORCH_TRACE log was written" in page
+
+
+@pytest.mark.parametrize("many", [False, True], ids=["few runs: read by id", "many runs: one scan"])
+def test_text_in_a_numeric_column_is_found_among_few_runs_and_many(copied_db, many):
+    from diag import store
+    from diag.store import queries
+
+    runs = queries.FEW_IDS + 20 if many else 3
+    with sqlite3.connect(copied_db) as conn:
+        columns = [name for _, name, *_ in conn.execute("PRAGMA table_info(runs)") if name not in ("id", "uid")]
+        listed = ", ".join(f'"{c}"' for c in columns)
+        while conn.execute("SELECT count(*) FROM runs").fetchone()[0] < runs:
+            conn.execute(f"INSERT INTO runs ({listed}) SELECT {listed} FROM runs ORDER BY id LIMIT 1")
+        odd = conn.execute("SELECT max(id) FROM runs").fetchone()[0]
+        conn.execute("UPDATE runs SET compile_s = 'abc' WHERE id = ?", (odd,))
+    conn.close()
+    read = store.recent_runs(store.open_db(copied_db), limit=runs)
+    assert len(read) >= runs
+    assert [r["compile_s"] for r in read if r["id"] == odd] == [None]
+    assert all(isinstance(r["compile_s"], (float, type(None))) for r in read)

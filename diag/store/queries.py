@@ -17,6 +17,8 @@ from diag.store.schema import CHILD_TABLES, row_columns
 from diag.store.typed import StoredRace, StoredRun, TorchBuildRow
 from diag.store.typing_source import CHILD_JSON, DECODED
 
+FEW_IDS = 500  # ids in one IN (...) list, below SQLite's oldest limit on parameters (999)
+
 
 def _numbers_only(db: sqlite_utils.Database | sqlite3.Connection, rows: list[dict[str, Any]]) -> list[StoredRun]:
     """``rows`` of runs with each value of a numeric column that is no number (SQLite keeps text in an
@@ -34,9 +36,13 @@ def _numbers_only(db: sqlite_utils.Database | sqlite3.Connection, rows: list[dic
     )
     if not numeric or "id" not in rows[0]:
         return cast(list[StoredRun], rows)
-    # one scan in SQLite finds the runs that hold any: none, almost always, and nothing else is read
+    # one query in SQLite finds the runs that hold any: none, almost always, and nothing else is read;
+    # by id where the rows are few (a run's page, a cell), one scan of the table where they are many
     odd = " OR ".join(f"typeof(\"{name}\") NOT IN ('integer', 'real', 'null')" for name in numeric)
-    found = {run_id for (run_id,) in conn.execute(f"SELECT id FROM runs WHERE {odd}")}
+    ids = [row["id"] for row in rows]
+    few = len(ids) <= FEW_IDS
+    where = f"id IN ({', '.join('?' * len(ids))}) AND ({odd})" if few else odd
+    found = {run_id for (run_id,) in conn.execute(f"SELECT id FROM runs WHERE {where}", ids if few else [])}
     for row in rows:
         if row["id"] in found:
             for name in numeric:
