@@ -4,6 +4,7 @@ goes."""
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any, Optional
 
@@ -66,8 +67,10 @@ def _compiled_templates() -> Optional[jinja2.BytecodeCache]:
     return _CompiledTemplates(str(folder))
 
 
+@functools.lru_cache(maxsize=1)
 def environment() -> jinja2.Environment:
-    """The templates' environment: strict, autoescaped, every printed value through ``neutral``."""
+    """The templates' environment: strict, autoescaped, every printed value through ``neutral``; one
+    per process, which keeps each template it loaded (templates are package files: none changes)."""
     env = _Environment(
         loader=jinja2.FileSystemLoader(str(Path(__file__).parent / "templates")),
         bytecode_cache=_compiled_templates(),
