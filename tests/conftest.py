@@ -30,6 +30,11 @@ from typing import Any, Optional
 import pytest
 from click.testing import CliRunner, Result
 
+# The test modules' rewritten asserts and diag's bytecode are cached in __pycache__ even where the
+# machine sets PYTHONDONTWRITEBYTECODE: without the cache each xdist worker rewrites and compiles
+# every module again, about 3 CPU-s a worker and a run (docs/testing.md).
+sys.dont_write_bytecode = False
+
 REPO = Path(__file__).resolve().parent.parent
 TEST_CASES = Path(__file__).resolve().parent / "cases"
 RECORDED = Path(__file__).resolve().parent / "fixtures" / "runs"

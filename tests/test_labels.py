@@ -14,8 +14,8 @@ import pytest
 
 from diag import text
 from diag.probe import capture, diagnose, findings, parsers, records, statuses
-from diag.probe.record_types import Found
 from diag.probe.parsers import Record
+from diag.probe.record_types import Found
 
 GB_LOG = "torch._dynamo.symbolic_convert.__graph_breaks"
 VERSIONS = Path(__file__).parent / "fixtures" / "versions"

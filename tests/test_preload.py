@@ -42,6 +42,7 @@ def _loaded(backend, **env) -> dict:
     return json.loads(done.stdout.splitlines()[-1])
 
 
+@pytest.mark.slow  # an interpreter that imports torch and transformers: about 4.6 CPU-s
 def test_the_model_both_passes_build_is_imported_before_forking():
     found = _loaded(None)
     assert found["llama"], "transformers' Llama would be imported again by each pass"

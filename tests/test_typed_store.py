@@ -52,6 +52,7 @@ def test_a_stored_run_read_has_only_fields_of_its_type(recorded_db):
             assert all(set(row) <= set(child) for row in run[table]), table
 
 
+@pytest.mark.slow  # a type checker run on a snippet: about 2 CPU-s, as `mypy` over diag/ in .ci/run
 @pytest.mark.skipif(importlib.util.find_spec("mypy") is None, reason="mypy is not installed (the test extra has it)")
 def test_a_misspelt_or_removed_column_is_a_type_error(tmp_path):
     code = textwrap.dedent(
@@ -74,6 +75,7 @@ def test_a_misspelt_or_removed_column_is_a_type_error(tmp_path):
     assert done.returncode == 1 and 'TypedDict "StoredRun" has no key "compile_sec"' in done.stdout, done.stdout
 
 
+@pytest.mark.slow  # a type checker run on a snippet: about 2 CPU-s, as `mypy` over diag/ in .ci/run
 @pytest.mark.skipif(importlib.util.find_spec("mypy") is None, reason="mypy is not installed (the test extra has it)")
 def test_a_misspelt_record_field_is_a_type_error(tmp_path):
     code = textwrap.dedent(

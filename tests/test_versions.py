@@ -181,9 +181,7 @@ def test_torch_20_recompiles_are_counted_on_the_cases_that_recompile():
     sliced cache's growing length, transformers' resume functions named "<graph break in forward>")."""
     counted = {
         run.name: sum(
-            ((Found(_stored(run)).first(records.RESULT) or {}).get("counters") or {})
-            .get("guard_failures", {})
-            .values()
+            ((Found(_stored(run)).first(records.RESULT) or {}).get("counters") or {}).get("guard_failures", {}).values()
         )
         for run in RUNS
         if run.parent.name.startswith("2.0.")
