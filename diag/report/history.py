@@ -22,7 +22,19 @@ from diag import row as rows
 from diag.build import order as build_order
 from diag.contract import WORKS
 from diag.report.index_json import cell_json
-from diag.report.model import Cell, Episode, KeyChange, Matrix, RowKey, Settled, Transition, Verdict, error_line
+from diag.report.model import (
+    Cell,
+    Episode,
+    KeyChange,
+    Matrix,
+    RowKey,
+    Settled,
+    Transition,
+    Verdict,
+    error_line,
+    how_it_works,
+    short_place,
+)
 from diag.store.typed import StoredRun, TorchBuildRow
 
 __all__ = ["Fold", "Settled", "build_matrix", "ordered"]
@@ -117,7 +129,14 @@ def _newest(present: list[Cell], keys: Keys) -> dict[str, Any]:
     hidden = Counter(
         key for c in present for run in c.runs for table, key in keys.get(run["id"], _NONE) if table == "hidden_errors"
     )
+    failing = next((c.run for c in measured if c.run["status"] not in WORKS), None)
+    working = [c.run for c in measured if c.state == "works"]
+    paid = max(
+        working, key=lambda r: (r.get("graph_break_count") or 0, r.get("decode_recompile_steps") or 0), default=None
+    )
     return {
+        "how": how_it_works(paid) if paid is not None else "",
+        "failing": {"id": failing["id"], "at": short_place(failing.get("error_location"))} if failing else None,
         "working": sum(c.state == "works" for c in measured),
         "total": len(measured),
         "errors": [text for text, _ in errors.most_common()],
@@ -125,6 +144,11 @@ def _newest(present: list[Cell], keys: Keys) -> dict[str, Any]:
         "runs": sum(c.measured for c in measured),
         "hidden": [key for key, _ in sorted(hidden.items(), key=lambda item: (-item[1], item[0]))],
     }
+
+
+def _never_worked(episodes: list[Episode]) -> bool:
+    """A row that failed from its first build and never worked after: one stretch, still failing."""
+    return len(episodes) == 1 and episodes[0].last_good is None and episodes[0].fixed_in is None
 
 
 class Fold:
@@ -289,6 +313,9 @@ class Fold:
                     runs=newest["runs"],
                     hidden=newest["hidden"],
                     flips=max(matrix.flips.get(row, 0) for row in group),
+                    how=newest.get("how", ""),  # a state kept by an older diag has neither
+                    failing=newest.get("failing"),
+                    never_worked=all(_never_worked(self.episodes.get(row, [])) for row in group),
                 )
             )
         return found

@@ -79,8 +79,11 @@ def _index(matrix: Matrix) -> dict[str, Any]:
                 "runs_failed": v.runs_failed,
                 "flips": v.flips,
                 "runs": v.runs,
-                "first_bad": v.episode.first_bad["version"] if v.episode else None,
+                "first_bad": v.episode.first_bad["version"] if v.episode and not v.never_worked else None,
                 "fixed_in": v.episode.fixed_in["version"] if v.episode and v.episode.fixed_in else None,
+                "never_worked": v.never_worked,
+                "how": v.how or None,
+                "failing_run": v.failing,
             }
             for v in matrix.verdicts
         ],

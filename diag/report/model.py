@@ -38,6 +38,34 @@ def error_line(run: StoredRun) -> Optional[str]:
     return str(run["error_type"]) + (f": {first[0]}" if first else "")
 
 
+def how_it_works(run: StoredRun) -> str:
+    """What a working run paid to work: its graph breaks, and its recompiles during decode (at every
+    decode step, which ``check`` calls a regression of its own, or at some); empty where nothing."""
+    said = []
+    breaks = run.get("graph_break_count")
+    if breaks:
+        said.append(f"{breaks} graph break{'s' if breaks != 1 else ''}")
+    steps = max(0, (run.get("new_tokens") or 1) - 1)
+    recompiled = run.get("decode_recompile_steps")
+    if recompiled and steps and recompiled >= steps:
+        said.append("recompiles at every decode step")
+    elif recompiled:
+        said.append(f"recompiles on {recompiled} of {steps} decode steps")
+    elif run.get("recompile_count"):
+        count = run.get("recompile_count")
+        said.append(f"{count} recompile{'s' if count != 1 else ''} before decoding")
+    return "; ".join(said)
+
+
+def short_place(location: Optional[str]) -> Optional[str]:
+    """A file:line as a page shows it: the file's folder and name, never the recording machine's
+    absolute path (``/home/me/proj/cases/x.py:24`` is ``cases/x.py:24``)."""
+    if not location:
+        return None
+    parts = location.replace("\\", "/").split("/")
+    return "/".join(parts[-2:]) if len(parts) > 2 else location
+
+
 class Cell:
     """Every run of one row on one build. A plain class with slots: a history has one per run."""
 
@@ -196,6 +224,9 @@ class Verdict:
     runs: int = 0
     hidden: list[str] = field(default_factory=list)  # hidden-error keys of the newest build's runs, most runs first
     flips: int = 0  # the most transitions any of its rows had over the history
+    how: str = ""  # what its working rows pay on the newest build (how_it_works): breaks, recompiles
+    failing: Optional[dict[str, Any]] = None  # the newest build's first failing run: its id and file:line ("at")
+    never_worked: bool = False  # every row failed on every build it ran: not a regression
 
     @property
     def flaky(self) -> bool:
