@@ -38,3 +38,26 @@ def run_page(run: Mapping[str, Any]) -> str:
 def run_href(run: Mapping[str, Any]) -> str:
     """``run``'s section on its page, relative to the site's root."""
     return f"{run_page(run)}#run-{run['id']}"
+
+
+# An absolute path in a page's text: a slash that starts no word, URL or relative path, then folders.
+# A component stops at what cannot be in a path a log prints (quotes, brackets, a colon before a line).
+_ABSOLUTE = re.compile(r"(?<![\w.~/:\\-])/(?:[^\s/\"'<>:;,()\[\]{}=|]+/)+[^\s/\"'<>:;,()\[\]{}=|]*")
+_INSTALLED = ("/site-packages/", "/dist-packages/")
+
+
+def _shortened(match: re.Match) -> str:
+    path = match.group(0)
+    for marker in _INSTALLED:  # a package's file as its import path names it: torch/_dynamo/...
+        if marker in path:
+            return path.split(marker, 1)[1]
+    parts = [part for part in path.split("/") if part]
+    return path if len(parts) < 3 else "…/" + "/".join(parts[-2:])
+
+
+def public_paths(text: str) -> str:
+    """``text`` as a published page may show it: each absolute path of the machine that recorded a run
+    (its home, its project, its interpreter) as the file's folder and name (``…/cases/x.py``), and a
+    package's file as its import path (``torch/_dynamo/eval_frame.py``). Paths of one or two folders
+    (``/tmp/x``) are no one's and stay."""
+    return _ABSOLUTE.sub(_shortened, text) if "/" in text else text

@@ -141,8 +141,14 @@ def repro_command(run_id: int, output: Optional[str], db_path: str) -> None:
     default=None,
     help="1: render in one process; 2: the run pages in a second one meanwhile. Default: 2 on two or more cores.",
 )
+@click.option(
+    "--carry-artifacts",
+    is_flag=True,
+    help="Copy each detailed run's directory (debug log, trace, tlparse report) into the site and link it. "
+    "Without it, a run page names its artifacts and says they stayed where the run was recorded.",
+)
 @json_option
-def report_command(db_path: str, out_dir: str, processes: Optional[int], as_json: bool) -> None:
+def report_command(db_path: str, out_dir: str, processes: Optional[int], carry_artifacts: bool, as_json: bool) -> None:
     """Render the static HTML report: the status matrix across torch builds, transitions, trends, run pages.
 
     Opens from disk or any static host (no server, no CDN). Re-running updates
@@ -160,7 +166,10 @@ def report_command(db_path: str, out_dir: str, processes: Optional[int], as_json
     site = report.Site(out, Path(db_path))
     try:
         with site.exclusive(waiting=progress):
-            counts = site.publish(report.render(db, out, db_name=Path(db_path).stem, processes=processes, site=site))
+            files = report.render(
+                db, out, db_name=Path(db_path).stem, processes=processes, site=site, carry_artifacts=carry_artifacts
+            )
+            counts = site.publish(files)
     except OSError as exc:
         raise fail(f"cannot write report to {out_dir}: {exc}") from exc
     index = out / "index.html"

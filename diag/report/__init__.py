@@ -72,13 +72,17 @@ def render(
     db_name: Optional[str] = None,
     processes: Optional[int] = None,
     site: Optional[Site] = None,
+    carry_artifacts: bool = False,
 ) -> dict[str, str]:
-    """Every page of the site for ``db``; ``out_dir`` only resolves links to run artifacts;
+    """Every page of the site for ``db``; ``out_dir`` is where the site was made before (what it kept);
     ``db_name`` is the name Datasette will give the DB (its file's stem). Given the ``site`` the
     pages will be published in, and with ``processes`` 2 (by default, where the machine has two
     cores), a forked helper renders the run pages meanwhile and writes them there itself, once the
     site has claimed them (forked.py): they come back ``Written``. Otherwise, or with ``processes``
-    1, everything is rendered in this process. The site is the same either way.
+    1, everything is rendered in this process. The site is the same either way. With
+    ``carry_artifacts``, the site holds a copy of each detailed run's directory and links it; else a
+    run page says its artifacts stayed where the run was recorded (a link out of the site breaks once
+    it is published).
 
     Python's cycle collector is paused meanwhile: the history is read into a few hundred thousand
     objects that live until the end, and every collection walked them all again (a fifth of a
@@ -94,7 +98,7 @@ def render(
     reading = not db.conn.in_transaction
     if reading:
         db.conn.execute("BEGIN")
-    options = Options(out_dir, builds_per_page, detail_builds, db_name, processes, site)
+    options = Options(out_dir, builds_per_page, detail_builds, db_name, processes, site, carry_artifacts)
     try:
         try:
             return _render(db, options, resume=True)
@@ -108,7 +112,7 @@ def render(
 
 
 def _run_pages(
-    source, template: jinja2.Template, listed: list[tuple[str, list[int]]], out_dir: Path, context: dict[str, Any]
+    source, template: jinja2.Template, listed: list[tuple[str, list[int]]], context: dict[str, Any]
 ) -> Iterator[tuple[str, str]]:
     """(path, page) of each page of runs in ``listed`` (its path and its runs' ids), read from
     ``source`` (a DB). A page whose runs are all gone meanwhile is not made."""
@@ -123,7 +127,7 @@ def _run_pages(
                     "run": run,
                     "config_label": config_text(run),
                     "timing_stats": [run_page.in_ms(t) for t in run["timings"]],
-                    "artifacts": run_page.listing(run, out_dir),
+                    "artifacts": run_page.listing(run, bool(context.get("carry_artifacts"))),
                     "ci": run_page.ci_link(run),
                     "profile": why.profile_of(run),
                     "frame_count": trace.frame_count(run),
@@ -151,7 +155,7 @@ def _render(db, options: Options, resume: bool) -> dict[str, str]:
         and path.name != "",
         lambda task: (
             (name, bool(site and site.write(name, page)))
-            for name, page in _run_pages(store.open_db(path, readonly=True), template, task[0], out_dir, task[1])
+            for name, page in _run_pages(store.open_db(path, readonly=True), template, task[0], task[1])
         ),
     )
 
@@ -171,7 +175,7 @@ def _render(db, options: Options, resume: bool) -> dict[str, str]:
         files, rendered = _pages(this, hand_off)
         written = helper.result()
     if written is None:
-        files.update(_run_pages(db, template, rendered, out_dir, this.quiet))
+        files.update(_run_pages(db, template, rendered, this.quiet))
     else:
         files.update((name, inputs.Written() if new else inputs.Kept()) for name, new in written.items())
     return files
@@ -205,7 +209,11 @@ def _pages(
     cases = sorted({row.case for row in matrix.rows})
     this.common = _shared(this, cases, paged, texts, has_variants=shown is not None, has_breaks=bool(breaks))
     this.nav = [this.common[name] for name in ("case_links", "has_architectures", "has_variants", "has_breaks")]
+    this.nav.append(options.carry_artifacts)  # a run page links its artifacts or says they stayed
     files, rendered = _stale_run_pages(this, paged)
+    if options.carry_artifacts:
+        for mark in store.page_marks(db, paged).values():
+            files.update(run_page.carried(mark[0], mark[-1]))
     hand_off(rendered, this.quiet)
     owner = store.run_owners(db, paged.keys() | hidden.keys())
 
@@ -263,6 +271,7 @@ def _shared(this: Render, cases, paged, texts, *, has_variants: bool, has_breaks
         "detail_builds": this.options.detail_builds,
         "has_variants": has_variants,
         "has_breaks": has_breaks,
+        "carry_artifacts": this.options.carry_artifacts,
     }
 
 

@@ -29,6 +29,7 @@ class Options:
     db_name: Optional[str] = None
     processes: Optional[int] = None
     site: Optional[Site] = None
+    carry_artifacts: bool = False  # copy each detailed run's directory into the site and link it there
 
 
 @dataclass

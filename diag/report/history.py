@@ -33,7 +33,6 @@ from diag.report.model import (
     Verdict,
     error_line,
     how_it_works,
-    short_place,
 )
 from diag.store.typed import StoredRun, TorchBuildRow
 
@@ -136,7 +135,9 @@ def _newest(present: list[Cell], keys: Keys) -> dict[str, Any]:
     )
     return {
         "how": how_it_works(paid) if paid is not None else "",
-        "failing": {"id": failing["id"], "at": short_place(failing.get("error_location"))} if failing else None,
+        "failing": {"id": failing["id"], "uid": failing.get("uid"), "at": failing.get("error_location")}
+        if failing
+        else None,
         "working": sum(c.state == "works" for c in measured),
         "total": len(measured),
         "errors": [text for text, _ in errors.most_common()],

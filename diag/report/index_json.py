@@ -83,7 +83,8 @@ def _index(matrix: Matrix) -> dict[str, Any]:
                 "fixed_in": v.episode.fixed_in["version"] if v.episode and v.episode.fixed_in else None,
                 "never_worked": v.never_worked,
                 "how": v.how or None,
-                "failing_run": v.failing,
+                # by uid, as a run is named across DBs (its id depends on the order runs were stored in)
+                "failing_run": {"uid": v.failing.get("uid"), "at": v.failing.get("at")} if v.failing else None,
             }
             for v in matrix.verdicts
         ],

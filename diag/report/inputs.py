@@ -34,6 +34,11 @@ class Written(Kept):
     """A page a forked helper rendered and wrote itself, as ``publish`` would have (forked.py)."""
 
 
+class Carried(str):
+    """A file of a run's directory the site carries (``diag report --carry-artifacts``): its value is
+    the path it is copied from, once, and again only where its size or time changed."""
+
+
 def source_files() -> list[Path]:
     """Every module and template of diag: the report's code and all it imports (the store's queries,
     page addresses, the status vocabulary, the probe's parsers through them). A list of the modules

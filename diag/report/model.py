@@ -57,15 +57,6 @@ def how_it_works(run: StoredRun) -> str:
     return "; ".join(said)
 
 
-def short_place(location: Optional[str]) -> Optional[str]:
-    """A file:line as a page shows it: the file's folder and name, never the recording machine's
-    absolute path (``/home/me/proj/cases/x.py:24`` is ``cases/x.py:24``)."""
-    if not location:
-        return None
-    parts = location.replace("\\", "/").split("/")
-    return "/".join(parts[-2:]) if len(parts) > 2 else location
-
-
 class Cell:
     """Every run of one row on one build. A plain class with slots: a history has one per run."""
 

@@ -6,11 +6,13 @@ import contextlib
 import fcntl
 import json
 import os
+import shutil
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Optional
 
 from diag.errors import DiagError
-from diag.report.inputs import Kept, Written
+from diag.pages import public_paths
+from diag.report.inputs import Carried, Kept, Written
 
 MANIFEST = ".diag-report-manifest.json"
 
@@ -104,9 +106,11 @@ class Site:
             _write_atomically(self.manifest, json.dumps(sorted(self.claimed)).encode("utf-8"))
 
     def write(self, relative: str, content: str) -> bool:
-        """Write one claimed file, unless it holds ``content`` already; whether it was written."""
+        """Write one claimed file, unless it holds ``content`` already; whether it was written. A file
+        the site shows (any not hidden) holds no absolute path of the recording machine
+        (``pages.public_paths``): the site is published as it is."""
         target = self.out_dir / relative
-        data = content.encode("utf-8")
+        data = (content if relative.startswith(".") else public_paths(content)).encode("utf-8")
         try:
             if target.read_bytes() == data:
                 return False
@@ -118,6 +122,21 @@ class Site:
         _write_atomically(target, data)
         return True
 
+    def carry(self, relative: str, source: Path) -> bool:
+        """Copy one claimed file of a run's directory, unless the copy there has its size and time."""
+        target = self.out_dir / relative
+        try:
+            kept, there = source.stat(), target.stat()
+            if (kept.st_size, kept.st_mtime_ns) == (there.st_size, there.st_mtime_ns):
+                return False
+        except OSError:
+            pass
+        target.parent.mkdir(parents=True, exist_ok=True)
+        temporary = target.with_name(target.name + ".tmp")
+        shutil.copy2(source, temporary)
+        os.replace(temporary, target)
+        return True
+
     def publish(self, files: dict[str, str]) -> dict[str, int]:
         """Write ``files``; remove only files an earlier publish wrote that are now stale. A file
         whose content is unchanged is not rewritten (its mtime stays); a ``Kept`` one is not
@@ -125,6 +144,9 @@ class Site:
         self.claim(files)
         written = 0
         for relative, content in files.items():
+            if isinstance(content, Carried):
+                written += self.carry(relative, Path(content))
+                continue
             if isinstance(content, Kept):
                 if isinstance(content, Written):
                     written += 1

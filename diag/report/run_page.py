@@ -3,12 +3,12 @@ files, and the CI run that keeps the directory once the machine is gone."""
 
 from __future__ import annotations
 
-import os
 import re
 import statistics
 from pathlib import Path
 from typing import Any, Optional
 
+from diag.report.inputs import Carried
 from diag.run import artifacts
 from diag.store.typed import StoredRun, TimingRow
 
@@ -50,11 +50,32 @@ def _pruned(timing: TimingRow) -> dict[str, Any]:
     }
 
 
-def listing(run: StoredRun, out_dir: Path) -> list[tuple[str, str]]:
-    return [
-        (label, os.path.relpath(path.resolve(), (out_dir / "runs").resolve()))
-        for label, path in artifacts.listing(run.get("artifacts_dir"))
-    ]
+CARRIED = "artifacts"  # the site's folder of the run directories it carries, one folder per run id
+
+
+def listing(run: StoredRun, carry: bool) -> list[tuple[str, Optional[str]]]:
+    """The run's artifacts: each with its address in the site where it carries them (relative to the
+    run pages' folder), else with none: a link out of the site breaks once the site is published."""
+    root = run.get("artifacts_dir")
+    found: list[tuple[str, Optional[str]]] = []
+    for label, path in artifacts.listing(root):
+        if path.is_dir() and (path / "index.html").is_file():  # tlparse's report: its page, not a folder
+            path = path / "index.html"
+        found.append((label, f"../{CARRIED}/{run['id']}/{path.relative_to(str(root)).as_posix()}" if carry else None))
+    return found
+
+
+def carried(run_id: int, directory: Optional[str]) -> dict[str, Carried]:
+    """The site's copy of a run's directory, every file of it: what ``listing`` links, and what those
+    link in turn (a tlparse report's pages, the trace beside it). Nothing where the directory is gone."""
+    root = Path(directory) if directory else None
+    if root is None or not root.is_dir():
+        return {}
+    return {
+        f"{CARRIED}/{run_id}/{file.relative_to(root).as_posix()}": Carried(str(file))
+        for file in sorted(root.rglob("*"))
+        if file.is_file()
+    }
 
 
 _REPOSITORY = re.compile(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+")
