@@ -65,6 +65,20 @@ def test_too_few_rounds_and_scattered_pairs_get_no_speed_verdict():
     assert verdict.verdict == "noisy" and verdict.ratio is not None
 
 
+def test_a_noisy_race_says_how_many_rounds_would_do_and_that_the_machine_was_shared():
+    rng = random.Random(7)
+    a = [1e-3] * 12
+    scattered = [1e-3 * rng.choice([0.8, 1.0, 1.3]) for _ in range(12)]
+    record = _record(a, scattered, load_1m=5.2, cpus=2)
+    said = "\n".join(race.lines("eager fullgraph", "2.13.0", record, _judge(record)))
+    advice = said.splitlines()[2]
+    assert advice.startswith("    noisy: the interval is +-") and "(a verdict needs +-10%)" in advice, said
+    rounds = int(re.search(r"about (\d+) rounds", advice).group(1))
+    factor = int(re.search(r"with (\d+)x the --timing-seconds", advice).group(1))
+    assert rounds > 12 and factor * 12 >= rounds
+    assert "the load was 5.2 on 2 CPUs" in advice
+
+
 def _stored_race(db_path, version, effect, seed):
     """One race of two rows stored as ``diag race`` stores it: mine against append_last (paired
     samples, ``effect`` slower) and dynamic_slice, which failed to compile."""

@@ -325,3 +325,25 @@ def test_a_call_the_checks_cannot_take_is_left_unasked_and_still_runs(monkeypatc
         lambda: out.append(torch.nn.functional.scaled_dot_product_attention(q, q, q)),
     )
     assert found == {} and out[0].shape == q.shape
+
+
+def test_a_row_s_share_is_of_the_measured_difference_the_text_defines():
+    """One denominator: each row's share and the explained share are of the difference the race
+    measured, and the line that gives it says what it is made of."""
+    rng = __import__("random").Random(3)
+    base = [{"matmuls": 0.5, "attention": 0.4, "elementwise and other ops": 0.2} for _ in range(10)]
+    case = [
+        {"matmuls": 1.5 + rng.gauss(0, 0.01), "attention": 0.9 + rng.gauss(0, 0.01), "elementwise and other ops": 0.2}
+        for _ in range(10)
+    ]
+    measured = 2.0  # the race: 0.5 ms more than the rows add up to (what the profiler cannot see)
+    found = why.Breakdown("append_last", "mine", 10, False, measured_ms=measured, measured_how="its figures")
+    found.groups = why._rows(case, base, measured=measured)
+    found.explained_ms = sum(row.diff_ms for row in found.groups if row.explains)
+    shares = {row.name: row.share for row in found.groups}
+    assert shares["matmuls"] == pytest.approx(0.5, abs=0.02) and shares["attention"] == pytest.approx(0.25, abs=0.02)
+    explaining = sum(row.share for row in found.groups if row.explains)
+    assert found.explained_share == pytest.approx(explaining)
+    said = "\n".join(why.lines(found))
+    assert "measured +2.000 ms per token (its figures), of which each row's share above is" in said
+    assert f"({found.explained_share:.0%})" in said and "  50%" in said

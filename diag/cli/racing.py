@@ -176,7 +176,12 @@ def _breakdowns(
         if v.error is not None:
             continue
         measured = v.ms_a * (v.ratio - 1) if v.ms_a is not None and v.ratio is not None else None
-        found[v.b] = why.explain(profiled, v.a, v.b, measured, device)
+        how = (
+            f"{v.a}'s median {v.ms_a:.3f} ms x (the median ratio of the rounds {v.ratio:.3f} - 1)"
+            if measured is not None
+            else None
+        )
+        found[v.b] = why.explain(profiled, v.a, v.b, measured, device, how)
     return found
 
 

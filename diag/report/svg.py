@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from html import escape
-from typing import Optional, Sequence, TypeVar
+from typing import Callable, Optional, Sequence, TypeVar
 
 # matplotlib's tab10: the colours readers of Python charts already know
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf")
@@ -240,10 +240,14 @@ def _series(series: Series, colour: str, at: list[tuple[float, str]], y_at, y_te
     return out
 
 
-def stacked_bars(title: str, bars: list[tuple[str, dict[str, float]]], unit: str) -> str:
-    """Horizontal bars, one per label, each split into segments by name (the same colour for a name in
-    every bar), on one scale from 0; a legend of the names beside them. ``bars``: (label, name ->
-    value); a name's order is the order it is first seen."""
+def stacked_bars(
+    title: str, bars: list[tuple[str, dict[str, float]]], unit: str, colour_of: Optional[Callable[[str], str]] = None
+) -> str:
+    """Horizontal bars, one per label, each split into segments by name, on one scale from 0; a legend
+    of the names beside them. ``bars``: (label, name -> value); a name's order is the order it is
+    first seen. ``colour_of`` gives a name its colour, the same in every chart that calls it with the
+    same function; by default, a name's colour is its place among the names of this chart."""
+    colour_of = colour_of or (lambda name: PALETTE[names.index(name) % len(PALETTE)])
     left = 190  # the bars' labels are case names, longer than an axis's numbers
     names = list(dict.fromkeys(name for _, parts in bars for name in parts))
     top = max((sum(v for v in parts.values() if v > 0) for _, parts in bars), default=0.0) or 1.0
@@ -265,7 +269,7 @@ def stacked_bars(title: str, bars: list[tuple[str, dict[str, float]]], unit: str
             if value <= 0:
                 continue
             width = value * scale
-            colour = PALETTE[names.index(name) % len(PALETTE)]
+            colour = colour_of(name)
             out.append(
                 f'<rect x="{_c(x)}" y="{y}" width="{_c(width)}" height="{row}" fill="{colour}">'
                 f"<title>{escape(label)}: {escape(name)} {value:.3f} {escape(unit)}</title></rect>"
@@ -280,8 +284,8 @@ def stacked_bars(title: str, bars: list[tuple[str, dict[str, float]]], unit: str
         )
     for index, name in enumerate(names):
         y = TITLE + index * LEGEND_ROW
-        colour = PALETTE[index % len(PALETTE)]
-        out.append(f'<rect x="{RIGHT + 10}" y="{y}" width="10" height="10" fill="{colour}"/>')
+        colour = colour_of(name)
+        out.append(f'<rect x="{RIGHT + 10}" y="{y}" width="10" height="10" fill="{colour}" class="key"/>')
         out.append(f'<text x="{RIGHT + 26}" y="{y + 9}">{escape(_legend_label(name))}</text>')
     out.append("</svg>")
     return "\n".join(out)

@@ -62,13 +62,37 @@ def _race_row(race: StoredRace) -> dict[str, Any]:
     stored = why.stored_breakdown(race.get("profile"))
     shown["breakdown"] = stored.as_dict() if stored is not None else None
     if shown["breakdown"] and shown["breakdown"].get("groups"):
-        # every page's bars in one order of groups, so that a group has one colour on all of them
-        order = {name: index for index, name in enumerate([*(name for name, _ in profile.GROUPS), profile.OTHER])}
-        groups = sorted(shown["breakdown"]["groups"], key=lambda g: order.get(g["name"], len(order)))
+        # every chart's bars in one order of groups, each group in its one colour (group_colour)
+        groups = sorted(shown["breakdown"]["groups"], key=lambda g: GROUP_ORDER.get(g["name"], len(GROUP_ORDER)))
         bars = [
-            (race["baseline"] or "", {g["name"]: g["ms_baseline"] for g in groups}),
-            (race["case"] or "", {g["name"]: g["ms_case"] for g in groups}),
+            _bar(race["baseline"] or "", {g["name"]: g["ms_baseline"] for g in groups}, race.get("ms_baseline")),
+            _bar(race["case"] or "", {g["name"]: g["ms_case"] for g in groups}, race.get("ms_case")),
         ]
-        title = f"{race['case']} against {race['baseline']}: each decode step by op group (ms per token, profiled)"
-        shown["stacked"] = svg.stacked_bars(title, bars, "ms")
+        title = (
+            f"{race['case']} against {race['baseline']}: each decode step by op group, profiled, "
+            "and the rest of the time the race measured (ms per token)"
+        )
+        shown["stacked"] = svg.stacked_bars(title, bars, "ms", group_colour)
     return shown
+
+
+# One order and one colour per op group on every chart of the site, whichever groups a chart holds
+GROUP_ORDER = {name: index for index, name in enumerate([*(name for name, _ in profile.GROUPS), profile.OTHER])}
+REST = "measured, in no profiled op"  # the race's median less what the profiled ops add up to
+REST_COLOUR = "#c7c7c7"
+
+
+def group_colour(name: str) -> str:
+    if name == REST:
+        return REST_COLOUR
+    index = GROUP_ORDER.get(name)
+    if index is None:  # a group a newer diag stored: a colour of its name's, the same on every page
+        index = len(GROUP_ORDER) + sum(name.encode("utf-8")) % len(svg.PALETTE)
+    return svg.PALETTE[index % len(svg.PALETTE)]
+
+
+def _bar(label: str, groups: dict[str, float], measured: Optional[float]) -> tuple[str, dict[str, float]]:
+    """A variant's bar: its profiled groups, then the rest of the time the race measured (not drawn
+    where the profiled groups add up to more: the profiler's own cost)."""
+    rest = (measured or 0.0) - sum(v for v in groups.values() if v > 0)
+    return label, {**groups, REST: rest} if measured is not None and rest > 0 else groups

@@ -14,6 +14,7 @@ under ``MIN_ROUNDS``, ``not raced`` where either side failed to build or compile
 from __future__ import annotations
 
 import json
+import math
 import statistics
 from dataclasses import asdict, dataclass
 from typing import Any, Mapping, Optional
@@ -95,12 +96,34 @@ def lines(label: str, build: str, record: record_types.RaceRecord, verdicts: lis
         )
         ms = " / ".join("-" if m is None else f"{m:.3f}" for m in (v.ms_b, v.ms_a))
         out.append(f"  {v.b} / {v.a}: {figures} {v.verdict}, {v.rounds} rounds, {ms} ms/token")
+        if v.verdict == "noisy":
+            out.append(f"    {noisy_advice(v, record)}")
         between = record.get("between_median_s") or {}
         steps = [between_ms(between, name) for name in (v.b, v.a)]
         if any(ms is not None for ms in steps):
             said = " / ".join("-" if ms is None else f"{ms:.3f}" for ms in steps)
             out.append(f"    between steps, outside the compiled calls: {said} ms a step")
     return out
+
+
+def noisy_advice(v: Verdict, record: Mapping[str, Any]) -> str:
+    """What to do about a noisy race: more rounds narrow the interval as the square root of their
+    count; a machine whose load was past its CPUs shared them with the race."""
+    width = max(v.ratio - v.low, v.high - v.ratio) / v.ratio if v.ratio and v.low and v.high else None
+    load, cpus = record.get("load_1m"), record.get("cpus")
+    busy = (
+        f"; the load was {load:.1f} on {cpus} CPUs, so other work shared them" if load and cpus and load > cpus else ""
+    )
+    if width is None:
+        return "noisy: run it again with a longer --timing-seconds" + busy
+    # rounds for a half-width of 10%, were the spread the same: the interval narrows as 1/sqrt(rounds)
+    wanted = math.ceil(v.rounds * (width / noise.HALF_WIDTH) ** 2)
+    factor = max(2, math.ceil(wanted / max(v.rounds, 1)))
+    return (
+        f"noisy: the interval is +-{width:.0%} (a verdict needs +-{noise.HALF_WIDTH:.0%}); about {wanted} rounds "
+        f"would narrow it enough at this spread: run it again with {factor}x the --timing-seconds "
+        f"(1 s by default){busy}"
+    )
 
 
 def stored(

@@ -18,7 +18,7 @@ import json
 import random
 import statistics
 from dataclasses import asdict, dataclass, field
-from typing import Any, Optional
+from typing import Any, Mapping, Optional
 
 from diag.run.profile import grouped, kernels, per_token, steps
 from diag.stats import median_interval
@@ -35,7 +35,7 @@ class Row:
     diff_ms: float  # median over rounds of the paired difference, case - baseline
     low: Optional[float]
     high: Optional[float]
-    share: Optional[float]  # of the sum of every row's difference
+    share: Optional[float]  # of the measured difference (Breakdown.measured_ms); without one, of every row's
     explains: bool  # the interval leaves out zero
 
     def as_dict(self) -> dict[str, Any]:
@@ -51,6 +51,7 @@ class Breakdown:
     groups: list[Row] = field(default_factory=list)
     ops: list[Row] = field(default_factory=list)  # the ops with the largest differences
     measured_ms: Optional[float] = None  # the race's difference per token, without the profiler
+    measured_how: Optional[str] = None  # what measured_ms is made of, in figures, as the text says it
     explained_ms: float = 0.0
     kernels: dict[str, dict[str, float]] = field(default_factory=dict)  # case -> SDPA kernel -> calls a token
     # case -> fused kernel torch refused -> its reason -> SDPA calls of one eager generation (CUDA only)
@@ -83,17 +84,23 @@ def _unpaired_interval(case: list[float], baseline: list[float]) -> tuple[float,
 
 
 def _rows(
-    case: list[dict[str, float]], baseline: list[dict[str, float]], paired: bool = True, limit: Optional[int] = None
+    case: list[dict[str, float]],
+    baseline: list[dict[str, float]],
+    paired: bool = True,
+    limit: Optional[int] = None,
+    measured: Optional[float] = None,
 ) -> list[Row]:
     """A row per name, ranked by the size of its difference; ``limit``: the first rows only (only their
-    intervals are computed, a bootstrap each where unpaired), their shares still of every row's."""
+    intervals are computed, a bootstrap each where unpaired). A row's share is of ``measured`` (the
+    difference the race or the runs measured, the one denominator the text and the explained share
+    use); without it, of the sum of every row's difference."""
     sides: dict[str, tuple[list[float], list[float], Optional[list[float]], float]] = {}
     for name in sorted({name for side in (case, baseline) for times in side for name in times}):
         a, b = [c.get(name, 0.0) for c in case], [x.get(name, 0.0) for x in baseline]
         pairs = [x - y for x, y in zip(a, b)] if paired else None
         diff = statistics.median(pairs) if pairs is not None else statistics.median(a) - statistics.median(b)
         sides[name] = (a, b, pairs, diff)
-    total = sum(abs(diff) for *_, diff in sides.values())
+    total = measured if measured else sum(abs(diff) for *_, diff in sides.values())
     found = []
     for name in sorted(sides, key=lambda name: abs(sides[name][3]), reverse=True)[:limit]:
         a, b, pairs, diff = sides[name]
@@ -106,14 +113,19 @@ def _rows(
 
 
 def explain(
-    profiled: dict[str, Any], baseline: str, case: str, measured_ms: Optional[float], device: bool = False
+    profiled: Mapping[str, Any],
+    baseline: str,
+    case: str,
+    measured_ms: Optional[float],
+    device: bool = False,
+    measured_how: Optional[str] = None,
 ) -> Breakdown:
     """``case`` against ``baseline`` from a race record's ``profiled`` rounds; ``measured_ms``: the
-    race's own difference per token (timed rounds, case - baseline)."""
+    race's own difference per token (timed rounds, case - baseline), ``measured_how`` its figures."""
     rounds = profiled.get("rounds") or {}
     a, b = rounds.get(baseline) or [], rounds.get(case) or []
     paired = min(len(a), len(b))
-    found = Breakdown(baseline, case, paired, device, measured_ms=measured_ms)
+    found = Breakdown(baseline, case, paired, device, measured_ms=measured_ms, measured_how=measured_how)
     found.kernels = {name: kernels(side) for name, side in ((baseline, a), (case, b))}
     found.refused = {name: (profiled.get("refused") or {}).get(name) or {} for name in (baseline, case)}
     if paired == 0:
@@ -123,8 +135,11 @@ def explain(
     found.groups = _rows(
         [per_token([grouped(s) for s in one]) for one in steps_b],
         [per_token([grouped(s) for s in one]) for one in steps_a],
+        measured=measured_ms,
     )
-    found.ops = _rows([per_token(one) for one in steps_b], [per_token(one) for one in steps_a], limit=TOP_OPS)
+    found.ops = _rows(
+        [per_token(one) for one in steps_b], [per_token(one) for one in steps_a], limit=TOP_OPS, measured=measured_ms
+    )
     found.explained_ms = sum(row.diff_ms for row in found.groups if row.explains)
     if profiled.get("error"):
         found.note = f"the profiler failed after {paired} rounds: {profiled['error']}"
@@ -178,6 +193,7 @@ def stored_breakdown(text: Optional[str]) -> Optional[Breakdown]:
             groups=[Row(**row) for row in _listed(stored.get("groups"))],
             ops=[Row(**row) for row in _listed(stored.get("ops"))],
             measured_ms=None if measured is None else float(measured),
+            measured_how=None if stored.get("measured_how") is None else str(stored["measured_how"]),
             explained_ms=float(stored.get("explained_ms") or 0.0),
             note=None if stored.get("note") is None else str(stored["note"]),
             paired=bool(stored.get("paired", True)),
@@ -216,12 +232,17 @@ def of_runs(before: StoredRun, after: StoredRun, before_name: str, after_name: s
     found = Breakdown(
         before_name, after_name, min(len(a["ops_ms"]), len(b["ops_ms"])), bool(b.get("device_time")), paired=False
     )
-    found.groups = _rows([grouped(o) for o in b["ops_ms"]], [grouped(o) for o in a["ops_ms"]], paired=False)
-    found.ops = _rows(b["ops_ms"], a["ops_ms"], paired=False, limit=TOP_OPS)
-    found.kernels = {before_name: a.get("kernels") or {}, after_name: b.get("kernels") or {}}
-    found.refused = {before_name: a.get("refused") or {}, after_name: b.get("refused") or {}}
     before_ms, after_ms = before.get("compiled_ms_per_token"), after.get("compiled_ms_per_token")
     found.measured_ms = after_ms - before_ms if before_ms is not None and after_ms is not None else None
+    if found.measured_ms is not None:
+        found.measured_how = f"the two runs' medians, {after_ms:.3f} - {before_ms:.3f}"
+    measured = found.measured_ms
+    found.groups = _rows(
+        [grouped(o) for o in b["ops_ms"]], [grouped(o) for o in a["ops_ms"]], paired=False, measured=measured
+    )
+    found.ops = _rows(b["ops_ms"], a["ops_ms"], paired=False, limit=TOP_OPS, measured=measured)
+    found.kernels = {before_name: a.get("kernels") or {}, after_name: b.get("kernels") or {}}
+    found.refused = {before_name: a.get("refused") or {}, after_name: b.get("refused") or {}}
     found.explained_ms = sum(row.diff_ms for row in found.groups if row.explains)
     return found
 
@@ -302,9 +323,11 @@ def lines(found: Breakdown) -> list[str]:
             else f"the rows exceed it by {-rest:.3f} (the profiler's own cost per op and per compiled region, "
             "more for the case that runs more of them)"
         )
+        how = f" ({found.measured_how})" if found.measured_how else ""
         out.append(
-            f"      {'the race' if found.paired else 'the runs'} measured {found.measured_ms:+.3f} ms per token; "
-            f"the rows whose interval leaves out 0 explain {found.explained_ms:+.3f} ({part}); {rest_said}"
+            f"      {'the race' if found.paired else 'the runs'} measured {found.measured_ms:+.3f} ms per token{how}, "
+            f"of which each row's share above is; the rows whose interval leaves out 0 explain "
+            f"{found.explained_ms:+.3f} ({part}); {rest_said}"
         )
     for name, ran in found.kernels.items():
         out.append(f"      attention kernels of {name}: {kernel_text(ran)}")
