@@ -8,16 +8,14 @@ from typing import TYPE_CHECKING, Any, Mapping, Optional
 
 from diag import guards
 from diag import row as rows
-from diag.contract import BY_NAME, FINDING_KINDS
+from diag.contract import BY_NAME
 from diag.noise import HALF_WIDTH, NOT_COMPARED
 from diag.run import trace
 from diag.store.typed import GraphBreakRow, StoredRun, column
 from diag.verdicts import why
 
 if TYPE_CHECKING:
-    from diag.verdicts.gate import Outcome
-    from diag.verdicts.regress import RowComparison
-    from diag.verdicts.timing_change import TimingChange
+    pass
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 # Characters that reorder the text around them (right-to-left overrides, embeddings, isolates and
@@ -34,7 +32,7 @@ def safe(value: Any) -> str:
     return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text).translate(BIDI)
 
 
-def _num(value: Optional[float], fmt: str, unit: str) -> str:
+def number(value: Optional[float], fmt: str, unit: str) -> str:
     return "-" if value is None else f"{value:{fmt}}{unit}"
 
 
@@ -43,16 +41,64 @@ def config_text(run: StoredRun) -> str:
     return safe(rows.describe(run, sizes=("batch_size",)))
 
 
-def summary_line(run: StoredRun) -> str:
-    """case, config, status, breaks, recompiles, hidden errors, compile s, eager/compiled ms per token."""
+# The run line's columns (``summary_line``), printed once above the lines of a listing
+RUN_HEADER = f"{'run':<7}{'case':<16}{'config':<26}{'status':<16}{'b r h':<12}{'compile':<8}{'eager/comp ms':<14}timing"
+_SHORT = (("no-fullgraph", "no-fg"), ("fullgraph", "fg"), ("bfloat16", "bf16"), ("float16", "f16"), ("float32", "f32"))
+
+
+def _fit(text: str, width: int) -> str:
+    """``text`` in a column of ``width``: cut with an ellipsis where longer, a space kept after it."""
+    return text if len(text) < width else text[: width - 2] + "…"
+
+
+def _sig(value: Optional[float]) -> str:
+    """A measured figure in the three significant digits a timing carries: 0.704, 7.73, 58.2, 1234."""
+    if value is None:
+        return "-"
+    size = abs(value)
+    decimals = 0 if size >= 100 else 1 if size >= 10 else 2 if size >= 1 else None
+    return f"{value:#.3g}" if decimals is None else f"{value:.{decimals}f}"
+
+
+def _short_config(run: StoredRun) -> str:
+    """The config in the run line's words: ``aot_eager no-fg cpu f32 b1`` (where the case file came
+    from is in --verbose and show)."""
+    said = rows.config_label(run, ("batch_size",))
+    for long, short in _SHORT:
+        said = said.replace(long, short)
+    return safe(said)
+
+
+def trust(run: Mapping[str, Any]) -> str:
+    """How far a run's timings can be trusted, in a word or two: steady, noisy (its latency), compile
+    waited (for a CPU), both, or - where it was not timed."""
+    said = (["noisy"] if run.get("timing_noisy") else []) + (["compile waited"] if run.get("compile_noisy") else [])
+    return "; ".join(said) if said else "steady" if run.get("timing_noisy") == 0 else "-"
+
+
+def summary_line(run: StoredRun, verbose: bool = False) -> str:
+    """A run in 120 columns (``RUN_HEADER``'s): case, config, status, graph breaks, recompiles and hidden
+    errors, compile seconds, eager and compiled ms per token, and how far to trust them; ``verbose``:
+    every figure unrounded with the whole reason a timing is not compared, as before the columns."""
+    if not verbose:
+        found = (run.get("graph_break_count"), run.get("recompile_count"), run.get("hidden_error_count"))
+        counts = "-" if all(c is None for c in found) else "{}b {}r {}h".format(*(number(c, "d", "") for c in found))
+        timed = (run.get("eager_ms_per_token"), run.get("compiled_ms_per_token"))
+        latency = "-" if timed == (None, None) else f"{_sig(timed[0])}/{_sig(timed[1])}"
+        compile_s = run.get("compile_s")
+        return (
+            f"{'#' + str(run['id']):<7}{_fit(safe(run['case']), 16):<16}{_fit(_short_config(run), 26):<26}"
+            f"{safe(run['status']):<16}{_fit(counts, 12):<12}{_sig(compile_s) + ('' if compile_s is None else 's'):<8}"
+            f"{_fit(latency, 14):<14}{trust(run)}"
+        )
     return (
         f"#{run['id']:<5} {safe(run['case']):<18} {config_text(run):<40} {safe(run['status']):<15} "
-        f"breaks {_num(run.get('graph_break_count'), 'd', ''):>3}  "
-        f"recompiles {_num(run.get('recompile_count'), 'd', ''):>3}  "
-        f"hidden {_num(run.get('hidden_error_count'), 'd', ''):>3}  "
-        f"compile {_num(run.get('compile_s'), '.2f', 's'):>7}  "
-        f"eager {_num(run.get('eager_ms_per_token'), '.2f', ''):>7} / compiled "
-        f"{_num(run.get('compiled_ms_per_token'), '.2f', ''):>7} ms/token"
+        f"breaks {number(run.get('graph_break_count'), 'd', ''):>3}  "
+        f"recompiles {number(run.get('recompile_count'), 'd', ''):>3}  "
+        f"hidden {number(run.get('hidden_error_count'), 'd', ''):>3}  "
+        f"compile {number(run.get('compile_s'), '.2f', 's'):>7}  "
+        f"eager {number(run.get('eager_ms_per_token'), '.2f', ''):>7} / compiled "
+        f"{number(run.get('compiled_ms_per_token'), '.2f', ''):>7} ms/token"
         + (f"  {safe(run['timing_note'])}, {NOT_COMPARED}" if run.get("timing_noisy") else "")
         + (f"  {safe(run['compile_note'])}, {NOT_COMPARED}" if run.get("compile_noisy") else "")
         + (f"  {_instructions(count)} instr" if (count := run.get("compile_instructions")) else "")
@@ -69,7 +115,7 @@ def _instructions(count: int) -> str:
 
 def _latency(run: StoredRun, mode: str) -> str:
     """``0.471 ms/token (95% 0.468-0.474)``, the interval where the run has one."""
-    text = _num(column(run, f"{mode}_ms_per_token"), ".3f", " ms/token")
+    text = number(column(run, f"{mode}_ms_per_token"), ".3f", " ms/token")
     low, high = column(run, f"{mode}_ms_low"), column(run, f"{mode}_ms_high")
     return text + (f" (95% {low:.3f}-{high:.3f})" if low is not None and high is not None else "")
 
@@ -136,7 +182,7 @@ def _counts(run: StoredRun) -> list[str]:
     lines: list[str] = []
     lines += _section("counts")
     for field in ("graph_count", "ops_captured", "graph_break_count", "recompile_count", "hidden_error_count"):
-        lines.append(f"  {field}: {_num(column(run, field), 'd', '')}")
+        lines.append(f"  {field}: {number(column(run, field), 'd', '')}")
     if run.get("decode_recompiles") is not None:
         decode_steps = max(0, (run.get("new_tokens") or 1) - 1)
         lines.append(
@@ -163,11 +209,16 @@ def _timings(run: StoredRun) -> list[str]:
     lines: list[str] = []
     lines += _section("timings")
     lines.append(
-        f"  compile: {_num(run.get('compile_s'), '.3f', ' s')} cold"
+        f"  compile: {number(run.get('compile_s'), '.3f', ' s')} cold"
         + (f" ({run['compile_cpu_s']:.3f} s CPU)" if run.get("compile_cpu_s") is not None else "")
-        + (f" (a task waited for a CPU {run['compile_stall_s']:.1f} s of it)" if run.get("compile_stall_s") else "")
-        + f", {_num(run.get('compile_warm_s'), '.3f', ' s')} warm; guard check per decode call "
-        f"{_num(run.get('guard_latency_us'), '.0f', ' us')}"
+        + (
+            f" (for {run['compile_stall_s']:.1f} s of it some task of the machine waited for a CPU: counted for"
+            " every task, so it may add up to more than the compile's own time)"
+            if run.get("compile_stall_s")
+            else ""
+        )
+        + f", {number(run.get('compile_warm_s'), '.3f', ' s')} warm; guard check per decode call "
+        f"{number(run.get('guard_latency_us'), '.0f', ' us')}"
     )
     if run.get("compile_noisy"):
         lines.append(f"  {safe(run['compile_note'])}: no compile-time verdict is drawn from this run")
@@ -188,13 +239,14 @@ def _timings(run: StoredRun) -> list[str]:
     elif run.get("timing_noisy") == 0:
         lines.append(f"  timing steady: each median's interval within +-{HALF_WIDTH:.0%}, steps in one cluster")
     lines.append(
-        f"  peak memory ({safe(run.get('memory_kind'))}): eager {_num(run.get('peak_mem_eager_mb'), '.1f', ' MB')}"
-        f", compiled {_num(run.get('peak_mem_compiled_mb'), '.1f', ' MB')}"
+        f"  peak memory ({safe(run.get('memory_kind'))}): eager {number(run.get('peak_mem_eager_mb'), '.1f', ' MB')}"
+        f", compiled {number(run.get('peak_mem_compiled_mb'), '.1f', ' MB')}"
     )
     lines.append(
-        f"  what it cost: timing pass {_num(run.get('timing_pass_s'), '.1f', ' s')}, diagnosis pass "
-        f"{_num(run.get('diagnosis_pass_s'), '.1f', ' s')}, orchestrator {_num(run.get('orchestrator_s'), '.2f', ' s')}"
-        f", torch's structured logging {_num(run.get('logging_overhead_s'), '.3f', ' s')}"
+        f"  what it cost: timing pass {number(run.get('timing_pass_s'), '.1f', ' s')}, diagnosis pass "
+        f"{number(run.get('diagnosis_pass_s'), '.1f', ' s')}, "
+        f"orchestrator {number(run.get('orchestrator_s'), '.2f', ' s')}"
+        f", torch's structured logging {number(run.get('logging_overhead_s'), '.3f', ' s')}"
     )
     if run.get("timing_error"):
         lines.append(f"  timing error: {safe(_first_line(run['timing_error']))}")
@@ -225,13 +277,13 @@ def _share(part: float, whole: Optional[float]) -> str:
 def _findings(run: StoredRun) -> list[str]:
     """Every graph break, recompile and hidden error, with its key."""
     lines: list[str] = []
-    lines += _section(f"graph breaks ({_num(run.get('graph_break_count'), 'd', '')})")
+    lines += _section(f"graph breaks ({number(run.get('graph_break_count'), 'd', '')})")
     for gb in run["graph_breaks"]:
         lines.append(
             f"  [{safe(gb['key'])}] x{gb['count']} at {safe(gb['location'] or '?')}{_resumed(gb)}{_steps(gb)}  "
             f"{safe(_first_line(gb['gb_type'] or gb['reason']))}"
         )
-    lines += _section(f"recompiles ({_num(run.get('recompile_count'), 'd', '')})")
+    lines += _section(f"recompiles ({number(run.get('recompile_count'), 'd', '')})")
     growing = guards.grows_with_the_step(run["recompiles"])
     for rc in run["recompiles"]:
         lines.append(f"  step {rc['decode_step']}: {safe(rc['function'])} — {safe(_first_line(rc['reason']))}")
@@ -242,7 +294,7 @@ def _findings(run: StoredRun) -> list[str]:
                 f"    changed: {safe(rc['guard_subject'])} {safe(rc['guard_property'])}: "
                 f"expected {safe(rc['guard_expected'])}{got}{grows}"
             )
-    lines += _section(f"hidden errors ({_num(run.get('hidden_error_count'), 'd', '')})")
+    lines += _section(f"hidden errors ({number(run.get('hidden_error_count'), 'd', '')})")
     for he in run["hidden_errors"]:
         lines.append(
             f"  [{safe(he['source'])}] {safe(he['exc_type'])}: {safe(_first_line(he['message']))} "
@@ -269,7 +321,7 @@ def _frames_and_more(run: StoredRun) -> list[str]:
         lines.append(
             f"  {safe(frame['compile_id'])} {safe(frame['co_name'])}: cache {frame['cache_size']}, "
             f"guards {frame['guard_count']}, ops {frame['graph_op_count']}, inputs {frame['graph_input_count']}, "
-            f"{_num(frame.get('entire_frame_compile_time_s'), '.3f', ' s')}{fail}"
+            f"{number(frame.get('entire_frame_compile_time_s'), '.3f', ' s')}{fail}"
         )
     lines += _section("capabilities")
     for name, cap in (run.get("capabilities") or {}).items():
@@ -301,120 +353,3 @@ def _first_line(text: Optional[str]) -> str:
     if not text:
         return ""
     return next((line for line in text.splitlines() if line.strip()), "")[:300]
-
-
-def timing_change(change: TimingChange) -> str:
-    if change.ratio is None:
-        return f"{change.metric} -"
-    p = "n/a" if change.p_value is None else f"{change.p_value:.2g}"
-    basis = "host-adjusted, " if change.basis == "host-adjusted" else ""
-    pooled = (change.runs_before, change.runs_after) != (1, 1)
-    runs = f"runs {change.runs_before} -> {change.runs_after}, " if pooled else ""
-    return f"{change.metric} x{change.ratio:.3f} ({basis}{runs}p={p})"
-
-
-def comparison_lines(comparison: RowComparison) -> list[str]:
-    """One row of ``diag compare``: the status change, keys added and removed, the timing ratios."""
-    before, after = comparison.before, comparison.after
-    status = f"{before['status'] if before else 'absent'} -> {after['status'] if after else 'absent'}"
-    lines = [f"{safe(rows.label(comparison.row))}: {status}"]
-    if comparison.error_change:
-        was, now = comparison.error_change
-        lines.append(f"    error: {safe(was or '-')} -> {safe(now or '-')}")
-    if comparison.note_change:
-        was, now = comparison.note_change
-        lines.append(f"    the case says: {safe(was or '-')} -> {safe(now or '-')}")
-    if comparison.kernel_change:
-        was, now = comparison.kernel_change
-        lines.append(f"    attention kernels: {safe(was)} -> {safe(now)}")
-    for kind in FINDING_KINDS:
-        for sign, keys in (("+", comparison.added), ("-", comparison.removed)):
-            for key in keys.get(kind.table, []):
-                said = comparison.key_text(kind.table, key)
-                lines.append(f"    {sign} {kind.label} {safe(key)}" + (f": {safe(said)}" if said else ""))
-    if comparison.timings:
-        lines.append("    " + "; ".join(timing_change(t) for t in comparison.timings))
-    if comparison.note:
-        lines.append(f"    {safe(comparison.note)}")
-    lines += [f"    {safe(said)}" for said in comparison.noisy]
-    return lines
-
-
-def judged_lines(comparisons: list[RowComparison], alpha: Optional[float] = None) -> list[str]:
-    """A line per figure: how many rows with runs on both sides were judged on it, and why not the rest."""
-    from diag.verdicts.coverage import coverage
-    from diag.verdicts.regress import Thresholds
-
-    level = Thresholds().alpha if alpha is None else alpha
-    return [f"judged: {safe(found.line())}" for found in coverage(comparisons, level)]
-
-
-def check_lines(outcome: Outcome, alpha: Optional[float] = None) -> list[str]:
-    """``diag check``'s verdict: what was compared, each regression, what could not be judged, and
-    per figure how many rows were judged and why the others were not (at the gate's ``alpha``)."""
-    compared = [c for c in outcome.comparisons if c.before is not None and c.after is not None]
-    lines = [
-        f"checked: {outcome.description}; {len(outcome.comparisons)} rows, {len(compared)} with runs on both sides"
-    ]
-    lines += [f"REGRESSION {safe(rows.label(r.row))}: {safe(r.message)}" for r in outcome.regressions]
-    lines += [f"INCONCLUSIVE {safe(rows.label(r.row))}: {safe(r.message)}" for r in outcome.inconclusive]
-    lines += [f"HOST CHANGED {safe(rows.label(r.row))}: {safe(r.message)}" for r in outcome.host_changed]
-    lines += [f"NOT COMPARED {safe(rows.label(c.row))}: {safe(c.note)}" for c in outcome.comparisons if c.note]
-    lines += [f"NOT COMPARED {safe(rows.label(c.row))}: {safe(said)}" for c in outcome.comparisons for said in c.noisy]
-    lines += judged_lines(outcome.comparisons, alpha)
-    if not compared:
-        lines.append(
-            "nothing to compare: no row has runs on both sides (run the matrix again, or on another build, then check)"
-        )
-    elif not outcome.regressions:
-        lines.append("no regressions" + (" (some slowdowns could not be judged)" if outcome.inconclusive else ""))
-    return lines
-
-
-def _build_line(build: dict[str, Any]) -> str:
-    date = f", nightly {build['nightly_date']}" if build["nightly_date"] else ""
-    return f"{build['version']}{date}, git {build['git_version']} (run #{build['run']}: {build['status']})"
-
-
-def _release_line(end: dict[str, Any]) -> str:
-    return (
-        f"transformers {safe(end['transformers'])} on torch {safe(end['version'])} (run #{end['run']}: {end['status']})"
-    )
-
-
-def bisect_lines(summary: dict[str, Any]) -> list[str]:
-    """``diag bisect``'s answer: which side it moved, the last good and first bad build (or transformers
-    release), the changes between, what was skipped."""
-    line = _release_line if summary.get("moved") == "transformers" else _build_line
-    lines = [
-        f"moved:     {summary.get('moved', 'torch')}"
-        + (f" (torch {safe(summary['torch'])} fixed)" if summary.get("torch") else "")
-    ]
-    lines += [f"last good: {line(summary['last_good'])}", f"first bad: {line(summary['first_bad'])}"]
-    if summary["commit_range"]:
-        lines.append(f"commits:   git log {summary['commit_range']}   ({summary['compare_url']})")
-    lines += [f"skipped:   {spec}: {safe(reason)}" for spec, reason in summary["skipped"].items()]
-    missing = summary["missing_dates"]
-    if missing:
-        more = " ..." if len(missing) > 10 else ""
-        lines.append(f"no build:  {len(missing)} dates in range had no nightly ({', '.join(missing[:10])}{more})")
-    return lines
-
-
-def variant_lines(build: str, case_a: str, case_b: str, points: list) -> list[str]:
-    """``diag compare --case A --case B``: per point and mode, each side's latency, B/A, its interval, the verdict."""
-    a, b = safe(case_a), safe(case_b)
-    lines = [f"compared: {b} against {a} on torch {safe(build)} (ratio: {b} / {a})"]
-    if not points:
-        lines.append("nothing to compare: no row of one case has a timed twin in the other (same config, same sizes)")
-    shown = None
-    for point in points:
-        if point.point != shown:
-            lines.append(f"  {safe(point.point)}")
-            shown = point.point
-        sides = f"{_num(point.ms_a, '.3f', '')} -> {_num(point.ms_b, '.3f', '')} ms/token"
-        ratio = "" if point.ratio is None else f"  x{point.ratio:.3f}"
-        interval = "" if point.low is None else f" (95% {point.low:.3f}-{point.high:.3f})"
-        runs = f"runs {point.runs_a} / {point.runs_b}" + (f", {point.basis}" if point.basis else "")
-        lines.append(f"    {point.mode:<8} {sides}{ratio}{interval}  {point.verdict}  [{runs}]")
-    return lines

@@ -8,7 +8,7 @@ import json
 from conftest import cli as run_cli
 from test_regress import _run, _runs
 
-from diag import text
+from diag import verdict_text
 from diag.verdicts import coverage, gate, regress
 
 ALPHA = regress.Thresholds().alpha
@@ -54,7 +54,7 @@ def test_a_broken_case_and_an_untimed_side_are_named():
 
 def test_check_ends_with_what_it_judged_then_its_verdict():
     base, slower = _runs(1, 1e-3, 1, 1), _runs(10, 1.2e-3, 1, 2)
-    lines = text.check_lines(gate.Outcome("b against a", [regress.compare_runs(base[0], slower[0])], []), ALPHA)
+    lines = verdict_text.check_lines(gate.Outcome("b against a", [regress.compare_runs(base[0], slower[0])], []), ALPHA)
     judged = [line for line in lines if line.startswith("judged: ")]
     assert judged == [
         "judged: status and findings: 1 of 1 row judged",

@@ -166,6 +166,19 @@ def test_every_column_of_the_schema_is_described_and_the_docs_list_them(tmp_path
     assert "| graph_break_count | INTEGER |" in (REPO / "docs" / "data-model.md").read_text()
 
 
+def test_the_readme_tour_is_what_diag_printed_when_it_was_recorded():
+    """README's console blocks are written by cog from docs/tour.json, which bench/tour.py records
+    from a real run of the tour: a hand edit of either fails here (and tests/test_readme.py runs the
+    tour again)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "cogapp", "--check", "README.md"], cwd=REPO, capture_output=True, text=True
+    )
+    assert done.returncode == 0, "README.md is stale: run cog -r README.md\n" + done.stdout + done.stderr
+    record = json.loads((REPO / "docs" / "tour.json").read_text())
+    assert [step["argv"][0] for step in record["steps"]] == ["run", "show", "report"]
+    assert all(len(line) <= 120 for line in record["steps"][0]["printed"].splitlines() if line.startswith("#"))
+
+
 def test_the_architecture_table_is_the_recorded_runs():
     """docs/coverage.md's architecture table is written by cog from docs/architectures.json, which
     bench/architectures.py writes from a recorded hf:all run: a hand edit of either fails here."""

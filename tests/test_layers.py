@@ -37,7 +37,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ),
     ("pipeline", ("diag.backfill", "diag.bisect", "diag.export", "diag.repro", "diag.run", "diag.upstream")),
     ("verdicts", ("diag.verdicts",)),
-    ("report", ("diag.report", "diag.text")),
+    ("report", ("diag.report", "diag.text", "diag.verdict_text")),
     ("command line", ("diag.__main__", "diag.cli")),
 )
 

@@ -9,7 +9,7 @@ import statistics
 import pytest
 from test_regress import _run
 
-from diag import noise, text
+from diag import noise, verdict_text
 from diag.stats import bimodal, median_interval
 from diag.verdicts import gate, regress, timing_change
 
@@ -94,7 +94,7 @@ def test_check_says_which_latency_it_did_not_compare_and_why():
     before = [_timed(i, 1e-3, i) for i in range(5)]
     noisy = [_timed(10 + i, 3e-3, i, noisy=True) for i in range(5)]
     comparison = regress.compare_runs(before[-1], noisy[-1], before, noisy)
-    lines = text.check_lines(gate.Outcome("b against a", [comparison], []))
+    lines = verdict_text.check_lines(gate.Outcome("b against a", [comparison], []))
     assert any(line.startswith("NOT COMPARED c eager") and "5 of 10 runs noisy" in line for line in lines), lines
     assert lines[-1] == "no regressions"
 

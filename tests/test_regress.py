@@ -10,7 +10,7 @@ import xml.etree.ElementTree as ET
 import pytest
 from conftest import REPO, TEST_CASES, diag
 
-from diag import stats
+from diag import stats, verdict_text
 from diag.verdicts import gate, junit, regress
 
 
@@ -312,7 +312,6 @@ def test_compare_rejects_mixed_and_unknown_references(findings_db, tmp_path):
 def test_compare_names_a_changed_error_and_what_each_key_stands_for():
     """Both sides fail with fullgraph, for different reasons: that is a change, and compare and check
     say what each new or gone key stands for, not the bare key."""
-    from diag import text
 
     before = _run(1, status="fullgraph_error", error_type="Unsupported", error_message="data-dependent slice\nmore")
     after = _run(2, status="fullgraph_error", error_type="UserError", error_message="Could not guard on Eq(u1, u3)")
@@ -320,7 +319,7 @@ def test_compare_names_a_changed_error_and_what_each_key_stands_for():
     before["recompiles"] = [{"key": "Recompile:ab12", "reason": "tensor 'bias' size mismatch at index 3\nguard"}]
     comparison = regress.compare_runs(before, after)
     assert comparison.status_change is None
-    lines = text.comparison_lines(comparison)
+    lines = verdict_text.comparison_lines(comparison)
     assert lines[1] == "    error: Unsupported: data-dependent slice -> UserError: Could not guard on Eq(u1, u3)"
     assert "    + graph break GB0124: Unsupported Tensor.item() call" in lines
     assert "    - recompile Recompile:ab12: tensor 'bias' size mismatch at index 3" in lines

@@ -9,7 +9,7 @@ from typing import Any, Optional
 
 import click
 
-from diag import envs, store, text
+from diag import envs, store, text, verdict_text
 from diag.build import Spec
 from diag.cli import params
 from diag.cli.checks import TIMING_OPTIONS, refuse_unhonoured
@@ -251,4 +251,4 @@ def _search(
     if as_json:
         click.echo(json.dumps(summary, indent=2))
         return
-    click.echo("\n".join(text.bisect_lines(summary)))
+    click.echo("\n".join(verdict_text.bisect_lines(summary)))

@@ -54,6 +54,14 @@ def json_option(fn: Callable) -> Callable:
     return click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")(fn)
 
 
+def verbose_option(fn: Callable) -> Callable:
+    return click.option(
+        "--verbose",
+        is_flag=True,
+        help="Each run's whole line: every figure unrounded, the whole reason a timing is not compared.",
+    )(fn)
+
+
 def timeout_option(help: str) -> Callable[[Callable], Callable]:
     return click.option(
         "--timeout", "timeout_s", type=click.FloatRange(min=1), default=DEFAULT_TIMEOUT_S, show_default=True, help=help

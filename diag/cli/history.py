@@ -10,7 +10,7 @@ from typing import Any, Optional
 
 import click
 
-from diag import envs, store, text
+from diag import envs, store, text, verdict_text
 from diag import row as rows
 from diag.build import Spec
 from diag.cli import params
@@ -216,11 +216,11 @@ def compare_command(
         return
     click.echo(f"compared: {outcome.description}")
     for comparison, breakdown in zip(outcome.comparisons, breakdowns):
-        said = text.comparison_lines(comparison)
+        said = verdict_text.comparison_lines(comparison)
         if by_op and comparison.before and comparison.after:
             said += why.lines(breakdown) if breakdown else ["    not profiled on both sides (diag run --profile)"]
         click.echo("\n".join(text.safe(line) for line in said))
-    click.echo("\n".join(text.judged_lines(outcome.comparisons)))
+    click.echo("\n".join(verdict_text.judged_lines(outcome.comparisons)))
 
 
 def _compare_variants(db, case_a: str, case_b: str, build_ref: Optional[str], as_json: bool) -> None:
@@ -230,7 +230,7 @@ def _compare_variants(db, case_a: str, case_b: str, build_ref: Optional[str], as
         body = {"build": build["version"], "a": case_a, "b": case_b, "points": [p.as_dict() for p in points]}
         click.echo(json.dumps(body, indent=2))
         return
-    click.echo("\n".join(text.variant_lines(build["version"] or "?", case_a, case_b, points)))
+    click.echo("\n".join(verdict_text.variant_lines(build["version"] or "?", case_a, case_b, points)))
 
 
 @cli.command("prune")
@@ -406,7 +406,7 @@ def check_command(
     if as_json:
         click.echo(json.dumps(_check_json(outcome, alpha), indent=2))
     else:
-        click.echo("\n".join(text.check_lines(outcome, alpha)))
+        click.echo("\n".join(verdict_text.check_lines(outcome, alpha)))
     if outcome.regressions:
         sys.exit(1)
     if outcome.inconclusive:

@@ -10,7 +10,7 @@ import click
 
 from diag import store, text
 from diag.cli import checks, params
-from diag.cli.common import RUN_ID, cli, count, db_option, fail, json_option, progress, read_store
+from diag.cli.common import RUN_ID, cli, count, db_option, fail, json_option, progress, read_store, verbose_option
 from diag.contract import STATUSES
 from diag.run import artifacts, catalog, trace
 
@@ -56,9 +56,11 @@ def cases_command(as_json: bool) -> None:
 @db_option
 @click.option("--limit", type=count(), default=20, show_default=True)
 @click.option("--case", "case_name", default=None, help="Only runs of this case.")
+@verbose_option
 @json_option
-def runs_command(db_path: str, limit: int, case_name: Optional[str], as_json: bool) -> None:
-    """List recent runs, newest first."""
+def runs_command(db_path: str, limit: int, case_name: Optional[str], verbose: bool, as_json: bool) -> None:
+    """List recent runs, newest first, in 120 columns under a header, each torch build's runs under
+    its name (--verbose: every figure, the whole reason a timing is not compared, the torch on each line)."""
     db = read_store(db_path)
     listed = store.recent_runs(db, limit=limit, case=case_name)
     if as_json:
@@ -66,8 +68,17 @@ def runs_command(db_path: str, limit: int, case_name: Optional[str], as_json: bo
         return
     if not listed:
         click.echo(f"no runs{f' of case {text.safe(case_name)}' if case_name else ''} in {db_path}", err=True)
+    if listed and not verbose:
+        click.echo(text.RUN_HEADER)
+    torch: object = object()  # no build yet
     for row in listed:
-        click.echo(f"{text.summary_line(row)}  torch {text.safe(row['torch_version'])}")
+        if verbose:
+            click.echo(f"{text.summary_line(row, verbose=True)}  torch {text.safe(row['torch_version'])}")
+            continue
+        if row["torch_version"] != torch:
+            torch = row["torch_version"]
+            click.echo(f"torch {text.safe(torch)}:")
+        click.echo(text.summary_line(row))
 
 
 @cli.command("show")

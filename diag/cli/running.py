@@ -22,6 +22,7 @@ from diag.cli.common import (
     progress,
     public_run,
     timeout_option,
+    verbose_option,
 )
 from diag.config import artifacts_root
 from diag.run import catalog, matrix, shard
@@ -113,6 +114,7 @@ MAX_REPEAT = 10_000
     default=None,
     help="With --shard: a diag DB whose recorded durations cost the rows (the same file on every worker).",
 )
+@verbose_option
 @json_option
 @click.pass_context
 def run_command(
@@ -122,6 +124,7 @@ def run_command(
     plan_path: Optional[str],
     history_path: Optional[str],
     db_path: str,
+    verbose: bool,
     as_json: bool,
     **params: Any,
 ) -> None:
@@ -132,7 +135,8 @@ def run_command(
     diagnosis pass (dynamo/aot/inductor DEBUG logs captured). Where a torch
     environment has several runs, each is forked from one long-lived parent that
     imported torch for all of them (DIAG_PROBE_PARENT=0: a fresh process each).
-    Prints one line per run. Exits 0 when every run was recorded, whatever the statuses; compile
+    Prints one line per run in 120 columns under a header (--verbose: every figure and the whole
+    reason a timing is not compared). Exits 0 when every run was recorded, whatever the statuses; compile
     failures are findings, not tool errors (see diag statuses).
 
     Each run's directory (spec, records, logs, trace, tlparse and depyf output) goes
@@ -149,16 +153,21 @@ def run_command(
         parts, keys = [part], None
     else:
         parts, keys = sharded_parts(wanted, matrix_path, plan_path, history_path, params)
-    execute(parts, keys, db_path, as_json)
+    execute(parts, keys, db_path, as_json, verbose)
 
 
-def execute(parts: list[Part], keys: Optional[set[str]], db_path: str, as_json: bool) -> None:
-    """Run the parts (run/execute.py), one line per run; exit 1 where a torch spec could not be
-    provisioned (the others still ran)."""
+def execute(parts: list[Part], keys: Optional[set[str]], db_path: str, as_json: bool, verbose: bool = False) -> None:
+    """Run the parts (run/execute.py), one line per run (under a header, the first time); exit 1
+    where a torch spec could not be provisioned (the others still ran)."""
+    lines = 0
 
     def stored(row: StoredRun) -> None:
+        nonlocal lines
         if not as_json:
-            click.echo(text.summary_line(row))
+            if not lines and not verbose:
+                click.echo(text.RUN_HEADER)
+            click.echo(text.summary_line(row, verbose))
+            lines += 1
 
     try:
         done = executing.execute(parts, keys, db_path, stored, said)
