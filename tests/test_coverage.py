@@ -37,6 +37,7 @@ def test_enough_steady_runs_are_judged_and_noisy_ones_say_so():
     said = _lines([regress.compare_runs(base[-1], noisy[-1], base, noisy)])["compiled latency"]
     assert said == (
         "compiled latency: 0 of 1 row judged; not judged: 1 with every run of a side noisy (rerun on a quieter machine)"
+        "; 5 runs left out: noisy (its steps or host reference spread, or its median's interval too wide)"
     )
 
 

@@ -335,6 +335,7 @@ def _case_pages(this: Render, matrix: Matrix, runs, cases: list[str]) -> dict[st
             charts=charts.case_charts(matrix, case, memo),
             sweeps=charts.sweep_charts(on_newest.get(case, [])),
             newest=matrix.builds[-1] if matrix.builds else None,
+            untrusted=charts.untrusted(on_newest.get(case, [])),
             detail=charts.DETAIL_BUILDS,
             max_lines=charts.MAX_LINES,
             **quiet,

@@ -26,6 +26,17 @@ def _latency(run: StoredRun, mode: str) -> Optional[float]:
     return None if run.get("timing_noisy") else typed.column(run, f"{mode}_ms_per_token")
 
 
+def untrusted(runs: list[StoredRun]) -> dict[str, int]:
+    """Of ``runs``, how many were timed, how many drew no latency point (noisy) and how many no
+    compile-time point (the compile waited for a CPU): what a page says beside its charts."""
+    timed = [run for run in runs if run.get("timing_noisy") is not None]
+    return {
+        "timed": len(timed),
+        "noisy": sum(1 for run in timed if run.get("timing_noisy")),
+        "waited": sum(1 for run in runs if run.get("compile_noisy")),
+    }
+
+
 def run_values(run: StoredRun) -> tuple[Optional[float], ...]:
     """A run's value of each of ``METRICS``, in their order (None where it has none), in one pass."""
     eager, compiled = _latency(run, "eager"), _latency(run, "compiled")

@@ -20,6 +20,12 @@ from diag.verdicts.regress import RowComparison
 from diag.verdicts.timing_change import TimingChange, samples_of
 
 BROKEN = "the case is broken on a side"
+# why a time leaves a run out (regress.compare_runs counts them): what its figure cannot be trusted with
+LEFT_OUT = {
+    "eager latency": "noisy (its steps or host reference spread, or its median's interval too wide)",
+    "compiled latency": "noisy (its steps or host reference spread, or its median's interval too wide)",
+    "compile time": "the compile waited for a CPU (shared cores)",
+}
 
 
 @dataclass
@@ -28,6 +34,7 @@ class Coverage:
     rows: int  # rows with runs on both sides
     judged: int = 0
     why_not: dict[str, int] = field(default_factory=dict)  # reason -> rows
+    left_out: int = 0  # runs of the rows a time left out, as untrustworthy (LEFT_OUT says why)
 
     def add(self, reason: Optional[str]) -> None:
         if reason is None:
@@ -38,10 +45,15 @@ class Coverage:
     def line(self) -> str:
         said = f"{self.figure}: {self.judged} of {self.rows} row{'' if self.rows == 1 else 's'} judged"
         reasons = [f"{count} {reason}" for reason, count in sorted(self.why_not.items(), key=lambda item: -item[1])]
-        return said + ("; not judged: " + "; ".join(reasons) if reasons else "")
+        dropped = ""
+        if self.left_out:
+            plural = "" if self.left_out == 1 else "s"
+            dropped = f"; {self.left_out} run{plural} left out: {LEFT_OUT.get(self.figure, 'untrustworthy')}"
+        return said + ("; not judged: " + "; ".join(reasons) if reasons else "") + dropped
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        why = LEFT_OUT.get(self.figure, "untrustworthy") if self.left_out else None
+        return {**asdict(self), "left_out_why": why, "line": self.line()}
 
 
 def _of_time(change: Optional[TimingChange], alpha: float, missing: str) -> Optional[str]:
@@ -115,5 +127,6 @@ def coverage(comparisons: list[RowComparison], alpha: float) -> list[Coverage]:
         covered = Coverage(figure, len(both))
         for comparison in both:
             covered.add(BROKEN if comparison.note else why(comparison))
+            covered.left_out += comparison.left_out.get(figure, 0)
         found.append(covered)
     return found

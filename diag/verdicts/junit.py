@@ -7,6 +7,18 @@ from xml.sax.saxutils import escape, quoteattr
 
 from diag import row as rows
 from diag.verdicts import regress
+from diag.verdicts.coverage import LEFT_OUT
+
+
+def caveats(comparison: regress.RowComparison) -> list[str]:
+    """A row's caveats, one line each: each latency a side's noisy runs left unjudged, and the runs
+    each time left out (``coverage.LEFT_OUT`` says why)."""
+    said = list(comparison.noisy)
+    for figure, count in comparison.left_out.items():
+        said.append(
+            f"{figure}: {count} run{'' if count == 1 else 's'} left out: {LEFT_OUT.get(figure, 'untrustworthy')}"
+        )
+    return said
 
 
 def junit_xml(
@@ -32,16 +44,19 @@ def junit_xml(
     for comparison in comparisons:
         name = quoteattr(rows.label(comparison.row))
         failures = by_row.get(comparison.row, [])
-        if not failures and comparison.row not in skipped:
+        said = caveats(comparison)
+        if not failures and comparison.row not in skipped and not said:
             lines.append(f'  <testcase classname="diag.check" name={name}/>')
             continue
         lines.append(f'  <testcase classname="diag.check" name={name}>')
+        if said:  # what the row's figures could not be trusted with: the runs a time left out, and why
+            lines.append(f"    <system-out>{escape(chr(10).join(said))}</system-out>")
         for regression in failures:
             lines.append(
                 f"    <failure type={quoteattr(regression.kind)} message={quoteattr(regression.message)}>"
                 f"{escape(regression.message)}</failure>"
             )
-        if not failures:
+        if not failures and comparison.row in skipped:
             message = "; ".join(item.message for item in skipped[comparison.row])
             lines.append(f"    <skipped message={quoteattr(message)}/>")
         lines.append("  </testcase>")

@@ -49,6 +49,8 @@ class RowComparison:
     timings: list[TimingChange] = field(default_factory=list)
     note: Optional[str] = None  # why the row was not compared, where it was not
     noisy: list[str] = field(default_factory=list)  # latency left unjudged: every run of a side was noisy
+    # per figure (coverage's names), the runs of either side a time left out: noisy, or a compile that waited
+    left_out: dict[str, int] = field(default_factory=dict)
 
     @property
     def status_change(self) -> Optional[tuple[str, str]]:
@@ -161,6 +163,9 @@ def compare_runs(
         (timed_before, steady_before), (timed_after, steady_after) = (
             timed_and_steady(pool, mode) for pool in (before_pool, after_pool)
         )
+        dropped = len(timed_before) + len(timed_after) - len(steady_before) - len(steady_after)
+        if dropped:
+            result.left_out[f"{mode} latency"] = dropped
         if timed_before and timed_after and not (steady_before and steady_after):
             noisy = [r for r in (*timed_before, *timed_after) if r.get("timing_noisy")]
             result.noisy.append(
@@ -171,6 +176,9 @@ def compare_runs(
         change = latency_change(mode, steady_before, steady_after)
         if change is not None:
             result.timings.append(change)
+    waited = sum(1 for run in (*before_pool, *after_pool) if run.get("compile_noisy"))
+    if waited:
+        result.left_out["compile time"] = waited
     for change in (
         compile_change(before_pool, after_pool),
         guard_change(before_pool, after_pool),
