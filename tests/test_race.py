@@ -258,6 +258,11 @@ def test_a_race_runs_the_rounds_a_verdict_needs_however_short_it_is_asked_to_be(
     few rounds" where a generation took longer than the time asked for)."""
     args = ["race", "--case", "append_last", "--case", "dynamic_slice", "--case", "hf_static_cache"]
     args += ["--backend", "eager", "--no-fullgraph", "--new-tokens", "4", "--repeats", "1", "--timing-seconds", "0"]
-    (raced,) = json.loads(diag(*args, "--db", str(tmp_path / "r.db"), "--json", cwd=tmp_path).stdout)["races"]
+    done = diag(*args, "--db", str(tmp_path / "r.db"), "--json", cwd=tmp_path, env_extra={"DIAG_HEARTBEAT_S": "1"})
+    (raced,) = json.loads(done.stdout)["races"]
     assert [v["rounds"] for v in raced["verdicts"]] == [race.MIN_ROUNDS] * 2
     assert "too few rounds" not in {v["verdict"] for v in raced["verdicts"]}
+    # a race runs for a while with nothing else to print: its progress line says it still runs
+    assert re.search(
+        r"\[1/1\] racing append_last, dynamic_slice, hf_static_cache: .*: still running, \d+ s", done.stderr
+    )

@@ -139,10 +139,13 @@ def _race_each(
     build: record_types.BuildRecord = {}
     for index, config in enumerate(configs, 1):
         label = rows.config_label(asdict(config))
-        common.progress(f"[{index}/{len(configs)}] racing {', '.join(names)}: {label}")
+        racing = f"[{index}/{len(configs)}] racing {', '.join(names)}: {label}"
+        common.progress(racing)
         started = store.now()
         try:
-            build, record = _race(env, refs, config, timeout_s * (len(refs) + 1))
+            with runner.Heartbeat(common.progress) as heartbeat:  # a race runs minutes: say it still does
+                heartbeat.started(index, racing)
+                build, record = _race(env, refs, config, timeout_s * (len(refs) + 1))
         except click.ClickException as exc:
             stored_before = f"; {len(results)} races stored before it in {db_path}" if results else ""
             raise common.fail(exc.format_message() + stored_before) from exc

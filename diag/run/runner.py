@@ -301,11 +301,20 @@ def _environ_of(job: Job) -> dict[str, str]:
     return probe_environ(job.env.probe_environ(), Path(), None)
 
 
+HEARTBEAT_VARIABLE = "DIAG_HEARTBEAT_S"  # seconds between two heartbeats (default 30), for CI logs that want them sooner
+
+
 class Heartbeat:
     """Says every ``interval_s`` which runs are still going, and for how long: a cold inductor
-    compile can take minutes, and a line per run is then all there is to see."""
+    compile can take minutes, and a line per run is then all there is to see. The interval is
+    ``DIAG_HEARTBEAT_S`` where set (a CI job that ends a silent step after some minutes)."""
 
-    def __init__(self, say: Callable[[str], None], interval_s: float = 30.0) -> None:
+    def __init__(self, say: Callable[[str], None], interval_s: Optional[float] = None) -> None:
+        if interval_s is None:
+            try:
+                interval_s = max(0.1, float(os.environ.get(HEARTBEAT_VARIABLE) or 30.0))
+            except ValueError:
+                interval_s = 30.0
         self._say, self._interval_s = say, interval_s
         self._running: dict[int, tuple[str, float]] = {}
         self._lock = threading.Lock()
