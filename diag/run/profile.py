@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 import statistics
-from typing import Any, Optional
+from typing import Any, Optional, TypedDict
 
 from diag.contract import records
 
@@ -113,13 +113,28 @@ def kernels(rounds: list[dict[str, Any]]) -> dict[str, float]:
     return found
 
 
-def summary(attributed: list[dict[str, Any]], device: bool, refused: Optional[dict[str, Any]] = None) -> dict[str, Any]:
+class ProfileSummary(TypedDict, total=False):
+    """What a run keeps of diag run --profile, in its ``extra`` (``summary``, with the trace and top ops
+    assemble adds): ms per token by op of each profiled generation, the SDPA kernels, the refusals."""
+
+    trace: Optional[str]
+    top: list[Any]
+    seconds: Optional[float]
+    ops_ms: list[dict[str, float]]
+    kernels: dict[str, float]
+    refused: dict[str, dict[str, int]]
+    device_time: bool
+
+
+def summary(
+    attributed: list[dict[str, Any]], device: bool, refused: Optional[dict[str, dict[str, int]]] = None
+) -> ProfileSummary:
     """What a run keeps of its profiled generations (diag run --profile): per generation, ms per token
     by op (the median over its decode steps), the SDPA kernels it ran, and the fused kernels torch
     refused with its reasons (CUDA)."""
-    return {
-        "ops_ms": [{op: round(ms, 5) for op, ms in per_token(steps(r, device)).items()} for r in attributed],
-        "kernels": kernels(attributed),
-        "refused": refused or {},
-        "device_time": device,
-    }
+    return ProfileSummary(
+        ops_ms=[{op: round(ms, 5) for op, ms in per_token(steps(r, device)).items()} for r in attributed],
+        kernels=kernels(attributed),
+        refused=refused or {},
+        device_time=device,
+    )

@@ -301,7 +301,9 @@ def _environ_of(job: Job) -> dict[str, str]:
     return probe_environ(job.env.probe_environ(), Path(), None)
 
 
-HEARTBEAT_VARIABLE = "DIAG_HEARTBEAT_S"  # seconds between two heartbeats (default 30), for CI logs that want them sooner
+HEARTBEAT_VARIABLE = (
+    "DIAG_HEARTBEAT_S"  # seconds between two heartbeats (default 30), for CI logs that want them sooner
+)
 
 
 class Heartbeat:

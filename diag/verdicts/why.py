@@ -20,7 +20,7 @@ import statistics
 from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping, Optional
 
-from diag.run.profile import grouped, kernels, per_token, steps
+from diag.run.profile import ProfileSummary, grouped, kernels, per_token, steps
 from diag.stats import median_interval
 from diag.store.typed import StoredRun
 
@@ -146,14 +146,14 @@ def explain(
     return found
 
 
-def profile_of(run: StoredRun) -> dict[str, Any]:
+def profile_of(run: StoredRun) -> ProfileSummary:
     """What diag run --profile kept of a run (``summary``, in its ``extra``), each field in the shape
     its readers take: a field of another shape (a DB written by another diag, or edited) is left out,
     never passed on to fail a page or a line; empty where the run was not profiled."""
     extra = run.get("extra")
     stored = extra.get("profile") if isinstance(extra, dict) else None
     if not isinstance(stored, dict):
-        return {}
+        return ProfileSummary()
     number = (int, float)
     ops_ms = [
         {str(op): float(ms) for op, ms in generation.items() if isinstance(ms, number) and not isinstance(ms, bool)}
@@ -165,15 +165,15 @@ def profile_of(run: StoredRun) -> dict[str, Any]:
         for kernel, reasons in _mapping(stored.get("refused")).items()
         if isinstance(reasons, dict)
     }
-    return {
-        "trace": stored["trace"] if isinstance(stored.get("trace"), str) else None,
-        "top": [op for op in _listed(stored.get("top")) if isinstance(op, dict) and isinstance(op.get("op"), str)],
-        "seconds": stored["seconds"] if isinstance(stored.get("seconds"), number) else None,
-        "ops_ms": ops_ms,
-        "kernels": {str(k): float(n) for k, n in _mapping(stored.get("kernels")).items() if isinstance(n, number)},
-        "refused": refused,
-        "device_time": stored.get("device_time") is True,
-    }
+    return ProfileSummary(
+        trace=stored["trace"] if isinstance(stored.get("trace"), str) else None,
+        top=[op for op in _listed(stored.get("top")) if isinstance(op, dict) and isinstance(op.get("op"), str)],
+        seconds=stored["seconds"] if isinstance(stored.get("seconds"), number) else None,
+        ops_ms=ops_ms,
+        kernels={str(k): float(n) for k, n in _mapping(stored.get("kernels")).items() if isinstance(n, number)},
+        refused=refused,
+        device_time=stored.get("device_time") is True,
+    )
 
 
 def stored_breakdown(text: Optional[str]) -> Optional[Breakdown]:
