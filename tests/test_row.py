@@ -58,3 +58,8 @@ def test_the_datasette_view_holds_the_newest_run_per_row_and_build(tmp_path):
     latest = list(store.open_db(db_path).query("SELECT id, batch_size, torch_version FROM latest_status ORDER BY id"))
     assert [(r["id"], r["batch_size"]) for r in latest] == [(ids[1], 2), (ids[2], 8)]
     assert latest[0]["torch_version"] == "2.13.0+cpu"
+
+
+def test_a_row_s_stored_columns_are_its_fields():
+    """row.RowColumns (the columns' types, for the type checker) names the fields of row.Row, in order."""
+    assert tuple(rows.RowColumns.__annotations__) == rows.FIELDS

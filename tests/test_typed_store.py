@@ -52,48 +52,38 @@ def test_a_stored_run_read_has_only_fields_of_its_type(recorded_db):
             assert all(set(row) <= set(child) for row in run[table]), table
 
 
-@pytest.mark.slow  # a type checker run on a snippet: about 2 CPU-s, as `mypy` over diag/ in .ci/run
-@pytest.mark.skipif(importlib.util.find_spec("mypy") is None, reason="mypy is not installed (the test extra has it)")
-def test_a_misspelt_or_removed_column_is_a_type_error(tmp_path):
-    code = textwrap.dedent(
-        """
+READERS = {
+    # a stored run read by a misspelt column (compile_s)
+    'TypedDict "StoredRun" has no key "compile_sec"': """
         from diag import store
 
         def slow(db) -> float:
             run = store.get_run(db, 1)
             assert run is not None
-            return run["compile_sec"] or 0.0  # no such column: compile_s
-        """
-    )
-    (tmp_path / "reader.py").write_text(code)
-    done = subprocess.run(
-        [sys.executable, "-m", "mypy", "--no-incremental", "--follow-imports=silent", str(tmp_path / "reader.py")],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-    )
-    assert done.returncode == 1 and 'TypedDict "StoredRun" has no key "compile_sec"' in done.stdout, done.stdout
-
-
-@pytest.mark.slow  # a type checker run on a snippet: about 2 CPU-s, as `mypy` over diag/ in .ci/run
-@pytest.mark.skipif(importlib.util.find_spec("mypy") is None, reason="mypy is not installed (the test extra has it)")
-def test_a_misspelt_record_field_is_a_type_error(tmp_path):
-    code = textwrap.dedent(
-        """
+            return run["compile_sec"] or 0.0
+        """,
+    # a record read by a misspelt field (median_ms_per_token)
+    'TypedDict "TimingRecord" has no key "median_ms"': """
         from diag.contract import records
         from diag.run.rundir import PassOutcome
 
         def median(outcome: PassOutcome) -> float:
             timing = outcome.first(records.TIMING)
             assert timing is not None
-            return timing["median_ms"] or 0.0  # no such field: median_ms_per_token
-        """
-    )
-    (tmp_path / "reader.py").write_text(code)
+            return timing["median_ms"] or 0.0
+        """,
+}
+
+
+@pytest.mark.slow  # a type checker run on a snippet: about 2 CPU-s each, as `mypy` over diag/ in .ci/run
+@pytest.mark.skipif(importlib.util.find_spec("mypy") is None, reason="mypy is not installed (the test extra has it)")
+@pytest.mark.parametrize("error", sorted(READERS))
+def test_a_misspelt_column_or_record_field_is_a_type_error(tmp_path, error):
+    (tmp_path / "reader.py").write_text(textwrap.dedent(READERS[error]))
     done = subprocess.run(
         [sys.executable, "-m", "mypy", "--no-incremental", "--follow-imports=silent", str(tmp_path / "reader.py")],
         cwd=REPO,
         capture_output=True,
         text=True,
     )
-    assert done.returncode == 1 and 'TypedDict "TimingRecord" has no key "median_ms"' in done.stdout, done.stdout
+    assert done.returncode == 1 and error in done.stdout, done.stdout
