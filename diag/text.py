@@ -69,6 +69,11 @@ def _short_config(run: StoredRun) -> str:
     return safe(said)
 
 
+def _seconds(value: Optional[float]) -> str:
+    """A small cost in seconds: ``under 0.01 s`` where rounding would print 0.00."""
+    return "-" if value is None else "under 0.01 s" if value < 0.01 else f"{_sig(value)} s"
+
+
 def trust(run: Mapping[str, Any]) -> str:
     """How far a run's timings can be trusted, in a word or two: steady, noisy (its latency), compile
     waited (for a CPU), both, or - where it was not timed."""
@@ -172,8 +177,9 @@ def _build(run: StoredRun) -> list[str]:
         "duration_s",
         "tool_version",
     ):
-        if run.get(field) is not None:
-            lines.append(f"  {field}: {safe(run[field])}")
+        value = run.get(field)
+        if value is not None:
+            lines.append(f"  {field}: {_sig(value) + ' s' if isinstance(value, float) else safe(value)}")
     return lines
 
 
@@ -200,7 +206,8 @@ def _correctness(run: StoredRun) -> list[str]:
     lines: list[str] = []
     lines += _section("correctness (compiled vs eager)")
     for field in ("oracle_equal", "tokens_equal", "max_abs_diff", "first_differing_step", "eager_margin"):
-        lines.append(f"  {field}: {safe(run.get(field))}")
+        value = run.get(field)
+        lines.append(f"  {field}: {_sig(value) if isinstance(value, float) else '-' if value is None else safe(value)}")
     return lines
 
 
@@ -245,8 +252,8 @@ def _timings(run: StoredRun) -> list[str]:
     lines.append(
         f"  what it cost: timing pass {number(run.get('timing_pass_s'), '.1f', ' s')}, diagnosis pass "
         f"{number(run.get('diagnosis_pass_s'), '.1f', ' s')}, "
-        f"orchestrator {number(run.get('orchestrator_s'), '.2f', ' s')}"
-        f", torch's structured logging {number(run.get('logging_overhead_s'), '.3f', ' s')}"
+        f"orchestrator {_seconds(run.get('orchestrator_s'))}"
+        f", torch's structured logging {_seconds(run.get('logging_overhead_s'))}"
     )
     if run.get("timing_error"):
         lines.append(f"  timing error: {safe(_first_line(run['timing_error']))}")
@@ -278,6 +285,7 @@ def _findings(run: StoredRun) -> list[str]:
     """Every graph break, recompile and hidden error, with its key."""
     lines: list[str] = []
     lines += _section(f"graph breaks ({number(run.get('graph_break_count'), 'd', '')})")
+    lines += [] if run["graph_breaks"] else ["  none"]
     for gb in run["graph_breaks"]:
         lines.append(
             f"  [{safe(gb['key'])}] x{gb['count']} at {safe(gb['location'] or '?')}{_resumed(gb)}{_steps(gb)}  "
@@ -285,6 +293,7 @@ def _findings(run: StoredRun) -> list[str]:
         )
     lines += _section(f"recompiles ({number(run.get('recompile_count'), 'd', '')})")
     growing = guards.grows_with_the_step(run["recompiles"])
+    lines += [] if run["recompiles"] else ["  none"]
     for rc in run["recompiles"]:
         lines.append(f"  step {rc['decode_step']}: {safe(rc['function'])} — {safe(_first_line(rc['reason']))}")
         if rc.get("guard_subject"):
@@ -295,6 +304,7 @@ def _findings(run: StoredRun) -> list[str]:
                 f"expected {safe(rc['guard_expected'])}{got}{grows}"
             )
     lines += _section(f"hidden errors ({number(run.get('hidden_error_count'), 'd', '')})")
+    lines += [] if run["hidden_errors"] else ["  none"]
     for he in run["hidden_errors"]:
         lines.append(
             f"  [{safe(he['source'])}] {safe(he['exc_type'])}: {safe(_first_line(he['message']))} "
@@ -316,6 +326,7 @@ def _frames_and_more(run: StoredRun) -> list[str]:
     lines: list[str] = []
     count, why = trace.frame_count(run)
     lines += _section(f"compiled frames ({count})" if count is not None else f"compiled frames: unknown ({safe(why)})")
+    lines += [] if run.get("frames") or count is None else ["  none"]
     for frame in run.get("frames", []):
         fail = f"  FAIL {safe(frame['fail_type'])}" if frame.get("fail_type") else ""
         lines.append(
@@ -324,13 +335,14 @@ def _frames_and_more(run: StoredRun) -> list[str]:
             f"{number(frame.get('entire_frame_compile_time_s'), '.3f', ' s')}{fail}"
         )
     lines += _section("capabilities")
+    lines += [] if run.get("capabilities") else ["  none recorded"]
     for name, cap in (run.get("capabilities") or {}).items():
         lines.append(f"  {name}: {'yes' if cap['available'] else 'NO'} — {safe(cap['detail'])}")
     if tail := run.get("stderr_tail"):
         lines += _section("probe stderr (tail)")
         lines += ["  " + safe(line) for line in tail.splitlines()[-20:]]
     lines += _section("artifacts")
-    lines.append(f"  {safe(run.get('artifacts_dir'))}")
+    lines.append(f"  {safe(run.get('artifacts_dir') or 'no run directory recorded')}")
     return lines
 
 

@@ -3,6 +3,8 @@ far to trust them; --verbose and show keep every figure. Real SQLite files, the 
 
 from __future__ import annotations
 
+import re
+
 from conftest import cli
 from factories import run_record, stored
 
@@ -73,3 +75,27 @@ def test_verbose_keeps_every_figure_and_the_whole_reason(tmp_path):
     both = next(line for line in lines if LONG in line)
     assert "eager steps spread 8.2x p90/p10" in both and "some task waited for a CPU" in both
     assert "/home/someone/a/very/long/folder/of/cases/" in both and "123.457G instr" in both
+
+
+def test_show_rounds_its_figures_and_leaves_no_section_empty(tmp_path):
+    db = tmp_path / "h.db"
+    run_id = stored(
+        db,
+        run_record(
+            duration_s=14.51046877599947,
+            eager_margin=0.4290008544921875,
+            max_abs_diff=1000.0,
+            orchestrator_s=0.0014,
+            tokens_equal=0,
+            graph_break_count=0,
+            recompile_count=0,
+            hidden_error_count=0,
+        ),
+    )
+    said = cli("show", str(run_id), "--db", str(db)).output
+    assert not re.search(r"\d\.\d{5,}", said), said  # no figure past what it can carry
+    assert "duration_s: 14.5 s" in said and "eager_margin: 0.429" in said and "orchestrator under 0.01 s" in said
+    lines = said.splitlines()
+    for index, line in enumerate(lines):
+        if line and set(line) == {"-"}:  # a section's rule: something is said under it
+            assert index + 1 < len(lines) and lines[index + 1].strip(), lines[index - 1]
