@@ -79,7 +79,8 @@ def _profiled_race(db_path, uid, groups_case, groups_base, ms_base, ms_case):
         "errors": {},
     }
     verdicts = race.judge(record, ["append_last", "mine"])
-    found = why.Breakdown("append_last", "mine", 10, False, measured_ms=ms_case - ms_base)
+    how = f"append_last's median {ms_base:.3f} ms x (the median ratio of the rounds {ms_case / ms_base:.3f} - 1)"
+    found = why.Breakdown("append_last", "mine", 10, False, measured_ms=ms_case - ms_base, measured_how=how)
     found.groups = [
         why.Row(name, groups_case[name], groups_base.get(name, 0.0), groups_case[name] - groups_base.get(name, 0.0),
                 None, None, None, False)
@@ -131,3 +132,13 @@ def test_a_group_has_one_colour_in_every_chart_and_the_measured_rest_is_drawn(tm
         "mine: measured, in no profiled op 1.000 ms" in rest
         and "append_last: measured, in no profiled op 0.100 ms" in rest
     )
+
+
+def test_the_page_says_what_the_race_measured_and_which_to_believe_where_runs_disagree(tmp_path):
+    db = _history(tmp_path)  # stored runs of mine against append_last
+    _profiled_race(db, "r1", {"attention": 0.5, "matmuls": 1.0}, {"attention": 0.4, "matmuls": 0.5}, 1.0, 2.5)
+    out = tmp_path / "site"
+    assert diag_here("report", "--db", str(db), "--out", str(out), cwd=tmp_path).returncode == 0
+    page = (out / "variants.html").read_text()
+    assert "The race measured +1.500 ms per token (append_last&#39;s median 1.000 ms x (the median ratio" in page
+    assert "where this table and the race above rank two cases differently, the race is the one to believe" in page
