@@ -32,7 +32,8 @@ def _history(db) -> None:
         stored(db, run_record(build=OLD, uid=f"o{index}", new_tokens=6, timings=_samples(index), **TIMED))
     noisy = {**TIMED, "timing_noisy": 1, "timing_note": NOISY}
     stored(db, run_record(build=NEW, uid="n0", new_tokens=6, timings=_samples(5), **noisy))
-    waited = {**TIMED, "compile_s": 58.2, "compile_cpu_s": 26.5, "compile_noisy": 1, "compile_note": WAITED}
+    waited = {**TIMED, "compile_s": 58.2, "compile_cpu_s": 26.5, "compile_stall_s": 10.0}
+    waited |= {"compile_noisy": 1, "compile_note": WAITED}
     stored(db, run_record(build=NEW, uid="n1", new_tokens=6, timings=_samples(6), **waited))
 
 
@@ -51,6 +52,10 @@ def test_each_caveat_is_on_each_surface(tmp_path):
         assert caveat in _out("show", str(run_id), "--db", db)
         shown = json.loads(_out("show", str(run_id), "--db", db, "--json"))
         assert shown["timing_noisy"] == (run_id == 5) and shown["compile_noisy"] == (1 if run_id == 6 else None)
+    # CPU and waiting add up to more than the wall time: the waiting is every task's, and show says so
+    waited = _out("show", "6", "--db", db)
+    assert "compile: 58.200 s cold (26.500 s CPU) (for 10.0 s of it some task of the machine waited" in waited
+    assert "counted for every task, so it may add up to more than the compile's own time" in waited
     listed = json.loads(_out("runs", "--db", db, "--json"))
     assert {(r["timing_noisy"], r["compile_noisy"]) for r in listed} >= {(1, None), (0, 1)}
     compared = _out("compare", "2.12.0+cpu", "2.13.0+cpu", "--db", db)
