@@ -155,8 +155,9 @@ def repro_command(run_id: int, output: Optional[str], db_path: str) -> None:
 @click.option(
     "--carry-artifacts",
     is_flag=True,
-    help="Copy each detailed run's directory (debug log, trace, tlparse report) into the site and link it. "
-    "Without it, a run page names its artifacts and says they stayed where the run was recorded.",
+    help="Copy each detailed run's directory (debug log, trace, tlparse report) into the site and link it; "
+    "the copies are as recorded, the machine's paths in them. Without it, a run page names its artifacts "
+    "and says they stayed where the run was recorded.",
 )
 @json_option
 def report_command(db_path: str, out_dir: str, processes: Optional[int], carry_artifacts: bool, as_json: bool) -> None:
