@@ -45,9 +45,12 @@ def test_run_page_shows_the_exception_location_and_artifacts(findings_db, findin
     diag("report", "--db", str(findings_db), "--out", str(out), cwd=tmp_path)
     failing = findings[("dynamic_slice", True)]
     page = run_section(out, failing["id"])
+    assert "torch_debug.log" in page and "diag report --carry-artifacts" in page  # named, stayed with the run
+    diag("report", "--db", str(findings_db), "--out", str(out), "--carry-artifacts", cwd=tmp_path)
+    page = run_section(out, failing["id"])
     assert failing["error_type"] in page
     assert "dynamic_slice.py:" in page
-    links = re.findall(r'<a href="(\.\./[^"]+)">', page)
+    links = re.findall(r'<a href="(\.\./artifacts/[^"]+)">', page)
     assert any(link.endswith("torch_debug.log") for link in links)
     for link in links:
         assert (out / "runs" / link).resolve().exists(), link
