@@ -4,7 +4,7 @@ the gate's verdict and a bisect's answer. Commands print what these return."""
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any, Mapping, Optional
+from typing import Any, Mapping, Optional
 
 from diag import guards
 from diag import row as rows
@@ -13,9 +13,6 @@ from diag.noise import HALF_WIDTH, NOT_COMPARED
 from diag.run import trace
 from diag.store.typed import GraphBreakRow, StoredRun, column
 from diag.verdicts import why
-
-if TYPE_CHECKING:
-    pass
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 # Characters that reorder the text around them (right-to-left overrides, embeddings, isolates and
