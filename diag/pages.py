@@ -52,7 +52,11 @@ def _shortened(match: re.Match) -> str:
         if marker in path:
             return path.split(marker, 1)[1]
     parts = [part for part in path.split("/") if part]
-    return path if len(parts) < 3 else "…/" + "/".join(parts[-2:])
+    home = 2 if parts[0] in ("home", "Users") else 1 if parts[0] == "root" else 0  # a home names its user
+    rest = parts[home:] if len(parts) > home else parts
+    if not home and len(parts) < 3:
+        return path
+    return ("~/" if home and len(rest) <= 2 else "…/") + "/".join(rest[-2:])
 
 
 def public_paths(text: str) -> str:

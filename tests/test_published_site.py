@@ -35,7 +35,7 @@ def _site(copied_db: Path, *options: str) -> Path:
 
 def test_no_file_of_the_site_holds_an_absolute_path_of_the_recording_machine(copied_db):
     site = _site(copied_db)
-    machine = {str(Path.home()), str(REPO), str(copied_db.parent), "/root/", "/tmp/", ELSEWHERE}
+    machine = {str(Path.home()), str(REPO), str(copied_db.parent), "/root/", "/tmp/", ELSEWHERE, "someone"}
     shown = [p for p in site.rglob("*") if p.is_file() and not p.name.startswith(".")]
     assert len(shown) > 5
     for page in shown:
@@ -80,3 +80,18 @@ def _inside(site: Path) -> None:
         target = (page.parent / href).resolve()
         assert site.resolve() in target.parents or target == site.resolve(), (page.name, href)
         assert target.exists(), (page.name, href)
+
+
+def test_a_path_is_shown_without_its_machine_s_home_or_user():
+    from diag.pages import public_paths
+
+    assert public_paths("at /home/someone/x.py:3") == "at ~/x.py:3"
+    assert public_paths("at /home/someone/work/proj/cases/x.py:3") == "at …/cases/x.py:3"
+    assert public_paths("/root/.cache/diag/probe-path/e9d/diag/probe/supervise.py") == "…/probe/supervise.py"
+    assert public_paths("/Users/someone/a.py, /tmp/x") == "~/a.py, /tmp/x"
+    assert public_paths('File "/usr/lib/python3/site-packages/torch/_dynamo/eval_frame.py"') == (
+        'File "torch/_dynamo/eval_frame.py"'
+    )
+    assert public_paths("https://github.com/pytorch/pytorch/compare/a...b 1/2 work") == (
+        "https://github.com/pytorch/pytorch/compare/a...b 1/2 work"
+    )
