@@ -210,9 +210,10 @@ def _pages(
     this.common = _shared(this, cases, paged, texts, has_variants=shown is not None, has_breaks=bool(breaks))
     this.nav = [this.common[name] for name in ("case_links", "has_architectures", "has_variants", "has_breaks")]
     this.nav.append(options.carry_artifacts)  # a run page links its artifacts or says they stayed
-    files, rendered = _stale_run_pages(this, paged)
+    run_marks = store.page_marks(db, paged)
+    files, rendered = _stale_run_pages(this, paged, run_marks)
     if options.carry_artifacts:
-        for mark in store.page_marks(db, paged).values():
+        for mark in run_marks.values():
             files.update(run_page.carried(mark[0], mark[-1]))
     hand_off(rendered, this.quiet)
     owner = store.run_owners(db, paged.keys() | hidden.keys())
@@ -275,12 +276,12 @@ def _shared(this: Render, cases, paged, texts, *, has_variants: bool, has_breaks
     }
 
 
-def _stale_run_pages(this: Render, paged: dict[int, str]):
+def _stale_run_pages(this: Render, paged: dict[int, str], run_marks: dict[int, tuple[Any, ...]]):
     """The pages of runs whose inputs changed since the site was made (each path with its runs' ids),
-    and the others, kept as they are."""
+    and the others, kept as they are; ``run_marks``: ``store.page_marks`` of the runs in ``paged``."""
     files: dict[str, Any] = {}
     rendered = []
-    for path, marks in _grouped(paged, store.page_marks(this.db, paged)).items():
+    for path, marks in _grouped(paged, run_marks).items():
         folders = [bool(mark[-1]) and Path(mark[-1]).is_dir() for mark in marks]
         if this.made.stale(path, inputs.digest(inputs.sources(), this.nav, marks, folders)):
             rendered.append((path, [mark[0] for mark in marks]))

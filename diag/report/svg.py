@@ -247,9 +247,9 @@ def stacked_bars(
     of the names beside them. ``bars``: (label, name -> value); a name's order is the order it is
     first seen. ``colour_of`` gives a name its colour, the same in every chart that calls it with the
     same function; by default, a name's colour is its place among the names of this chart."""
-    colour_of = colour_of or (lambda name: PALETTE[names.index(name) % len(PALETTE)])
     left = 190  # the bars' labels are case names, longer than an axis's numbers
     names = list(dict.fromkeys(name for _, parts in bars for name in parts))
+    colour_of = colour_of or (lambda name: PALETTE[names.index(name) % len(PALETTE)])
     top = max((sum(v for v in parts.values() if v > 0) for _, parts in bars), default=0.0) or 1.0
     ticks = nice_ticks(0.0, top)
     scale = (RIGHT - left - 60) / max(ticks[-1], top)

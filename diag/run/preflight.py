@@ -141,7 +141,8 @@ def check_environment(env: envs.TorchEnv, refs: list[CaseRef], configs: list[Con
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise PreflightError(f"cannot check the run in {env.python}: {exc}") from exc
         found = records.read(out)[0]
-    checks = record_types.Found(found).all(records.DEVICE_CHECK) + record_types.Found(found).all(records.CASE_CHECK)
+    written = record_types.Found(found)
+    checks = written.all(records.DEVICE_CHECK) + written.all(records.CASE_CHECK)
     if len(checks) != len(files) + len(devices):
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
         raise PreflightError(f"cannot check the run in {env.python}: {last}")

@@ -194,9 +194,8 @@ def record_of(run_dir: Path, fallback_build: Callable[[], dict]) -> RunRecord:
     launch = files.probe_exit.get("launch")
     if launch:
         notes["probe_process"] = {"available": launch.startswith(parents.FORKED), "detail": launch}
-    build = (
-        record_types.BuildRecord() if built else cast(record_types.BuildRecord, fallback_build())
-    )  # describe's fields
+    # the probe's own build record where it wrote one; else what describing the environment gives
+    build = record_types.BuildRecord() if built else cast(record_types.BuildRecord, fallback_build())
     record = assemble(files, build, frames, notes)
     record.run["orchestrator_s"] = time.perf_counter() - started
     return record
@@ -301,9 +300,8 @@ def _environ_of(job: Job) -> dict[str, str]:
     return probe_environ(job.env.probe_environ(), Path(), None)
 
 
-HEARTBEAT_VARIABLE = (
-    "DIAG_HEARTBEAT_S"  # seconds between two heartbeats (default 30), for CI logs that want them sooner
-)
+# seconds between two heartbeats (default 30), for CI logs that want them sooner
+HEARTBEAT_VARIABLE = "DIAG_HEARTBEAT_S"
 
 
 class Heartbeat:

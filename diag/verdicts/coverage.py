@@ -28,6 +28,11 @@ LEFT_OUT = {
 }
 
 
+def left_out_text(figure: str, count: int) -> str:
+    """``3 runs left out: noisy (...)``: the runs a figure left out, and why (``LEFT_OUT``)."""
+    return f"{count} run{'' if count == 1 else 's'} left out: {LEFT_OUT.get(figure, 'untrustworthy')}"
+
+
 @dataclass
 class Coverage:
     figure: str
@@ -45,10 +50,7 @@ class Coverage:
     def line(self) -> str:
         said = f"{self.figure}: {self.judged} of {self.rows} row{'' if self.rows == 1 else 's'} judged"
         reasons = [f"{count} {reason}" for reason, count in sorted(self.why_not.items(), key=lambda item: -item[1])]
-        dropped = ""
-        if self.left_out:
-            plural = "" if self.left_out == 1 else "s"
-            dropped = f"; {self.left_out} run{plural} left out: {LEFT_OUT.get(self.figure, 'untrustworthy')}"
+        dropped = f"; {left_out_text(self.figure, self.left_out)}" if self.left_out else ""
         return said + ("; not judged: " + "; ".join(reasons) if reasons else "") + dropped
 
     def as_dict(self) -> dict[str, Any]:

@@ -7,17 +7,14 @@ from xml.sax.saxutils import escape, quoteattr
 
 from diag import row as rows
 from diag.verdicts import regress
-from diag.verdicts.coverage import LEFT_OUT
+from diag.verdicts.coverage import left_out_text
 
 
 def caveats(comparison: regress.RowComparison) -> list[str]:
     """A row's caveats, one line each: each latency a side's noisy runs left unjudged, and the runs
     each time left out (``coverage.LEFT_OUT`` says why)."""
     said = list(comparison.noisy)
-    for figure, count in comparison.left_out.items():
-        said.append(
-            f"{figure}: {count} run{'' if count == 1 else 's'} left out: {LEFT_OUT.get(figure, 'untrustworthy')}"
-        )
+    said += [f"{figure}: {left_out_text(figure, count)}" for figure, count in comparison.left_out.items()]
     return said
 
 
