@@ -18,10 +18,11 @@ Parts:
 - seed: append_last against dynamic_slice on inductor without fullgraph (dynamic_slice's
   data-dependent slice cannot be one graph), one race: how much of the measured difference the rows
   explain, and the rest.
-- cost: what --profile adds to a race: ``--cost-trials`` pairs of the same race (append_last against
-  dynamic_slice, inductor without fullgraph, the default --timing-seconds, inductor's cache warm),
-  with and without --profile, the order swapped every other pair; per pair the ratio of wall time
-  and of CPU time (the race's process tree), their medians with exact 95% intervals.
+- cost: what --profile adds to a race, per backend of ``--cost-backends`` (inductor, aot_eager and
+  eager): ``--cost-trials`` pairs of the same race (append_last against dynamic_slice without
+  fullgraph, the default --timing-seconds, inductor's cache warm), with and without --profile, the
+  order swapped every other pair; per pair the ratio of wall time and of CPU time (the race's process
+  tree), their medians with exact 95% intervals.
 """
 
 from __future__ import annotations
@@ -149,9 +150,9 @@ def _cost_of(command: list[str], env: dict, work: Path) -> tuple[float, float]:
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
-def cost(work: Path, trials: int) -> list[str]:
+def cost(work: Path, trials: int, backend: str) -> list[str]:
     race = [sys.executable, "-m", "diag", "race", "--case", "append_last", "--case", "dynamic_slice"]
-    race += ["--backend", "inductor", "--no-fullgraph", "--new-tokens", "16", "--db", str(work / "cost.db")]
+    race += ["--backend", backend, "--no-fullgraph", "--new-tokens", "16", "--db", str(work / "cost.db")]
     env = environ()
     _cost_of(race, env, work)  # inductor's cache filled, so that no side pays the cold compile
     walls, cpus, lines = [], [], []
@@ -172,13 +173,15 @@ def cost(work: Path, trials: int) -> list[str]:
         within = f" (95% {interval[0]:.2f}-{interval[1]:.2f})" if interval else ""
         return f"x{statistics.median(ratios):.2f}{within}, {min(ratios):.2f}-{max(ratios):.2f}"
 
-    return [f"cost: race --profile against race, {trials} pairs: wall {said(walls)}; CPU {said(cpus)}", *lines]
+    head = f"cost ({backend}): race --profile against race, {trials} pairs: wall {said(walls)}; CPU {said(cpus)}"
+    return [head, *lines]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--parts", default="known,between,seed,cost")
     parser.add_argument("--cost-trials", type=int, default=6, help="pairs of races with and without --profile (cost)")
+    parser.add_argument("--cost-backends", default="inductor,aot_eager,eager", help="the backends cost races on")
     parser.add_argument("--trials", type=int, default=20)
     parser.add_argument("--size", type=int, default=224, help="the extra matmul's side (known)")
     parser.add_argument("--between-ms", type=float, default=1.0, help="the spin between steps (between)")
@@ -194,10 +197,10 @@ def main() -> None:
             elif part == "seed":
                 said = seed(work)
             elif part == "cost":
-                said = cost(work, args.cost_trials)
+                said = [line for b in args.cost_backends.split(",") for line in cost(work, args.cost_trials, b)[:1]]
             else:
                 raise SystemExit(f"unknown part {part!r}: known, between, seed, cost")
-            print("\n".join(said[:1] if part != "seed" else said), flush=True)
+            print("\n".join(said if part in ("seed", "cost") else said[:1]), flush=True)
 
 
 if __name__ == "__main__":

@@ -347,3 +347,37 @@ def test_a_row_s_share_is_of_the_measured_difference_the_text_defines():
     said = "\n".join(why.lines(found))
     assert "measured +2.000 ms per token (its figures), of which each row's share above is" in said
     assert f"({found.explained_share:.0%})" in said and "  50%" in said
+
+
+def test_the_raw_events_attribute_a_generation_as_torch_s_own_event_list_does():
+    """A compiled decode loop (aot_eager) with attention, a recording range and a Python between
+    steps, profiled once: the attribution nested from the profiler's raw events (what ``race
+    --profile`` reads off CUDA) equals the one from torch's FunctionEvents, step by step and op by op."""
+    import torch
+
+    from diag.probe import attribution
+    from diag.probe.cases import EMIT_RANGE
+
+    layers = torch.nn.Sequential(*[torch.nn.Linear(32, 32) for _ in range(4)])
+
+    def step(x):
+        q = layers(x).view(1, 4, 2, 16).transpose(1, 2)
+        return torch.nn.functional.scaled_dot_product_attention(q, q, q).transpose(1, 2).reshape(1, 4, 32) + x.sum()
+
+    compiled = torch.compile(step, backend="aot_eager", fullgraph=True)
+    x = torch.randn(1, 4, 32)
+    compiled(x)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        for _ in range(5):
+            with torch.profiler.record_function(attribution.STEP):
+                out = compiled(x)
+                with torch.profiler.record_function(EMIT_RANGE):
+                    out.argmax()
+                sum(range(2000))  # Python outside any op
+    raw = attribution.attribute(attribution.nested(torch, prof.profiler.kineto_results.events()))
+    listed = attribution.attribute(prof.events())
+    assert raw["steps"] == listed["steps"] == 5
+    assert raw["sdpa_calls"] == listed["sdpa_calls"] and raw["sdpa_calls"]
+    for ours, torchs in zip(raw["cpu_us"], listed["cpu_us"]):
+        assert ours.keys() == torchs.keys()
+        assert all(abs(ours[name] - torchs[name]) <= 0.02 for name in ours), (ours, torchs)
