@@ -6,10 +6,10 @@ from __future__ import annotations
 import re
 from typing import Any, Mapping, Optional
 
-from diag import guards
+from diag import figure, guards
 from diag import row as rows
 from diag.contract import BY_NAME
-from diag.noise import HALF_WIDTH, NOT_COMPARED
+from diag.noise import HALF_WIDTH, NOT_COMPARED, SPREAD
 from diag.run import trace
 from diag.store.typed import GraphBreakRow, StoredRun, column
 from diag.verdicts import why
@@ -73,9 +73,13 @@ def _seconds(value: Optional[float]) -> str:
 
 def trust(run: Mapping[str, Any]) -> str:
     """How far a run's timings can be trusted, in a word or two: steady, noisy (its latency), compile
-    waited (for a CPU), both, or - where it was not timed."""
-    said = (["noisy"] if run.get("timing_noisy") else []) + (["compile waited"] if run.get("compile_noisy") else [])
-    return "; ".join(said) if said else "steady" if run.get("timing_noisy") == 0 else "-"
+    waited (for a CPU), both, unjudged (a latency measured with no verdict), or - where it was not
+    timed. A compile not judged (on a GPU, or without its CPU time) is said in show and --json."""
+    said = (["noisy"] if figure.timing_noisy(run) else []) + (["compile waited"] if figure.compile_waited(run) else [])
+    if said:
+        return "; ".join(said)
+    latency = {figure.latency(run, mode).trust for mode in figure.LATENCY_MODES} - {figure.UNMEASURED}
+    return "-" if not latency else figure.STEADY if latency == {figure.STEADY} else figure.UNJUDGED
 
 
 def summary_line(run: StoredRun, verbose: bool = False) -> str:
@@ -101,10 +105,15 @@ def summary_line(run: StoredRun, verbose: bool = False) -> str:
         f"compile {number(run.get('compile_s'), '.2f', 's'):>7}  "
         f"eager {number(run.get('eager_ms_per_token'), '.2f', ''):>7} / compiled "
         f"{number(run.get('compiled_ms_per_token'), '.2f', ''):>7} ms/token"
-        + (f"  {safe(run['timing_note'])}, {NOT_COMPARED}" if run.get("timing_noisy") else "")
-        + (f"  {safe(run['compile_note'])}, {NOT_COMPARED}" if run.get("compile_noisy") else "")
+        + "".join(f"  {safe(why)}, {NOT_COMPARED}" for why in _caveats(run))
         + (f"  {_instructions(count)} instr" if (count := run.get("compile_instructions")) else "")
     )
+
+
+def _caveats(run: Mapping[str, Any]) -> list[str]:
+    """Why the run's latency, and its compile time, are not compared: each reason once."""
+    flagged = [f.why for f in figure.of_run(run).values() if f.flagged and f.why]
+    return list(dict.fromkeys(flagged))
 
 
 def _instructions(count: int) -> str:
@@ -116,10 +125,10 @@ def _instructions(count: int) -> str:
 
 
 def _latency(run: StoredRun, mode: str) -> str:
-    """``0.471 ms/token (95% 0.468-0.474)``, the interval where the run has one."""
-    text = number(column(run, f"{mode}_ms_per_token"), ".3f", " ms/token")
-    low, high = column(run, f"{mode}_ms_low"), column(run, f"{mode}_ms_high")
-    return text + (f" (95% {low:.3f}-{high:.3f})" if low is not None and high is not None else "")
+    """``0.471 ms/token (95% 0.468-0.474, 24 samples)``, the interval and steps where the run has them."""
+    found = figure.latency(run, mode)
+    said = found.interval()
+    return number(found.value, ".3f", " ms/token") + (f" ({said})" if said and found.value is not None else "")
 
 
 def _section(title: str) -> list[str]:
@@ -224,8 +233,11 @@ def _timings(run: StoredRun) -> list[str]:
         + f", {number(run.get('compile_warm_s'), '.3f', ' s')} warm; guard check per decode call "
         f"{number(run.get('guard_latency_us'), '.0f', ' us')}"
     )
-    if run.get("compile_noisy"):
-        lines.append(f"  {safe(run['compile_note'])}: no compile-time verdict is drawn from this run")
+    compiled = figure.compile_time(run)
+    if compiled.flagged:
+        lines.append(f"  {safe(compiled.why)}: no compile-time verdict is drawn from this run")
+    elif compiled.trust == figure.UNJUDGED:
+        lines.append(f"  compile time unjudged: {safe(compiled.why)}")
     if run.get("compile_instructions") is not None:
         lines.append(
             f"  compile instructions: {run['compile_instructions']:,} ({safe(run.get('instructions_method'))})"
@@ -238,10 +250,17 @@ def _timings(run: StoredRun) -> list[str]:
             f"  between steps (compiled, outside the compiled calls): {between:.3f} ms a step"
             + _share(between, run.get("compiled_ms_per_token"))
         )
-    if run.get("timing_noisy"):
-        lines.append(f"  {safe(run['timing_note'])}: no latency verdict is drawn from this run")
-    elif run.get("timing_noisy") == 0:
-        lines.append(f"  timing steady: each median's interval within +-{HALF_WIDTH:.0%}, steps in one cluster")
+    timed = figure.latency(run, "compiled")
+    timed = timed if timed.value is not None else figure.latency(run, "eager")
+    if timed.flagged:
+        lines.append(f"  {safe(timed.why)}: no latency verdict is drawn from this run")
+    elif timed.trust == figure.STEADY:
+        lines.append(
+            f"  timing steady: each median's interval within +-{HALF_WIDTH:.0%}, steps in one cluster, "
+            f"steps and host reference spread at most {SPREAD:.0f}x"
+        )
+    elif timed.trust == figure.UNJUDGED:
+        lines.append(f"  timing unjudged: {safe(timed.why)}")
     lines.append(
         f"  peak memory ({safe(run.get('memory_kind'))}): eager {number(run.get('peak_mem_eager_mb'), '.1f', ' MB')}"
         f", compiled {number(run.get('peak_mem_compiled_mb'), '.1f', ' MB')}"

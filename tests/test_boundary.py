@@ -157,6 +157,7 @@ TOP_LEVEL_MODULES = {
     "build", "config", "contract", "errors", "guards", "pages", "row", "stopping", "text",  # vocabulary
     "verdict_text",  # the terminal's text of verdicts, beside text's of runs: one module was past the cap
     "stats", "noise",  # numbers, and a measurement's trust: judged where it is taken, read by verdicts
+    "figure",  # a judged figure as every surface reads it: the one reader of the trust columns
     "backfill", "bisect", "export", "repro", "upstream",  # one command each
 }  # fmt: skip
 PACKAGES = {"cases", "cli", "envs", "probe", "report", "run", "store", "verdicts"}

@@ -25,6 +25,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "diag.contract",
             "diag.envs",
             "diag.errors",
+            "diag.figure",
             "diag.guards",
             "diag.noise",
             "diag.pages",

@@ -8,7 +8,7 @@ from typing import Optional
 
 import click
 
-from diag import store, text
+from diag import figure, store, text
 from diag.cli import checks, params
 from diag.cli.common import RUN_ID, cli, count, db_option, fail, json_option, progress, read_store, verbose_option
 from diag.contract import STATUSES
@@ -64,7 +64,8 @@ def runs_command(db_path: str, limit: int, case_name: Optional[str], verbose: bo
     db = read_store(db_path)
     listed = store.recent_runs(db, limit=limit, case=case_name)
     if as_json:
-        click.echo(json.dumps(listed, indent=2, default=str))
+        # each run's columns and its judged figures (value, interval, samples, trust and why: diag/figure.py)
+        click.echo(json.dumps([{**row, "figures": figure.as_json(row)} for row in listed], indent=2, default=str))
         return
     if not listed:
         click.echo(f"no runs{f' of case {text.safe(case_name)}' if case_name else ''} in {db_path}", err=True)
@@ -92,10 +93,9 @@ def show_command(run_id: int, db_path: str, as_json: bool) -> None:
     if run is None:
         raise fail(f"no run #{run_id} in {db_path}")
     listed = {label: str(path) for label, path in artifacts.listing(run.get("artifacts_dir"))}
-    if as_json:  # the run's columns, its artifacts, and its frames' count: null where torch's metrics were not read
-        click.echo(
-            json.dumps({**run, "artifacts": listed, "frame_count": trace.frame_count(run)[0]}, indent=2, default=str)
-        )
+    if as_json:  # the run's columns, its judged figures, its artifacts, and its frames' count (null: unknown)
+        shown = {**run, "figures": figure.as_json(run), "artifacts": listed, "frame_count": trace.frame_count(run)[0]}
+        click.echo(json.dumps(shown, indent=2, default=str))
         return
     click.echo(text.show(run))
     for name, path in listed.items():

@@ -37,7 +37,7 @@ def _device_us(event: Any, field: str) -> float:
     ones ``cuda``; 0 where it has none."""
     for name in (f"{field}device_time_total", f"{field}cuda_time_total"):
         value = getattr(event, name, None)
-        if value:
+        if value is not None:  # the newer name where torch has it (the older one warns it is deprecated)
             return float(value)
     return 0.0
 

@@ -27,7 +27,7 @@ from typing import Any, Callable, Iterator, Optional, cast
 
 import jinja2
 
-from diag import pages, store
+from diag import figure, pages, store
 from diag.pages import case_href
 from diag.report import breaks_page, charts, forked, history, inputs, matrix_html, matrix_pages, run_page, variants_page
 from diag.report import resume as resume_at
@@ -127,6 +127,7 @@ def _run_pages(
                     "run": run,
                     "config_label": config_text(run),
                     "timing_stats": [run_page.in_ms(t) for t in run["timings"]],
+                    "figures": figure.of_run(run),
                     "artifacts": run_page.listing(run, bool(context.get("carry_artifacts"))),
                     "ci": run_page.ci_link(run),
                     "profile": why.profile_of(run),

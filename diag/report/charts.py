@@ -7,6 +7,7 @@ import math
 import statistics
 from typing import Any, Callable, Optional, Sequence
 
+from diag import figure
 from diag import row as rows
 from diag.report.inputs import Memo, digest
 from diag.report.model import Matrix, RowKey
@@ -23,17 +24,18 @@ MAX_MARKED_POINTS = 40  # beyond this many builds, markers only clutter the line
 
 def _latency(run: StoredRun, mode: str) -> Optional[float]:
     """A run's per-token latency, where its timing was not noisy (a noisy run draws no point)."""
-    return None if run.get("timing_noisy") else typed.column(run, f"{mode}_ms_per_token")
+    found = figure.latency(run, mode)
+    return found.value if found.comparable else None
 
 
 def untrusted(runs: list[StoredRun]) -> dict[str, int]:
     """Of ``runs``, how many were timed, how many drew no latency point (noisy) and how many no
     compile-time point (the compile waited for a CPU): what a page says beside its charts."""
-    timed = [run for run in runs if run.get("timing_noisy") is not None]
+    timed = [run for run in runs if figure.timing_judged(run)]
     return {
         "timed": len(timed),
-        "noisy": sum(1 for run in timed if run.get("timing_noisy")),
-        "waited": sum(1 for run in runs if run.get("compile_noisy")),
+        "noisy": sum(1 for run in timed if figure.timing_noisy(run)),
+        "waited": sum(1 for run in runs if figure.compile_waited(run)),
     }
 
 
@@ -41,7 +43,7 @@ def run_values(run: StoredRun) -> tuple[Optional[float], ...]:
     """A run's value of each of ``METRICS``, in their order (None where it has none), in one pass."""
     eager, compiled = _latency(run, "eager"), _latency(run, "compiled")
     return (
-        None if run.get("compile_noisy") else run.get("compile_s"),  # a compile that waited draws no point
+        None if figure.compile_waited(run) else run.get("compile_s"),  # a compile that waited draws no point
         compiled,
         eager / compiled if eager and compiled else None,
         run.get("peak_mem_compiled_mb"),

@@ -64,7 +64,8 @@ def recent_runs(db: sqlite_utils.Database, limit: int = 20, case: Optional[str] 
             db.query(
                 f"SELECT runs.id, {row_columns('runs.')}, runs.status, runs.graph_break_count, runs.recompile_count, "
                 "runs.hidden_error_count, runs.compile_s, runs.eager_ms_per_token, runs.compiled_ms_per_token, "
-                "runs.timing_noisy, runs.timing_note, runs.compile_noisy, runs.compile_note, "
+                "runs.timing_noisy, runs.timing_note, runs.compile_noisy, runs.compile_note, runs.eager_ms_low, "
+                "runs.eager_ms_high, runs.compiled_ms_low, runs.compiled_ms_high, "
                 "runs.compile_instructions, runs.started_at, b.version AS torch_version "
                 f"FROM runs JOIN torch_builds b ON b.id = runs.torch_build_id "
                 f"{where} ORDER BY runs.id DESC LIMIT ?",

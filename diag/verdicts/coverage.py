@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Optional
 
+from diag import figure
 from diag.stats import runs_needed
 from diag.store.typed import StoredRun, column
 from diag.verdicts.regress import RowComparison
@@ -86,7 +87,7 @@ def _latency(mode: str, alpha: float) -> Callable[[RowComparison], Optional[str]
 def _compile(alpha: float) -> Callable[[RowComparison], Optional[str]]:
     def why(comparison: RowComparison) -> Optional[str]:
         sides = [run for run in (comparison.before, comparison.after) if run is not None]
-        if all(run.get("compile_s") is not None for run in sides) and any(run.get("compile_noisy") for run in sides):
+        if all(run.get("compile_s") is not None for run in sides) and any(figure.compile_waited(run) for run in sides):
             missing = "with the compile waiting for the machine on a side"
         else:
             missing = "not timed on a side (--no-timing)"
@@ -123,12 +124,12 @@ def coverage(comparisons: list[RowComparison], alpha: float) -> list[Coverage]:
         ),
     ]
     found = []
-    for figure, present, why in figures:
+    for name, present, why in figures:
         if not any(present(run) for c in both for run in (c.before, c.after) if run is not None):
             continue
-        covered = Coverage(figure, len(both))
+        covered = Coverage(name, len(both))
         for comparison in both:
             covered.add(BROKEN if comparison.note else why(comparison))
-            covered.left_out += comparison.left_out.get(figure, 0)
+            covered.left_out += comparison.left_out.get(name, 0)
         found.append(covered)
     return found

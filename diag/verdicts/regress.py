@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
 
+from diag import figure
 from diag import row as rows
 from diag.contract import FINDING_KINDS, WORKS, statuses
 from diag.noise import NOT_COMPARED
@@ -167,16 +168,16 @@ def compare_runs(
         if dropped:
             result.left_out[f"{mode} latency"] = dropped
         if timed_before and timed_after and not (steady_before and steady_after):
-            noisy = [r for r in (*timed_before, *timed_after) if r.get("timing_noisy")]
+            noisy = [r for r in (*timed_before, *timed_after) if figure.timing_noisy(r)]
             result.noisy.append(
                 f"{mode} latency {NOT_COMPARED}: {len(noisy)} of {len(timed_before) + len(timed_after)} runs noisy "
-                f"({noisy[0].get('timing_note') or 'timing noisy'})"
+                f"({figure.timing_why(noisy[0]) if noisy else 'timing noisy'})"
             )
             continue
         change = latency_change(mode, steady_before, steady_after)
         if change is not None:
             result.timings.append(change)
-    waited = sum(1 for run in (*before_pool, *after_pool) if run.get("compile_noisy"))
+    waited = sum(1 for run in (*before_pool, *after_pool) if figure.compile_waited(run))
     if waited:
         result.left_out["compile time"] = waited
     for change in (

@@ -11,6 +11,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
+from diag import figure
 from diag.stats import mann_whitney_greater, quantile, runs_needed
 from diag.store.typed import StoredRun, numbers
 
@@ -132,14 +133,14 @@ def timed_and_steady(runs: Sequence[StoredRun], mode: str) -> tuple[list[StoredR
     """The runs with latency samples of ``mode``, and of those the ones whose timing was not noisy
     (diag/noise.py): only these give a latency verdict."""
     timed = [r for r in runs if samples_of(r, mode)]
-    return timed, [r for r in timed if not r.get("timing_noisy")]
+    return timed, [r for r in timed if not figure.timing_noisy(r)]
 
 
 def guard_change(before_runs: Sequence[StoredRun], after_runs: Sequence[StoredRun]) -> Optional[TimingChange]:
     """The guard check a decode call pays, one value per run, on each side; None where a side has
     none. Runs whose timing the host made noisy are left out, as they are for latency."""
     sides = [
-        numbers([r for r in runs if not r.get("timing_noisy")], "guard_latency_us")
+        numbers([r for r in runs if not figure.timing_noisy(r)], "guard_latency_us")
         for runs in (before_runs, after_runs)
     ]
     if not all(sides):
@@ -157,9 +158,9 @@ def compile_change(before_runs: Sequence[StoredRun], after_runs: Sequence[Stored
     one and all ran the same Python, as latency is: a compile is mostly Python, and an A/A pair on a
     host that changed speed between its sides moved raw compile time by x1.5.
     """
-    # a compile that waited for a busy machine (compile_noisy) says nothing of the build
-    before_runs = [r for r in before_runs if r.get("compile_s") is not None and not r.get("compile_noisy")]
-    after_runs = [r for r in after_runs if r.get("compile_s") is not None and not r.get("compile_noisy")]
+    # a compile that waited for a busy machine says nothing of the build
+    before_runs = [r for r in before_runs if figure.compile_time(r).comparable]
+    after_runs = [r for r in after_runs if figure.compile_time(r).comparable]
     if not before_runs or not after_runs:
         return None
     runs = [*before_runs, *after_runs]
