@@ -1,17 +1,15 @@
-"""Commands over a history of builds: environments, merge, compare, prune, check."""
+"""Commands over a history of builds: environments, merge, compare, prune (check is in gating.py)."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 import click
 
 from diag import envs, store, text, verdict_text
-from diag import row as rows
 from diag.build import Spec
 from diag.cli import params
 from diag.cli.common import (
@@ -27,7 +25,7 @@ from diag.cli.common import (
     run_preflight,
 )
 from diag.run import preflight
-from diag.verdicts import coverage, gate, junit, regress, variants, why
+from diag.verdicts import coverage, gate, regress, variants, why
 
 
 @cli.group("env")
@@ -283,168 +281,3 @@ def prune_command(keep_builds: int, keep_runs: int, thin_after: int, db_path: st
             f"{changed['folded']} into counts ({changed['thinned']} rows of old nightlies thinned); "
             f"{before / 2**20:.1f} MB -> {after / 2**20:.1f} MB"
         )
-
-
-@cli.command("check")
-@click.option(
-    "--baseline",
-    default=None,
-    help="Build to compare the newest build against (default: the previous "
-    "build; with one build in the DB, each row's newest diag run "
-    "invocation against the one before it).",
-)
-@click.option(
-    "--stable",
-    default=None,
-    metavar="BUILD",
-    help="A pinned release the same runner ran each night beside the nightly: a latency or compile-time "
-    "slowdown it shared (its newest invocation against the one before) is reported as HOST CHANGED, "
-    "not as torch's; only the part beyond its own ratio counts.",
-)
-@click.option(
-    "--compile-threshold",
-    type=click.FloatRange(min=1.0),
-    default=regress.Thresholds.compile_ratio,
-    show_default=True,
-    help="Compile-time ratio that counts as a slowdown (when significant).",
-)
-@click.option(
-    "--instructions-threshold",
-    type=click.FloatRange(min=1.0),
-    default=regress.Thresholds.instructions_ratio,
-    show_default=True,
-    help="Ratio of the cold compile's instruction count (runs made with --count-instructions) that "
-    "counts as a slowdown; a count is judged on its ratio alone, one run a side.",
-)
-@click.option(
-    "--latency-threshold",
-    type=click.FloatRange(min=1.0),
-    default=regress.Thresholds.latency_ratio,
-    show_default=True,
-    help="Per-token latency ratio that counts as a slowdown (when significant).",
-)
-@click.option(
-    "--decode-recompile-steps",
-    type=click.IntRange(min=0),
-    default=regress.Thresholds.decode_recompile_steps,
-    show_default=True,
-    help="Decode steps a row may recompile on; beyond it, where the baseline stayed within it, is a "
-    "regression (a fixed-size cache should compile once).",
-)
-@click.option(
-    "--alpha",
-    type=click.FloatRange(min=0.0, max=1.0),
-    default=regress.Thresholds.alpha,
-    show_default=True,
-    help="Significance level of the one-sided Mann-Whitney U test.",
-)
-@click.option(
-    "--allow",
-    "allow_file",
-    type=params.TEXT_FILE,
-    default=None,
-    help="File of keys known to be flaky (one per line), ignored when new.",
-)
-@click.option(
-    "--junit",
-    "junit_file",
-    type=params.OUTPUT_FILE,
-    default=None,
-    help="Write JUnit XML: a test case per row, a failure per regression.",
-)
-@click.option(
-    "--inconclusive-exit",
-    type=click.IntRange(min=0, max=255),
-    default=3,
-    show_default=True,
-    help="Exit status when nothing regressed but a slowdown had too few runs to judge.",
-)
-@click.option(
-    "--alerts",
-    "alerts_file",
-    type=params.OUTPUT_FILE,
-    default=None,
-    help="Write one alert per regressed row (JSON: title, marker, Markdown body) for an issue tracker.",
-)
-@click.option("--site-url", default=None, help="Where the report is published, for the alerts' run links.")
-@db_option
-@json_option
-def check_command(
-    baseline: Optional[str],
-    stable: Optional[str],
-    compile_threshold: float,
-    instructions_threshold: float,
-    latency_threshold: float,
-    decode_recompile_steps: int,
-    alpha: float,
-    allow_file: Optional[str],
-    junit_file: Optional[str],
-    inconclusive_exit: int,
-    alerts_file: Optional[str],
-    site_url: Optional[str],
-    db_path: str,
-    as_json: bool,
-) -> None:
-    """CI gate: exit 1 if the newest build regressed against the baseline.
-
-    A regression is: a pass or graph_break row that now fails; a new graph-break,
-    recompile or hidden-error key (not in --allow); compiled tokens that no longer
-    match eager; or a slowdown beyond the thresholds that a rank test over the runs
-    confirms. A slowdown beyond a threshold with too few runs a side to test (4 for
-    --alpha 0.02, 5 for 0.01) is INCONCLUSIVE: exit 3 when nothing else regressed, skipped in JUnit.
-    """
-    db = read_store(db_path)
-    thresholds = regress.Thresholds(
-        compile_ratio=compile_threshold,
-        instructions_ratio=instructions_threshold,
-        latency_ratio=latency_threshold,
-        alpha=alpha,
-        decode_recompile_steps=decode_recompile_steps,
-    )
-    outcome = gate.check(db, baseline, thresholds, gate.read_allow_list(allow_file), stable)
-    _write_gate_files(outcome, junit_file, alerts_file, site_url)
-    if as_json:
-        click.echo(json.dumps(_check_json(outcome, alpha), indent=2))
-    else:
-        click.echo("\n".join(verdict_text.check_lines(outcome, alpha)))
-    if outcome.regressions:
-        sys.exit(1)
-    if outcome.inconclusive:
-        sys.exit(inconclusive_exit)
-
-
-def _write_gate_files(
-    outcome: gate.Outcome, junit_file: Optional[str], alerts_file: Optional[str], site_url: Optional[str]
-) -> None:
-    """JUnit XML (a test case per row) and the alerts (one per regressed row), where asked for."""
-    if junit_file:
-        try:
-            Path(junit_file).write_text(
-                junit.junit_xml(outcome.comparisons, outcome.regressions, "diag check", outcome.inconclusive),
-                encoding="utf-8",
-            )
-        except OSError as exc:
-            raise fail(f"--junit {junit_file}: {exc.strerror or exc}") from exc
-    if alerts_file:
-        try:
-            Path(alerts_file).write_text(json.dumps(gate.alerts(outcome, site_url), indent=2), encoding="utf-8")
-        except OSError as exc:
-            raise fail(f"--alerts {alerts_file}: {exc.strerror or exc}") from exc
-
-
-def _check_json(outcome: gate.Outcome, alpha: float) -> dict[str, Any]:
-    compared = [c for c in outcome.comparisons if c.before is not None and c.after is not None]
-    return {
-        "checked": outcome.description,
-        "rows": len(outcome.comparisons),
-        "compared": len(compared),
-        "regressions": [{"row": rows.label(r.row), "kind": r.kind, "message": r.message} for r in outcome.regressions],
-        "inconclusive": [{"row": rows.label(r.row), "message": r.message} for r in outcome.inconclusive],
-        "host_changed": [{"row": rows.label(r.row), "message": r.message} for r in outcome.host_changed],
-        "not_compared": [
-            {"row": rows.label(c.row), "note": note}
-            for c in outcome.comparisons
-            for note in ([c.note] if c.note else []) + c.noisy
-        ],
-        "judged": [found.as_dict() for found in coverage.coverage(outcome.comparisons, alpha)],
-    }

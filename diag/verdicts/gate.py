@@ -238,6 +238,13 @@ def identity_differences(
     return [f"{name} {was} -> {now}" for name, was, now in pairs if was != now]
 
 
+def newest_builds(db) -> list[TorchBuildRow]:
+    """The newest build of each variant (cpu, cu126, ...), oldest of them first: what ``check`` judges."""
+    ordered = sorted(store.builds(db), key=build_order)
+    newest = {b["variant"]: b for b in ordered}
+    return sorted(newest.values(), key=build_order)
+
+
 def check(
     db, baseline: Optional[str], thresholds: regress.Thresholds, allowed: set[str], stable: Optional[str] = None
 ) -> Outcome:

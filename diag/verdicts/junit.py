@@ -6,7 +6,7 @@ from typing import Sequence
 from xml.sax.saxutils import escape, quoteattr
 
 from diag import row as rows
-from diag.verdicts import regress
+from diag.verdicts import expect, regress
 from diag.verdicts.coverage import left_out_text
 
 
@@ -59,3 +59,33 @@ def junit_xml(
         lines.append("  </testcase>")
     lines.append("</testsuite>")
     return "\n".join(lines) + "\n"
+
+
+def contract_suite(held: "expect.Held") -> str:
+    """A testsuite of ``diag check --expect``: a test case per row of the build, a failure per count
+    that moved, named by the count."""
+    by_row: dict[str, list[expect.Moved]] = {}
+    for item in held.moved:
+        by_row.setdefault(item.row, []).append(item)
+    checked = sorted(set(by_row) | set(held.checked))
+    lines = [f'<testsuite name="diag expect" tests="{len(checked)}" failures="{len(by_row)}">']
+    for label in checked:
+        moved = by_row.get(label, [])
+        if not moved:
+            lines.append(f'  <testcase classname="diag.expect" name={quoteattr(label)}/>')
+            continue
+        lines.append(f'  <testcase classname="diag.expect" name={quoteattr(label)}>')
+        for item in moved:
+            message = f"{item.count}: {item.message}" if item.expected is None else item.message
+            lines.append(
+                f'    <failure type="count moved" message={quoteattr(message)}>{escape(held.update)}</failure>'
+            )
+        lines.append("  </testcase>")
+    lines.append("</testsuite>")
+    return "\n".join(lines)
+
+
+def with_suite(xml: str, suite: str) -> str:
+    """``xml`` (one testsuite) and ``suite`` under one testsuites element."""
+    head, _, body = xml.partition("\n")
+    return f"{head}\n<testsuites>\n{body.rstrip()}\n{suite}\n</testsuites>\n"
