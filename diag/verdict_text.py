@@ -62,6 +62,22 @@ def judged_lines(comparisons: list[RowComparison], alpha: Optional[float] = None
     return [f"judged: {safe(found.line())}" for found in coverage(comparisons, level)]
 
 
+def cause_lines(outcome: Outcome) -> list[str]:
+    """One block per cause, most rows first: what broke, whose it is, the rows it hit; each row's
+    regressions under it. A regression no cause explains (a row with one side missing) stands alone."""
+    lines, explained = [], set()
+    for index, cause in enumerate(outcome.causes, 1):
+        tracker = f", file at {cause.tracker}" if cause.tracker else ""
+        lines.append(
+            f"CAUSE {index} of {len(outcome.causes)}: {safe(cause.headline)}{tracker}: {cause.hit()} [cause {cause.id}]"
+        )
+        lines += [f"  {safe(cause.text)}"] if cause.text else []
+        lines += [f"  REGRESSION {safe(rows.label(r.row))}: {safe(r.message)}" for r in cause.regressions]
+        explained |= {id(r) for r in cause.regressions}
+    rest = [r for r in outcome.regressions if id(r) not in explained]
+    return lines + [f"REGRESSION {safe(rows.label(r.row))}: {safe(r.message)}" for r in rest]
+
+
 def check_lines(outcome: Outcome, alpha: Optional[float] = None) -> list[str]:
     """``diag check``'s verdict: what was compared, each regression, what could not be judged, and
     per figure how many rows were judged and why the others were not (at the gate's ``alpha``)."""
@@ -69,7 +85,7 @@ def check_lines(outcome: Outcome, alpha: Optional[float] = None) -> list[str]:
     lines = [
         f"checked: {outcome.description}; {len(outcome.comparisons)} rows, {len(compared)} with runs on both sides"
     ]
-    lines += [f"REGRESSION {safe(rows.label(r.row))}: {safe(r.message)}" for r in outcome.regressions]
+    lines += cause_lines(outcome)
     lines += [f"INCONCLUSIVE {safe(rows.label(r.row))}: {safe(r.message)}" for r in outcome.inconclusive]
     lines += [f"HOST CHANGED {safe(rows.label(r.row))}: {safe(r.message)}" for r in outcome.host_changed]
     lines += [f"NOT COMPARED {safe(rows.label(c.row))}: {safe(c.note)}" for c in outcome.comparisons if c.note]

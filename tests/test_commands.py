@@ -91,8 +91,12 @@ def test_check_fails_on_the_regression_and_writes_junit(recorded_db, tmp_path):
     assert (
         "REGRESSION append_last aot_eager fullgraph cpu float32 b2 p8 n4: status pass -> fullgraph_error" in done.output
     )
-    root = ET.parse(junit).getroot()
-    assert (root.get("tests"), root.get("failures")) == ("15", "1")
+    suites = ET.parse(junit).getroot()
+    rows_suite, causes_suite = suites.findall("testsuite")
+    assert (rows_suite.get("tests"), rows_suite.get("failures")) == ("15", "1")
+    # and the cause behind it, a test case of its own, with its owner: torch moved, nothing else did
+    assert (causes_suite.get("name"), causes_suite.get("tests")) == ("diag causes", "1")
+    assert "owner torch (pytorch/pytorch)" in causes_suite.find("testcase/failure").get("message")
     same = cli("check", "--db", str(recorded_db), "--baseline", NEW, "--json")
     assert same.exit_code == 0 and json.loads(same.stdout)["regressions"] == []
 
@@ -336,13 +340,17 @@ def test_bytes_that_are_not_utf8_and_mathtext_in_stored_values_break_no_command(
     assert "\\xff\\xfeA" in shown
 
 
-def test_check_writes_one_alert_per_regressed_row(recorded_db, tmp_path):
+def test_check_writes_one_alert_per_cause(recorded_db, tmp_path):
     alerts_file = tmp_path / "alerts.json"
     done = cli("check", "--db", str(recorded_db), "--alerts", str(alerts_file), "--site-url", "https://x.github.io/d")
     assert done.exit_code == 1
     (alert,) = json.loads(alerts_file.read_text())
-    assert alert["title"] == f"diag: append_last aot_eager fullgraph cpu float32 b2 p8 n4 regressed on {NEW}"
+    assert alert["title"].startswith("diag: UserError:") and "(torch; status): UserError: " in alert["title"]
+    assert alert["title"].endswith(f"on {NEW}, 1 row: 1 case, 1 config")
+    assert (alert["owner"], alert["tracker"]) == ("torch", "pytorch/pytorch")
+    assert alert["rows"] == ["append_last aot_eager fullgraph cpu float32 b2 p8 n4"]
     body = alert["body"]
+    assert f"diag bisect --case append_last --good {BASE} --bad {NEW}" in body
     assert f"first bad build: {NEW}" in body and f"last good build: {BASE}" in body
     assert "pytorch/pytorch/compare/" in body and "Error: `UserError`" in body and "diag repro " in body
     assert f"<!-- {alert['marker']} -->" in body
@@ -354,7 +362,7 @@ def test_check_writes_one_alert_per_regressed_row(recorded_db, tmp_path):
     assert f'<section id="{section}">' in (site / page).read_text() and section.startswith("run-")
     again = tmp_path / "again.json"
     cli("check", "--db", str(recorded_db), "--alerts", str(again))
-    assert json.loads(again.read_text())[0]["marker"] == alert["marker"]  # the same row, the same issue
+    assert json.loads(again.read_text())[0]["marker"] == alert["marker"]  # the same cause, the same issue
 
 
 def test_a_key_that_appeared_says_what_it_stands_for(copied_db, tmp_path):

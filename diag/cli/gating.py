@@ -172,8 +172,9 @@ def _write_gate_files(
     regressed row), where asked for."""
     if junit_file:
         xml = junit.junit_xml(outcome.comparisons, outcome.regressions, "diag check", outcome.inconclusive)
-        if held is not None:
-            xml = junit.with_suite(xml, junit.contract_suite(held))
+        suites = [junit.cause_suite(outcome.causes)] if outcome.causes else []
+        suites += [junit.contract_suite(held)] if held is not None else []
+        xml = junit.with_suites(xml, suites)
         try:
             Path(junit_file).write_text(xml, encoding="utf-8")
         except OSError as exc:
@@ -192,6 +193,7 @@ def _check_json(outcome: gate.Outcome, alpha: float) -> dict[str, Any]:
         "rows": len(outcome.comparisons),
         "compared": len(compared),
         "regressions": [{"row": rows.label(r.row), "kind": r.kind, "message": r.message} for r in outcome.regressions],
+        "causes": [cause.as_dict() for cause in outcome.causes],
         "inconclusive": [{"row": rows.label(r.row), "message": r.message} for r in outcome.inconclusive],
         "host_changed": [{"row": rows.label(r.row), "message": r.message} for r in outcome.host_changed],
         "not_compared": [

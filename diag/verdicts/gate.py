@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,6 +11,7 @@ from diag import pages, store
 from diag import row as rows
 from diag.build import order as build_order
 from diag.store.typed import StoredRun, TorchBuildRow
+from diag.verdicts import causes as causes_of
 from diag.verdicts import regress
 
 
@@ -22,6 +22,7 @@ class Outcome:
     regressions: list[regress.Regression]
     inconclusive: list[regress.Regression] = field(default_factory=list)
     host_changed: list[regress.Regression] = field(default_factory=list)
+    causes: list[causes_of.Cause] = field(default_factory=list)  # the regressions grouped by what broke them
 
 
 def _by_row(runs: list[StoredRun]) -> dict[rows.Row, list[StoredRun]]:
@@ -283,7 +284,7 @@ def check(
         }
         found, host = regress.against_stable(found, changes, twin["version"] or "?", thresholds)
         descriptions.append(f"slowdowns set against stable {twin['version']}'s newest invocation and the one before")
-    return Outcome("; ".join(descriptions), comparisons, found, unjudged, host)
+    return Outcome("; ".join(descriptions), comparisons, found, unjudged, host, causes_of.of(comparisons, found))
 
 
 def read_allow_list(path: Optional[str]) -> set[str]:
@@ -294,45 +295,59 @@ def read_allow_list(path: Optional[str]) -> set[str]:
         return {line.split("#", 1)[0].strip() for line in handle} - {""}
 
 
+def _smallest(cause: causes_of.Cause) -> StoredRun:
+    """The first bad run of the cause's smallest row (fewest tokens, batch and prompt): its repro."""
+    runs = list(cause.first_bad.values())
+    sizes = ("new_tokens", "batch_size", "prompt_length")
+    return min(runs, key=lambda run: tuple(run.get(name) or 0 for name in sizes) + (run["id"],))
+
+
 def alerts(outcome: Outcome, site_url: Optional[str] = None) -> list[dict[str, Any]]:
-    """One alert per regressed row, for an issue tracker: a title, a marker that stays the same for
-    the row (so that a night's alert updates the row's open issue instead of opening another), and a
-    Markdown body with the last good and first bad build, the commit range, the error and the repro."""
-    by_row: dict[rows.Row, list[regress.Regression]] = {}
-    for regression in outcome.regressions:
-        by_row.setdefault(regression.row, []).append(regression)
+    """One alert per cause, for an issue tracker: a title, a marker that stays the same for the cause
+    (so that a night's alert comments on the cause's open issue instead of opening another), its
+    owner and that owner's tracker, and a Markdown body with every row it hit, the last good and
+    first bad build, the commit range, the error, the repro of its smallest row and the bisect."""
     found = []
-    for comparison in outcome.comparisons:
-        listed = by_row.get(comparison.row)
-        if not listed or comparison.before is None or comparison.after is None:
-            continue
-        before, after = comparison.before, comparison.after
-        label = rows.label(comparison.row)
-        marker = "diag-row:" + hashlib.sha1(label.encode()).hexdigest()[:16]
+    for cause in outcome.causes:
+        after = _smallest(cause)
+        label = rows.label(rows.of(after))
+        before = next(c.before for c in outcome.comparisons if c.row == rows.of(after))
+        assert before is not None  # a cause's rows were compared on both sides
         good_git, bad_git = before.get("build_git_version"), after.get("build_git_version")
-        lines = [
-            f"`{label}` regressed.",
-            "",
+        owner = f"owner: {cause.owner}" + (f" (file at {cause.tracker})" if cause.tracker else "")
+        if cause.owner == causes_of.CASE_CODE:
+            owner += ": the case's own bug, nothing to file upstream"
+        lines = [f"`{cause.headline}` broke {cause.hit()}.", ""]
+        lines += [f"> {pages.public_paths(cause.text)}", ""] if cause.text else []
+        lines.append(f"- {owner}")
+        lines += [f"- at `{pages.public_paths(cause.where)}`"] if cause.where else []
+        lines += [
             f"- last good build: {before.get('build_version')} (git {good_git or 'unknown'}), run #{before['id']}",
             f"- first bad build: {after.get('build_version')} (git {bad_git or 'unknown'}), run #{after['id']}",
         ]
         if good_git and bad_git:
             lines.append(f"- commits: https://github.com/pytorch/pytorch/compare/{good_git}...{bad_git}")
-        lines += ["", "What changed:", ""] + [f"- {r.message}" for r in listed]
+        lines += ["", "Rows it hit:", ""] + [f"- {r.message} (`{rows.label(r.row)}`)" for r in cause.regressions]
         if after.get("error_type"):
-            message = (after.get("error_message") or "").strip()
+            message = pages.public_paths((after.get("error_message") or "").strip())
             lines += ["", f"Error: `{after['error_type']}`", "", "```", message[:2000], "```"]
-            if after.get("error_location"):
-                lines.append(f"at `{after['error_location']}`")
-        lines += ["", f"Reproduce: `diag repro {after['id']} -o repro.py` (torch and transformers only)"]
+        case = shlex.quote(after["case"] or "?")
+        lines += ["", f"Reproduce the smallest row ({label}): `diag repro {after['id']} -o repro.py`"]
+        good, bad = before.get("build_version"), after.get("build_version")
+        lines.append(f"Bisect: `diag bisect --case {case} --good {good} --bad {bad}`")
         if site_url:
             lines.append(f"Run page: {site_url.rstrip('/')}/{pages.run_href(after)}")
+        marker = f"diag-cause:{cause.id}"
         lines += ["", f"<!-- {marker} -->"]
+        said = f": {pages.public_paths(cause.text)[:80]}" if cause.text else ""
+        title = f"diag: {cause.headline}{said} on {after.get('build_version')}, {cause.hit()}"
         found.append(
             {
-                "title": f"diag: {label} regressed on {after.get('build_version')}",
+                "title": title,
                 "marker": marker,
-                "row": label,
+                "owner": cause.owner,
+                "tracker": cause.tracker,
+                "rows": [rows.label(row) for row in cause.rows],
                 "body": "\n".join(lines),
             }
         )

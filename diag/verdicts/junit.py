@@ -6,6 +6,7 @@ from typing import Sequence
 from xml.sax.saxutils import escape, quoteattr
 
 from diag import row as rows
+from diag.verdicts import causes as causes_of
 from diag.verdicts import expect, regress
 from diag.verdicts.coverage import left_out_text
 
@@ -85,7 +86,23 @@ def contract_suite(held: "expect.Held") -> str:
     return "\n".join(lines)
 
 
-def with_suite(xml: str, suite: str) -> str:
-    """``xml`` (one testsuite) and ``suite`` under one testsuites element."""
+def cause_suite(causes: "list[causes_of.Cause]") -> str:
+    """A testsuite of the night's causes: a test case per cause, named by its kind, key and owner,
+    failing with every row it hit."""
+    lines = [f'<testsuite name="diag causes" tests="{len(causes)}" failures="{len(causes)}">']
+    for cause in causes:
+        message = f"{cause.hit()}; owner {cause.owner}" + (f" ({cause.tracker})" if cause.tracker else "")
+        hit = "\n".join(f"{rows.label(r.row)}: {r.message}" for r in cause.regressions)
+        lines.append(f'  <testcase classname="diag.cause" name={quoteattr(cause.headline)}>')
+        lines.append(f"    <failure type={quoteattr(cause.kind)} message={quoteattr(message)}>{escape(hit)}</failure>")
+        lines.append("  </testcase>")
+    lines.append("</testsuite>")
+    return "\n".join(lines)
+
+
+def with_suites(xml: str, suites: list[str]) -> str:
+    """``xml`` (one testsuite) and ``suites`` under one testsuites element; ``xml`` as it is without any."""
+    if not suites:
+        return xml
     head, _, body = xml.partition("\n")
-    return f"{head}\n<testsuites>\n{body.rstrip()}\n{suite}\n</testsuites>\n"
+    return f"{head}\n<testsuites>\n{body.rstrip()}\n" + "\n".join(suites) + "\n</testsuites>\n"

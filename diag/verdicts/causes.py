@@ -1,0 +1,195 @@
+"""From rows to causes: ``check``'s regressions grouped by what broke them, each cause with its owner.
+Pure: no I/O.
+
+A regression's cause is its key, the same on every torch build for the same problem:
+the stable key diag already stores (a GB id, a graph-break type, an exception's fingerprint with
+numbers, names and paths normalised away), a recompile's guard class (``size``, ``item``: what the
+guard checked, indices dropped), or the figure that slowed; a key that fails a fullgraph row (its
+status) and adds a break to the same case without fullgraph (a new key) is one cause. Its owner is
+where to send it:
+
+- the package that moved between the row's two runs, where exactly one did (torch's build, or
+  transformers' version): a break that appears in transformers' model code the night torch moved
+  is torch's to fix, and the night transformers moved, transformers';
+- where none or several moved, the package whose frame the cause happened in (diag's stored
+  location: a file under torch/, transformers/, another installed package), and the case's own code
+  where the frame is the case's: that one is the user's bug, and is said so.
+
+One torch change that breaks twelve rows is one cause with twelve rows, not twelve alerts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from diag import row as rows
+from diag.store.typed import StoredRun, children
+from diag.verdicts.regress import Regression, RowComparison
+
+CASE_CODE = "the case's own code"
+UNKNOWN = "unknown"
+TRACKERS = {"torch": "pytorch/pytorch", "transformers": "huggingface/transformers"}
+_INSTALLED = re.compile(r"(?:site|dist)-packages/([A-Za-z_][\w]*)")
+_TABLE_OF = {"graph break": "graph_breaks", "recompile": "recompiles", "hidden-error": "hidden_errors"}
+_NEW_KEY = re.compile(r"^new (graph break|recompile|hidden-error) key (\S+)")
+
+
+@dataclass
+class Cause:
+    """What broke one or more rows: its key, its owner, and every regression it explains (``kind``:
+    the first's kind; ``kinds``: every kind it took)."""
+
+    kind: str
+    key: str
+    owner: str
+    where: Optional[str] = None  # a file:line it happened at, as stored
+    text: str = ""  # what the key stands for, in torch's words (its first line)
+    regressions: list[Regression] = field(default_factory=list)
+    first_bad: dict[str, Any] = field(default_factory=dict)  # row label: the first bad run
+
+    @property
+    def id(self) -> str:
+        """Stable across nights and machines: the same kind, key and owner give the same id."""
+        return hashlib.sha1(f"{self.key}\x1f{self.owner}".encode()).hexdigest()[:16]
+
+    @property
+    def tracker(self) -> Optional[str]:
+        """Where an issue for it goes: the owner's GitHub repository; None for the case's own code."""
+        return TRACKERS.get(self.owner)
+
+    @property
+    def kinds(self) -> list[str]:
+        return list(dict.fromkeys("new key" if r.kind == "new_key" else r.kind for r in self.regressions))
+
+    @property
+    def rows(self) -> list[rows.Row]:
+        return list(dict.fromkeys(r.row for r in self.regressions))
+
+    def hit(self) -> str:
+        """``12 rows: 3 cases, 2 configs, 2 sizes`` (sizes where they differ)."""
+        hit = self.rows
+        cases = {row.case for row in hit}
+        configs = {rows.describe(row._asdict(), sizes=()) for row in hit}  # a config's sizes are its points
+        sizes = {tuple(getattr(row, name) for name in rows.SIZES) for row in hit}
+
+        def many(count: int, what: str) -> str:
+            return f"{count} {what}{'s' if count != 1 else ''}"
+
+        said = [many(len(cases), "case"), many(len(configs), "config")]
+        said += [many(len(sizes), "size")] if len(sizes) > 1 else []
+        return f"{many(len(hit), 'row')}: {', '.join(said)}"
+
+    @property
+    def headline(self) -> str:
+        owner = f"{CASE_CODE}, the user's bug" if self.owner == CASE_CODE else self.owner
+        return f"{self.key} ({owner}; {', '.join(self.kinds)})"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "kinds": self.kinds,
+            "key": self.key,
+            "owner": self.owner,
+            "tracker": self.tracker,
+            "where": self.where,
+            "text": self.text,
+            "rows": [rows.label(row) for row in self.rows],
+            "regressions": [{"row": rows.label(r.row), "kind": r.kind, "message": r.message} for r in self.regressions],
+        }
+
+
+def package_of(location: Optional[str], case_path: Optional[str] = None) -> Optional[str]:
+    """The package a stored ``file:line`` lies in: an installed package's import name, ``torch`` for
+    torch's own tree, the case's own code for its file; None where it cannot be told."""
+    if not location:
+        return None
+    path = location.replace("\\", "/")
+    if match := _INSTALLED.search(path):
+        return match.group(1)
+    for package in ("torch", "transformers"):
+        if path.startswith(f"{package}/") or f"/{package}/" in path:
+            return package
+    file = path.rsplit(":", 1)[0]
+    if case_path and file.rsplit("/", 1)[-1] == case_path.replace("\\", "/").rsplit("/", 1)[-1]:
+        return CASE_CODE
+    return CASE_CODE if "/diag/cases/" in path or file.endswith(".py") else None
+
+
+def moved(before: StoredRun, after: StoredRun) -> list[str]:
+    """The packages that moved between two runs of a row: torch (its build), transformers."""
+    found = []
+    if (before.get("build_version"), before.get("build_git_version")) != (
+        after.get("build_version"),
+        after.get("build_git_version"),
+    ):
+        found.append("torch")
+    if before.get("transformers_version") != after.get("transformers_version"):
+        found.append("transformers")
+    return found
+
+
+def _guard_class(prop: str) -> str:
+    """``size[1]`` -> ``size``: what a guard checked, without the index it checked it at."""
+    return re.sub(r"\[[^\]]*\]|\d+", "", prop).strip() or prop
+
+
+def _first_line(text: Optional[str]) -> str:
+    return next((line.strip() for line in (text or "").splitlines() if line.strip()), "")[:120]
+
+
+def _text(regression: Regression, comparison: RowComparison) -> str:
+    """What a cause's key stands for: the error's first line, the finding's type or reason."""
+    after = comparison.after
+    if after is None:
+        return ""
+    if regression.kind == "status" and after.get("error_type"):
+        return f"{after['error_type']}: {_first_line(after.get('error_message'))}"
+    if regression.kind == "new_key" and (match := _NEW_KEY.match(regression.message)):
+        return comparison.key_text(_TABLE_OF[match.group(1)], match.group(2))
+    return ""
+
+
+def _key_and_where(regression: Regression, after: StoredRun) -> tuple[str, Optional[str]]:
+    if regression.kind == "status":
+        return after.get("error_key") or after.get("error_type") or after.get("status") or "?", after.get(
+            "error_location"
+        )
+    if regression.kind == "new_key" and (match := _NEW_KEY.match(regression.message)):
+        table, key = _TABLE_OF[match.group(1)], match.group(2)
+        item: dict[str, Any] = next((i for i in children(after, table) if i.get("key") == key), {})
+        if table == "recompiles" and item.get("guard_property"):
+            return f"recompile guard {_guard_class(item['guard_property'])}", item.get("location")
+        return key, item.get("location")
+    if regression.kind == "slowdown" and regression.change is not None:
+        return regression.change.metric, None
+    if regression.kind == "attention_kernel":
+        return regression.message, None
+    return regression.kind, None
+
+
+def of(comparisons: list[RowComparison], regressions: list[Regression]) -> list[Cause]:
+    """The causes of ``regressions`` (check's, with the comparisons they came from), most rows first."""
+    by_row = {c.row: c for c in comparisons}
+    found: dict[tuple[str, str], Cause] = {}
+    for regression in regressions:
+        comparison = by_row.get(regression.row)
+        if comparison is None or comparison.before is None or comparison.after is None:
+            continue
+        before, after = comparison.before, comparison.after
+        key, where = _key_and_where(regression, after)
+        shifted = moved(before, after)
+        framed = package_of(where, after.get("case_source"))
+        if len(shifted) == 1:
+            owner = shifted[0]
+        elif framed is not None and (not shifted or framed in shifted):
+            owner = framed
+        else:
+            owner = shifted[0] if shifted else UNKNOWN
+        kind = "new key" if regression.kind == "new_key" else regression.kind
+        cause = found.setdefault((key, owner), Cause(kind, key, owner, where, _text(regression, comparison)))
+        cause.regressions.append(regression)
+        cause.first_bad.setdefault(rows.label(regression.row), after)
+    return sorted(found.values(), key=lambda c: (-len(c.rows), c.key, c.owner))
