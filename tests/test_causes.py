@@ -74,12 +74,12 @@ def test_one_torch_change_and_one_transformers_release_are_two_causes_with_their
     done = cli("check", "--db", db, "--junit", str(junit), "--alerts", str(alerts))
     assert done.exit_code == 1, done.output
     assert done.output.count("CAUSE ") == 2, done.output
-    assert "CAUSE 1 of 2: GB0124 (torch; new key, status), file at pytorch/pytorch: 12 rows: 3 cases, 2 configs, 2 sizes" in (
-        done.output
+    assert (
+        "CAUSE 1 of 2: GB0124 (torch; new key, status), file at pytorch/pytorch: 12 rows: 3 cases, 2 configs, 2 sizes"
+        in (done.output)
     ), done.output
     assert (
-        "CAUSE 2 of 2: GB0170 (transformers; new key, status), file at huggingface/transformers: 2 rows"
-        in done.output
+        "CAUSE 2 of 2: GB0170 (transformers; new key, status), file at huggingface/transformers: 2 rows" in done.output
     )
     verdict = json.loads(cli("check", "--db", db, "--json").output)
     owned = {(c["key"], c["owner"], c["tracker"], len(c["rows"])) for c in verdict["causes"]}
@@ -105,6 +105,14 @@ def test_one_torch_change_and_one_transformers_release_are_two_causes_with_their
     assert (
         "/home/u" not in drafted[1]["body"] and "transformers/models/llama/modeling_llama.py:301" in drafted[1]["body"]
     )
+    # the report lists the night's causes above its rows, each with its owner and the rows it hit
+    site = tmp_path / "site"
+    assert cli("report", "--db", db, "--out", str(site)).exit_code == 0
+    front = (site / "index.html").read_text()
+    causes = front[front.index('<table class="causes"') : front.index("</table>", front.index('<table class="causes"'))]
+    assert causes.count("<tr><td><code>") == 2 and "GB0124" in causes and "GB0170" in causes
+    assert "12 rows: 3 cases, 2 configs, 2 sizes" in causes and "huggingface/transformers/issues" in causes
+    assert front.index('id="causes"') < front.index('id="verdicts"')
     # the night replayed (the same rows broken again on fresh runs): the same causes, the same markers
     _night(db, 2)
     again = tmp_path / "again.json"

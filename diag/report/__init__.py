@@ -41,7 +41,7 @@ from diag.report.templating import environment
 from diag.run import trace
 from diag.store.typed import StoredRun, TorchBuildRow
 from diag.text import config_text
-from diag.verdicts import why
+from diag.verdicts import gate, regress, why
 
 __all__ = ["MANIFEST", "ReportError", "Site", "ci_link", "publish", "render", "report_json"]
 
@@ -251,7 +251,18 @@ def _front(this: Render, matrix: Matrix, swallowed: list[dict[str, Any]]) -> dic
         "build_count": len(matrix.builds),
         "row_count": len(matrix.rows),
         "hidden_pages": by_case,
+        "causes": night_causes(this.db),
     }
+
+
+def night_causes(db: Any) -> list[dict[str, Any]]:
+    """What ``diag check`` finds on each variant's newest build, by cause (its default baseline and
+    thresholds, no allow-list): the front page lists them above the rows."""
+    try:
+        outcome = gate.check(db, None, regress.Thresholds(), set())
+    except store.StoreError:
+        return []
+    return [{**cause.as_dict(), "hit": cause.hit(), "headline": cause.headline} for cause in outcome.causes]
 
 
 def key_pages(this: Render, entries: list[dict[str, Any]], kind: breaks_page.Kind) -> dict[str, str]:
