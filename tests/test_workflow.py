@@ -393,3 +393,56 @@ def test_the_nightly_race_is_a_race_the_command_line_takes():
         params = ctx.params
     assert params["case_values"] == ("append_last", "dynamic_slice") and params["fullgraph"] is False
     assert params["torch_spec"].text == "nightly" and params["sweep"] == "batch" and params["db_path"] == "shard.db"
+
+
+NODE_HARNESS = """
+const calls = [];
+const issues = JSON.parse(process.argv[2]);
+const github = {
+  paginate: async (fn, args) => { calls.push(['list', args.state, args.labels]); return issues; },
+  rest: { issues: {
+    listForRepo: 'listForRepo',
+    createComment: async (a) => { calls.push(['comment', a.issue_number, a.body]); },
+    create: async (a) => { calls.push(['create', a.title, a.labels]); },
+    update: async (a) => { calls.push(['update', a.issue_number, a.state]); },
+  } },
+};
+const context = { repo: { owner: 'o', repo: 'r' }, runId: 77 };
+(async () => { %s
+  console.log(JSON.stringify(calls));
+})();
+"""
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed: the issue step's script is not run")
+def test_the_issue_step_comments_on_a_known_cause_files_a_new_one_and_closes_one_not_seen(tmp_path):
+    """The workflow's github-script, run under node against a stand-in for GitHub's API (which cannot
+    be reached here), on alerts.json as diag check writes it."""
+    steps = _workflow()["jobs"]["publish"]["steps"]
+    script = next(s for s in steps if str(s.get("uses", "")).startswith("actions/github-script"))["with"]["script"]
+    known, gone = "diag-cause:" + "a" * 16, "diag-cause:" + "b" * 16
+    (tmp_path / "alerts.json").write_text(
+        json.dumps(
+            [
+                {"title": "t1", "marker": known, "body": f"again <!-- {known} -->"},
+                {"title": "t2", "marker": "diag-cause:" + "c" * 16, "body": "new"},
+            ]
+        )
+    )
+    open_issues = [
+        {"number": 1, "body": f"first night <!-- {known} -->"},
+        {"number": 2, "body": f"a cause not seen tonight <!-- {gone} -->"},
+        {"number": 3, "body": "an issue of a row, from before causes <!-- diag-row:0123456789abcdef -->"},
+    ]
+    harness = tmp_path / "harness.js"
+    harness.write_text(NODE_HARNESS % script)
+    done = subprocess.run(
+        ["node", str(harness), json.dumps(open_issues)], cwd=tmp_path, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    calls = json.loads(done.stdout)
+    assert calls[0] == ["list", "open", "diag-regression"]
+    assert ["comment", 1, f"again <!-- {known} -->"] in calls and ["create", "t2", ["diag-regression"]] in calls
+    closing = [c for c in calls if c[1] == 2]
+    assert closing[0][0] == "comment" and "fixed" in closing[0][2] and closing[1] == ["update", 2, "closed"]
+    assert not [c for c in calls if c[1] == 3]  # a row's issue from before causes is left as it is
