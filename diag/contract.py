@@ -6,7 +6,8 @@ without the orchestrator) and reaches the orchestrator through this module alone
 format and each kind's type, the statuses and finding kinds, the run's config and spec (and the count pass's time
 limit), the default model's size, the lifeline's variable, the host's count of OOM kills (read
 before and after a process), the case file header, the two pure functions the orchestrator
-applies to what a dead pass left on stderr, and the GB id a graph-break message names.
+applies to what a dead pass left on stderr, the GB id a graph-break message names, and how a
+message is normalised for its key.
 ``tests/test_boundary.py`` holds the list of these names and fails
 on any other import of ``diag.probe`` from an orchestrator module.
 """
@@ -15,7 +16,7 @@ from typing import Optional
 
 from diag.probe import record_types, records, statuses
 from diag.probe.cases import CaseError, read_case_header
-from diag.probe.keys import graph_break_id, stable_key
+from diag.probe.keys import graph_break_id, normalise, stable_key
 from diag.probe.parsers import errors_in_stderr
 from diag.probe.spec import COUNT_PASS_LIMIT, DTYPES, LIFELINE_VARIABLE, MODES, TINY_LLAMA, Config
 from diag.probe.statuses import BY_NAME, ENVIRONMENT_ERRNOS, FINDING_KINDS, FINDING_TABLES, STATUSES, WORKS
@@ -41,6 +42,7 @@ __all__ = [
     "read_case_header",
     "record_types",
     "records",
+    "normalise",
     "stable_key",
     "statuses",
 ]

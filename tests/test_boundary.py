@@ -22,6 +22,7 @@ CONTRACT = PACKAGE / "contract.py"
 # What crosses from the probe into the orchestrator. A name added here is a change to the boundary:
 # say in docs/ARCHITECTURE.md why the orchestrator needs it.
 CROSSING = {
+    "normalise",
     "records",
     "record_types",
     "statuses",

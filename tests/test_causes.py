@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import json
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 from conftest import cli
 from factories import run_record, stored
 
 from diag.build import identity
+from diag.probe import records
+from diag.verdicts import causes
 
 OLD = identity("2.13.0.dev20260101+cpu", "a" * 40, None)
 NEW = identity("2.13.0.dev20260102+cpu", "b" * 40, None)
@@ -132,3 +135,48 @@ def test_a_break_in_the_case_s_own_code_with_nothing_moved_is_the_user_s_bug(tmp
     (cause,) = verdict["causes"]
     assert (cause["owner"], cause["tracker"]) == ("the case's own code", None)
     assert "the case's own code, the user's bug" in cli("check", "--db", db).output
+
+
+VERSIONS = Path(__file__).parent / "fixtures" / "versions"
+
+
+def _keys(case: str) -> dict[str, set[str]]:
+    """Per torch version, the cause keys of the case's recorded fixtures: its fullgraph error and its
+    breaks without fullgraph, as check would key them."""
+    found: dict[str, set[str]] = {}
+    for path in VERSIONS.glob(f"*/{case}*/diagnose.jsonl"):
+        version = path.parent.parent.name.split("+")[0]
+        for record in records.read(path)[0]:
+            if record["kind"] == records.RESULT and record.get("error_key"):
+                key = causes.canonical(record["error_key"], record.get("error_message") or "")
+            elif record["kind"] == records.GRAPH_BREAK:
+                key = causes.canonical(record["key"], record.get("gb_type") or record.get("reason") or "")
+            else:
+                continue
+            found.setdefault(version, set()).add(key)
+    return found
+
+
+def _minor(version: str) -> tuple[int, int]:
+    major, minor = version.split(".")[:2]
+    return int(major), int(minor)
+
+
+def test_one_problem_keeps_one_cause_across_torch_s_wordings():
+    """dynamic_slice's data-dependent slice, worded three ways from 2.1 to 2.9 (a message, a graph-break
+    type, a GB id; fingerprints of each differ), is one cause, GB0038, on every one of them, with
+    fullgraph and without. From 2.10 torch fails it another way (a guard on a data-dependent
+    expression): another cause. The AttentionMaskInterface break of hf_static_cache, worded with and
+    without the constant's type (2.2, 2.3-2.4), is one cause too."""
+    sliced = _keys("dynamic_slice")
+    assert {v: k for v, k in sliced.items() if (2, 1) <= _minor(v) <= (2, 9)} == {
+        v: {"GB0038"} for v in sliced if (2, 1) <= _minor(v) <= (2, 9)
+    }
+    assert len([v for v in sliced if (2, 1) <= _minor(v) <= (2, 9)]) == 9
+    assert all("GB0038" not in k for v, k in sliced.items() if _minor(v) >= (2, 10))
+    masked = {
+        v: {k for k in keys if k.startswith("Unsupported:")}
+        for v, keys in _keys("hf_static_cache-fullgraph").items()
+        if (2, 2) <= _minor(v) <= (2, 4)
+    }
+    assert len(masked) == 3 and len(set.union(*masked.values())) == 1, masked

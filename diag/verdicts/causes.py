@@ -1,5 +1,5 @@
 """From rows to causes: ``check``'s regressions grouped by what broke them, each cause with its owner.
-Pure: no I/O.
+No I/O but one read of the installed torch's graph-break registry (``gb_ids``).
 
 A regression's cause is its key, the same on every torch build for the same problem:
 the stable key diag already stores (a GB id, a graph-break type, an exception's fingerprint with
@@ -16,16 +16,29 @@ where to send it:
   where the frame is the case's: that one is the user's bug, and is said so.
 
 One torch change that breaks twelve rows is one cause with twelve rows, not twelve alerts.
+
+A cause's key is the same across torch's rewordings of one problem (``canonical``): a GB id where
+torch gives one; a graph-break type (torch 2.7-2.8) as the GB id torch's registry gives it later;
+a wording older torch used before it named the break (``LEGACY``) as that GB id; else the
+exception's type and its first line with torch's framing (``Graph break:``, ``the frame fell back
+to eager:``), numbers, names, paths and constants' reprs normalised away. The same user-code
+problem keeps its cause, and its issue, from torch 2.1 to today (tests/test_causes.py holds it
+over the version fixtures).
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import importlib.util
+import json
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Optional
 
 from diag import row as rows
+from diag.contract import graph_break_id, normalise
 from diag.store.typed import StoredRun, children
 from diag.verdicts.regress import Regression, RowComparison
 
@@ -35,6 +48,64 @@ TRACKERS = {"torch": "pytorch/pytorch", "transformers": "huggingface/transformer
 _INSTALLED = re.compile(r"(?:site|dist)-packages/([A-Za-z_][\w]*)")
 _TABLE_OF = {"graph break": "graph_breaks", "recompile": "recompiles", "hidden-error": "hidden_errors"}
 _NEW_KEY = re.compile(r"^new (graph break|recompile|hidden-error) key (\S+)")
+
+
+# Wordings torch used before it named a break, with the GB id it gave the same break later: each
+# seen in the version fixtures, on the same user line as the later id. The graph-break types here
+# are those the registry maps too, so that a machine without torch (the nightly's publish job)
+# keys them alike.
+LEGACY = {
+    "Dynamic slicing on data-dependent value is not supported": "GB0038",
+    "Dynamic slicing with Tensor arguments": "GB0038",
+}
+# How torch framed a message around the break itself, by version (2.2's "Graph break: ...", a frame
+# given up on as "the frame fell back to eager: Unsupported: ...")
+_FRAMING = re.compile(r"^(?:Graph break:\s*|the frame fell back to eager:\s*|Unsupported:\s*)+")
+# a variable's repr that torch changed between versions: ConstantVariable(str) -> ConstantVariable()
+_REPR = re.compile(r"\b(ConstantVariable|TensorVariable|SymNodeVariable|ListVariable|TupleVariable)\([^()]*\)")
+
+
+@functools.lru_cache(maxsize=1)
+def gb_ids() -> dict[str, str]:
+    """torch's graph-break types by their GB id, from the registry of the torch installed beside diag
+    (torch >= 2.8), found without importing torch; empty where there is none."""
+    try:
+        spec = importlib.util.find_spec("torch")
+    except (ImportError, ValueError):  # the orchestrator needs no torch: without one, no registry
+        return {}
+    for folder in (spec.submodule_search_locations or []) if spec else []:
+        path = Path(folder) / "_dynamo" / "graph_break_registry.json"
+        try:
+            registry = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        return {
+            entry["Gb_type"]: gb
+            for gb, entries in sorted(registry.items(), reverse=True)
+            for entry in entries
+            if isinstance(entry, dict) and entry.get("Gb_type")
+        }
+    return {}
+
+
+def canonical(key: str, text: str) -> str:
+    """The cause key of a stored ``key`` whose message's first line is ``text``: one key per problem
+    across torch's wordings (see the module's doc)."""
+    if re.fullmatch(r"GB\d{4}", key):
+        return key
+    first = _FRAMING.sub("", _first_line(text)).strip()
+    if key.startswith("gb_type:"):
+        first = key[len("gb_type:") :]
+    if found := graph_break_id(first) or gb_ids().get(first):
+        return found
+    for legacy, gb in LEGACY.items():
+        if first.startswith(legacy):
+            return gb
+    if not first:
+        return key
+    exc_type = key.split(":", 1)[0] if ":" in key else "Error"
+    digest = hashlib.sha1(normalise(_REPR.sub(r"\1", first)).encode("utf-8", "replace")).hexdigest()[:12]
+    return f"{exc_type}:{digest}"
 
 
 @dataclass
@@ -154,15 +225,15 @@ def _text(regression: Regression, comparison: RowComparison) -> str:
 
 def _key_and_where(regression: Regression, after: StoredRun) -> tuple[str, Optional[str]]:
     if regression.kind == "status":
-        return after.get("error_key") or after.get("error_type") or after.get("status") or "?", after.get(
-            "error_location"
-        )
+        key = after.get("error_key") or after.get("error_type") or after.get("status") or "?"
+        return canonical(key, after.get("error_message") or ""), after.get("error_location")
     if regression.kind == "new_key" and (match := _NEW_KEY.match(regression.message)):
         table, key = _TABLE_OF[match.group(1)], match.group(2)
         item: dict[str, Any] = next((i for i in children(after, table) if i.get("key") == key), {})
         if table == "recompiles" and item.get("guard_property"):
             return f"recompile guard {_guard_class(item['guard_property'])}", item.get("location")
-        return key, item.get("location")
+        said = item.get("gb_type") or item.get("reason") or item.get("message") or ""
+        return canonical(key, said), item.get("location")
     if regression.kind == "slowdown" and regression.change is not None:
         return regression.change.metric, None
     if regression.kind == "attention_kernel":
