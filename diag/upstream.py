@@ -1,5 +1,7 @@
 """``diag file-upstream``: an upstream issue for a graph break, drafted from a stored run, and the
-tracker searched for its GB id first, so that a break already reported is linked, not filed again.
+tracker searched for its GB id first, so that a break already reported is linked, not filed again;
+with ``--causes``, one issue per cause of the newest build (``check``'s), at its owner's tracker,
+found again night after night by the cause's marker and commented on, never filed twice.
 
 The tracker is GitHub's REST API (``/search/issues``, ``/repos/{repo}/issues``), at any base URL
 (GitHub Enterprise, or a stand-in in tests). Nothing is sent without a token; nothing is filed
@@ -184,6 +186,45 @@ def create(api: str, repo: str, token: str, title: str, body: str) -> dict[str, 
 
 
 ISSUE_FIELDS = ("number", "title", "html_url", "state")
+
+
+def comment(api: str, repo: str, token: str, number: int, body: str) -> dict[str, Any]:
+    url = f"{api.rstrip('/')}/repos/{repo}/issues/{number}/comments"
+    made = _call(url, token, {"body": body})
+    if not isinstance(made, dict) or "id" not in made:
+        raise UpstreamError(f"POST {url}: the tracker answered {_shape(made)}, not the comment it made")
+    return {"id": made.get("id"), "html_url": made.get("html_url")}
+
+
+def search_text(api: str, repo: str, token: str, text: str) -> list[dict[str, Any]]:
+    """Issues (open or closed) of ``repo`` whose title or body holds ``text`` (a cause's marker)."""
+    return search(api, repo, token, Finding(text, text, None, None, text))
+
+
+def per_cause(
+    alerts: list[dict[str, Any]], api: str, token: Optional[str], file_it: bool, repo: Optional[str] = None
+) -> list[dict[str, Any]]:
+    """What was done for each cause's alert (``gate.alerts``): where it goes (its owner's tracker, or
+    ``repo`` for all), the issues that carry its marker, and with ``file_it`` the comment added to
+    the first of them or the issue filed. The case's own bugs go nowhere: said, not filed."""
+    done = []
+    for alert in alerts:
+        where = repo or alert.get("tracker")
+        said: dict[str, Any] = {"marker": alert["marker"], "title": alert["title"], "owner": alert["owner"]}
+        said |= {"repo": where, "existing": None, "filed": None, "commented": None}
+        if where is None:
+            done.append(said | {"skipped": "the case's own code: the user's bug, nothing to file upstream"})
+            continue
+        if token is None:
+            done.append(said | {"skipped": "no token: the draft only"})
+            continue
+        said["existing"] = search_text(api, where, token, alert["marker"])
+        if file_it and said["existing"]:
+            said["commented"] = comment(api, where, token, said["existing"][0]["number"], alert["body"])
+        elif file_it:
+            said["filed"] = create(api, where, token, alert["title"], alert["body"])
+        done.append(said)
+    return done
 
 
 def _shape(answer: Any) -> str:

@@ -51,6 +51,10 @@ class Tracker:
                 tracker.requests.append(("POST", self.path, dict(self.headers), sent))
                 if tracker.answer is not None:
                     return self._reply(tracker.answer, 201)
+                if self.path.endswith("/comments"):
+                    return self._reply(
+                        {"id": len(tracker.requests), "html_url": f"https://tracker.test{self.path}"}, 201
+                    )
                 made = {"number": 9000 + len(tracker.issues), "state": "open", **sent}
                 made["html_url"] = f"https://tracker.test/issues/{made['number']}"
                 tracker.issues.append(made)
@@ -166,3 +170,29 @@ def test_a_tracker_that_answers_something_else_is_one_line(recorded_db, tmp_path
     assert done.returncode == 1 and done.stderr.count("\n") == 1 and "Traceback" not in done.stderr, done.stderr
     assert "the tracker answered" in done.stderr and "not a search result" in done.stderr
     assert [method for method, *_ in tracker.requests] == ["GET"]
+
+
+def test_each_cause_is_filed_once_at_its_owner_s_tracker_and_commented_on_night_after_night(
+    tmp_path, tracker, monkeypatch
+):
+    """The synthetic night of tests/test_causes.py: a torch cause and a transformers cause. Filed, each
+    at its owner's tracker; the night replayed: each found again by its marker and commented on."""
+    from test_causes import _night
+
+    db = str(tmp_path / "night.db")
+    _night(db, 1)
+    monkeypatch.setenv("GITHUB_TOKEN", "t")
+    args = ("file-upstream", "--causes", "--db", db, "--api-url", tracker.url, "--file", "--json")
+    first = json.loads(diag_here(*args, cwd=tmp_path).stdout)
+    filed = [(r[1], r[3]["title"]) for r in tracker.requests if r[0] == "POST"]
+    assert [path for path, _ in filed] == ["/repos/pytorch/pytorch/issues", "/repos/huggingface/transformers/issues"]
+    assert [d["filed"]["number"] for d in first] == [9000, 9001] and all(d["commented"] is None for d in first)
+    _night(db, 2)
+    tracker.requests.clear()
+    again = json.loads(diag_here(*args, cwd=tmp_path).stdout)
+    posts = [r[1] for r in tracker.requests if r[0] == "POST"]
+    assert posts == [
+        "/repos/pytorch/pytorch/issues/9000/comments",
+        "/repos/huggingface/transformers/issues/9001/comments",
+    ]
+    assert [d["filed"] for d in again] == [None, None] and len(tracker.issues) == 2

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import click
 
@@ -238,10 +238,21 @@ def export_command(db_path: str, out_format: str, out_dir: str, as_json: bool) -
 
 
 @cli.command("file-upstream")
-@click.argument("run_id", type=RUN_ID)
+@click.argument("run_id", type=RUN_ID, required=False)
 @db_option
 @click.option("--break", "key", default=None, help="The finding key to report (default: the run's first with a GB id).")
-@click.option("--repo", default="pytorch/pytorch", show_default=True, help="The tracker's repository.")
+@click.option(
+    "--causes",
+    "by_cause",
+    is_flag=True,
+    help="Instead of one run's break: an issue per cause diag check finds on the newest builds, at its owner's"
+    " tracker.",
+)
+@click.option(
+    "--repo",
+    default=None,
+    help="The tracker's repository (default: pytorch/pytorch; with --causes, each cause's owner's).",
+)
 @click.option(
     "--api-url", default="https://api.github.com", show_default=True, help="GitHub's REST API (or GitHub Enterprise's)."
 )
@@ -254,7 +265,15 @@ def export_command(db_path: str, out_format: str, out_dir: str, as_json: bool) -
 @click.option("--file", "file_it", is_flag=True, help="File the issue when the search finds none (needs the token).")
 @json_option
 def file_upstream_command(
-    run_id: int, db_path: str, key: Optional[str], repo: str, api_url: str, token_env: str, file_it: bool, as_json: bool
+    run_id: Optional[int],
+    db_path: str,
+    key: Optional[str],
+    by_cause: bool,
+    repo: Optional[str],
+    api_url: str,
+    token_env: str,
+    file_it: bool,
+    as_json: bool,
 ) -> None:
     """Draft an upstream issue for a run's graph break: GB id, versions, the message, the DEBUG log
     around it and the repro script.
@@ -262,18 +281,31 @@ def file_upstream_command(
     Without a token, prints the draft and sends nothing. With one ($GITHUB_TOKEN, or --token-env),
     searches the tracker for the GB id first and names the issues that already report it; --file
     files the draft only when none does.
+
+    --causes: per cause of the newest builds (diag check's: its rows, owner, first bad build, the
+    repro of its smallest row and the bisect), searches the owner's tracker for the cause's marker;
+    --file comments on the issue that carries it, or files one where none does: never twice. A cause
+    in the case's own code is the user's bug and goes nowhere.
     """
     import os
 
     from diag import repro, upstream
 
     db = read_store(db_path)
-    run = store.get_run(db, run_id)
-    if run is None:
-        raise fail(f"no run #{run_id} in {db_path}")
     token = os.environ.get(token_env) or None
     if file_it and token is None:
         raise fail(f"--file needs a token in ${token_env}")
+    if by_cause:
+        if run_id is not None or key is not None:
+            raise fail("--causes files the newest builds' causes: give no run id and no --break")
+        _file_causes(db, api_url, token, file_it, repo, as_json)
+        return
+    if run_id is None:
+        raise fail("give a run id, or --causes")
+    repo = repo or upstream.REPO
+    run = store.get_run(db, run_id)
+    if run is None:
+        raise fail(f"no run #{run_id} in {db_path}")
     finding = upstream.choose(run, key)
     try:
         source = repro.script(run, repro.case_path_of(run))
@@ -311,3 +343,37 @@ def file_upstream_command(
     else:
         progress_note = f"a draft only: with a token in ${token_env}, the tracker is searched first"
     click.echo(progress_note, err=True)
+
+
+def _file_causes(
+    db: Any, api_url: str, token: Optional[str], file_it: bool, repo: Optional[str], as_json: bool
+) -> None:
+    """``file-upstream --causes``: each cause's issue drafted, searched for, commented on or filed."""
+    from diag import upstream
+    from diag.verdicts import gate, regress
+
+    try:
+        outcome = gate.check(db, None, regress.Thresholds(), set())
+    except store.StoreError as exc:
+        raise fail(str(exc)) from exc
+    alerts = gate.alerts(outcome)
+    done = upstream.per_cause(alerts, api_url, token, file_it, repo)
+    if as_json:
+        click.echo(json.dumps([{**d, "body": a["body"]} for d, a in zip(done, alerts)], indent=2))
+        return
+    if not done:
+        click.echo("no causes: nothing regressed on the newest builds")
+    for said, alert in zip(done, alerts):
+        head = f"{text.safe(said['title'])} -> {said['repo'] or 'nowhere'}"
+        if said.get("skipped"):
+            click.echo(f"{head}: {said['skipped']}")
+            if said["repo"]:
+                click.echo(alert["body"])
+        elif said["commented"]:
+            click.echo(f"{head}: commented on {said['existing'][0]['html_url']}")
+        elif said["filed"]:
+            click.echo(f"{head}: filed {said['filed']['html_url']}")
+        elif said["existing"]:
+            click.echo(f"{head}: already filed as {said['existing'][0]['html_url']} (--file comments on it)")
+        else:
+            click.echo(f"{head}: not filed yet (--file files it)")
