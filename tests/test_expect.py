@@ -1,6 +1,7 @@
 """Count contracts with a ratchet: ``diag expect`` writes a row's exact counts from real runs, and
 ``diag check --expect`` fails on any count that moved, a graph break that comes and one that goes
-alike, named by the count in the text, --json and JUnit, with the command that takes the new counts.
+alike, a recompile fewer as well, named by the count in the text, --json and JUnit, with the command
+that takes the new counts; an inductor counter that moved, on runs stored as the probe stores them.
 Real compiles (eager backend), real subprocesses, a real SQLite file. One torch is installed here:
 where a test needs a second build, the stored build's version is rewritten to stand for it."""
 
@@ -18,7 +19,8 @@ from diag.build import identity
 
 CASE = textwrap.dedent(
     '''
-    """append_last, with a graph break in its compiled step where DIAG_TEST_CONTRACT_BREAK is 1."""
+    """append_last, with a graph break in its compiled step where DIAG_TEST_CONTRACT_BREAK is 1, and a
+    small compiled function called on DIAG_TEST_CONTRACT_SHAPES more shapes than one (1: a recompile)."""
     import os
 
     from diag.cases.append_last import decode_step, drive
@@ -34,14 +36,17 @@ CASE = textwrap.dedent(
                 torch._dynamo.graph_break()
             return decode_step(*args)
 
+        scale = gen.compile(lambda x: x * 2)
+        for size in range(1, 2 + int(os.environ.get("DIAG_TEST_CONTRACT_SHAPES") or 0)):
+            scale(torch.ones(size, 3, dtype=torch.int64))  # a second shape: a recompile (then dynamic)
         drive(gen, gen.compile(stepped))
     '''
 )
 RUN = ("--backend", "eager", "--no-fullgraph", "--no-timing", "--new-tokens", "4")
 
 
-def _run(tmp_path, db, broken: bool) -> None:
-    env = {"DIAG_TEST_CONTRACT_BREAK": "1" if broken else "0"}
+def _run(tmp_path, db, broken: bool, shapes: int = 0) -> None:
+    env = {"DIAG_TEST_CONTRACT_BREAK": "1" if broken else "0", "DIAG_TEST_CONTRACT_SHAPES": str(shapes)}
     diag("run", "--case", str(tmp_path / "contracted.py"), *RUN, "--db", db, cwd=tmp_path, env_extra=env)
 
 
@@ -49,7 +54,7 @@ def _run(tmp_path, db, broken: bool) -> None:
 def test_a_count_that_moves_either_way_fails_the_contract_by_name(tmp_path):
     (tmp_path / "contracted.py").write_text(CASE)
     db, contract = str(tmp_path / "c.db"), str(tmp_path / "counts.json")
-    _run(tmp_path, db, broken=False)
+    _run(tmp_path, db, broken=False, shapes=1)
     diag("expect", contract, "--db", db, cwd=tmp_path)
     written = json.loads((tmp_path / "counts.json").read_text())
     ((row, entry),) = written["rows"].items()
@@ -58,12 +63,13 @@ def test_a_count_that_moves_either_way_fails_the_contract_by_name(tmp_path):
     held = diag("check", "--db", db, "--expect", contract, cwd=tmp_path, check=False)
     assert held.returncode == 0 and "every count of 1 row(s) as the contract holds it" in held.stdout, held.stdout
 
-    _run(tmp_path, db, broken=True)  # a graph break comes
+    _run(tmp_path, db, broken=True)  # a graph break comes, and one recompile goes
     junit = tmp_path / "check.xml"
     moved = diag("check", "--db", db, "--expect", contract, "--junit", str(junit), cwd=tmp_path, check=False)
     assert moved.returncode == 1, moved.stdout + moved.stderr
     assert "COUNT MOVED contracted" in moved.stdout and "graph_breaks: expected 0, got " in moved.stdout
     assert "graph_breaks GB" in moved.stdout  # the break by its GB id
+    assert "recompiles: expected 1, got 0 (fewer: an improvement" in moved.stdout  # the shape no longer called
     assert f"to take them: diag expect {contract} --db {db} --build BUILD" in moved.stdout
     xml = junit.read_text()
     assert '<testsuite name="diag expect" tests="1" failures="1">' in xml and "graph_breaks: expected 0" in xml

@@ -315,20 +315,16 @@ def file_upstream_command(
     existing = upstream.search(api_url, repo, token, finding) if token else None
     filed = upstream.create(api_url, repo, token, title, body) if token and file_it and not existing else None
     if as_json:
-        click.echo(
-            json.dumps(
-                {
-                    "key": finding.key,
-                    "gb_id": finding.gb_id,
-                    "title": title,
-                    "body": body,
-                    "existing": existing,
-                    "filed": filed,
-                },
-                indent=2,
-            )
-        )
+        said = {"key": finding.key, "gb_id": finding.gb_id, "title": title, "body": body}
+        click.echo(json.dumps({**said, "existing": existing, "filed": filed}, indent=2))
         return
+    _said_of_run(repo, title, body, finding, existing, filed, token_env)
+
+
+def _said_of_run(
+    repo: str, title: str, body: str, finding: Any, existing: Optional[list], filed: Optional[dict], token_env: str
+) -> None:
+    """``file-upstream RUN_ID``'s text: the issues that already report it, the one filed, or the draft."""
     if existing:
         click.echo(f"already reported in {repo}; not filed again:")
         for issue in existing:
