@@ -17,6 +17,11 @@ from diag.cli.common import cli, db_option, fail, json_option, read_store
 from diag.verdicts import coverage, expect, gate, junit, regress
 
 
+def _ratio(name: str, default: float, said: str) -> Any:
+    """A threshold of ``check``: a ratio of at least 1, its default shown."""
+    return click.option(name, type=click.FloatRange(min=1.0), default=default, show_default=True, help=said)
+
+
 @cli.command("check")
 @click.option(
     "--baseline",
@@ -33,27 +38,21 @@ from diag.verdicts import coverage, expect, gate, junit, regress
     "slowdown it shared (its newest invocation against the one before) is reported as HOST CHANGED, "
     "not as torch's; only the part beyond its own ratio counts.",
 )
-@click.option(
+@_ratio(
     "--compile-threshold",
-    type=click.FloatRange(min=1.0),
-    default=regress.Thresholds.compile_ratio,
-    show_default=True,
-    help="Compile-time ratio that counts as a slowdown (when significant).",
+    regress.Thresholds.compile_ratio,
+    "Compile-time ratio that counts as a slowdown (when significant).",
 )
-@click.option(
+@_ratio(
     "--instructions-threshold",
-    type=click.FloatRange(min=1.0),
-    default=regress.Thresholds.instructions_ratio,
-    show_default=True,
-    help="Ratio of the cold compile's instruction count (runs made with --count-instructions) that "
+    regress.Thresholds.instructions_ratio,
+    "Ratio of the cold compile's instruction count (runs made with --count-instructions) that "
     "counts as a slowdown; a count is judged on its ratio alone, one run a side.",
 )
-@click.option(
+@_ratio(
     "--latency-threshold",
-    type=click.FloatRange(min=1.0),
-    default=regress.Thresholds.latency_ratio,
-    show_default=True,
-    help="Per-token latency ratio that counts as a slowdown (when significant).",
+    regress.Thresholds.latency_ratio,
+    "Per-token latency ratio that counts as a slowdown (when significant).",
 )
 @click.option(
     "--decode-recompile-steps",
