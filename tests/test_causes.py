@@ -166,14 +166,18 @@ def test_one_problem_keeps_one_cause_across_torch_s_wordings():
     """dynamic_slice's data-dependent slice, worded three ways from 2.1 to 2.9 (a message, a graph-break
     type, a GB id; fingerprints of each differ), is one cause, GB0038, on every one of them, with
     fullgraph and without. From 2.10 torch fails it another way (a guard on a data-dependent
-    expression): another cause. The AttentionMaskInterface break of hf_static_cache, worded with and
-    without the constant's type (2.2, 2.3-2.4), is one cause too."""
+    expression, stated as Ne then as Eq): another cause, one across its wordings. The
+    AttentionMaskInterface break of hf_static_cache, worded with and without the constant's type
+    (2.2, 2.3-2.4), is one cause too."""
     sliced = _keys("dynamic_slice")
     assert {v: k for v, k in sliced.items() if (2, 1) <= _minor(v) <= (2, 9)} == {
         v: {"GB0038"} for v in sliced if (2, 1) <= _minor(v) <= (2, 9)
     }
     assert len([v for v in sliced if (2, 1) <= _minor(v) <= (2, 9)]) == 9
     assert all("GB0038" not in k for v, k in sliced.items() if _minor(v) >= (2, 10))
+    # from 2.10 to 2.14, fullgraph fails on a guard torch states as Ne(u1, u3), then as Eq(u1, u3): one cause
+    guarded = {v: k for v, k in _keys("dynamic_slice-fullgraph").items() if (2, 10) <= _minor(v) <= (2, 14)}
+    assert len(guarded) == 5 and len(set.union(*guarded.values())) == 1, guarded
     masked = {
         v: {k for k in keys if k.startswith("Unsupported:")}
         for v, keys in _keys("hf_static_cache-fullgraph").items()

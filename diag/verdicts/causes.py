@@ -21,7 +21,7 @@ A cause's key is the same across torch's rewordings of one problem (``canonical`
 torch gives one; a graph-break type (torch 2.7-2.8) as the GB id torch's registry gives it later;
 a wording older torch used before it named the break (``LEGACY``) as that GB id; else the
 exception's type and its first line with torch's framing (``Graph break:``, ``the frame fell back
-to eager:``), numbers, names, paths and constants' reprs normalised away. The same user-code
+to eager:``), numbers, names, paths, constants' reprs and a guard's relation normalised away. The same user-code
 problem keeps its cause, and its issue, from torch 2.1 to today (tests/test_causes.py holds it
 over the version fixtures).
 """
@@ -63,6 +63,9 @@ LEGACY = {
 _FRAMING = re.compile(r"^(?:Graph break:\s*|the frame fell back to eager:\s*|Unsupported:\s*)+")
 # a variable's repr that torch changed between versions: ConstantVariable(str) -> ConstantVariable()
 _REPR = re.compile(r"\b(ConstantVariable|TensorVariable|SymNodeVariable|ListVariable|TupleVariable)\([^()]*\)")
+# a guard's relation, which torch states one way or its negation by version: Ne(u1, u3) in 2.10-2.12,
+# Eq(u1, u3) in 2.13 for the same data-dependent slice
+_RELATION = re.compile(r"\b(?:Eq|Ne|Lt|Le|Gt|Ge)\(")
 
 
 @functools.lru_cache(maxsize=1)
@@ -79,7 +82,7 @@ def gb_ids() -> dict[str, str]:
             registry = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             continue
-        return {
+        return {  # newest id first, so that a type torch gave two ids keeps its first
             entry["Gb_type"]: gb
             for gb, entries in sorted(registry.items(), reverse=True)
             for entry in entries
@@ -104,7 +107,8 @@ def canonical(key: str, text: str) -> str:
     if not first:
         return key
     exc_type = key.split(":", 1)[0] if ":" in key else "Error"
-    digest = hashlib.sha1(normalise(_REPR.sub(r"\1", first)).encode("utf-8", "replace")).hexdigest()[:12]
+    said = normalise(_RELATION.sub("Rel(", _REPR.sub(r"\1", first)))
+    digest = hashlib.sha1(said.encode("utf-8", "replace")).hexdigest()[:12]
     return f"{exc_type}:{digest}"
 
 
@@ -123,7 +127,7 @@ class Cause:
 
     @property
     def id(self) -> str:
-        """Stable across nights and machines: the same kind, key and owner give the same id."""
+        """Stable across nights and machines: the same key and owner give the same id."""
         return hashlib.sha1(f"{self.key}\x1f{self.owner}".encode()).hexdigest()[:16]
 
     @property
