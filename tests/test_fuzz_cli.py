@@ -50,6 +50,7 @@ BASE: dict[str, list[str]] = {
     "env add": ["2.13.0"],
     "env list": [],
     "env rm": ["nope"],
+    "expect": ["OUT/counts.json"],
     "export": ["--out", "OUT/export"],
     "file-upstream": ["1"],
     "merge": ["OUT/merged.db", "DB"],
