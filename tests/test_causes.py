@@ -101,10 +101,8 @@ def test_one_torch_change_and_one_transformers_release_are_two_causes_with_their
         ("torch", "pytorch/pytorch", 12),
         ("transformers", "huggingface/transformers", 2),
     ]
-    assert (
-        "Bisect: `diag bisect --case c1 --good 2.13.0.dev20260101+cpu --bad 2.13.0.dev20260102+cpu`"
-        in drafted[0]["body"]
-    )
+    bisect = "diag bisect --case c1 --backend eager --fullgraph --batch-size 1 --new-tokens 4"  # the smallest row
+    assert f"Bisect: `{bisect} --good 2.13.0.dev20260101 --bad 2.13.0.dev20260102`" in drafted[0]["body"]
     assert (
         "/home/u" not in drafted[1]["body"] and "transformers/models/llama/modeling_llama.py:301" in drafted[1]["body"]
     )

@@ -350,7 +350,9 @@ def test_check_writes_one_alert_per_cause(recorded_db, tmp_path):
     assert (alert["owner"], alert["tracker"]) == ("torch", "pytorch/pytorch")
     assert alert["rows"] == ["append_last aot_eager fullgraph cpu float32 b2 p8 n4"]
     body = alert["body"]
-    assert f"diag bisect --case append_last --good {BASE} --bad {NEW}" in body
+    # the bisect that searches the row's own config between the two builds, as bisect takes them
+    bisect = "diag bisect --case append_last --backend aot_eager --fullgraph --batch-size 2 --prompt-length 8"
+    assert f"{bisect} --new-tokens 4 --good {BASE.split('+')[0]} --bad {NEW.split('+')[0]}`" in body
     assert f"first bad build: {NEW}" in body and f"last good build: {BASE}" in body
     assert "pytorch/pytorch/compare/" in body and "Error: `UserError`" in body and "diag repro " in body
     assert f"<!-- {alert['marker']} -->" in body

@@ -53,11 +53,10 @@ def _row_flags(row: rows.Row) -> list[str]:
         ("--dtype", row.dtype, "float32"),
         ("--model", row.model, "tiny-random"),
     ):
-        if value != default:
+        if value is not None and value != default:  # a field a run did not record is its default
             flags += [name, str(value)]
-    for name, size in (("--batch-size", row.batch_size), ("--prompt-length", row.prompt_length)):
-        flags += [name, str(size)]
-    return [*flags, "--new-tokens", str(row.new_tokens)]
+    sizes = (("--batch-size", row.batch_size), ("--prompt-length", row.prompt_length), ("--new-tokens", row.new_tokens))
+    return flags + [word for name, size in sizes if size is not None for word in (name, str(size))]
 
 
 def both_moved(row: rows.Row, before: StoredRun, after: StoredRun) -> str:
@@ -331,10 +330,9 @@ def alerts(outcome: Outcome, site_url: Optional[str] = None) -> list[dict[str, A
         if after.get("error_type"):
             message = pages.public_paths((after.get("error_message") or "").strip())
             lines += ["", f"Error: `{after['error_type']}`", "", "```", message[:2000], "```"]
-        case = shlex.quote(after["case"] or "?")
         lines += ["", f"Reproduce the smallest row ({label}): `diag repro {after['id']} -o repro.py`"]
-        good, bad = before.get("build_version"), after.get("build_version")
-        lines.append(f"Bisect: `diag bisect --case {case} --good {good} --bad {bad}`")
+        good, bad = (str(run.get("build_version") or "?").split("+", 1)[0] for run in (before, after))
+        lines.append(f"Bisect: `diag bisect {shlex.join(_row_flags(rows.of(after)))} --good {good} --bad {bad}`")
         if site_url:
             lines.append(f"Run page: {site_url.rstrip('/')}/{pages.run_href(after)}")
         marker = f"diag-cause:{cause.id}"
