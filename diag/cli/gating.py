@@ -95,7 +95,7 @@ def _ratio(name: str, default: float, said: str) -> Any:
     "alerts_file",
     type=params.OUTPUT_FILE,
     default=None,
-    help="Write one alert per regressed row (JSON: title, marker, Markdown body) for an issue tracker.",
+    help="Write one alert per cause (JSON: title, marker, owner, tracker, rows, Markdown body) for an issue tracker.",
 )
 @click.option("--site-url", default=None, help="Where the report is published, for the alerts' run links.")
 @click.option(
@@ -168,7 +168,7 @@ def _write_gate_files(
     held: Optional[expect.Held] = None,
 ) -> None:
     """JUnit XML (a test case per row, and per contract row with --expect) and the alerts (one per
-    regressed row), where asked for."""
+    cause), where asked for."""
     if junit_file:
         xml = junit.junit_xml(outcome.comparisons, outcome.regressions, "diag check", outcome.inconclusive)
         suites = [junit.cause_suite(outcome.causes)] if outcome.causes else []
