@@ -155,9 +155,11 @@ def test_timing_seconds_and_repeat_spread_the_samples_and_check_pools_an_invocat
     samples = {(t["mode"], t["metric"]): t["samples"] for t in first["timings"]}
     for mode in ("eager", "compiled"):
         generations = samples[(mode, "generation")]
-        # Far more than --repeats 2: the timed generations (each followed by its host reference)
-        # go on for at least half a second.
-        assert len(generations) > 2 and sum(generations) + sum(samples[(mode, "host_reference")]) >= 0.45
+        # Far more than --repeats 2: the timed generations (each followed by its host reference) go on
+        # until half a second of wall time has passed. That half second also holds each generation's
+        # recording, a tenth of it on an idle machine (0.45 s of samples seen) and more on a loaded
+        # one, so the samples are held to most of it, not all.
+        assert len(generations) > 2 and sum(generations) + sum(samples[(mode, "host_reference")]) >= 0.3
         assert len(samples[(mode, "decode_step")]) == 3 * len(generations)
         assert len(samples[(mode, "host_reference")]) == len(generations)
     # One invocation on one build: nothing to compare against yet.
