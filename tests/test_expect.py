@@ -132,5 +132,5 @@ def test_one_fewer_recompile_and_a_changed_inductor_counter_are_each_named(tmp_p
     assert (
         "recompiles size[1]: expected 2, got 1 (fewer: an improvement, taken by rewriting the contract)" in done.output
     )
-    assert "counter inductor.pattern_matcher_count: expected 1, got 0" in done.output
+    assert "counter inductor.pattern_matcher_count: expected 1, got 0 (fewer);" in done.output  # a fusion lost
     assert "recompiles item" not in done.output and "3 count(s) moved in 1 of 1 row(s)" in done.output

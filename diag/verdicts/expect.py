@@ -24,6 +24,8 @@ from diag import row as rows
 from diag.store.typed import StoredRun, children
 
 FORMAT = 1
+# the counts of which fewer is better; of torch's counters (fusions, cache hits, captures) it is not
+FEWER_IS_BETTER = ("graphs", "graph_breaks", "recompiles", "hidden_errors", "second_call_recompiles")
 FORMAT_KEY = "diag_expect"
 # counters whose keys are torch's messages, not names (the graph breaks' texts): counted per GB id above
 _MESSAGE_SECTIONS = {"unimplemented", "graph_break"}
@@ -109,7 +111,6 @@ def written(
             entry["torch"] = {k: v for k, v in sorted(sections.items()) if v}
         else:
             entry["counts"] = now
-            entry.setdefault("written_on", torch_version)
             entry["written_on"] = torch_version
         contract["rows"][label] = entry
     for label, entry in old_rows.items():  # rows this build did not run stay as they were
@@ -143,7 +144,12 @@ class Moved:
     def message(self) -> str:
         if self.expected is None:
             return "not in the contract"
-        way = "more" if (self.actual or 0) > self.expected else "fewer: an improvement, taken by rewriting the contract"
+        if (self.actual or 0) > self.expected:
+            way = "more"
+        elif self.count.startswith(FEWER_IS_BETTER):
+            way = "fewer: an improvement, taken by rewriting the contract"
+        else:  # a counter of torch's: fewer fusions, cache hits or captures is no improvement
+            way = "fewer"
         return f"{self.count}: expected {self.expected}, got {self.actual} ({way})"
 
 
