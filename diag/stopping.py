@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import signal
-from typing import Any, Iterator
+from typing import Any, Iterator, Optional
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -36,6 +36,19 @@ class Stopped(KeyboardInterrupt):
 def of(exc: BaseException) -> Stopped:
     """The stop ``exc`` stands for: a plain KeyboardInterrupt is Ctrl-C."""
     return exc if isinstance(exc, Stopped) else Stopped(signal.SIGINT)
+
+
+def within(exc: BaseException) -> Optional[Stopped]:
+    """The stop behind ``exc``, where Python wrapped it in another error: a signal that lands while a
+    class is made raises RuntimeError("Error calling __set_name__ ...") from it. None where none is."""
+    seen: set[int] = set()
+    found: Optional[BaseException] = exc
+    while found is not None and id(found) not in seen:
+        if isinstance(found, Stopped):
+            return found
+        seen.add(id(found))
+        found = found.__cause__ or found.__context__
+    return None
 
 
 def _stop(signum: int, frame: Any) -> None:

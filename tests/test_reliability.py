@@ -120,6 +120,38 @@ def test_a_stop_signal_while_a_finished_command_exits_leaves_its_exit_status(tmp
     assert "append_last" in done.stdout and "Traceback" not in done.stderr
 
 
+def test_a_stop_signal_inside_python_s_own_machinery_is_a_stop_not_a_traceback(tmp_path):
+    """SIGTERM that lands while a class is being made (an import in the middle of a command: numpy's
+    finfo, seen in an export stopped at 0.1 s): Python wraps the stop in RuntimeError("Error calling
+    __set_name__ ..."). The command still ends as stopped, in one line, with 128 + the signal."""
+    script = (
+        "import os, signal, sys\n"
+        "from diag import store\n"
+        "class Late:\n"
+        "    def __set_name__(self, owner, name):\n"
+        "        os.kill(os.getpid(), signal.SIGTERM)\n"
+        "def recent_runs(*args, **kwargs):\n"
+        "    class Holder:  # a class made as the signal lands: what an import does\n"
+        "        late = Late()\n"
+        "    return []\n"
+        "store.recent_runs = recent_runs\n"
+        "sys.argv = ['diag', 'runs', '--db', 'h.db']\n"
+        "from diag.cli import main\n"
+        "main()\n"
+    )
+    stored(str(tmp_path / "h.db"), run_record())
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        preexec_fn=default_stop_signals,
+        timeout=120,
+    )
+    assert done.returncode == 128 + signal.SIGTERM, (done.returncode, done.stderr)
+    assert done.stderr.strip() == "Aborted by SIGTERM.", done.stderr
+
+
 @pytest.mark.slow
 def test_two_concurrent_writers_keep_every_run_once(tmp_path):
     db = tmp_path / "shared.db"

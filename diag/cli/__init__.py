@@ -38,6 +38,12 @@ def main() -> None:
         hint = f" (see '{exc.ctx.command_path} --help')" if isinstance(exc, click.UsageError) and exc.ctx else ""
         click.echo(f"Error: {text.safe(exc.format_message())}{hint}", err=True)
         sys.exit(exc.exit_code)
+    except Exception as exc:  # a stop that landed inside Python's own machinery, which wrapped it
+        wrapped = stopping.within(exc)
+        if wrapped is None:
+            raise
+        click.echo(f"Aborted{wrapped.by}.", err=True)
+        sys.exit(wrapped.exit_code)
     sys.exit(code if isinstance(code, int) else 0)
 
 
