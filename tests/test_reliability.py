@@ -94,6 +94,18 @@ def test_a_stopped_matrix_kills_probes_keeps_finished_runs_and_leaves_nothing_be
     assert [p.name for p in temp.iterdir() if p.name.startswith("diag-")] == []
 
 
+def _python(script: str, cwd: Path) -> subprocess.CompletedProcess:
+    """``script`` in a new interpreter, its stop signals at their defaults."""
+    return subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        preexec_fn=default_stop_signals,
+        timeout=120,
+    )
+
+
 def test_a_stop_signal_while_a_finished_command_exits_leaves_its_exit_status(tmp_path):
     """SIGTERM that lands after the command has ended, while the process exits (a CI runner's timeout
     at the wrong moment): the process reports the command's outcome, not a death by signal."""
@@ -108,14 +120,7 @@ def test_a_stop_signal_while_a_finished_command_exits_leaves_its_exit_status(tmp
         "sys.argv = ['diag', 'cases']\n"
         "main()\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", script],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        preexec_fn=default_stop_signals,
-        timeout=120,
-    )
+    done = _python(script, tmp_path)
     assert done.returncode == 0, (done.returncode, done.stderr)
     assert "append_last" in done.stdout and "Traceback" not in done.stderr
 
@@ -140,14 +145,7 @@ def test_a_stop_signal_inside_python_s_own_machinery_is_a_stop_not_a_traceback(t
         "main()\n"
     )
     stored(str(tmp_path / "h.db"), run_record())
-    done = subprocess.run(
-        [sys.executable, "-c", script],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        preexec_fn=default_stop_signals,
-        timeout=120,
-    )
+    done = _python(script, tmp_path)
     assert done.returncode == 128 + signal.SIGTERM, (done.returncode, done.stderr)
     assert done.stderr.strip() == "Aborted by SIGTERM.", done.stderr
 
