@@ -123,7 +123,8 @@ class Cause:
     where: Optional[str] = None  # a file:line it happened at, as stored
     text: str = ""  # what the key stands for, in torch's words (its first line)
     regressions: list[Regression] = field(default_factory=list)
-    first_bad: dict[str, Any] = field(default_factory=dict)  # row label: the first bad run
+    # row label: the row's last good and first bad run, as the comparison that found it holds them
+    sides: dict[str, tuple[StoredRun, StoredRun]] = field(default_factory=dict)
 
     @property
     def id(self) -> str:
@@ -245,12 +246,11 @@ def _key_and_where(regression: Regression, after: StoredRun) -> tuple[str, Optio
     return regression.kind, None
 
 
-def of(comparisons: list[RowComparison], regressions: list[Regression]) -> list[Cause]:
-    """The causes of ``regressions`` (check's, with the comparisons they came from), most rows first."""
-    by_row = {c.row: c for c in comparisons}
+def of(regressions: list[Regression]) -> list[Cause]:
+    """The causes of ``regressions`` (check's, each with the comparison that found it), most rows first."""
     found: dict[tuple[str, str], Cause] = {}
     for regression in regressions:
-        comparison = by_row.get(regression.row)
+        comparison = regression.found_in
         if comparison is None or comparison.before is None or comparison.after is None:
             continue
         before, after = comparison.before, comparison.after
@@ -266,5 +266,5 @@ def of(comparisons: list[RowComparison], regressions: list[Regression]) -> list[
         kind = "new key" if regression.kind == "new_key" else regression.kind
         cause = found.setdefault((key, owner), Cause(kind, key, owner, where, _text(regression, comparison)))
         cause.regressions.append(regression)
-        cause.first_bad.setdefault(rows.label(regression.row), after)
+        cause.sides.setdefault(rows.label(regression.row), (before, after))
     return sorted(found.values(), key=lambda c: (-len(c.rows), c.key, c.owner))

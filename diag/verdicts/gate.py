@@ -283,7 +283,7 @@ def check(
         }
         found, host = regress.against_stable(found, changes, twin["version"] or "?", thresholds)
         descriptions.append(f"slowdowns set against stable {twin['version']}'s newest invocation and the one before")
-    return Outcome("; ".join(descriptions), comparisons, found, unjudged, host, causes_of.of(comparisons, found))
+    return Outcome("; ".join(descriptions), comparisons, found, unjudged, host, causes_of.of(found))
 
 
 def read_allow_list(path: Optional[str]) -> set[str]:
@@ -294,11 +294,11 @@ def read_allow_list(path: Optional[str]) -> set[str]:
         return {line.split("#", 1)[0].strip() for line in handle} - {""}
 
 
-def _smallest(cause: causes_of.Cause) -> StoredRun:
-    """The first bad run of the cause's smallest row (fewest tokens, batch and prompt): its repro."""
-    runs = list(cause.first_bad.values())
+def _smallest(cause: causes_of.Cause) -> tuple[StoredRun, StoredRun]:
+    """The last good and first bad run of the cause's smallest row (fewest tokens, batch and prompt):
+    its repro and its bisect."""
     sizes = ("new_tokens", "batch_size", "prompt_length")
-    return min(runs, key=lambda run: tuple(run.get(name) or 0 for name in sizes) + (run["id"],))
+    return min(cause.sides.values(), key=lambda pair: tuple(pair[1].get(n) or 0 for n in sizes) + (pair[1]["id"],))
 
 
 def alerts(outcome: Outcome, site_url: Optional[str] = None) -> list[dict[str, Any]]:
@@ -308,10 +308,8 @@ def alerts(outcome: Outcome, site_url: Optional[str] = None) -> list[dict[str, A
     first bad build, the commit range, the error, the repro of its smallest row and the bisect."""
     found = []
     for cause in outcome.causes:
-        after = _smallest(cause)
+        before, after = _smallest(cause)
         label = rows.label(rows.of(after))
-        before = next(c.before for c in outcome.comparisons if c.row == rows.of(after))
-        assert before is not None  # a cause's rows were compared on both sides
         good_git, bad_git = before.get("build_git_version"), after.get("build_git_version")
         owner = f"owner: {cause.owner}" + (f" (file at {cause.tracker})" if cause.tracker else "")
         if cause.owner == causes_of.CASE_CODE:

@@ -221,6 +221,8 @@ class Regression:
     kind: str  # one of KINDS
     message: str
     change: Optional[TimingChange] = None  # the timing change behind a slowdown
+    # the comparison that found it: its two runs (a row may be compared on two variants' builds)
+    found_in: Optional[RowComparison] = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -326,6 +328,8 @@ def regressions(comparison: RowComparison, thresholds: Thresholds, allowed: set[
         if change.significant_slowdown(limit, thresholds.alpha):
             said = f"{_timing_text(change)}, p={change.p_value:.2g}, threshold x{limit})"
             found.append(Regression(row, "slowdown", said, change))
+    for regression in found:
+        regression.found_in = comparison
     return found
 
 
@@ -352,7 +356,11 @@ def against_stable(
         if beyond > limit:
             kept.append(
                 Regression(
-                    regression.row, "slowdown", f"{regression.message}; {moved}, x{beyond:.3f} beyond it", change
+                    regression.row,
+                    "slowdown",
+                    f"{regression.message}; {moved}, x{beyond:.3f} beyond it",
+                    change,
+                    regression.found_in,
                 )
             )
         else:
