@@ -18,6 +18,7 @@ from the DB) calls ``refuse_input`` with it.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any, Iterator, Optional
 
 import click
@@ -134,3 +135,12 @@ def refuse_timing_options_without_timing(ctx: click.Context) -> None:
     """``diag run --no-timing`` (on the command line or in a matrix part) refuses TIMING_OPTIONS."""
     if not ctx.params["timing"]:
         refuse_unhonoured(ctx, TIMING_OPTIONS, "--no-timing runs no timing pass")
+
+
+def write_output(path: str, content: str, named: str) -> None:
+    """``content`` written to the output file ``path``; where it cannot be, one line naming it as
+    ``named`` (``--junit out.xml``) and why."""
+    try:
+        Path(path).write_text(content, encoding="utf-8")
+    except OSError as exc:
+        raise click.ClickException(f"{named}: {exc.strerror or exc}") from exc

@@ -13,6 +13,7 @@ import click
 from diag import row as rows
 from diag import store, text, verdict_text
 from diag.cli import params
+from diag.cli.checks import write_output
 from diag.cli.common import cli, db_option, fail, json_option, read_store
 from diag.verdicts import coverage, expect, gate, junit, regress
 
@@ -173,16 +174,9 @@ def _write_gate_files(
         xml = junit.junit_xml(outcome.comparisons, outcome.regressions, "diag check", outcome.inconclusive)
         suites = [junit.cause_suite(outcome.causes)] if outcome.causes else []
         suites += [junit.contract_suite(held)] if held is not None else []
-        xml = junit.with_suites(xml, suites)
-        try:
-            Path(junit_file).write_text(xml, encoding="utf-8")
-        except OSError as exc:
-            raise fail(f"--junit {junit_file}: {exc.strerror or exc}") from exc
+        write_output(junit_file, junit.with_suites(xml, suites), f"--junit {junit_file}")
     if alerts_file:
-        try:
-            Path(alerts_file).write_text(json.dumps(gate.alerts(outcome, site_url), indent=2), encoding="utf-8")
-        except OSError as exc:
-            raise fail(f"--alerts {alerts_file}: {exc.strerror or exc}") from exc
+        write_output(alerts_file, json.dumps(gate.alerts(outcome, site_url), indent=2), f"--alerts {alerts_file}")
 
 
 def _check_json(outcome: gate.Outcome, alpha: float) -> dict[str, Any]:
@@ -260,10 +254,7 @@ def expect_command(contract_file: str, build_ref: Optional[str], section: bool, 
         raise fail(f"--section adds to a contract: {contract_file} does not exist yet (write it without --section)")
     runs = store.runs_of_build(db, chosen["id"])
     contract = expect.written(runs, chosen["version"] or "?", existing, section)
-    try:
-        Path(contract_file).write_text(json.dumps(contract, indent=2) + "\n", encoding="utf-8")
-    except OSError as exc:
-        raise fail(f"{contract_file}: {exc.strerror or exc}") from exc
+    write_output(contract_file, json.dumps(contract, indent=2) + "\n", contract_file)
     ran = len(expect.newest_per_row(runs))
     said = {"contract": contract_file, "build": chosen["version"], "rows": ran, "section": section}
     if as_json:

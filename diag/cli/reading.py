@@ -10,6 +10,7 @@ import click
 
 from diag import figure, store, text
 from diag.cli import checks, params
+from diag.cli.checks import write_output
 from diag.cli.common import RUN_ID, cli, count, db_option, fail, json_option, progress, read_store, verbose_option
 from diag.contract import STATUSES
 from diag.run import artifacts, catalog, trace
@@ -127,10 +128,7 @@ def repro_command(run_id: int, output: Optional[str], db_path: str) -> None:
         raise click.BadParameter(why, param_hint="'-o' / '--output'")
     source = repro.script(run, case_path, Path(output).name if output else "repro.py")
     if output:
-        try:
-            Path(output).write_text(source, encoding="utf-8")
-        except OSError as exc:
-            raise fail(f"-o {output}: {exc.strerror or exc}") from exc
+        write_output(output, source, f"-o {output}")
         click.echo(f"wrote {output}: python {output}", err=True)
     else:
         click.echo(source)
