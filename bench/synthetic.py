@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import itertools
 import json
+import math
 import random
 from pathlib import Path
 from typing import Iterator, Optional
@@ -255,3 +256,94 @@ def story(seed: int = 0, nightlies: int = STORY_NIGHTLIES) -> Iterator[RunRecord
                 rng,
                 guard="___check_tensors(" + "L['past_key_values'][0],_" * 800 + ")",
             )
+
+
+# Change points. A build's figure of a row moves from night to night by these coefficients of
+# variation (log-normal): latency figures are medians of hundreds of decode steps whose 95% interval
+# is within +-0.4% to +-1.4% on an idle runner (docs/BENCHMARKS.md, honest timing), so 1%; a cold
+# compile is one sample, 1.5%, a warm one 2%; a callgrind count spread 0.18% over 5 counts, so 0.1%;
+# guard time is one figure a run, 2%; peak memory repeats within 0.2%, so 0.1%. Counts are exact.
+NOISE = {
+    "compile_s": 0.015,
+    "compile_warm_s": 0.02,
+    "compile_instructions": 0.001,
+    "guard_latency_us": 0.02,
+    "eager_ms_per_token": 0.01,
+    "compiled_ms_per_token": 0.01,
+    "peak_mem_eager_mb": 0.001,
+    "peak_mem_compiled_mb": 0.001,
+}
+BASE = {
+    "compile_s": 4.0,
+    "compile_warm_s": 1.5,
+    "compile_instructions": 1.2e9,
+    "guard_latency_us": 12.0,
+    "eager_ms_per_token": 2.0,
+    "compiled_ms_per_token": 1.3,
+    "peak_mem_eager_mb": 500.0,
+    "peak_mem_compiled_mb": 650.0,
+}
+TIMED = ("compile_s", "compile_warm_s", "guard_latency_us", "eager_ms_per_token", "compiled_ms_per_token")
+MARKED = 0.03  # runs the noise rules mark (a noisy latency, a compile that waited), each far off
+STRAY = 0.02  # runs the rules did not mark that are still off by 5-30%
+STABLE = "2.8.0"  # the pinned release a drift history's runner also runs each night
+
+
+def shape(kind: str, day: int, at: int, size: float) -> float:
+    """The factor ``kind`` puts on a figure on ``day``: ``step`` by ``size`` from ``at``; ``creep`` by
+    ``size`` a week for four weeks, ``at`` the first night that moved; ``none``."""
+    if kind == "step":
+        return 1 + size if day >= at else 1.0
+    if kind == "creep":
+        return (1 + size) ** (4 * min(max((day - at + 1) / 28, 0.0), 1.0))
+    return 1.0
+
+
+def drift(
+    seed: int,
+    nightlies: int = 365,
+    kind: str = "none",
+    metric: str = "compiled_ms_per_token",
+    at: int = 200,
+    size: float = 0.05,
+    row_count: int = 1,
+    runner_at: Optional[int] = None,
+    twin: bool = True,
+    repeats: int = 1,
+    start: dt.date = dt.date(2025, 1, 1),
+) -> Iterator[RunRecord]:
+    """A history for change points: ``row_count`` rows a nightly (one run each), and with ``twin`` the
+    stable release's run of each row on the same night. ``kind`` moves ``metric`` of the first row
+    from night ``at`` (``shape``); from night ``runner_at`` the runner is 8% slower on every timed
+    figure, the twin's included. Noise per metric as ``NOISE``, with ``MARKED`` and ``STRAY`` runs;
+    ``repeats`` runs of each (the nightly leg runs ``--repeat 5``)."""
+    rng = random.Random(seed)
+    chosen = configs()[:row_count]
+    stable = build_identity(STABLE, f"{rng.getrandbits(160):040x}", None)
+    for day in range(nightlies):
+        build = nightly(day, rng, start)
+        for index, row in enumerate(chosen):
+            for side, on in (("nightly", build), ("stable", stable)) if twin else (("nightly", build),):
+                for repeat in range(repeats):
+                    moved = shape(kind, day, at, size) if index == 0 and side == "nightly" else 1.0
+                    runner = 1.08 if runner_at is not None and day >= runner_at else 1.0
+                    uid = f"drift-{side}-{day}-{index}-{repeat}"
+                    made = record(on, uid, {**row, "fullgraph": 0}, "graph_break", rng)
+                    made.run["started_at"] = (
+                        f"{start + dt.timedelta(days=day):%Y-%m-%d}T02:{index % 60:02d}:{repeat:02d}"
+                    )
+                    _drift_figures(made.run, rng, metric, moved, runner)
+                    yield made
+
+
+def _drift_figures(run: dict, rng: random.Random, metric: str, moved: float, runner: float) -> None:
+    waited, noisy = rng.random() < MARKED, rng.random() < MARKED
+    for name, base in BASE.items():
+        value = base * math.exp(rng.gauss(0, NOISE[name])) * (moved if name == metric else 1.0)
+        if name in TIMED:
+            value *= runner * (1 + rng.uniform(0.05, 0.3) if rng.random() < STRAY else 1.0)
+            if (waited and name in ("compile_s", "compile_warm_s")) or (noisy and name.endswith("per_token")):
+                value *= rng.uniform(1.3, 3.0)
+        run[name] = value
+    run["timing_noisy"], run["timing_note"] = (1, "steps in two clusters") if noisy else (0, None)
+    run["compile_noisy"], run["compile_note"] = (1, "compile waited") if waited else (0, None)

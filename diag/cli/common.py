@@ -290,6 +290,7 @@ COMMAND_MODULES = {
     "backfill": "backfilling",
     "bisect": "bisecting",
     "cases": "reading",
+    "changes": "changing",
     "check": "gating",
     "compare": "history",
     "env": "history",

@@ -12,7 +12,7 @@ import click
 
 from diag import row as rows
 from diag import store, text, verdict_text
-from diag.cli import params
+from diag.cli import changing, params
 from diag.cli.checks import write_output
 from diag.cli.common import cli, db_option, fail, json_option, read_store
 from diag.verdicts import coverage, expect, gate, junit, regress
@@ -107,6 +107,14 @@ def _ratio(name: str, default: float, said: str) -> Any:
     help="A contract of exact counts (diag expect): exit 1 on any count of the newest build that differs "
     "from it, an improvement included; the update command is printed.",
 )
+@click.option(
+    "--changes",
+    "with_changes",
+    is_flag=True,
+    help="Also exit 1 on a change point that made a figure worse past its threshold above (a count: by "
+    "any unit) and that the history without the newest build did not have: a creep fails on the night it "
+    "passes, dated to where it started (diag changes).",
+)
 @db_option
 @json_option
 def check_command(
@@ -123,6 +131,7 @@ def check_command(
     alerts_file: Optional[str],
     site_url: Optional[str],
     expect_file: Optional[str],
+    with_changes: bool,
     db_path: str,
     as_json: bool,
 ) -> None:
@@ -148,14 +157,17 @@ def check_command(
     )
     outcome = gate.check(db, baseline, thresholds, gate.read_allow_list(allow_file), stable)
     held = _held(db, expect_file, db_path) if expect_file else None
+    shown = changing.tonight(db, stable, thresholds.limit) if with_changes else None
     _write_gate_files(outcome, junit_file, alerts_file, site_url, held)
     if as_json:
-        click.echo(
-            json.dumps({**_check_json(outcome, alpha), **({"contract": held.as_dict()} if held else {})}, indent=2)
-        )
+        extra: dict[str, Any] = {"contract": held.as_dict()} if held else {}
+        extra |= {"changes": [c.as_dict() for c in shown]} if shown is not None else {}
+        click.echo(json.dumps({**_check_json(outcome, alpha), **extra}, indent=2))
     else:
-        click.echo("\n".join(verdict_text.check_lines(outcome, alpha) + (held.lines() if held else [])))
-    if outcome.regressions or (held and held.moved):
+        said = verdict_text.check_lines(outcome, alpha) + (held.lines() if held else [])
+        said += changing.tonight_lines(shown) if shown is not None else []
+        click.echo("\n".join(said))
+    if outcome.regressions or (held and held.moved) or shown:
         sys.exit(1)
     if outcome.inconclusive:
         sys.exit(inconclusive_exit)

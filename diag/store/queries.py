@@ -129,6 +129,7 @@ REPORT_COLUMNS = (
     "hidden_error_count",
     "error_location",
     "compile_s",
+    "compile_warm_s",
     "compile_noisy",
     "compile_instructions",
     "eager_ms_per_token",

@@ -42,7 +42,7 @@ def environment(run: StoredRun) -> tuple[str, str]:
     return python, run.get("transformers_version") or "?"
 
 
-def _row_flags(row: rows.Row) -> list[str]:
+def row_flags(row: rows.Row) -> list[str]:
     """The ``diag run``/``bisect`` options that select ``row``."""
     flags = ["--case", row.case if row.case_source == rows.BUILTIN else row.case_source, "--backend", row.backend]
     flags.append("--fullgraph" if row.fullgraph else "--no-fullgraph")
@@ -69,7 +69,7 @@ def both_moved(row: rows.Row, before: StoredRun, after: StoredRun) -> str:
         return ""
     if old_tf == new_tf or old_torch == new_torch:
         return ""
-    flags = shlex.join(_row_flags(row))
+    flags = shlex.join(row_flags(row))
     return (
         f". The status changed ({before['status']} -> {after['status']}) while both torch ({old_torch} -> "
         f"{new_torch}) and transformers ({old_tf} -> {new_tf}) moved; to tell which, bisect each:"
@@ -330,7 +330,7 @@ def alerts(outcome: Outcome, site_url: Optional[str] = None) -> list[dict[str, A
             lines += ["", f"Error: `{after['error_type']}`", "", "```", message[:2000], "```"]
         lines += ["", f"Reproduce the smallest row ({label}): `diag repro {after['id']} -o repro.py`"]
         good, bad = (str(run.get("build_version") or "?").split("+", 1)[0] for run in (before, after))
-        lines.append(f"Bisect: `diag bisect {shlex.join(_row_flags(rows.of(after)))} --good {good} --bad {bad}`")
+        lines.append(f"Bisect: `diag bisect {shlex.join(row_flags(rows.of(after)))} --good {good} --bad {bad}`")
         if site_url:
             lines.append(f"Run page: {site_url.rstrip('/')}/{pages.run_href(after)}")
         marker = f"diag-cause:{cause.id}"
