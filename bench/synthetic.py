@@ -286,7 +286,7 @@ BASE = {
 TIMED = ("compile_s", "compile_warm_s", "guard_latency_us", "eager_ms_per_token", "compiled_ms_per_token")
 MARKED = 0.03  # runs the noise rules mark (a noisy latency, a compile that waited), each far off
 STRAY = 0.02  # runs the rules did not mark that are still off by 5-30%
-STABLE = "2.8.0"  # the pinned release a drift history's runner also runs each night
+STABLE = "2.7.1"  # the pinned release a drift history's runner also runs each night
 
 
 def shape(kind: str, day: int, at: int, size: float) -> float:

@@ -11,6 +11,7 @@ import click
 
 from diag import row as rows
 from diag import store, text
+from diag.build import order as build_order
 from diag.cli.common import cli, db_option, fail, json_option, read_store
 from diag.store.typed import TorchBuildRow
 from diag.verdicts import changes as changes_of
@@ -52,9 +53,12 @@ def tonight(db: Any, stable: Optional[str], limit: Callable[[str], float]) -> li
         now = found(db, stable, list(changes_of.METRICS))
     except store.StoreError as exc:
         raise fail(str(exc)) from exc
-    newest = {b["id"] for b in gate.newest_builds(db)} - {now.twin["id"] if now.twin else None}
+    newest: dict[Optional[str], TorchBuildRow] = {}
+    for build in (b for series in now.series for b in series.builds):  # the twin's are not in a series
+        known = newest.get(build.get("variant"))
+        newest[build.get("variant")] = build if known is None or build_order(build) > build_order(known) else known
     version = (now.twin.get("version") or "?") if now.twin else None
-    before = changes_of.changes(changes_of.without(now.series, newest), now.twins, version)
+    before = changes_of.changes(changes_of.without(now.series, {b["id"] for b in newest.values()}), now.twins, version)
     return changes_of.tonight(now.changes, before, limit)
 
 
