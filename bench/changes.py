@@ -78,7 +78,9 @@ def step(seeds: int, repeats: int = 1) -> dict:
                 for c in search(synthetic.drift(seed, kind="step", metric=metric, at=at, repeats=repeats))
                 if c.metric == metric
             ]
-            exact += any(night_of(c) == at and c.shift.kind == "step" for c in found)
+            # exact: the change's range names the nightly (its build before the step has no point where its
+            # runs were all marked noisy or waited; the range then runs from the build before that)
+            exact += any(night_index(c.before) < at <= night_of(c) and c.shift.kind == "step" for c in found)
             off += [night_of(c) - at for c in found]
         out[metric] = {"exact": exact, "seeds": seeds, "dated_off_by": sorted(set(off))}
     return out

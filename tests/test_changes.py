@@ -149,3 +149,33 @@ def test_changes_refuses_bad_input_in_one_line(tmp_path):
 def test_since_keeps_the_change_points_from_that_date(tmp_path, since, count):
     db = write(tmp_path / "h.db", synthetic.drift(4, nightlies=160, kind="step", at=100, size=0.08))
     assert len(listed(db, "--since", since)["changes"]) == count
+
+
+def test_the_report_lists_the_change_and_marks_it_on_its_case_chart(tmp_path):
+    """In a real browser: the front page's table of change points names the first build that moved,
+    and the case page's latency chart draws a mark there whose tooltip says the size and the row."""
+    import browser
+
+    db = write(tmp_path / "h.db", synthetic.drift(3, nightlies=120, kind="step", at=80, size=0.08, row_count=2))
+    out = tmp_path / "site"
+    assert cli("report", "--db", str(db), "--out", str(out)).exit_code == 0
+    front = browser.measure(
+        out / "index.html",
+        1400,
+        900,
+        "return [...d.querySelectorAll('#changes tbody tr')].map(r => r.innerText)",
+        tmp_path / "front",
+    )
+    [row] = front
+    assert "2.8.0.dev20250322" in row and "after 2.8.0.dev20250321" in row and "compiled ms/token" in row
+    assert "stable 2.7.1 moved" in row  # the release run each night, taken as the twin
+    marks = browser.measure(
+        out / "cases" / "append_last.html",
+        1400,
+        900,
+        "return [...d.querySelectorAll('g.change')].map(g => [g.closest('.chart').getAttribute('aria-label'),"
+        " g.querySelector('title').textContent, g.querySelector('text').textContent])",
+        tmp_path / "case",
+    )
+    assert [m[0] for m in marks] == ["Compiled per-token latency", "Compiled per-token latency, whole history"]
+    assert all(m[2].startswith("x1.07") and "from 2.8.0.dev20250322" in m[1] and "append_last" in m[1] for m in marks)

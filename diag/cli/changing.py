@@ -5,61 +5,25 @@ from __future__ import annotations
 import datetime as dt
 import json
 import shlex
-from typing import Any, Callable, NamedTuple, Optional, Sequence
+from typing import Any, Callable, Optional
 
 import click
 
 from diag import row as rows
 from diag import store, text
-from diag.build import order as build_order
 from diag.cli.common import cli, db_option, fail, json_option, read_store
-from diag.store.typed import TorchBuildRow
 from diag.verdicts import changes as changes_of
-from diag.verdicts import gate
+from diag.verdicts import dated, gate
 
 NOT_BISECTED = "diag bisect judges a build by its status, not by this figure: the commit range is where to look"
 
 
-class Searched(NamedTuple):
-    changes: list[changes_of.Change]
-    series: list[changes_of.Series]
-    said: str  # what the runner was told apart by
-    twins: Optional[changes_of.Twins]
-    twin: Optional[TorchBuildRow]
-
-
-def found(db: Any, stable: Optional[str], metrics: Sequence[str], case: Optional[str] = None) -> Searched:
-    """The change points of the DB's history (of ``metrics``, of ``case`` where given)."""
-    builds = {b["id"]: b for b in store.builds(db)}
-    if not builds:
-        raise store.StoreError("the database has no runs to search for change points")
-    twin = store.find_build(db, stable) if stable else None
-    runs = [r for r in store.report_runs(db) if case is None or r.get("case") == case]
-    series = changes_of.series_of(runs, builds, metrics, skip=twin["id"] if twin else None)
-    twins = changes_of.twin_nights(runs, twin["id"], metrics) if twin else None
-    version = (twin.get("version") or "?") if twin else None
-    said = (
-        f"runner changes told apart by stable {version}'s own points, one a night"
-        if twin
-        else "runner changes not told apart: pass --stable BUILD, a pinned release the same runner ran each night"
-    )
-    return Searched(changes_of.changes(series, twins, version), series, said, twins, twin)
-
-
 def tonight(db: Any, stable: Optional[str], limit: Callable[[str], float]) -> list[changes_of.Change]:
-    """``check --changes``: the change points past ``limit(metric)`` that the history without each
-    variant's newest build did not have (``changes.tonight``)."""
+    """``check --changes``'s change points (``dated.tonight``), a DB with no runs refused in one line."""
     try:
-        now = found(db, stable, list(changes_of.METRICS))
+        return dated.tonight(db, stable, limit)
     except store.StoreError as exc:
         raise fail(str(exc)) from exc
-    newest: dict[Optional[str], TorchBuildRow] = {}
-    for build in (b for series in now.series for b in series.builds):  # the twin's are not in a series
-        known = newest.get(build.get("variant"))
-        newest[build.get("variant")] = build if known is None or build_order(build) > build_order(known) else known
-    version = (now.twin.get("version") or "?") if now.twin else None
-    before = changes_of.changes(changes_of.without(now.series, {b["id"] for b in newest.values()}), now.twins, version)
-    return changes_of.tonight(now.changes, before, limit)
 
 
 def tonight_lines(shown: list[changes_of.Change]) -> list[str]:
@@ -74,7 +38,13 @@ def lines(change: changes_of.Change) -> list[str]:
     """One change point in text: the headline, its range and what to run."""
     s, row = change.shift, change.series.row
     what = changes_of.METRICS[change.metric][1]
-    how = "step" if s.kind == "step" else f"creep to {change.settled.get('version')} ({s.end - s.start + 1} builds)"
+    how = (
+        "step"
+        if s.kind == "step"
+        else f"creep, still rising at {change.settled.get('version')}"
+        if s.ongoing
+        else f"creep to {change.settled.get('version')} ({s.end - s.start + 1} builds)"
+    )
     trust = f"the runner's: {change.runner.split(': ', 1)[-1]}" if change.runner else (change.twin or "")
     head = (
         f"{'WORSE' if change.worse else 'BETTER'} {what} {change.size_text()} {how} from {change.first.get('version')}"
@@ -132,7 +102,7 @@ def changes_command(
         raise click.BadParameter(f"{since!r} is not a date (YYYY-MM-DD)", param_hint="--since")
     db = read_store(db_path)
     try:
-        listed, series, said, *_ = found(db, stable, metrics or list(changes_of.METRICS), case_name)
+        listed, series, said, *_ = dated.found(db, stable, metrics or list(changes_of.METRICS), case_name)
     except store.StoreError as exc:
         raise fail(str(exc)) from exc
     listed = [c for c in listed if (since is None or when(c) >= since) and (c.worse or not worse_only)]

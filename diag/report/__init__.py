@@ -41,7 +41,8 @@ from diag.report.templating import environment
 from diag.run import trace
 from diag.store.typed import StoredRun, TorchBuildRow
 from diag.text import config_text
-from diag.verdicts import gate, regress, why
+from diag.verdicts import changes as changes_of
+from diag.verdicts import dated, gate, regress, why
 
 __all__ = ["MANIFEST", "ReportError", "Site", "ci_link", "publish", "render", "report_json"]
 
@@ -196,6 +197,7 @@ def _pages(
     start = resume_at.kept(options.out_dir, this.resume and bool(made.before), stamped, STRIP_BUILDS, keep)
     live = [build["id"] for build in line[len(start["folded"]) :]] if start else None
     runs, keys = store.report_runs(db, live), store.finding_keys_of_builds(db, live)
+    this.changes = night_changes(db, runs, line)
     matrix = history.build_matrix(store.builds(db), runs, keys, STRIP_BUILDS, start, keep)
     paged = detailed_runs(matrix, options.detail_builds)
     this.memo = inputs.Memo(options.out_dir, bool(made.before), marks)
@@ -252,7 +254,25 @@ def _front(this: Render, matrix: Matrix, swallowed: list[dict[str, Any]]) -> dic
         "row_count": len(matrix.rows),
         "hidden_pages": by_case,
         "causes": night_causes(this.db),
+        "changes": [change.as_dict() for change in this.changes[:FRONT_CHANGES]],
+        "changes_total": len(this.changes),
+        "changes_window": charts.DETAIL_BUILDS,
+        "twin_nights": dated.TWIN_NIGHTS,
     }
+
+
+FRONT_CHANGES = 12  # the newest change points the front page lists
+
+
+def night_changes(db: Any, runs: list[StoredRun], line: list[TorchBuildRow]) -> list[Any]:
+    """The change points over the newest ``charts.DETAIL_BUILDS`` builds (``diag changes`` searches the
+    whole history), the runner told apart by the release run on the most nights where there is one:
+    what the front page lists and the case pages' charts mark. Newest first."""
+    builds = {b["id"]: b for b in store.builds(db)}
+    window = {b["id"] for b in line[-charts.DETAIL_BUILDS :]}
+    twin = dated.guessed_twin(runs, builds)
+    kept = [r for r in runs if r["torch_build_id"] in window or (twin and r["torch_build_id"] == twin["id"])]
+    return dated.of_runs(kept, builds, list(changes_of.METRICS), twin, named=False).changes
 
 
 def night_causes(db: Any) -> list[dict[str, Any]]:
@@ -345,7 +365,7 @@ def _case_pages(this: Render, matrix: Matrix, runs, cases: list[str]) -> dict[st
             "case.html.j2",
             root="../",
             case=case,
-            charts=charts.case_charts(matrix, case, memo),
+            charts=charts.case_charts(matrix, case, memo, charts.change_marks(this.changes, case)),
             sweeps=charts.sweep_charts(on_newest.get(case, [])),
             newest=matrix.builds[-1] if matrix.builds else None,
             untrusted=charts.untrusted(on_newest.get(case, [])),

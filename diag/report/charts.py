@@ -11,7 +11,7 @@ from diag import figure
 from diag import row as rows
 from diag.report.inputs import Memo, digest
 from diag.report.model import Matrix, RowKey
-from diag.report.svg import Panel, Series, chart
+from diag.report.svg import Mark, Panel, Series, chart
 from diag.store import typed
 from diag.store.typed import StoredRace, StoredRun, TorchBuildRow
 from diag.text import safe
@@ -60,6 +60,41 @@ METRICS: list[tuple[str, str]] = [  # (title, unit), in the order of run_values
     ("Guard check per decode call", "microseconds"),
     ("Compile instructions", "instructions"),
 ]
+
+
+# a change point's figure (diag/verdicts/changes.py): the chart that draws it, by its place in METRICS
+CHARTED = {"compile_s": 0, "compiled_ms_per_token": 1, "peak_mem_compiled_mb": 3, "guard_latency_us": 4,
+           "compile_instructions": 5}  # fmt: skip
+# (chart, panel): each change point drawn there, as (its first build's id, the label, the tooltip)
+Marked = dict[tuple[int, str], list[tuple[int, str, str]]]
+
+
+def change_marks(found: Sequence[Any], case: str) -> Marked:
+    """The change points of ``case``'s rows (``changes.Change``) that a chart draws, by chart and panel."""
+    marked: Marked = {}
+    for change in found:
+        row = change.series.row
+        if row.case != case or change.metric not in CHARTED:
+            continue
+        owner = "the runner's" if change.runner else "worse" if change.worse else "better"
+        said = (
+            f"{change.shift.kind} {change.size_text()} from {change.first.get('version')} ({owner}): {rows.label(row)}"
+        )
+        label = change.size_text().split(" ")[0]
+        key = (CHARTED[change.metric], _panel_name(row.backend, row.fullgraph))
+        marked.setdefault(key, []).append((change.first["id"], label, safe(said)))
+    return marked
+
+
+def _marks(marked: Optional[Marked], metric: int, panels: Sequence[str], builds: list[TorchBuildRow]) -> list[Mark]:
+    """The marks of ``panels`` of chart ``metric`` whose build is one of ``builds``, at its x position."""
+    at = {build["id"]: index for index, build in enumerate(builds)}
+    return [
+        Mark(float(at[build_id]), label, said)
+        for panel in panels
+        for build_id, label, said in (marked or {}).get((metric, panel), [])
+        if build_id in at
+    ]
 
 
 def _line_label(row: RowKey) -> str:
@@ -113,11 +148,12 @@ def _panel_name(backend: str, fullgraph: int) -> str:
     return f"{backend} {'fullgraph' if fullgraph else 'no-fullgraph'}"
 
 
-def trend(values: Values, metric: int, builds: list[TorchBuildRow]) -> Optional[str]:
+def trend(values: Values, metric: int, builds: list[TorchBuildRow], marked: Optional[Marked] = None) -> Optional[str]:
     """Small multiples of ``METRICS[metric]`` over ``builds`` (``values``: each row's on each of them): a
     panel per backend x fullgraph mode, a line per row (the median of its runs on a build; a gap where
     no run has a value, such as a failed compile) with the band between its fastest and slowest run.
-    The legend sits beside each panel, never on it. None when no run has a value."""
+    The legend sits beside each panel, never on it; a change point of ``marked`` is a dashed line at its
+    first build. None when no run has a value."""
     title, unit = METRICS[metric]
     grouped: dict[tuple[str, int], list[RowKey]] = {}
     for row in values:
@@ -138,7 +174,8 @@ def trend(values: Values, metric: int, builds: list[TorchBuildRow]) -> Optional[
                     )
                 )
         more = f" (first {MAX_LINES} of {len(members)} configs)" if len(members) > MAX_LINES else ""
-        panels.append(Panel(safe(_panel_name(backend, fullgraph)) + more, series))
+        name = _panel_name(backend, fullgraph)
+        panels.append(Panel(safe(name) + more, series, _marks(marked, metric, [name], builds)))
     xs = [float(i) for i in range(len(builds))]
     return chart(title, panels, xs, _build_ticks(builds), "torch build", unit, len(builds) <= MAX_MARKED_POINTS)
 
@@ -170,7 +207,7 @@ def build_points(matrix: Matrix, case_rows: list[RowKey], build_id: int) -> Poin
 
 
 def overview(points: list[dict[str, list[Optional[float]]]], panels: list[str], metric: int,
-             builds: list[TorchBuildRow]) -> Optional[str]:  # fmt: skip
+             builds: list[TorchBuildRow], marked: Optional[Marked] = None) -> Optional[str]:  # fmt: skip
     """The whole history in one panel: per backend x fullgraph mode (``panels``), the median over its
     rows on each of ``builds`` (``points``: each one's ``build_points``)."""
     title, unit = METRICS[metric]
@@ -180,7 +217,8 @@ def overview(points: list[dict[str, list[Optional[float]]]], panels: list[str], 
         series.append(Series(safe(name), ys))
     xs = [float(i) for i in range(len(builds))]
     heading = f"{title}: all {len(builds)} builds (median over configs)"
-    return chart(heading, [Panel("", series)], xs, _build_ticks(builds), "torch build", unit, markers=False)
+    drawn = Panel("", series, _marks(marked, metric, panels, builds))
+    return chart(heading, [drawn], xs, _build_ticks(builds), "torch build", unit, markers=False)
 
 
 _NO_POINTS: list[Optional[float]] = [None] * len(METRICS)
@@ -208,7 +246,9 @@ def row_mark(row: RowKey) -> str:
     return digest(list(row))[:16]
 
 
-def case_charts(matrix: Matrix, case: str, memo: Optional[Memo] = None) -> list[tuple[str, str]]:
+def case_charts(
+    matrix: Matrix, case: str, memo: Optional[Memo] = None, marked: Optional[Marked] = None
+) -> list[tuple[str, str]]:
     """(title, svg) for every metric with data, for the rows of ``case``: the newest DETAIL_BUILDS
     builds (with a run of the case) in detail, and when there are more, the whole history as an
     overview. What each build adds to either (``build_points``, ``build_cells``) is the ``memo``'s,
@@ -234,11 +274,11 @@ def case_charts(matrix: Matrix, case: str, memo: Optional[Memo] = None) -> list[
     panels = sorted({_panel_name(row.backend, row.fullgraph) for row in case_rows})
     drawn = []
     for index, (title, _) in enumerate(METRICS):
-        svg = trend(values, index, builds[first:])
+        svg = trend(values, index, builds[first:], marked)
         if svg:
             drawn.append((title, svg))
             if first:
-                whole = overview([points for _, points in drawn_points], panels, index, builds)
+                whole = overview([points for _, points in drawn_points], panels, index, builds, marked)
                 if whole:
                     drawn.append((f"{title}, whole history", whole))
     return drawn

@@ -37,8 +37,8 @@ class Render:
     """One render: ``db`` (the history, read in one transaction), ``options``, the templates'
     ``env``, ``made`` (the pages the site held, with their inputs), ``resume`` (take the matrix up
     from the state kept beside the site), and what the pages share once it is known: ``memo`` (what
-    a build's pages were made from, kept from night to night), ``common`` (what every page is given)
-    and ``nav`` (what the navigation is made from)."""
+    a build's pages were made from, kept from night to night), ``common`` (what every page is given),
+    ``nav`` (what the navigation is made from) and ``changes`` (the change points the pages show)."""
 
     db: Any
     options: Options
@@ -48,6 +48,7 @@ class Render:
     memo: Optional[inputs.Memo] = None
     common: dict[str, Any] = field(default_factory=dict)
     nav: list[Any] = field(default_factory=list)
+    changes: list[Any] = field(default_factory=list)  # the change points the pages show (night_changes)
 
     @property
     def quiet(self) -> dict[str, Any]:

@@ -27,13 +27,14 @@ change points in histories with none (docs/BENCHMARKS.md).
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass
 from typing import Literal, Optional, Sequence
 
 import numpy as np
 import ruptures
-from scipy.special import erfinv
-from scipy.stats import mannwhitneyu
+
+from diag.stats import mann_whitney_greater
 
 Scale = Literal["ratio", "count"]
 MIN_SIZE = 3  # builds in a level: a change on the newest build shows two nights later, dated to it
@@ -161,7 +162,7 @@ def hodges_lehmann(before: np.ndarray, after: np.ndarray, level: float = LEVEL) 
     """The median of after - before over all pairs, and its interval from the rank test's quantile."""
     differences = np.sort(np.subtract.outer(after, before).ravel())
     n1, n2 = len(after), len(before)
-    z = float(np.sqrt(2) * erfinv(level))
+    z = statistics.NormalDist().inv_cdf((1 + level) / 2)
     k = int(math.floor(n1 * n2 / 2 - z * math.sqrt(n1 * n2 * (n1 + n2 + 1) / 12)))
     k = min(max(k, 0), len(differences) - 1)
     return float(np.median(differences)), float(differences[k]), float(differences[len(differences) - 1 - k])
@@ -198,7 +199,8 @@ def _sized(
     before: np.ndarray, after: np.ndarray, scale: Scale, start: int = 0, end: int = 0, ongoing: bool = False
 ) -> Shift:
     """The rank test and Hodges-Lehmann shift of ``after`` over ``before`` (points on the scale)."""
-    p_value = float(mannwhitneyu(after, before, alternative="two-sided").pvalue)
+    higher, lower_ = mann_whitney_greater(list(after), list(before)), mann_whitney_greater(list(before), list(after))
+    p_value = min(1.0, 2 * min(higher if higher is not None else 1.0, lower_ if lower_ is not None else 1.0))
     size, lower, upper = hodges_lehmann(before, after)
     if scale == "ratio":
         size, lower, upper = math.exp(size), math.exp(lower), math.exp(upper)

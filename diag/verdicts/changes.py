@@ -1,5 +1,5 @@
 """Change points over the stored history: per variant, row and metric, the builds' figures in build
-order, and where they stepped or crept (``changepoints.py``), each dated to the first build that
+order, and where they stepped or crept (``_method().py``), each dated to the first build that
 moved, with its size, interval and commit range. Pure: the caller reads the runs and builds.
 
 A point is the median of a build's runs of the row that give the figure: a latency figure marked
@@ -16,15 +16,17 @@ import math
 import statistics
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional, Sequence
 
 from diag import figure
 from diag import row as rows
 from diag.build import order as build_order
 from diag.contract import WORKS
 from diag.store.typed import StoredRun, TorchBuildRow
-from diag.verdicts import changepoints
-from diag.verdicts.changepoints import Scale, Shift
+
+if TYPE_CHECKING:
+    from diag.verdicts.changepoints import Scale, Shift
 
 # metric: (scale, what it is, its unit)
 METRICS: dict[str, tuple[Scale, str, str]] = {
@@ -41,22 +43,37 @@ METRICS: dict[str, tuple[Scale, str, str]] = {
     "recompile_count": ("count", "recompiles", ""),
 }
 Twins = dict[tuple, tuple[list[str], list[float]]]  # (row, metric): (nights, their points)
+LATENCY = ("eager_ms_per_token", "compiled_ms_per_token")  # no point where the run's timing was noisy
+COMPILE = ("compile_s", "compile_warm_s")  # no point where the compile waited for a CPU
 RUNNER_SHARE = 0.5  # of a change's log size, what the twin's change the same night must reach
 
 
-def value(run: Mapping[str, Any], metric: str) -> Optional[float]:
-    """The run's figure of ``metric`` where it can be a point; None where not (module docstring)."""
-    if metric in ("eager_ms_per_token", "compiled_ms_per_token"):
-        judged = figure.latency(run, metric.split("_", 1)[0])
-        return judged.value if judged.comparable else None
-    if metric in ("compile_s", "compile_warm_s") and figure.compile_waited(run):
-        return None
-    found = run.get(metric)
-    if not isinstance(found, (int, float)) or isinstance(found, bool):
-        return None
-    if METRICS[metric][0] == "count":
-        return float(found) if run.get("status") in WORKS else None
-    return float(found) if found > 0 else None
+def _method() -> ModuleType:
+    """The search (changepoints.py), imported on first use: numpy and ruptures cost a report that
+    searches nothing, and every command that imports this module, a second."""
+    from diag.verdicts import changepoints
+
+    return changepoints
+
+
+def values(run: Mapping[str, Any], metrics: Sequence[str]) -> list[Optional[float]]:
+    """The run's figure of each of ``metrics`` where it can be a point; None where not (module
+    docstring). One pass over the run: a history holds tens of thousands."""
+    noisy, waited, works = figure.timing_noisy(run), figure.compile_waited(run), run.get("status") in WORKS
+    found: list[Optional[float]] = []
+    for metric in metrics:
+        number = run.get(metric)
+        if not isinstance(number, (int, float)) or isinstance(number, bool):
+            found.append(None)
+        elif metric in LATENCY:
+            found.append(None if noisy else float(number))
+        elif metric in COMPILE:
+            found.append(None if waited or number <= 0 else float(number))
+        elif METRICS[metric][0] == "count":
+            found.append(float(number) if works else None)
+        else:
+            found.append(float(number) if number > 0 else None)
+    return found
 
 
 def night(run: Mapping[str, Any]) -> str:
@@ -105,7 +122,7 @@ class Change:
 
     @property
     def worse(self) -> bool:
-        return changepoints.worse(self.shift, self.scale)
+        return _method().worse(self.shift, self.scale)
 
     def size_text(self) -> str:
         s = self.shift
@@ -121,6 +138,9 @@ class Change:
             "fields": self.series.row._asdict(),
             "metric": self.metric,
             "kind": s.kind,
+            "ongoing": s.ongoing,
+            "what": METRICS[self.metric][1],
+            "size_text": self.size_text(),
             "scale": self.scale,
             "size": s.size,
             "low": s.low,
@@ -149,16 +169,15 @@ def series_of(
         build_id = run.get("torch_build_id")
         if build_id is None or build_id == skip or build_id not in builds:
             continue
-        row = rows.of(run)
-        for metric in metrics:
-            figure_value = value(run, metric)
+        row, variant, when = rows.of(run), builds[build_id].get("variant"), night(run)
+        for metric, figure_value in zip(metrics, values(run, metrics)):
             if figure_value is not None:
-                key = (builds[build_id].get("variant"), row, metric)
-                found[key][build_id].append(figure_value)
-                first_night[key].setdefault(build_id, night(run))
+                found[(variant, row, metric)][build_id].append(figure_value)
+                first_night[(variant, row, metric)].setdefault(build_id, when)
+    rank = {b["id"]: i for i, b in enumerate(sorted(builds.values(), key=build_order))}  # each build's place, once
     made = []
     for (variant, row, metric), by_build in found.items():
-        ordered = sorted(by_build, key=lambda build_id: build_order(builds[build_id]))
+        ordered = sorted(by_build, key=rank.__getitem__)
         made.append(
             Series(
                 variant,
@@ -180,8 +199,7 @@ def twin_nights(
     for run in runs:
         if run.get("torch_build_id") != twin or not night(run):
             continue
-        for metric in metrics:
-            figure_value = value(run, metric)
+        for metric, figure_value in zip(metrics, values(run, metrics)):
             if figure_value is not None:
                 found[(rows.of(run), metric)][night(run)].append(figure_value)
     return {
@@ -200,12 +218,12 @@ def _against_twin(
         return None, None
     nights, values = twin or ([], [])
     started, settled = series.nights[shift.start], series.nights[shift.end]
-    before = [v for n, v in zip(nights, values) if n < started][-changepoints.WINDOW :]
-    after = [v for n, v in zip(nights, values) if n >= settled][: changepoints.WINDOW]
-    if min(len(before), len(after)) < changepoints.MIN_SIZE:
+    before = [v for n, v in zip(nights, values) if n < started][-_method().WINDOW :]
+    after = [v for n, v in zip(nights, values) if n >= settled][: _method().WINDOW]
+    if min(len(before), len(after)) < _method().MIN_SIZE:
         return None, f"runner not ruled out: stable {twin_version} has too few nights of this row around it"
     scale = METRICS[series.metric][0]
-    theirs = changepoints.between(before, after, scale)
+    theirs = _method().between(before, after, scale)
     own = _log_size(shift, scale)
     moved = _log_size(theirs, scale)
     said = f"stable {twin_version} moved {_size(theirs, scale)} over the same nights"
@@ -229,7 +247,7 @@ def changes(
     found = []
     for series in all_series:
         scale = METRICS[series.metric][0]
-        for shift in changepoints.shifts(series.values, scale):
+        for shift in _method().shifts(series.values, scale):
             twin = (twins or {}).get((series.row, series.metric))
             runner, said = _against_twin(series, shift, twin, twin_version)
             found.append(Change(series, shift, runner, said))
@@ -241,7 +259,7 @@ def beyond(change: Change, limit: Callable[[str], float]) -> bool:
     is not the runner's."""
     if change.runner is not None or not change.worse:
         return False
-    return changepoints.beyond(change.shift, change.scale, limit(change.metric) if change.scale == "ratio" else 0.5)
+    return _method().beyond(change.shift, change.scale, limit(change.metric) if change.scale == "ratio" else 0.5)
 
 
 def without(all_series: Iterable[Series], build_ids: set) -> list[Series]:
@@ -275,7 +293,7 @@ def tonight(now: list[Change], before: list[Change], limit: Callable[[str], floa
             continue
         key = (change.series.variant, change.series.row, change.metric)
         starts = [p for p, b in enumerate(change.series.builds) if build_order(b) in held[key]]
-        if any(abs(start - change.shift.start) <= changepoints.GAP for start in starts):
+        if any(abs(start - change.shift.start) <= _method().GAP for start in starts):
             continue
         new.append(change)
     return new
