@@ -179,3 +179,20 @@ def test_the_report_lists_the_change_and_marks_it_on_its_case_chart(tmp_path):
     )
     assert [m[0] for m in marks] == ["Compiled per-token latency", "Compiled per-token latency, whole history"]
     assert all(m[2].startswith("x1.07") and "from 2.8.0.dev20250322" in m[1] and "append_last" in m[1] for m in marks)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_each_best_split_is_the_one_ruptures_finds(seed):
+    """diag's split search against the maintained library's binary segmentation (least squares, the
+    same smallest level): the same first split on noisy series with a step, a creep or none."""
+    import numpy as np
+    import ruptures
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(20, 200))
+    at = int(rng.integers(3, n - 3))
+    points = (
+        rng.normal(0, 1, n) + (np.arange(n) >= at) * rng.choice([0.0, 1.0, 3.0]) + np.arange(n) * rng.choice([0, 0.02])
+    )
+    theirs = ruptures.Binseg(model="l2", min_size=changepoints.MIN_SIZE, jump=1).fit(points).predict(n_bkps=1)[0]
+    assert changepoints.best_split(points)[0] == theirs

@@ -10,10 +10,13 @@ A series is one point per build, in build order (``changes.py`` makes them). The
 3. A point further than ``CLIP`` scales beyond the points both before and after it is pulled to
    that distance: a night the noise rules did not mark can still be one bad night, and one point must not
    make a segment of its own.
-4. PELT (ruptures' ``KernelCPD`` with a linear kernel: least squares, in C) splits the series into
-   levels, each of at least ``MIN_SIZE`` builds, at a penalty of ``PENALTY`` x log(n) squared scales.
+4. Binary segmentation splits the series into levels of at least ``MIN_SIZE`` builds: a segment is
+   split where one split lowers its squared error most, while that split lowers it by more than
+   ``PENALTY`` x log(n) squared scales (the penalty PELT takes per change), then each side again.
+   Each segment's best split is one pass over its cumulative sums. docs/changes.md says why this is
+   not ruptures' PELT: its import alone costs the report more than a night's render.
 5. Neighbouring boundaries that move the same way with fewer than ``GAP`` builds between them are one
-   change: a creep shows to PELT as a staircase. Each change is fitted as a level, a ramp and a level
+   change: a creep shows to the segmentation as a staircase. Each change is fitted as a level, a ramp and a level
    (least squares over where the ramp starts and ends); the ramp is kept only where it fits the
    points better than a step by ``RAMP_PENALTY`` squared scales.
 6. A change is kept where the ``WINDOW`` builds before its start and after its end differ by a
@@ -32,7 +35,6 @@ from dataclasses import dataclass
 from typing import Literal, Optional, Sequence
 
 import numpy as np
-import ruptures
 
 from diag.stats import mann_whitney_greater
 
@@ -41,6 +43,9 @@ MIN_SIZE = 3  # builds in a level: a change on the newest build shows two nights
 PENALTY = 3.0
 CLIP = 2.5
 GAP = 24
+# a series whose best split, before bad nights are pulled in, lowers its squared error by less than
+# this share of the penalty has no change: pulling them in lowers what a split gains, as a rule
+QUICK = 0.5
 RAMP_PENALTY = 8.0
 WINDOW = 30
 ALPHA = 0.001
@@ -96,14 +101,32 @@ def clipped(points: np.ndarray, scale_of_noise: float, half: int = 3) -> np.ndar
     return np.clip(points, low, high)
 
 
-def boundaries(points: np.ndarray, scale_of_noise: float) -> list[int]:
-    """PELT's boundaries: indices of the first point of each level after the first."""
+def best_split(points: np.ndarray) -> Optional[tuple[int, float]]:
+    """Where one split of ``points`` (in scales) lowers their squared error most, and by how much:
+    (the index of the first point after it, the reduction); None for fewer than two levels' points."""
     n = len(points)
     if n < 2 * MIN_SIZE:
-        return []
-    signal = (points / scale_of_noise).reshape(-1, 1)
-    found = ruptures.KernelCPD(kernel="linear", min_size=MIN_SIZE).fit(signal).predict(pen=PENALTY * math.log(n))
-    return [int(b) for b in found[:-1]]
+        return None
+    sums = np.cumsum(points)
+    k = np.arange(MIN_SIZE, n - MIN_SIZE + 1)
+    reduction = (sums[k - 1] - k / n * sums[-1]) ** 2 * n / (k * (n - k))
+    best = int(np.argmax(reduction))
+    return int(k[best]), float(reduction[best])
+
+
+def boundaries(points: np.ndarray, scale_of_noise: float) -> list[int]:
+    """The segmentation's boundaries: indices of the first point of each level after the first."""
+    n = len(points)
+    signal = points / scale_of_noise
+    penalty = PENALTY * math.log(max(n, 2))
+    found, pending = [], [(0, n)]
+    while pending:
+        low, high = pending.pop()
+        split = best_split(signal[low:high])
+        if split is not None and split[1] > penalty:
+            found.append(low + split[0])
+            pending += [(low, low + split[0]), (low + split[0], high)]
+    return sorted(found)
 
 
 def _groups(points: np.ndarray, found: list[int]) -> list[tuple[int, int, int, int]]:
@@ -174,6 +197,9 @@ def shifts(values: Sequence[float], scale: Scale) -> list[Shift]:
     if len(points) < 2 * MIN_SIZE:
         return []
     sigma = noise_scale(points, scale)
+    whole = best_split(points / sigma)
+    if whole is not None and whole[1] <= QUICK * PENALTY * math.log(len(points)):
+        return []  # not even the best split of the points as they are comes near the penalty
     cleaned = clipped(points, sigma)
     found = []
     for first, last, low, high in _groups(cleaned, boundaries(cleaned, sigma)):

@@ -49,8 +49,7 @@ RUNNER_SHARE = 0.5  # of a change's log size, what the twin's change the same ni
 
 
 def _method() -> ModuleType:
-    """The search (changepoints.py), imported on first use: numpy and ruptures cost a report that
-    searches nothing, and every command that imports this module, a second."""
+    """The search (changepoints.py), imported on first use: numpy is for the commands that search."""
     from diag.verdicts import changepoints
 
     return changepoints
