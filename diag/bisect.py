@@ -1,67 +1,28 @@
 """``diag bisect``: the first bad build between a good one and a bad one.
 
-The search is pure (``search``); ``Bisector`` supplies the verdicts, reusing
-runs already in the DB and provisioning the builds it still has to probe. A
-build that cannot be installed is skipped and reported, never fatal.
+The search is pure (diag/searching.py: judged on a signal, over one run or many a build); ``bisect``
+supplies the runs, reusing those already in the DB and provisioning the builds it still has to
+probe. A build that cannot be installed is skipped and named, never taken as good or bad.
 """
 
 from __future__ import annotations
 
 import datetime
+import shlex
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Optional
+from typing import Any, Callable, Iterable, Optional
 
 from diag import envs, store
 from diag import row as rows
 from diag.build import Spec, Version, nightly_spec, version_key
 from diag.contract import Config
 from diag.envs import wheels
-from diag.errors import DiagError
 from diag.run import runner
 from diag.run.catalog import CaseRef
+from diag.searching import BisectError, BuildTester, confirmed_search
+from diag.signal import STATUS, Signal
 from diag.store.typed import StoredRun
-
-
-class BisectError(DiagError):
-    pass
-
-
-Verdict = Optional[bool]  # True: bad, False: good, None: could not be tested
-
-
-@dataclass
-class SearchResult:
-    last_good: str
-    first_bad: str
-    tested: dict[str, Verdict] = field(default_factory=dict)
-    skipped: list[str] = field(default_factory=list)
-
-
-def search(candidates: list[str], is_bad: Callable[[str], Verdict]) -> SearchResult:
-    """Binary search over ``candidates`` (ordered; the first is good, the last is bad).
-
-    Candidates that cannot be tested are skipped; the next probe is the untested
-    candidate nearest the middle of the remaining range.
-    """
-    low, high = 0, len(candidates) - 1
-    tested: dict[str, Verdict] = {}
-    skipped: set[int] = set()
-    while True:
-        inner = [i for i in range(low + 1, high) if i not in skipped]
-        if not inner:
-            break
-        middle = (low + high) / 2
-        probe = min(inner, key=lambda i: (abs(i - middle), i))
-        verdict = is_bad(candidates[probe])
-        tested[candidates[probe]] = verdict
-        if verdict is None:
-            skipped.add(probe)
-        elif verdict:
-            high = probe
-        else:
-            low = probe
-    return SearchResult(candidates[low], candidates[high], tested, [candidates[i] for i in sorted(skipped)])
 
 
 def index_versions(index_url: str) -> list[str]:
@@ -184,43 +145,20 @@ def between(versions: list[str], good: str, bad: str) -> list[str]:
     return [good, *sorted(set(inside), key=order), bad]
 
 
-@dataclass
-class BuildTester:
-    """How one build is tested: provision it (or reuse runs already stored), run the case, read the status."""
-
-    run_build: Callable[[str], Optional[StoredRun]]  # spec -> the stored run, or None when it cannot be installed
-    good_status: Optional[str] = None
-    log: Callable[[str], None] = lambda message: None
-    failures: dict[str, str] = field(default_factory=dict)
-
-    def status(self, spec: str) -> Optional[str]:
-        """The build's outcome (``outcome``), or None where it cannot be tested."""
-        run = self.run_build(spec)
-        return None if run is None else outcome(run)
-
-    def is_bad(self, spec: str) -> Verdict:
-        status = self.status(spec)
-        if status is None:
-            return None
-        self.log(f"{spec}: {status} -> {'bad' if status != self.good_status else 'good'}")
-        return status != self.good_status
-
-
-def outcome(run: Mapping[str, Any]) -> str:
-    """What a bisect compares between builds: the status, and whether the case had to note a fallback
-    (``Generation.note``). A release on which transformers' static cache stops working, so that the
-    case decodes with another cache, is a change to find even where both compile whole."""
-    return run["status"] + (" (the case noted a fallback)" if run.get("case_note") else "")
-
-
 def find_stored(db, spec: str, row: rows.Row) -> Optional[StoredRun]:
     """The newest stored run of ``row`` on the build whose version is ``spec``."""
+    found = stored_runs(db, spec, row)
+    return found[-1] if found else None
+
+
+def stored_runs(db, spec: str, row: rows.Row) -> list[StoredRun]:
+    """Every stored run of ``row`` on the build whose version is ``spec``, oldest first."""
     for build in store.builds(db):
         if _base(build["version"] or "") == spec:
             runs = [r for r in store.runs_of_build(db, build["id"]) if rows.of(r) == row]
             if runs:
-                return runs[-1]
-    return None
+                return runs
+    return []
 
 
 def _build_summary(run: Optional[StoredRun]) -> dict:
@@ -251,8 +189,13 @@ class Axis:
     torch: Optional[str] = None  # the fixed torch spec, when transformers moves
 
     def find_stored(self, db, spec: str, row: rows.Row) -> Optional[StoredRun]:
+        found = self.stored(db, spec, row)
+        return found[-1] if found else None
+
+    def stored(self, db, spec: str, row: rows.Row) -> list[StoredRun]:
+        """The stored runs of ``row`` at ``spec`` on this axis, oldest first."""
         if self.name == "torch":
-            return find_stored(db, spec, row)
+            return stored_runs(db, spec, row)
         for build in reversed(store.builds(db)):
             if _base(build["version"] or "") != self.torch:
                 continue
@@ -262,14 +205,23 @@ class Axis:
                 if rows.of(r) == row and r.get("transformers_version") == spec
             ]
             if runs:
-                return runs[-1]
-        return None
+                return runs
+        return []
 
     def summary(self, run: Optional[StoredRun], spec: str) -> dict:
         found = _build_summary(run)
         if self.name == "transformers":
             found["transformers"] = spec
         return found
+
+    def reproduce(self, spec: str, row: rows.Row) -> str:
+        """The one command that runs ``row`` on ``spec`` again."""
+        moved = (
+            ["--torch", spec]
+            if self.name == "torch"
+            else ["--torch", self.torch or "", "--with", f"transformers=={spec}"]
+        )
+        return shlex.join(["diag", "run", *moved, *rows.flags(row)])
 
     def compare(self, last_good: dict, first_bad: dict) -> tuple[Optional[str], Optional[str]]:
         """The range of changes between the two ends (``git log`` form) and a page that shows it."""
@@ -300,11 +252,54 @@ def release_versions(listed: Iterable[str], good: str, bad: str) -> list[str]:
         raise BisectError(str(exc)) from exc
 
 
-def _tested(spec: str, run: Optional[StoredRun], failures: dict[str, str]) -> StoredRun:
-    """An end's run; BisectError where the build could not be tested."""
-    if run is None:
-        raise BisectError(f"cannot test {spec}: {failures.get(spec)}")
-    return run
+@dataclass
+class Probe:
+    """The runs of one row on each build a bisect asks of: those stored first, then fresh ones (the
+    build provisioned once it is first run; one that cannot be is named in ``failures``)."""
+
+    db: Any
+    db_path: Path
+    case: CaseRef
+    config: Config
+    provision: Callable[[str], envs.TorchEnv]
+    timeout_s: float
+    axis: Axis
+    signal: Signal
+    log: Callable[[str], None]
+    runs: dict[str, list[StoredRun]] = field(default_factory=dict)
+    failures: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def row(self) -> rows.Row:
+        return rows.of_config(asdict(self.config), self.case.name, self.case.source)
+
+    def read(self, spec: str, index: int) -> Any:
+        """The signal's value of run ``index`` of ``spec``; None where the build cannot be had."""
+        if spec not in self.runs:
+            self.runs[spec] = self.axis.stored(self.db, spec, self.row)
+            if self.runs[spec]:
+                self.log(f"{spec}: reusing {len(self.runs[spec])} stored run(s)")
+        if index >= len(self.runs[spec]):
+            if spec in self.failures:
+                return None
+            try:
+                env = self.provision(spec)
+            except envs.EnvError as exc:
+                self.failures[spec] = str(exc)
+                self.log(f"{spec}: skipped, not installed ({exc})")
+                return None
+            self.log(f"{spec}: running {self.case.name} (run {index + 1})")
+            record = runner.execute(runner.Job(env, self.case, self.config), self.db_path, self.timeout_s, timing=False)
+            made = store.get_run(self.db, store.save_run(self.db, record))
+            assert made is not None  # just stored
+            self.runs[spec].append(made)
+        return self.signal.read(self.runs[spec][index])
+
+    def end(self, spec: str, good_value: Any) -> dict:
+        """What the answer says of a build: its first run that differed from the good end, else its newest."""
+        made = self.runs.get(spec) or []
+        differing = next((r for r in made if self.signal.read(r) != good_value), None)
+        return self.axis.summary(differing or (made[-1] if made else None), spec)
 
 
 def bisect(
@@ -317,50 +312,40 @@ def bisect(
     timeout_s: float,
     log: Callable[[str], None] = lambda message: None,
     axis: Optional[Axis] = None,
+    signal: Signal = STATUS,
+    confirm: int = 1,
 ) -> dict:
-    """Test both ends, then search ``candidates`` (good first, bad last; torch specs, or transformers
-    versions for ``axis`` transformers); a summary of the result."""
-    axis = axis or Axis()
-    row = rows.of_config(asdict(config), case.name, case.source)
-    probe = BuildTester(lambda spec: None, log=log)
-
-    def run_build(spec: str) -> Optional[StoredRun]:
-        stored = axis.find_stored(db, spec, row)
-        if stored is not None:
-            log(f"{spec}: reusing run #{stored['id']}")
-            return stored
-        try:
-            env = provision(spec)
-        except envs.EnvError as exc:
-            probe.failures[spec] = str(exc)
-            log(f"{spec}: skipped ({exc})")
-            return None
-        log(f"{spec}: running {case.name}")
-        record = runner.execute(runner.Job(env, case, config), db_path, timeout_s, timing=False)
-        return store.get_run(db, store.save_run(db, record))
-
-    probe.run_build = run_build
-    good, bad = candidates[0], candidates[-1]
-    good_run, bad_run = _tested(good, run_build(good), probe.failures), _tested(bad, run_build(bad), probe.failures)
-    if outcome(good_run) == outcome(bad_run):
-        raise BisectError(f"{good} and {bad} both give status {outcome(good_run)}: nothing to bisect")
-    probe.good_status = outcome(good_run)
-    result = search(candidates, probe.is_bad)
-    last_good = axis.summary(axis.find_stored(db, result.last_good, row), result.last_good)
-    first_bad = axis.summary(axis.find_stored(db, result.first_bad, row), result.first_bad)
+    """Search ``candidates`` (good first, bad last; torch specs, or transformers versions for ``axis``
+    transformers) on ``signal``, confirming the last good build ``confirm`` times
+    (``searching.confirmed_search``); a summary of the result."""
+    probe = Probe(db, db_path, case, config, provision, timeout_s, axis or Axis(), signal, log)
+    tester = BuildTester(probe.read, log=log, failures=probe.failures)
+    found = confirmed_search(candidates, tester, confirm, signal.said)
+    result, runs = found.result, probe.runs
+    last_good, first_bad = probe.end(result.last_good, found.good_value), probe.end(result.first_bad, found.good_value)
+    good, bad = runs[candidates[0]][0], runs[candidates[-1]][0]
     summary: dict[str, Any] = {
         "case": case.name,
-        "moved": axis.name,
-        "torch": axis.torch,
-        "good_status": good_run["status"],
-        "bad_status": bad_run["status"],
-        "good_note": good_run.get("case_note"),
-        "bad_note": bad_run.get("case_note"),
+        "moved": probe.axis.name,
+        "torch": probe.axis.torch,
+        "signal": signal.text,
+        "good_value": signal.said(found.good_value),
+        "bad_values": [signal.said(v) for v in found.bad_values],
+        "good_status": good["status"],
+        "bad_status": bad["status"],
+        "good_note": good.get("case_note"),
+        "bad_note": bad.get("case_note"),
+        "confirm": confirm,
+        "runs_to_judge": found.runs_needed,
+        "miss": found.miss,
+        "topped_up": found.topped_up,
         "candidates": len(candidates),
         "tested": result.tested,
+        "runs": {spec: len(made) for spec, made in runs.items()},
         "skipped": {spec: probe.failures.get(spec) for spec in result.skipped},
         "last_good": last_good,
         "first_bad": first_bad,
+        "reproduce": probe.axis.reproduce(result.first_bad, probe.row),
     }
-    summary["commit_range"], summary["compare_url"] = axis.compare(last_good, first_bad)
+    summary["commit_range"], summary["compare_url"] = probe.axis.compare(last_good, first_bad)
     return summary

@@ -88,6 +88,23 @@ def of(run: Mapping[str, Any]) -> Row:
     return row if row.case_source else row._replace(case_source=BUILTIN)
 
 
+def flags(row: Row) -> list[str]:
+    """The ``diag run``/``bisect`` options that select ``row``."""
+    flags = ["--case", row.case if row.case_source == BUILTIN else row.case_source, "--backend", row.backend]
+    flags.append("--fullgraph" if row.fullgraph else "--no-fullgraph")
+    for name, value, default in (
+        ("--dynamic", row.dynamic, "auto"),
+        ("--mode", row.mode, "default"),
+        ("--device", row.device, "cpu"),
+        ("--dtype", row.dtype, "float32"),
+        ("--model", row.model, "tiny-random"),
+    ):
+        if value is not None and value != default:  # a field a run did not record is its default
+            flags += [name, str(value)]
+    sizes = (("--batch-size", row.batch_size), ("--prompt-length", row.prompt_length), ("--new-tokens", row.new_tokens))
+    return flags + [word for name, size in sizes if size is not None for word in (name, str(size))]
+
+
 def config_label(fields: Mapping[str, Any], sizes: tuple[str, ...] = tuple(SIZES)) -> str:
     """``inductor fullgraph mode=reduce-overhead cpu float32 b1 p16 n16``: defaults (dynamic auto,
     mode default, the tiny random model) left out."""

@@ -111,6 +111,32 @@ def _release_line(end: dict[str, Any]) -> str:
     )
 
 
+def _judged_lines(summary: dict[str, Any]) -> list[str]:
+    """What the builds were judged on, and how sure the answer is."""
+    if "signal" not in summary:
+        return []
+    bad = summary["bad_values"]
+    shown = sum(value != summary["good_value"] for value in bad)
+    lines = [
+        f"signal:    {safe(summary['signal'])}: good end {safe(summary['good_value'])}; the bad end differed in "
+        f"{shown} of {len(bad)} runs"
+    ]
+    needed, miss = summary["runs_to_judge"], summary["miss"]
+    if miss is None:
+        sure = f"steady: one run judged each build; the last good build ran {summary['confirm']} more times"
+    else:
+        sure = (
+            f"flaky: each build judged good agreed in {needed} runs; one that differs as rarely as the bad end "
+            f"plausibly does passes them all with probability {miss:.1%}"
+        )
+    lines.append(f"sure:      {sure}")
+    if summary.get("topped_up"):
+        lines.append(
+            f"confirmed: {', '.join(map(safe, summary['topped_up']))} judged good, then differed on a confirming run"
+        )
+    return lines
+
+
 def bisect_lines(summary: dict[str, Any]) -> list[str]:
     """``diag bisect``'s answer: which side it moved, the last good and first bad build (or transformers
     release), the changes between, what was skipped."""
@@ -119,10 +145,14 @@ def bisect_lines(summary: dict[str, Any]) -> list[str]:
         f"moved:     {summary.get('moved', 'torch')}"
         + (f" (torch {safe(summary['torch'])} fixed)" if summary.get("torch") else "")
     ]
+    lines += _judged_lines(summary)
     lines += [f"last good: {line(summary['last_good'])}", f"first bad: {line(summary['first_bad'])}"]
     if summary["commit_range"]:
         lines.append(f"commits:   git log {summary['commit_range']}   ({summary['compare_url']})")
-    lines += [f"skipped:   {spec}: {safe(reason)}" for spec, reason in summary["skipped"].items()]
+    lines += [f"skipped:   {spec}: not installed or not started, neither good nor bad ({safe(reason)})"
+              for spec, reason in summary["skipped"].items()]  # fmt: skip
+    if summary.get("reproduce"):
+        lines.append(f"reproduce: {safe(summary['reproduce'])}")
     missing = summary["missing_dates"]
     if missing:
         more = " ..." if len(missing) > 10 else ""

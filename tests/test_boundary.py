@@ -159,7 +159,9 @@ TOP_LEVEL_MODULES = {
     "verdict_text",  # the terminal's text of verdicts, beside text's of runs: one module was past the cap
     "stats", "noise",  # numbers, and a measurement's trust: judged where it is taken, read by verdicts
     "figure",  # a judged figure as every surface reads it: the one reader of the trust columns
+    "signal",  # what a bisect searches on (a status, a key, a count), read from a run below every verdict
     "backfill", "bisect", "export", "repro", "upstream",  # one command each
+    "searching",  # bisect's pure search, judged over one run or many a build: bisect was past the cap
 }  # fmt: skip
 PACKAGES = {"cases", "cli", "envs", "probe", "report", "run", "store", "verdicts"}
 

@@ -196,3 +196,22 @@ def test_each_best_split_is_the_one_ruptures_finds(seed):
     )
     theirs = ruptures.Binseg(model="l2", min_size=changepoints.MIN_SIZE, jump=1).fit(points).predict(n_bkps=1)[0]
     assert changepoints.best_split(points)[0] == theirs
+
+
+def test_a_count_that_changed_offers_the_bisect_that_searches_it(tmp_path):
+    records = list(synthetic.drift(9, nightlies=60, twin=False))
+    for record in records:
+        if int(record.run["uid"].split("-")[2]) >= 40:
+            record.run["graph_break_count"] = 4
+    db = write(tmp_path / "h.db", records)
+    [change] = listed(db, "--metric", "graph_break_count")["changes"]
+    assert (change["size"], change["first_build"], change["bisect_on"]) == (
+        1.0,
+        "2.8.0.dev20250210",
+        "count:graph_breaks",
+    )
+    text = cli("changes", "--db", str(db), "--metric", "graph_break_count").output
+    assert "bisect: diag bisect --case append_last --backend inductor --no-fullgraph" in text
+    assert "--good 2.8.0.dev20250209 --bad 2.8.0.dev20250210 --on count:graph_breaks" in text
+    every = cli("changes", "--db", str(db)).output  # a time's change, were there one, offers no bisect
+    assert every.count("--on count:") == 1 and every.count("bisect: diag bisect judges") == every.count("bisect: ") - 1

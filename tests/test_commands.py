@@ -153,12 +153,15 @@ def test_bisect_over_stored_builds_needs_no_install(recorded_db, copied_db, tmp_
         "2.14.0.dev20260101",
         "--candidates",
         str(candidates),
+        "--confirm",
+        "0",  # one run of each build decides: the one stored
         "--db",
         str(copied_db),
         "--json",
     )
     summary = json.loads(done.stdout)
     assert (summary["good_status"], summary["bad_status"]) == ("pass", "fullgraph_error")
+    assert summary["runs"] == {"2.13.0": 1, "2.14.0.dev20260101": 1} and summary["runs_to_judge"] == 1
     assert summary["first_bad"]["git_version"] == NIGHTLY["git_version"]
     assert summary["commit_range"].endswith(".." + NIGHTLY["git_version"])
     assert store.open_db(copied_db)["runs"].count == 30  # every verdict came from stored runs

@@ -179,9 +179,19 @@ def test_the_nightly_path_end_to_end(real_index, tmp_path, monkeypatch):
     assert (result["good_status"], result["bad_status"]) == ("pass", "compile_error")
     assert result["sources"]["2.14.0.dev20260103"] == ["direct URL"] and result["missing_dates"] == []
     assert result["commit_range"] == f"{result['last_good']['git_version']}..{result['first_bad']['git_version']}"
+    # the ends 4 runs each (steady: the bad end failed in all 4), the build between one
+    assert result["runs"] == {"2.14.0.dev20260102": 4, "2.14.0.dev20260104": 4, "2.14.0.dev20260103": 1}
+    assert result["runs_to_judge"] == 1 and result["reproduce"].startswith("diag run --torch 2.14.0.dev20260103 ")
     # asked again, it reuses every stored run and says so
     again = diag(*bisecting, cwd=tmp_path, env_extra=extra, timeout=600)
-    assert again.stderr.count("reusing run") == 3 and json.loads(again.stdout)["first_bad"] == result["first_bad"]
+    assert again.stderr.count("reusing ") == 3 and "running" not in again.stderr
+    assert json.loads(again.stdout)["first_bad"] == result["first_bad"]
+    # on another signal, the graphs torch compiled (1, then 0 where the compile fails), from the same runs
+    on_graphs = [*bisecting[:-1], "--on", "count:graphs", "--json"]
+    counted = json.loads(diag(*on_graphs, cwd=tmp_path, env_extra=extra, timeout=600).stdout)
+    assert counted["signal"] == "count:graphs" and counted["good_value"].startswith("graphs = ")
+    assert counted["good_value"] not in counted["bad_values"]
+    assert counted["first_bad"]["version"] == "2.14.0.dev20260103+cpu" and counted["runs"] == result["runs"]
     builds = {
         row[0]: row[1:]
         for row in sqlite3.connect(db).execute(

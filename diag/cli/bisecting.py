@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, NamedTuple, Optional
 
 import click
 
@@ -65,6 +65,26 @@ from diag.run import catalog, preflight
     help="Simple index whose torch builds are the candidates (default: the PyTorch nightly index "
     "for --variant). Installs still use --index-url, else the installer's defaults.",
 )
+@click.option(
+    "--on",
+    "signal",
+    type=params.SIGNAL,
+    default="status",
+    show_default=True,
+    metavar="SIGNAL",
+    help="What a build is judged on: status; key:KEY (a GB id, graph-break type, recompile guard key or "
+    "property, hidden error's key: present or not); count:NAME (a count as diag expect writes it, "
+    "changed from the good end's) or count:NAME>=N (crossing N; also >, <=, <).",
+)
+@click.option(
+    "--confirm",
+    type=click.IntRange(min=0, max=50),
+    default=2,
+    show_default=True,
+    help="Runs of the last good build after the search; where one differs, it is bad and the search goes on "
+    "below it. The ends run 4 times first (up to 14 for the bad end where the change shows in some runs). "
+    "0: one run of each build decides, a stored one where there is one.",
+)
 @env_options
 @config_options
 @db_option
@@ -78,21 +98,25 @@ def bisect_command(
     torch_spec: Optional[Spec],
     candidates_file: Optional[str],
     listing_index: Optional[str],
+    signal: Any,
+    confirm: int,
     env_options: envs.Options,
     db_path: str,
     timeout_s: float,
     as_json: bool,
     **config: Any,
 ) -> None:
-    """Binary-search the builds between --good and --bad for the first one whose status differs from --good's
-    (a fallback the case notes, as an hf case decoding without the static cache, counts as a difference).
+    """Binary-search the builds between --good and --bad for the first one that differs from --good on
+    --on (default: the status; a fallback the case notes counts as a difference).
 
-    Builds are provisioned as needed and runs already in the DB are reused. A build
-    that fails to install is skipped and reported. Prints the first bad build, its
-    nightly date and git commit, and the commit range since the last good build.
+    A build is bad once one run differs from the good end, good once enough agree: one where the bad
+    end differed in each of its first 4 runs, more where the change shows in some runs only (enough
+    that a build hiding it as often as the bad end plausibly does passes in under 1% of cases).
+    Stored runs are reused; a build that fails to install is skipped and named. Prints the first bad
+    build, the commit range, how sure the answer is and the command that reproduces it.
 
-    With --transformers GOOD..BAD, torch stays fixed (--torch) and the transformers
-    releases between the two are searched instead, each in an environment of its own.
+    With --transformers GOOD..BAD, torch stays fixed (--torch) and the transformers releases between
+    the two are searched instead, each in an environment of its own.
     """
 
     refuse_unhonoured(
@@ -101,34 +125,34 @@ def bisect_command(
         "a bisect compares each build's diagnosis, with no timing or count pass",
     )
     config["fullgraph"] = True if config["fullgraph"] is None else config["fullgraph"]
-    run_config = build_configs(**config)[0]
+    asked = Asked(build_configs(**config)[0], env_options, db_path, timeout_s, as_json, signal, confirm)
     if transformers_range is not None:
         if good or bad or candidates_file or listing_index:
             raise fail("--transformers takes the place of --good/--bad (and of --candidates/--index)")
-        _bisect_transformers(
-            case_value, transformers_range, torch_spec, run_config, env_options, db_path, timeout_s, as_json
-        )
+        _bisect_transformers(case_value, transformers_range, torch_spec, asked)
         return
     if not (good and bad):
         raise fail("bisect needs --good and --bad (torch specs), or --transformers GOOD..BAD")
     if torch_spec is not None:
         raise fail("--torch fixes torch for --transformers; a torch bisect moves between --good and --bad")
-    _bisect_torch(
-        case_value, good, bad, candidates_file, listing_index, run_config, env_options, db_path, timeout_s, as_json
-    )
+    _bisect_torch(case_value, good, bad, candidates_file, listing_index, asked)
+
+
+class Asked(NamedTuple):
+    """What every bisect was asked beside its ends: the run's config, environments, DB, timeout,
+    output, and the signal it judges builds on with how many confirming runs."""
+
+    run_config: Any
+    env_options: envs.Options
+    db_path: str
+    timeout_s: float
+    as_json: bool
+    signal: Any
+    confirm: int
 
 
 def _bisect_torch(
-    case_value: str,
-    good: Spec,
-    bad: Spec,
-    candidates_file: Optional[str],
-    listing_index: Optional[str],
-    run_config: Any,
-    env_options: envs.Options,
-    db_path: str,
-    timeout_s: float,
-    as_json: bool,
+    case_value: str, good: Spec, bad: Spec, candidates_file: Optional[str], listing_index: Optional[str], asked: Asked
 ) -> None:
     """The torch builds from ``good`` to ``bad`` searched: listed, provisioned (a build run before from
     its recorded wheel), run where the DB has no run of them yet."""
@@ -136,19 +160,13 @@ def _bisect_torch(
 
     refs = catalog.resolve([case_value])
     bisect.check_ends(good, bad)
-    run_preflight(preflight.check_configs, [run_config])
-    run_preflight(preflight.check_database, db_path)
-    db = open_store(db_path, create=True)
+    run_preflight(preflight.check_configs, [asked.run_config])
+    run_preflight(preflight.check_database, asked.db_path)
+    db = open_store(asked.db_path, create=True)
     recorded = {(b["version"] or "").split("+", 1)[0]: b for b in store.builds(db) if b.get("wheel_url")}
-    found = bisect.candidates(
-        good,
-        bad,
-        candidates_file,
-        listing_index,
-        env_options.variant,
-        stored=[b["version"] for b in store.builds(db) if b["version"]],
-        request=env_options.request(good),
-    )
+    stored = [b["version"] for b in store.builds(db) if b["version"]]
+    variant, request = asked.env_options.variant, asked.env_options.request(good)
+    found = bisect.candidates(good, bad, candidates_file, listing_index, variant, stored=stored, request=request)
     for note in found.notes:
         progress(text.safe(note))
     if found.missing_dates:
@@ -162,33 +180,14 @@ def _bisect_torch(
         if build is not None:
             # a build diag ran before: the same wheel again, checked by its sha256
             wheel = envs.parse_spec(build["wheel_url"] or "")
-            return envs.resolve(wheel, env_options, log=progress, sha256=build["wheel_sha256"])
-        return envs.resolve(envs.parse_spec(version), env_options, log=progress)
+            return envs.resolve(wheel, asked.env_options, log=progress, sha256=build["wheel_sha256"])
+        return envs.resolve(envs.parse_spec(version), asked.env_options, log=progress)
 
-    _search(
-        db,
-        db_path,
-        refs[0],
-        run_config,
-        found.specs,
-        provision,
-        timeout_s,
-        as_json,
-        missing_dates=found.missing_dates,
-        sources={spec: found.sources.get(spec, []) for spec in found.specs},
-    )
+    sources = {spec: found.sources.get(spec, []) for spec in found.specs}
+    _search(db, refs[0], found.specs, provision, asked, missing_dates=found.missing_dates, sources=sources)
 
 
-def _bisect_transformers(
-    case_value: str,
-    span: str,
-    torch_spec: Optional[Spec],
-    run_config: Any,
-    env_options: envs.Options,
-    db_path: str,
-    timeout_s: float,
-    as_json: bool,
-) -> None:
+def _bisect_transformers(case_value: str, span: str, torch_spec: Optional[Spec], asked: Asked) -> None:
     """``diag bisect --transformers GOOD..BAD``: torch fixed, transformers releases searched."""
     from dataclasses import replace
 
@@ -198,7 +197,7 @@ def _bisect_transformers(
     if not sep or not good.strip() or not bad.strip():
         raise fail(f"--transformers {span!r}: give two releases as GOOD..BAD, e.g. 4.45.2..4.57.1")
     good, bad = good.strip(), bad.strip()
-    if envs.names_transformers(env_options.extras):
+    if envs.names_transformers(asked.env_options.extras):
         raise fail("--transformers moves transformers itself: leave it out of --with")
     torch_spec = torch_spec or envs.parse_spec(envs.installed_torch_release())
     refs = catalog.resolve([case_value])
@@ -206,49 +205,42 @@ def _bisect_transformers(
         raise envs.EnvError(
             f"--torch {torch_spec.text!r}: a bisect of transformers needs a torch release or dated nightly"
         )
-    listed = envs.package_versions("transformers", env_options)
+    listed = envs.package_versions("transformers", asked.env_options)
     candidates = bisect.release_versions(listed, good, bad)
     progress(f"transformers {good}..{bad}: {len(candidates)} releases, torch {torch_spec} in each")
-    run_preflight(preflight.check_configs, [run_config])
-    run_preflight(preflight.check_database, db_path)
-    db = open_store(db_path, create=True)
+    run_preflight(preflight.check_configs, [asked.run_config])
+    run_preflight(preflight.check_database, asked.db_path)
+    db = open_store(asked.db_path, create=True)
 
     def provision(version: str) -> envs.TorchEnv:
-        with_version = replace(env_options, extras=(*env_options.extras, f"transformers=={version}"))
+        with_version = replace(asked.env_options, extras=(*asked.env_options.extras, f"transformers=={version}"))
         return envs.resolve(torch_spec, with_version, log=progress)
 
     axis = bisect.Axis("transformers", torch_spec.text)
-    _search(db, db_path, refs[0], run_config, candidates, provision, timeout_s, as_json, axis, missing_dates=[])
+    _search(db, refs[0], candidates, provision, asked, axis, missing_dates=[])
 
 
 def _search(
-    db,
-    db_path: str,
-    ref: catalog.CaseRef,
-    run_config: Any,
-    candidates: list[str],
-    provision,
-    timeout_s: float,
-    as_json: bool,
-    axis: Optional[Any] = None,
-    **extra: Any,
+    db, ref: catalog.CaseRef, candidates: list[str], provision, asked: Asked, axis: Optional[Any] = None, **extra: Any
 ) -> None:
     """Run the search and print its answer (``extra``: fields added to the summary)."""
     from diag import bisect
 
     summary = bisect.bisect(
         db,
-        Path(db_path),
+        Path(asked.db_path),
         ref,
-        run_config,
+        asked.run_config,
         candidates,
         provision,
-        timeout_s,
+        asked.timeout_s,
         log=lambda message: progress(text.safe(message)),
         axis=axis,
+        signal=asked.signal,
+        confirm=asked.confirm,
     )
     summary.update(extra)
-    if as_json:
+    if asked.as_json:
         click.echo(json.dumps(summary, indent=2))
         return
     click.echo("\n".join(verdict_text.bisect_lines(summary)))

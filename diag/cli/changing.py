@@ -13,9 +13,22 @@ from diag import row as rows
 from diag import store, text
 from diag.cli.common import cli, db_option, fail, json_option, read_store
 from diag.verdicts import changes as changes_of
-from diag.verdicts import dated, gate
+from diag.verdicts import dated
 
-NOT_BISECTED = "diag bisect judges a build by its status, not by this figure: the commit range is where to look"
+NOT_BISECTED = (
+    "diag bisect judges a build by its status, a key or a count, not yet by a time or memory figure: "
+    "the commit range is where to look"
+)
+
+
+def bisect_command(change: changes_of.Change) -> Optional[str]:
+    """The bisect that searches a change of a count between the builds either side of it; None for a
+    figure bisect cannot judge on."""
+    on = changes_of.COUNTED.get(change.metric)
+    if on is None:
+        return None
+    ends = ["--good", str(change.before.get("version")), "--bad", str(change.first.get("version"))]
+    return shlex.join(["diag", "bisect", *rows.flags(change.series.row), *ends, "--on", f"count:{on}"])
 
 
 def tonight(db: Any, stable: Optional[str], limit: Callable[[str], float]) -> list[changes_of.Change]:
@@ -56,9 +69,9 @@ def lines(change: changes_of.Change) -> list[str]:
         f"  after {change.before.get('version')}; commits {'..'.join((c or '?')[:12] for c in commits)}; "
         f"{s.before} builds before, {s.after} after; rank test p {s.p_value:.1g}" + (f"; {trust}" if trust else ""),
     ]
-    out.append(f"  bisect: {NOT_BISECTED}")
+    out.append(f"  bisect: {bisect_command(change) or NOT_BISECTED}")
     out.append(
-        f"  rerun: diag run --torch {shlex.quote(str(change.first.get('version')))} {shlex.join(gate.row_flags(row))}"
+        f"  rerun: diag run --torch {shlex.quote(str(change.first.get('version')))} {shlex.join(rows.flags(row))}"
     )
     return out
 

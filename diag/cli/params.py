@@ -137,6 +137,22 @@ class TorchSpec(click.ParamType):
             self.fail(str(exc), param, ctx)
 
 
+class SignalParam(click.ParamType):
+    """A bisect's ``--on``: a ``signal.Signal``."""
+
+    name = "signal"
+
+    def convert(self, value: Any, param: Optional[click.Parameter], ctx: Optional[click.Context]) -> Any:
+        from diag import signal
+
+        if isinstance(value, signal.Signal):
+            return value
+        try:
+            return signal.parse(value)
+        except signal.SignalError as exc:
+            self.fail(str(exc), param, ctx)
+
+
 class DayParam(click.ParamType):
     """A backfill's end: a date (2023-06-01) or a dated nightly (2.1.0.dev20230601): a ``backfill.End``."""
 
@@ -171,5 +187,6 @@ class EveryParam(click.ParamType):
 
 SHARD = ShardParam()
 TORCH_SPEC = TorchSpec()
+SIGNAL = SignalParam()
 DAY = DayParam()
 EVERY = EveryParam()

@@ -43,6 +43,8 @@ METRICS: dict[str, tuple[Scale, str, str]] = {
     "recompile_count": ("count", "recompiles", ""),
 }
 Twins = dict[tuple, tuple[list[str], list[float]]]  # (row, metric): (nights, their points)
+# a count's metric: its name as a contract and ``diag bisect --on count:NAME`` call it (diag/signal.py)
+COUNTED = {"graph_count": "graphs", "graph_break_count": "graph_breaks", "recompile_count": "recompiles"}
 LATENCY = ("eager_ms_per_token", "compiled_ms_per_token")  # no point where the run's timing was noisy
 COMPILE = ("compile_s", "compile_warm_s")  # no point where the compile waited for a CPU
 RUNNER_SHARE = 0.5  # of a change's log size, what the twin's change the same night must reach
@@ -152,6 +154,7 @@ class Change:
             "settled_build": self.settled.get("version"),
             "commits": [self.before.get("git_version"), self.first.get("git_version")],
             "worse": self.worse,
+            "bisect_on": COUNTED.get(self.metric) and f"count:{COUNTED[self.metric]}",
             "runner": self.runner,
             "twin": self.twin,
         }

@@ -21,61 +21,17 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Optional
 
 from diag import row as rows
-from diag.store.typed import StoredRun, children
+from diag.signal import counts
+from diag.store.typed import StoredRun
 
 FORMAT = 1
 # the counts of which fewer is better; of torch's counters (fusions, cache hits, captures) it is not
 FEWER_IS_BETTER = ("graphs", "graph_breaks", "recompiles", "hidden_errors", "second_call_recompiles")
 FORMAT_KEY = "diag_expect"
-# counters whose keys are torch's messages, not names (the graph breaks' texts): counted per GB id above
-_MESSAGE_SECTIONS = {"unimplemented", "graph_break"}
-_NAME = re.compile(r"^[A-Za-z_][\w.\-]*$")
 
 
 class ContractError(ValueError):
     """A contract file that is not one: said in one line, with where."""
-
-
-def _per(found: list[Any], field: str, fallback: str, weight: str) -> dict[str, int]:
-    counted: dict[str, int] = {}
-    for item in found:
-        key = item.get(field) or item.get(fallback) or "?"
-        counted[key] = counted.get(key, 0) + ((item.get(weight) or 1) if weight else 1)
-    return counted
-
-
-def _gb_id(item: Mapping[str, Any]) -> Optional[str]:
-    key = item.get("key") or ""
-    return key if re.fullmatch(r"GB\d+", key) else None
-
-
-def counts(run: StoredRun) -> dict[str, int]:
-    """The exact counts of ``run`` as a contract holds them, zeros left out but the totals'."""
-    found: dict[str, int] = {}
-    for name, column in (
-        ("graphs", "graph_count"),
-        ("graph_breaks", "graph_break_count"),
-        ("recompiles", "recompile_count"),
-        ("hidden_errors", "hidden_error_count"),
-        ("second_call_recompiles", "second_call_recompiles"),
-    ):
-        value = run.get(column)
-        if isinstance(value, int):
-            found[name] = value
-    breaks = [{**gb, "id": _gb_id(gb)} for gb in children(run, "graph_breaks")]
-    for key, n in _per(breaks, "id", "reason", "count").items():
-        found[f"graph_breaks {key[:80]}"] = n
-    for key, n in _per(children(run, "recompiles"), "guard_property", "key", "").items():
-        found[f"recompiles {key[:80]}"] = n
-    for key, n in _per(children(run, "hidden_errors"), "key", "exc_type", "count").items():
-        found[f"hidden_errors {key[:80]}"] = n
-    for section, named in (run.get("counters") or {}).items():
-        if section in _MESSAGE_SECTIONS or not isinstance(named, dict):
-            continue
-        for name, value in named.items():
-            if isinstance(value, int) and not isinstance(value, bool) and value and _NAME.match(str(name)):
-                found[f"counter {section}.{name}"] = value
-    return dict(sorted(found.items()))
 
 
 def version_key(torch_version: Optional[str]) -> str:

@@ -42,23 +42,6 @@ def environment(run: StoredRun) -> tuple[str, str]:
     return python, run.get("transformers_version") or "?"
 
 
-def row_flags(row: rows.Row) -> list[str]:
-    """The ``diag run``/``bisect`` options that select ``row``."""
-    flags = ["--case", row.case if row.case_source == rows.BUILTIN else row.case_source, "--backend", row.backend]
-    flags.append("--fullgraph" if row.fullgraph else "--no-fullgraph")
-    for name, value, default in (
-        ("--dynamic", row.dynamic, "auto"),
-        ("--mode", row.mode, "default"),
-        ("--device", row.device, "cpu"),
-        ("--dtype", row.dtype, "float32"),
-        ("--model", row.model, "tiny-random"),
-    ):
-        if value is not None and value != default:  # a field a run did not record is its default
-            flags += [name, str(value)]
-    sizes = (("--batch-size", row.batch_size), ("--prompt-length", row.prompt_length), ("--new-tokens", row.new_tokens))
-    return flags + [word for name, size in sizes if size is not None for word in (name, str(size))]
-
-
 def both_moved(row: rows.Row, before: StoredRun, after: StoredRun) -> str:
     """Where a row's status changed between two builds on which torch and transformers both moved:
     that neither alone is to blame yet, and the two bisects that tell which (each moves one side,
@@ -69,7 +52,7 @@ def both_moved(row: rows.Row, before: StoredRun, after: StoredRun) -> str:
         return ""
     if old_tf == new_tf or old_torch == new_torch:
         return ""
-    flags = shlex.join(row_flags(row))
+    flags = shlex.join(rows.flags(row))
     return (
         f". The status changed ({before['status']} -> {after['status']}) while both torch ({old_torch} -> "
         f"{new_torch}) and transformers ({old_tf} -> {new_tf}) moved; to tell which, bisect each:"
@@ -330,7 +313,7 @@ def alerts(outcome: Outcome, site_url: Optional[str] = None) -> list[dict[str, A
             lines += ["", f"Error: `{after['error_type']}`", "", "```", message[:2000], "```"]
         lines += ["", f"Reproduce the smallest row ({label}): `diag repro {after['id']} -o repro.py`"]
         good, bad = (str(run.get("build_version") or "?").split("+", 1)[0] for run in (before, after))
-        lines.append(f"Bisect: `diag bisect {shlex.join(row_flags(rows.of(after)))} --good {good} --bad {bad}`")
+        lines.append(f"Bisect: `diag bisect {shlex.join(rows.flags(rows.of(after)))} --good {good} --bad {bad}`")
         if site_url:
             lines.append(f"Run page: {site_url.rstrip('/')}/{pages.run_href(after)}")
         marker = f"diag-cause:{cause.id}"
