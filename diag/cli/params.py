@@ -3,6 +3,8 @@ malformed one is refused in one line before anything is created, provisioned or 
 
 from __future__ import annotations
 
+import functools
+import importlib
 import os
 from pathlib import Path
 from typing import Any, Optional
@@ -120,52 +122,25 @@ class ShardParam(click.ParamType):
             self.fail(str(exc).split(": ", 1)[-1] if value.strip() != "auto" else str(exc), param, ctx)
 
 
-class TorchSpec(click.ParamType):
-    """A ``--torch`` value, parsed by the one spec parser where it enters: a ``build.Spec`` (whose
-    ``text`` names the environment from here on)."""
+class Parsed(click.ParamType):
+    """A value parsed by one parser where it enters: ``parse`` of ``module`` (imported on first use, so
+    that no command pays for another's parser) gives a ``kind``; its ``error`` is click's one-line
+    usage error; a value already parsed passes as it is."""
 
-    name = "spec"
-
-    def convert(self, value: Any, param: Optional[click.Parameter], ctx: Optional[click.Context]) -> Any:
-        from diag.build import BuildError, Spec
-
-        if isinstance(value, Spec):
-            return value
-        try:
-            return Spec.parse(value)
-        except BuildError as exc:
-            self.fail(str(exc), param, ctx)
-
-
-class SignalParam(click.ParamType):
-    """A bisect's ``--on``: a ``signal.Signal``."""
-
-    name = "signal"
+    def __init__(self, name: str, module: str, parse: str, kind: str, error: str) -> None:
+        self.name, self.module, self.parse, self.kind, self.error = name, module, parse, kind, error
 
     def convert(self, value: Any, param: Optional[click.Parameter], ctx: Optional[click.Context]) -> Any:
-        from diag import signal
+        found = importlib.import_module(self.module)
 
-        if isinstance(value, signal.Signal):
+        def named(path: str) -> Any:
+            return functools.reduce(getattr, path.split("."), found)
+
+        if isinstance(value, named(self.kind)):
             return value
         try:
-            return signal.parse(value)
-        except signal.SignalError as exc:
-            self.fail(str(exc), param, ctx)
-
-
-class DayParam(click.ParamType):
-    """A backfill's end: a date (2023-06-01) or a dated nightly (2.1.0.dev20230601): a ``backfill.End``."""
-
-    name = "day"
-
-    def convert(self, value: Any, param: Optional[click.Parameter], ctx: Optional[click.Context]) -> Any:
-        from diag import backfill
-
-        if isinstance(value, backfill.End):
-            return value
-        try:
-            return backfill.parse_end(value)
-        except backfill.BackfillError as exc:
+            return named(self.parse)(value)
+        except named(self.error) as exc:
             self.fail(str(exc), param, ctx)
 
 
@@ -186,7 +161,9 @@ class EveryParam(click.ParamType):
 
 
 SHARD = ShardParam()
-TORCH_SPEC = TorchSpec()
-SIGNAL = SignalParam()
-DAY = DayParam()
+# a --torch value: a ``build.Spec`` (whose ``text`` names the environment from here on)
+TORCH_SPEC = Parsed("spec", "diag.build", "Spec.parse", "Spec", "BuildError")
+SIGNAL = Parsed("signal", "diag.signal", "parse", "Signal", "SignalError")  # a bisect's --on
+# a backfill's end: a date (2023-06-01) or a dated nightly (2.1.0.dev20230601)
+DAY = Parsed("day", "diag.backfill", "parse_end", "End", "BackfillError")
 EVERY = EveryParam()
