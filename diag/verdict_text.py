@@ -72,6 +72,7 @@ def cause_lines(outcome: Outcome) -> list[str]:
             f"CAUSE {index} of {len(outcome.causes)}: {safe(cause.headline)}{tracker}: {cause.hit()} [cause {cause.id}]"
         )
         lines += [f"  {safe(cause.text)}"] if cause.text else []
+        lines += [f"  moved beside it: {safe(', '.join(cause.moved.values()))}"] if cause.moved else []
         lines += [f"  REGRESSION {safe(rows.label(r.row))}: {safe(r.message)}" for r in cause.regressions]
         explained |= {id(r) for r in cause.regressions}
     rest = [r for r in outcome.regressions if id(r) not in explained]

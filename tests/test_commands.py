@@ -7,9 +7,11 @@ which append_last with fullgraph fails: a regression for check, compare, bisect 
 from __future__ import annotations
 
 import json
+import platform
 import re
 import sqlite3
 import xml.etree.ElementTree as ET
+from importlib import metadata
 
 import pytest
 from conftest import NIGHTLY, REPO, cli, run_section
@@ -202,6 +204,11 @@ def test_run_records_one_real_eager_run(tmp_path):
     assert f"recorded 1 run in {db}" in done.stderr and f"next: diag show {run['id']} --db {db}" in done.stderr
     assert run["artifacts_dir"].startswith(str(tmp_path / "one.runs"))
     assert run["case_path"] == str(REPO / "diag" / "cases" / "append_last.py")
+    # the environment it ran in, every installed distribution with its version, stored once
+    [held] = store.environments(store.open_db(db), [run["environment"]]).values()
+    assert held["packages"]["torch"] == metadata.version("torch")
+    assert held["packages"]["click"] == metadata.version("click")
+    assert held["python"] == platform.python_version()
 
 
 def test_env_add_and_rm_refuse_what_they_cannot_do():

@@ -294,6 +294,7 @@ COMMAND_MODULES = {
     "check": "gating",
     "compare": "history",
     "env": "history",
+    "env-diff": "history",
     "expect": "gating",
     "export": "reading",
     "file-upstream": "reading",

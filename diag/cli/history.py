@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import click
 
@@ -110,6 +110,60 @@ def _like(build_ref: str, db_path: str, options: envs.Options) -> tuple[Spec, en
 def env_rm(name: str) -> None:
     """Remove a provisioned environment by NAME (from diag env list)."""
     click.echo(f"removed {envs.remove(name)}")
+
+
+@cli.command("env-diff")
+@click.argument("first")
+@click.argument("second")
+@db_option
+@json_option
+def env_diff(first: str, second: str, db_path: str, as_json: bool) -> None:
+    """What differs between the environments two runs ran in: Python, CUDA, the GPU driver and every
+    installed distribution. FIRST and SECOND are run ids, or builds (the newest run on it)."""
+    from diag.verdicts import causes
+
+    db = read_store(db_path)
+    sides = [_environment_of(db, side) for side in (first, second)]
+    (run_a, env_a), (run_b, env_b) = sides
+    fields = {
+        name: [env_a.get(name), env_b.get(name)]
+        for name in ("python", "cuda_version", "driver_version")
+        if env_a.get(name) != env_b.get(name)
+    }
+    packages = causes.package_differences(env_a["packages"], env_b["packages"])
+    if as_json:
+        runs = [{"run": run["id"], "torch": run.get("torch_version")} for run in (run_a, run_b)]
+        click.echo(json.dumps({"runs": runs, **fields, "packages": packages}, indent=2))
+        return
+    ends = [f"run #{run['id']} (torch {run.get('torch_version')})" for run in (run_a, run_b)]
+    click.echo(" -> ".join(ends))
+    for name, (old, new) in fields.items():
+        click.echo(f"{name}: {old or 'none'} -> {new or 'none'}")
+    click.echo(f"packages: {len(packages)} of {len(set(env_a['packages']) | set(env_b['packages']))} differ")
+    for name, (old, new) in packages.items():
+        click.echo(f"  {text.safe(name)} {old or '(absent)'} -> {new or '(absent)'}")
+
+
+def _environment_of(db: Any, side: str) -> tuple[Any, dict[str, Any]]:
+    """A run (an id, or the newest run on a build) and the environment it ran in; a one-line error
+    where there is no such run or it has no environment stored."""
+    if side.isdigit():
+        run = store.get_run(db, int(side))
+        if run is None:
+            raise fail(f"no run #{side} in the database")
+    else:
+        try:
+            build = store.find_build(db, side)
+        except store.StoreError as exc:
+            raise fail(str(exc)) from exc
+        found = [r for r in store.runs_of_build(db, build["id"]) if r.get("environment")]
+        if not found:
+            raise fail(f"no run on {build['version']} has its environment stored (runs stored before diag listed them)")
+        run = found[-1]
+    held = store.environments(db, [run.get("environment")]).get(run.get("environment") or "")
+    if held is None:
+        raise fail(f"run #{run['id']} has no environment stored (stored before diag listed them, or imported)")
+    return run, held
 
 
 @cli.command("merge")

@@ -59,6 +59,8 @@ class BuildRecord(RecordBase, total=False):
     device_name: Optional[str]
     transformers_version: Optional[str]
     depyf_version: Optional[str]
+    packages: Optional[JSONObject]
+    driver_version: Optional[str]
 
 
 class OracleRecord(RecordBase, total=False):

@@ -57,6 +57,10 @@ BUILD: Literal["build"] = _kind(
     device_name="str?",
     transformers_version="str?",
     depyf_version="str?",
+    # every installed distribution, name: version (what else moved between two runs), and the GPU
+    # driver where there is one
+    packages="dict?",
+    driver_version="str?",
 )
 ORACLE: Literal["oracle"] = _kind(
     "oracle",

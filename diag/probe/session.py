@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import platform
+import re
 import sys
 import traceback
 from typing import Any, Callable, Optional
@@ -35,7 +36,32 @@ def build() -> BuildRecord:
     }
     info["transformers_version"] = _version_of("transformers")
     info["depyf_version"] = _version_of("depyf")
+    info["packages"] = installed()
+    info["driver_version"] = driver_version()
     return info
+
+
+def installed() -> dict[str, str]:
+    """Every distribution the interpreter can import from, by its normalised name (PEP 503): its
+    version. The first of a name on the path wins, as it does for an import."""
+    from importlib import metadata
+
+    found: dict[str, str] = {}
+    for dist in metadata.distributions():
+        name = dist.metadata["Name"] if dist.metadata else None
+        if name:
+            found.setdefault(re.sub(r"[-_.]+", "-", name).lower(), dist.version or "?")
+    return dict(sorted(found.items()))
+
+
+def driver_version(path: str = "/proc/driver/nvidia/version") -> Optional[str]:
+    """The NVIDIA kernel driver's version, where the machine has one loaded; None otherwise."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as file:
+            found = re.search(r"Kernel Module\s+(?:for \S+\s+)?([\d.]+)", file.readline())
+    except OSError:
+        return None
+    return found.group(1) if found else None
 
 
 def _version_of(package: str) -> Optional[str]:

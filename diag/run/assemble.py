@@ -18,7 +18,7 @@ from diag.contract import errors_in_stderr, record_types, records, stable_key, s
 from diag.run import profile, trace
 from diag.run.measured import instruction_columns, timing_columns, timing_compile_error, timing_error, timing_rows
 from diag.run.rundir import STDERR_TAIL_BYTES, PassOutcome, RunFiles, probe_failure
-from diag.store import RunRecord
+from diag.store import RunRecord, environment_row
 from diag.store.typed import FrameRow, GraphBreakRow, HiddenErrorRow, RecompileRow, RunRow
 
 
@@ -296,6 +296,9 @@ def assemble(
         hidden_errors=found["hidden_errors"],
         timings=timing_rows(timing),
         frames=list(frames or []),
+        environment=environment_row(
+            build.get("python"), build.get("cuda_version"), build.get("driver_version"), build.get("packages")
+        ),
     )
 
 

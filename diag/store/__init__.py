@@ -31,6 +31,7 @@ from diag.store.queries import (
     break_rows,
     build_stamps,
     builds,
+    environments,
     find_build,
     finding_keys,
     finding_keys_of_builds,
@@ -57,7 +58,7 @@ from diag.store.queries import (
 )
 from diag.store.retention import prune, thinned
 from diag.store.schema import CHILD_TABLES, MIGRATIONS, WHEEL_COLUMNS
-from diag.store.writes import RunRecord, merge, run_records, save_races, save_run, save_runs
+from diag.store.writes import RunRecord, environment_row, merge, run_records, save_races, save_run, save_runs
 
 __all__ = [
     "CHILD_TABLES",
@@ -67,6 +68,8 @@ __all__ = [
     "REPORT_COLUMNS",
     "WHEEL_COLUMNS",
     "RunRecord",
+    "environment_row",
+    "environments",
     "StoreError",
     "check_path",
     "path_kind",

@@ -49,6 +49,7 @@ DESCRIPTIONS: dict[str, tuple[str, dict[str, str]]] = {
             "compile_warm_s": "compile time, warm caches (s)",
             "compile_cpu_s": "CPU time of the cold compile, the probe's and its compiler processes' (s)",
             "compile_stall_s": "seconds of the cold compile in which some task waited for a CPU (Linux PSI; s)",
+            "environment": "the environment it ran in (environments.digest): Python, CUDA, driver, packages",
             "compile_noisy": "1: the compile waited for a busy machine and gives no verdict (NULL: not judged)",
             "compile_note": "why the compile time is noisy, in plain words",
             "compile_instructions": "instructions the cold compile executed (--count-instructions): the "
@@ -227,6 +228,17 @@ DESCRIPTIONS: dict[str, tuple[str, dict[str, str]]] = {
             "profile": "JSON (diag race --profile): per op group, the variant's and the baseline's time per "
             "decode token and their difference with its interval over the profiled rounds, ranked; the SDPA "
             "kernels each ran",
+        },
+    ),
+    "environments": (
+        "Each environment a run ran in, stored once: what `diag env-diff` sets side by side and what "
+        "`diag check` names beside a regression where a package other than torch moved.",
+        {
+            "digest": "the environment's key: a digest of the fields below",
+            "python": "the interpreter's version",
+            "cuda_version": "the CUDA torch was built with; NULL on a CPU build",
+            "driver_version": "the NVIDIA kernel driver loaded on the machine; NULL where none is",
+            "packages": "JSON: every installed distribution, by its normalised name: its version",
         },
     ),
     "build_stamps": (

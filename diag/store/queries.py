@@ -170,6 +170,21 @@ def run_builds(db: sqlite_utils.Database) -> set[int]:
     return {build_id for (build_id,) in db.execute("SELECT DISTINCT torch_build_id FROM runs").fetchall()}
 
 
+def environments(db: sqlite_utils.Database, digests: Iterable[Optional[str]]) -> dict[str, dict[str, Any]]:
+    """The ``environments`` rows of ``digests`` (runs' ``environment``), by digest, their packages
+    decoded; none for a run stored before environments were, or from a DB without the table."""
+    wanted = sorted({d for d in digests if d})
+    if not wanted or "environments" not in db.table_names():
+        return {}
+    found = {}
+    for start in range(0, len(wanted), FEW_IDS):
+        part = wanted[start : start + FEW_IDS]
+        query = f"SELECT * FROM environments WHERE digest IN ({', '.join('?' * len(part))})"
+        for row in db.query(query, part):
+            found[row["digest"]] = {**row, "packages": json.loads(row["packages"] or "{}")}
+    return found
+
+
 def run_count(db: sqlite_utils.Database) -> int:
     """How many runs the DB holds (not counting those folded into counts)."""
     return int(db.execute("SELECT count(*) FROM runs").fetchone()[0])

@@ -136,3 +136,14 @@ def m024_compile_stall(db: sqlite_utils.Database) -> None:
     """The seconds of a run's cold compile in which some task waited for a CPU it was ready to run on
     (Linux PSI): the compile shared the cores. NULL: stored before, or a kernel without PSI."""
     db.table("runs").add_column("compile_stall_s", float)
+
+
+@migration
+def m025_environments(db: sqlite_utils.Database) -> None:
+    """Each environment a run ran in, stored once (keyed by a digest of what it holds): Python, CUDA,
+    the GPU driver and every installed distribution with its version; a run names its environment.
+    NULL: stored before, or by a probe that did not list its distributions."""
+    db.table("environments").create(
+        {"digest": str, "python": str, "cuda_version": str, "driver_version": str, "packages": str}, pk="digest"
+    )
+    db.table("runs").add_column("environment", str)

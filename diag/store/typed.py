@@ -129,6 +129,7 @@ class RunRow(TypedDict, total=False):
     case_note: Optional[str]
     compiled_between_ms: Optional[float]
     compile_stall_s: Optional[float]
+    environment: Optional[str]
 
 
 class GraphBreakRow(TypedDict, total=False):
@@ -298,6 +299,16 @@ class BuildStampRow(TypedDict, total=False):
     stamp: int
 
 
+class EnvironmentRow(TypedDict, total=False):
+    """A row of environments, as SQLite holds it."""
+
+    digest: str
+    python: Optional[str]
+    cuda_version: Optional[str]
+    driver_version: Optional[str]
+    packages: Optional[str]
+
+
 class StoredRunColumns(TypedDict, total=False):
     """A row of runs as read: JSON objects decoded (None where unreadable), joined to its build."""
 
@@ -385,6 +396,7 @@ class StoredRunColumns(TypedDict, total=False):
     case_note: Optional[str]
     compiled_between_ms: Optional[float]
     compile_stall_s: Optional[float]
+    environment: Optional[str]
 
 
 # [[[end]]]

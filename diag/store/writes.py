@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import json
 import sqlite3
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator, cast
+from typing import Any, Iterable, Iterator, Optional, cast
 
 import sqlite_utils
 
 from diag import row as rows
 from diag.store.connection import StoreError, begin_writing, explain, insert, now, path_of
-from diag.store.queries import folded_before
+from diag.store.queries import environments, folded_before
 from diag.store.schema import CHILD_TABLES, WHEEL_COLUMNS
 from diag.store.typed import (
     FrameRow,
@@ -37,6 +39,24 @@ class RunRecord:
     hidden_errors: list[HiddenErrorRow]
     timings: list[TimingRow]
     frames: list[FrameRow] = field(default_factory=list)
+    # the environment it ran in (``environment_row``): stored once however many runs name it
+    environment: Optional[dict[str, Any]] = None
+
+
+def environment_row(
+    python: Any, cuda: Any, driver: Any, packages: Optional[dict[str, str]]
+) -> Optional[dict[str, Any]]:
+    """An ``environments`` row with its digest; None where the distributions were not listed."""
+    if not packages:
+        return None
+    held = {
+        "python": python,
+        "cuda_version": cuda,
+        "driver_version": driver,
+        "packages": json.dumps(packages, sort_keys=True),
+    }
+    digest = hashlib.sha256(json.dumps(held, sort_keys=True).encode()).hexdigest()[:20]
+    return {"digest": digest, **held}
 
 
 def _build_id(conn: sqlite3.Connection, build: TorchBuildRow) -> int:
@@ -52,8 +72,22 @@ def _build_id(conn: sqlite3.Connection, build: TorchBuildRow) -> int:
     return insert(conn, "torch_builds", {**build, "first_seen": now()})
 
 
+def _text(packages: Any) -> str:
+    """An environment's packages as the table holds them: JSON text (a merge reads them decoded)."""
+    return packages if isinstance(packages, str) else json.dumps(packages, sort_keys=True)
+
+
 def _write_run(conn: sqlite3.Connection, record: RunRecord) -> int:
-    run_id = insert(conn, "runs", {**record.run, "torch_build_id": _build_id(conn, record.build)})
+    run = {**record.run, "torch_build_id": _build_id(conn, record.build)}
+    if record.environment:
+        row = record.environment
+        conn.execute(
+            "INSERT OR IGNORE INTO environments (digest, python, cuda_version, driver_version, packages) "
+            "VALUES (?, ?, ?, ?, ?)",
+            [row["digest"], row["python"], row["cuda_version"], row["driver_version"], _text(row["packages"])],
+        )
+        run["environment"] = row["digest"]
+    run_id = insert(conn, "runs", run)
     for table in CHILD_TABLES:
         for row in getattr(record, table):
             insert(conn, table, {**row, "run_id": run_id})
@@ -146,11 +180,13 @@ def run_records(db: sqlite_utils.Database) -> Iterable[RunRecord]:
                 run_id = row.pop("run_id")
                 row.pop("id")
                 children[run_id][table].append(row)
+        held = environments(db, {raw_runs[i].get("environment") for i in batch} - {None})
         for run_id in batch:
             run = dict(raw_runs[run_id])
             build = builds_by_id[run.pop("torch_build_id")]
             run.pop("id")
-            yield RunRecord(build=build, run=cast(RunRow, run), **children[run_id])
+            environment = held.get(run.get("environment") or "")
+            yield RunRecord(build=build, run=cast(RunRow, run), **children[run_id], environment=environment)
 
 
 def merge(target: sqlite_utils.Database, shard: sqlite_utils.Database) -> tuple[int, int]:

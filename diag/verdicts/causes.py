@@ -35,7 +35,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Mapping, Optional
 
 from diag import row as rows
 from diag.contract import graph_break_id, normalise
@@ -44,7 +44,7 @@ from diag.verdicts.regress import Regression, RowComparison
 
 CASE_CODE = "the case's own code"
 UNKNOWN = "unknown"
-TRACKERS = {"torch": "pytorch/pytorch", "transformers": "huggingface/transformers"}
+TRACKERS = {"torch": "pytorch/pytorch", "transformers": "huggingface/transformers", "depyf": "thuml/depyf"}
 _INSTALLED = re.compile(r"(?:site|dist)-packages/([A-Za-z_][\w]*)")
 _TABLE_OF = {"graph break": "graph_breaks", "recompile": "recompiles", "hidden-error": "hidden_errors"}
 _NEW_KEY = re.compile(r"^new (graph break|recompile|hidden-error) key (\S+)")
@@ -125,6 +125,8 @@ class Cause:
     regressions: list[Regression] = field(default_factory=list)
     # row label: the row's last good and first bad run, as the comparison that found it holds them
     sides: dict[str, tuple[StoredRun, StoredRun]] = field(default_factory=dict)
+    # beside torch and transformers, each package that moved between a row's two runs: "depyf 0.18 -> 0.19"
+    moved: dict[str, str] = field(default_factory=dict)
 
     @property
     def id(self) -> str:
@@ -172,6 +174,7 @@ class Cause:
             "tracker": self.tracker,
             "where": self.where,
             "text": self.text,
+            "moved_beside": list(self.moved.values()),
             "rows": [rows.label(row) for row in self.rows],
             "regressions": [{"row": rows.label(r.row), "kind": r.kind, "message": r.message} for r in self.regressions],
         }
@@ -194,8 +197,15 @@ def package_of(location: Optional[str], case_path: Optional[str] = None) -> Opti
     return CASE_CODE if "/diag/cases/" in path or file.endswith(".py") else None
 
 
-def moved(before: StoredRun, after: StoredRun) -> list[str]:
-    """The packages that moved between two runs of a row: torch (its build), transformers."""
+# distributions that come with torch's own wheel (its pinned triton, CUDA's libraries): they move when
+# torch does, and are torch's
+WITH_TORCH = re.compile(r"^(torch|triton|pytorch-triton(-\w+)?|nvidia-.*)$")
+
+
+def moved(before: StoredRun, after: StoredRun, held: Optional[Mapping[str, Mapping[str, Any]]] = None) -> list[str]:
+    """The packages that moved between two runs of a row: torch (its build), transformers, and with
+    the runs' environments (``held``, by digest) any other installed distribution whose version
+    changed, came or went (torch's companions counted as torch)."""
     found = []
     if (before.get("build_version"), before.get("build_git_version")) != (
         after.get("build_version"),
@@ -204,7 +214,29 @@ def moved(before: StoredRun, after: StoredRun) -> list[str]:
         found.append("torch")
     if before.get("transformers_version") != after.get("transformers_version"):
         found.append("transformers")
-    return found
+    return found + [name for name in moved_versions(before, after, held) if name not in found]
+
+
+def moved_versions(
+    before: StoredRun, after: StoredRun, held: Optional[Mapping[str, Mapping[str, Any]]]
+) -> dict[str, tuple[Optional[str], Optional[str]]]:
+    """Per distribution beside torch and transformers whose version differs between the two runs'
+    environments: (before, after), None where it was not installed; empty where either run has none."""
+    sides = [(held or {}).get(run.get("environment") or "") for run in (before, after)]
+    if sides[0] is None or sides[1] is None:
+        return {}
+    found = package_differences(sides[0]["packages"], sides[1]["packages"])
+    return {name: versions for name, versions in found.items() if name != "transformers" and not WITH_TORCH.match(name)}
+
+
+def package_differences(
+    old: Mapping[str, str], new: Mapping[str, str]
+) -> dict[str, tuple[Optional[str], Optional[str]]]:
+    """Per distribution whose version differs between two environments' packages: (old, new), None
+    where it was not installed."""
+    return {
+        name: (old.get(name), new.get(name)) for name in sorted(set(old) | set(new)) if old.get(name) != new.get(name)
+    }
 
 
 def _guard_class(prop: str) -> str:
@@ -246,8 +278,9 @@ def _key_and_where(regression: Regression, after: StoredRun) -> tuple[str, Optio
     return regression.kind, None
 
 
-def of(regressions: list[Regression]) -> list[Cause]:
-    """The causes of ``regressions`` (check's, each with the comparison that found it), most rows first."""
+def of(regressions: list[Regression], held: Optional[Mapping[str, Mapping[str, Any]]] = None) -> list[Cause]:
+    """The causes of ``regressions`` (check's, each with the comparison that found it), most rows first;
+    ``held``: the runs' environments by digest, to name any package that moved."""
     found: dict[tuple[str, str], Cause] = {}
     for regression in regressions:
         comparison = regression.found_in
@@ -255,7 +288,7 @@ def of(regressions: list[Regression]) -> list[Cause]:
             continue
         before, after = comparison.before, comparison.after
         key, where = _key_and_where(regression, after)
-        shifted = moved(before, after)
+        shifted = moved(before, after, held)
         framed = package_of(where, after.get("case_source"))
         if len(shifted) == 1:
             owner = shifted[0]
@@ -266,5 +299,7 @@ def of(regressions: list[Regression]) -> list[Cause]:
         kind = "new key" if regression.kind == "new_key" else regression.kind
         cause = found.setdefault((key, owner), Cause(kind, key, owner, where, _text(regression, comparison)))
         cause.regressions.append(regression)
+        for name, (old, new) in moved_versions(before, after, held).items():
+            cause.moved.setdefault(name, f"{name} {old or 'absent'} -> {new or 'absent'}")
         cause.sides.setdefault(rows.label(regression.row), (before, after))
     return sorted(found.values(), key=lambda c: (-len(c.rows), c.key, c.owner))

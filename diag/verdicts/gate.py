@@ -266,7 +266,9 @@ def check(
         }
         found, host = regress.against_stable(found, changes, twin["version"] or "?", thresholds)
         descriptions.append(f"slowdowns set against stable {twin['version']}'s newest invocation and the one before")
-    return Outcome("; ".join(descriptions), comparisons, found, unjudged, host, causes_of.of(found))
+    sides = [run for c in comparisons for run in (c.before, c.after) if run is not None]
+    held = store.environments(db, (run.get("environment") for run in sides))
+    return Outcome("; ".join(descriptions), comparisons, found, unjudged, host, causes_of.of(found, held))
 
 
 def read_allow_list(path: Optional[str]) -> set[str]:

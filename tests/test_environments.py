@@ -1,0 +1,98 @@
+"""Each run's environment, stored once: what the probe lists, how the store keeps and merges it,
+`diag env-diff`, and `check` naming a package that moved beside torch and transformers."""
+
+from __future__ import annotations
+
+import copy
+import json
+import sys
+from importlib import metadata
+from pathlib import Path
+
+from conftest import cli, diag_here
+
+from diag import store
+from diag.probe import session
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+import synthetic  # after sys.path names bench/
+
+PACKAGES = {
+    "torch": "2.13.0",
+    "transformers": "4.57.0",
+    "depyf": "0.18.0",
+    "sympy": "1.13.1",
+    "nvidia-nccl-cu12": "2.21",
+}
+
+
+def test_the_probe_lists_every_installed_distribution_with_its_version():
+    found = session.installed()
+    assert found["torch"] == metadata.version("torch") and found["click"] == metadata.version("click")
+    assert found["sqlite-utils"] == metadata.version("sqlite-utils")  # names normalised as PEP 503 does
+
+
+def test_the_driver_version_is_read_from_the_kernel_module_line(tmp_path):
+    proprietary = tmp_path / "proprietary"
+    proprietary.write_text("NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Sat Aug 19 01:15:15 UTC 2023\n")
+    open_module = tmp_path / "open"
+    open_module.write_text("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  550.54.14  Release Build\n")
+    assert session.driver_version(str(proprietary)) == "535.104.05"
+    assert session.driver_version(str(open_module)) == "550.54.14"
+    assert session.driver_version(str(tmp_path / "none")) is None
+
+
+def _runs(moved: dict[str, str], status: str = "graph_break"):
+    """Two runs of one row on one build, each its own invocation; the second's environment with
+    ``moved`` packages, and ``status``."""
+    rng = synthetic.random.Random(0)
+    build = synthetic.nightly(0, rng)
+    row = synthetic.configs()[1]  # no fullgraph
+    made = []
+    for index, packages in enumerate((PACKAGES, {**PACKAGES, **moved})):
+        record = synthetic.record(build, f"env-{index}", row, status if index else "graph_break", rng)
+        record.run["invocation"] = f"invocation-{index}"
+        record.run["started_at"] = f"2026-01-0{index + 1}T00:00:00"
+        record.environment = store.environment_row("3.11.7", None, None, packages)
+        made.append(record)
+    return made
+
+
+def test_an_environment_is_stored_once_and_carried_by_a_merge(tmp_path):
+    shard_path = tmp_path / "shard.db"
+    shard = store.open_db(shard_path)
+    records = _runs({})
+    again = copy.deepcopy(records[0])
+    again.run["uid"] = "env-again"
+    store.save_runs(shard, records + [again])
+    assert shard["environments"].count == 1
+    digests = {row[0] for row in shard.execute("SELECT environment FROM runs")}
+    assert len(digests) == 1 and None not in digests
+    target = store.open_db(tmp_path / "target.db")
+    store.merge(target, shard)
+    [held] = store.environments(target, digests).values()
+    assert held["packages"] == PACKAGES and held["python"] == "3.11.7"
+
+
+def test_env_diff_names_exactly_the_package_that_moved(tmp_path):
+    db = tmp_path / "h.db"
+    store.save_runs(store.open_db(db), _runs({"sympy": "1.13.3"}))
+    found = json.loads(cli("env-diff", "1", "2", "--db", str(db), "--json").output)
+    assert found["packages"] == {"sympy": ["1.13.1", "1.13.3"]} and "python" not in found
+    text = cli("env-diff", "1", "2", "--db", str(db)).output
+    assert "packages: 1 of 5 differ" in text and "  sympy 1.13.1 -> 1.13.3" in text
+    done = diag_here("env-diff", "1", "9", "--db", str(db), cwd=tmp_path)
+    assert done.returncode == 1 and done.stderr.strip() == "Error: no run #9 in the database"
+
+
+def test_check_names_the_package_beside_torch_that_moved_as_the_owner(tmp_path):
+    """depyf moved between two invocations on one torch build, and the row stopped compiling: its
+    cause is depyf's, not torch's or the case's. torch's own CUDA libraries moving are torch's."""
+    db = tmp_path / "h.db"
+    moved = {"depyf": "0.19.0", "nvidia-nccl-cu12": "2.23"}
+    store.save_runs(store.open_db(db), _runs(moved, "compile_error"))
+    found = json.loads(cli("check", "--db", str(db), "--json").output)
+    [cause] = found["causes"]
+    assert (cause["owner"], cause["tracker"]) == ("depyf", "thuml/depyf")
+    assert cause["moved_beside"] == ["depyf 0.18.0 -> 0.19.0"]
+    assert "moved beside it: depyf 0.18.0 -> 0.19.0" in cli("check", "--db", str(db)).output
