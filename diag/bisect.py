@@ -183,10 +183,11 @@ def _build_summary(run: Optional[StoredRun]) -> dict:
 
 @dataclass
 class Axis:
-    """What a bisect moves: torch builds (the default), or transformers releases with torch fixed."""
+    """What a bisect moves: torch builds (the default), or one package's releases with torch fixed
+    (transformers, or any installed distribution: its version read from the runs' environments)."""
 
     name: str = "torch"
-    torch: Optional[str] = None  # the fixed torch spec, when transformers moves
+    torch: Optional[str] = None  # the fixed torch spec, when a package moves
 
     def find_stored(self, db, spec: str, row: rows.Row) -> Optional[StoredRun]:
         found = self.stored(db, spec, row)
@@ -199,19 +200,23 @@ class Axis:
         for build in reversed(store.builds(db)):
             if _base(build["version"] or "") != self.torch:
                 continue
-            runs = [
-                r
-                for r in store.runs_of_build(db, build["id"])
-                if rows.of(r) == row and r.get("transformers_version") == spec
-            ]
+            runs = [r for r in store.runs_of_build(db, build["id"]) if rows.of(r) == row]
+            runs = [r for r in runs if self._version(db, r) == spec]
             if runs:
                 return runs
         return []
 
+    def _version(self, db, run: StoredRun) -> Optional[str]:
+        """The moved package's version in the run's environment (transformers': its own column)."""
+        if self.name == "transformers":
+            return run.get("transformers_version")
+        held = store.environments(db, [run.get("environment")]).get(run.get("environment") or "")
+        return held["packages"].get(self.name) if held else None
+
     def summary(self, run: Optional[StoredRun], spec: str) -> dict:
         found = _build_summary(run)
-        if self.name == "transformers":
-            found["transformers"] = spec
+        if self.name != "torch":
+            found.update({"package": self.name, self.name: spec})
         return found
 
     def reproduce(self, spec: str, row: rows.Row) -> str:
@@ -219,14 +224,16 @@ class Axis:
         moved = (
             ["--torch", spec]
             if self.name == "torch"
-            else ["--torch", self.torch or "", "--with", f"transformers=={spec}"]
+            else ["--torch", self.torch or "", "--with", f"{self.name}=={spec}"]
         )
         return shlex.join(["diag", "run", *moved, *rows.flags(row)])
 
     def compare(self, last_good: dict, first_bad: dict) -> tuple[Optional[str], Optional[str]]:
         """The range of changes between the two ends (``git log`` form) and a page that shows it."""
-        if self.name == "transformers":
-            good, bad = last_good["transformers"], first_bad["transformers"]
+        if self.name != "torch":
+            good, bad = last_good[self.name], first_bad[self.name]
+            if self.name != "transformers":
+                return f"{self.name} {good}..{bad}", None
             return f"v{good}..v{bad}", f"https://github.com/huggingface/transformers/compare/v{good}...v{bad}"
         good_git, bad_git = last_good["git_version"], first_bad["git_version"]
         if not (good_git and bad_git):

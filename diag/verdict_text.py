@@ -107,9 +107,8 @@ def _build_line(build: dict[str, Any]) -> str:
 
 
 def _release_line(end: dict[str, Any]) -> str:
-    return (
-        f"transformers {safe(end['transformers'])} on torch {safe(end['version'])} (run #{end['run']}: {end['status']})"
-    )
+    package = end.get("package") or "transformers"
+    return f"{safe(package)} {safe(end[package])} on torch {safe(end['version'])} (run #{end['run']}: {end['status']})"
 
 
 def _judged_lines(summary: dict[str, Any]) -> list[str]:
@@ -141,7 +140,7 @@ def _judged_lines(summary: dict[str, Any]) -> list[str]:
 def bisect_lines(summary: dict[str, Any]) -> list[str]:
     """``diag bisect``'s answer: which side it moved, the last good and first bad build (or transformers
     release), the changes between, what was skipped."""
-    line = _release_line if summary.get("moved") == "transformers" else _build_line
+    line = _build_line if summary.get("moved", "torch") == "torch" else _release_line
     lines = [
         f"moved:     {summary.get('moved', 'torch')}"
         + (f" (torch {safe(summary['torch'])} fixed)" if summary.get("torch") else "")

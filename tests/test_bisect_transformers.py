@@ -46,7 +46,10 @@ def test_a_transformers_range_links_the_release_tags():
         (["--transformers", "4.45.2..4.57.1", "--torch", "nightly"], "needs a torch release or dated nightly"),
         (["--transformers", "4.57.1..4.45.2", "--torch", "2.13.0"], "must come before"),
         ([], "needs --good and --bad"),
-        (["--good", "2.1.0", "--bad", "2.2.0", "--torch", "2.13.0"], "--torch fixes torch for --transformers"),
+        (["--good", "2.1.0", "--bad", "2.2.0", "--torch", "2.13.0"], "--torch fixes torch for --package"),
+        (["--package", "depyf"], "give two releases as NAME=GOOD..BAD"),
+        (["--package", "depyf=0.18.0..0.19.0", "--transformers", "4.45.2..4.57.1"], "give one of them"),
+        (["--package", "depyf=0.18.0..0.19.0", "--with", "depyf==0.18.0"], "moves depyf itself"),
     ],
 )
 def test_bad_bisect_arguments_are_one_line_errors(args, message, tmp_path):

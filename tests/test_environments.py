@@ -11,6 +11,7 @@ from pathlib import Path
 
 from conftest import cli, diag_here
 
+from diag import row as rows
 from diag import store
 from diag.probe import session
 
@@ -96,3 +97,39 @@ def test_check_names_the_package_beside_torch_that_moved_as_the_owner(tmp_path):
     assert (cause["owner"], cause["tracker"]) == ("depyf", "thuml/depyf")
     assert cause["moved_beside"] == ["depyf 0.18.0 -> 0.19.0"]
     assert "moved beside it: depyf 0.18.0 -> 0.19.0" in cli("check", "--db", str(db)).output
+
+
+def test_bisect_moves_any_one_package_with_torch_held(tmp_path):
+    """depyf's releases listed by an index on 127.0.0.1 (the package index is what stands in here);
+    each release's run is stored, with its environment, so that one run of each decides and nothing
+    is installed: the first release on which the row stops compiling is found, named by the package."""
+    import nightly_index
+
+    rng = synthetic.random.Random(1)
+    build = synthetic.build_identity("2.13.0", f"{rng.getrandbits(160):040x}", None)
+    row = synthetic.configs()[1]
+    records = []
+    for index, (version, status) in enumerate(
+        (("0.17.0", "graph_break"), ("0.18.0", "graph_break"), ("0.19.0", "compile_error"))
+    ):
+        record = synthetic.record(
+            build, f"depyf-{version}", row, status, rng, ("TypeError", "no") if index == 2 else None
+        )
+        record.environment = store.environment_row("3.11.7", None, None, {**PACKAGES, "depyf": version})
+        records.append(record)
+    db = tmp_path / "h.db"
+    store.save_runs(store.open_db(db), records)
+    listing = tmp_path / "www" / "simple" / "depyf"
+    listing.mkdir(parents=True)
+    links = "".join(
+        f'<a href="depyf-{v}-py3-none-any.whl">depyf-{v}-py3-none-any.whl</a>\n' for v in ("0.17.0", "0.18.0", "0.19.0")
+    )
+    (listing / "index.html").write_text(f"<html><body>{links}</body></html>")
+    with nightly_index.Server(tmp_path / "www") as server:
+        args = ["bisect", *rows.flags(rows.of(records[0].run)), "--package"]
+        args += ["depyf=0.17.0..0.19.0", "--torch", "2.13.0", "--confirm", "0", "--index-url", f"{server.url}/simple"]
+        done = cli(*args, "--db", str(db), "--json")
+    summary = json.loads(done.stdout)
+    assert summary["moved"] == "depyf" and summary["first_bad"]["depyf"] == "0.19.0"
+    assert summary["last_good"]["depyf"] == "0.18.0" and summary["commit_range"] == "depyf 0.18.0..0.19.0"
+    assert summary["reproduce"].startswith("diag run --torch 2.13.0 --with depyf==0.19.0 --case append_last")

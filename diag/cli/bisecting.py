@@ -1,9 +1,10 @@
-"""``diag bisect``: the first bad torch build between two, or with --transformers, the first bad
-transformers release with torch fixed."""
+"""``diag bisect``: the first bad torch build between two, or with --package (--transformers), the
+first bad release of one package with torch fixed."""
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any, NamedTuple, Optional
 
@@ -41,7 +42,15 @@ from diag.run import catalog, preflight
     default=None,
     metavar="GOOD..BAD",
     help="Move transformers instead of torch: the releases from GOOD to BAD (e.g. 4.45.2..4.57.1), "
-    "each installed beside the torch of --torch.",
+    "each installed beside the torch of --torch (--package transformers=GOOD..BAD).",
+)
+@click.option(
+    "--package",
+    "package_range",
+    default=None,
+    metavar="NAME=GOOD..BAD",
+    help="Move any one package instead of torch: its releases from GOOD to BAD as the index lists them, "
+    "each installed beside the torch of --torch, everything else held (e.g. depyf=0.18.0..0.19.0).",
 )
 @click.option(
     "--torch",
@@ -95,6 +104,7 @@ def bisect_command(
     good: Optional[Spec],
     bad: Optional[Spec],
     transformers_range: Optional[str],
+    package_range: Optional[str],
     torch_spec: Optional[Spec],
     candidates_file: Optional[str],
     listing_index: Optional[str],
@@ -115,8 +125,9 @@ def bisect_command(
     Stored runs are reused; a build that fails to install is skipped and named. Prints the first bad
     build, the commit range, how sure the answer is and the command that reproduces it.
 
-    With --transformers GOOD..BAD, torch stays fixed (--torch) and the transformers releases between
-    the two are searched instead, each in an environment of its own.
+    With --package NAME=GOOD..BAD (--transformers GOOD..BAD for transformers), torch stays fixed
+    (--torch) and that package's releases between the two are searched instead, each in an
+    environment of its own.
     """
 
     refuse_unhonoured(
@@ -126,15 +137,18 @@ def bisect_command(
     )
     config["fullgraph"] = True if config["fullgraph"] is None else config["fullgraph"]
     asked = Asked(build_configs(**config)[0], env_options, db_path, timeout_s, as_json, signal, confirm)
-    if transformers_range is not None:
+    if transformers_range is not None and package_range is not None:
+        raise fail("--transformers is --package transformers=GOOD..BAD: give one of them")
+    option, value = ("--transformers", transformers_range) if transformers_range else ("--package", package_range)
+    if value is not None:
         if good or bad or candidates_file or listing_index:
-            raise fail("--transformers takes the place of --good/--bad (and of --candidates/--index)")
-        _bisect_transformers(case_value, transformers_range, torch_spec, asked)
+            raise fail(f"{option} takes the place of --good/--bad (and of --candidates/--index)")
+        _bisect_package(case_value, *_package(option, value), torch_spec, asked)
         return
     if not (good and bad):
-        raise fail("bisect needs --good and --bad (torch specs), or --transformers GOOD..BAD")
+        raise fail("bisect needs --good and --bad (torch specs), or --package NAME=GOOD..BAD")
     if torch_spec is not None:
-        raise fail("--torch fixes torch for --transformers; a torch bisect moves between --good and --bad")
+        raise fail("--torch fixes torch for --package; a torch bisect moves between --good and --bad")
     _bisect_torch(case_value, good, bad, candidates_file, listing_index, asked)
 
 
@@ -187,36 +201,44 @@ def _bisect_torch(
     _search(db, refs[0], found.specs, provision, asked, missing_dates=found.missing_dates, sources=sources)
 
 
-def _bisect_transformers(case_value: str, span: str, torch_spec: Optional[Spec], asked: Asked) -> None:
-    """``diag bisect --transformers GOOD..BAD``: torch fixed, transformers releases searched."""
+def _package(option: str, value: str) -> tuple[str, str, str, str]:
+    """(package, GOOD, BAD, how the option was given) of --package NAME=GOOD..BAD or --transformers GOOD..BAD."""
+    name, _, span = value.partition("=") if option == "--package" else ("transformers", "=", value)
+    good, sep, bad = span.partition("..")
+    if not name.strip() or not sep or not good.strip() or not bad.strip():
+        shape = (
+            "NAME=GOOD..BAD, e.g. depyf=0.18.0..0.19.0" if option == "--package" else "GOOD..BAD, e.g. 4.45.2..4.57.1"
+        )
+        raise fail(f"{option} {value!r}: give two releases as {shape}")
+    return name.strip().lower(), good.strip(), bad.strip(), option
+
+
+def _bisect_package(
+    case_value: str, name: str, good: str, bad: str, option: str, torch_spec: Optional[Spec], asked: Asked
+) -> None:
+    """``diag bisect --package NAME=GOOD..BAD``: torch fixed, the package's releases searched."""
     from dataclasses import replace
 
     from diag import bisect
 
-    good, sep, bad = span.partition("..")
-    if not sep or not good.strip() or not bad.strip():
-        raise fail(f"--transformers {span!r}: give two releases as GOOD..BAD, e.g. 4.45.2..4.57.1")
-    good, bad = good.strip(), bad.strip()
-    if envs.names_transformers(asked.env_options.extras):
-        raise fail("--transformers moves transformers itself: leave it out of --with")
+    if any(re.split(r"[<>=!~\[ ;]", extra, maxsplit=1)[0].lower() == name for extra in asked.env_options.extras):
+        raise fail(f"{option} moves {name} itself: leave it out of --with")
     torch_spec = torch_spec or envs.parse_spec(envs.installed_torch_release())
     refs = catalog.resolve([case_value])
     if torch_spec.kind not in ("release", "nightly_date"):
-        raise envs.EnvError(
-            f"--torch {torch_spec.text!r}: a bisect of transformers needs a torch release or dated nightly"
-        )
-    listed = envs.package_versions("transformers", asked.env_options)
+        raise envs.EnvError(f"--torch {torch_spec.text!r}: a bisect of {name} needs a torch release or dated nightly")
+    listed = envs.package_versions(name, asked.env_options)
     candidates = bisect.release_versions(listed, good, bad)
-    progress(f"transformers {good}..{bad}: {len(candidates)} releases, torch {torch_spec} in each")
+    progress(f"{name} {good}..{bad}: {len(candidates)} releases, torch {torch_spec} in each")
     run_preflight(preflight.check_configs, [asked.run_config])
     run_preflight(preflight.check_database, asked.db_path)
     db = open_store(asked.db_path, create=True)
 
     def provision(version: str) -> envs.TorchEnv:
-        with_version = replace(asked.env_options, extras=(*asked.env_options.extras, f"transformers=={version}"))
+        with_version = replace(asked.env_options, extras=(*asked.env_options.extras, f"{name}=={version}"))
         return envs.resolve(torch_spec, with_version, log=progress)
 
-    axis = bisect.Axis("transformers", torch_spec.text)
+    axis = bisect.Axis(name, torch_spec.text)
     _search(db, refs[0], candidates, provision, asked, axis, missing_dates=[])
 
 
