@@ -333,6 +333,7 @@ def bisect(
     good, bad = runs[candidates[0]][0], runs[candidates[-1]][0]
     summary: dict[str, Any] = {
         "case": case.name,
+        "row": rows.label(probe.row),
         "moved": probe.axis.name,
         "torch": probe.axis.torch,
         "signal": signal.text,

@@ -133,3 +133,30 @@ def test_bisect_moves_any_one_package_with_torch_held(tmp_path):
     assert summary["moved"] == "depyf" and summary["first_bad"]["depyf"] == "0.19.0"
     assert summary["last_good"]["depyf"] == "0.18.0" and summary["commit_range"] == "depyf 0.18.0..0.19.0"
     assert summary["reproduce"].startswith("diag run --torch 2.13.0 --with depyf==0.19.0 --case append_last")
+    # stored, as check --alerts links it beside a cause of the row
+    stored = store.bisects(store.open_db(db))[rows.label(rows.of(records[0].run))]
+    assert (stored["id"], stored["signal"], stored["moved"]) == (summary["stored_as"], "status", "depyf")
+    assert (stored["last_good"], stored["first_bad"]) == ("0.18.0", "0.19.0")
+
+
+def test_an_alert_links_the_bisect_stored_for_its_row(tmp_path):
+    db = tmp_path / "h.db"
+    records = _runs({"depyf": "0.19.0"}, "compile_error")
+    store.save_runs(store.open_db(db), records)
+    alerts = tmp_path / "alerts.json"
+    cli("check", "--db", str(db), "--alerts", str(alerts))
+    assert "Bisect: `diag bisect" in json.loads(alerts.read_text())[0]["body"]
+    summary = {
+        "row": rows.label(rows.of(records[0].run)),
+        "signal": "status",
+        "moved": "depyf",
+        "last_good": {"depyf": "0.18.0"},
+        "first_bad": {"depyf": "0.19.0"},
+        "commit_range": "depyf 0.18.0..0.19.0",
+        "reproduce": "diag run --torch 2.13.0 --with depyf==0.19.0",
+    }
+    number = store.save_bisect(store.open_db(db), summary["row"], summary)
+    cli("check", "--db", str(db), "--alerts", str(alerts))
+    body = json.loads(alerts.read_text())[0]["body"]
+    assert f"Bisected (#{number}, on status): first bad 0.19.0 after 0.18.0, depyf 0.18.0..0.19.0" in body
+    assert "- moved beside it: depyf 0.18.0 -> 0.19.0" in body

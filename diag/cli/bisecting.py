@@ -262,6 +262,8 @@ def _search(
         confirm=asked.confirm,
     )
     summary.update(extra)
+    summary["stored_as"] = store.save_bisect(db, summary["row"], summary)
+    progress(f"stored as bisect #{summary['stored_as']}: diag check --alerts links it beside a cause of this row")
     if asked.as_json:
         click.echo(json.dumps(summary, indent=2))
         return

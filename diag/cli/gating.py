@@ -158,7 +158,7 @@ def check_command(
     outcome = gate.check(db, baseline, thresholds, gate.read_allow_list(allow_file), stable)
     held = _held(db, expect_file, db_path) if expect_file else None
     shown = changing.tonight(db, stable, thresholds.limit) if with_changes else None
-    _write_gate_files(outcome, junit_file, alerts_file, site_url, held)
+    _write_gate_files(outcome, junit_file, alerts_file, site_url, held, store.bisects(db))
     if as_json:
         extra: dict[str, Any] = {"contract": held.as_dict()} if held else {}
         extra |= {"changes": [c.as_dict() for c in shown]} if shown is not None else {}
@@ -179,16 +179,18 @@ def _write_gate_files(
     alerts_file: Optional[str],
     site_url: Optional[str],
     held: Optional[expect.Held] = None,
+    bisected: Optional[dict[str, dict[str, Any]]] = None,
 ) -> None:
     """JUnit XML (a test case per row, and per contract row with --expect) and the alerts (one per
-    cause), where asked for."""
+    cause, each with the bisect stored for its row where ``bisected`` has one), where asked for."""
     if junit_file:
         xml = junit.junit_xml(outcome.comparisons, outcome.regressions, "diag check", outcome.inconclusive)
         suites = [junit.cause_suite(outcome.causes)] if outcome.causes else []
         suites += [junit.contract_suite(held)] if held is not None else []
         write_output(junit_file, junit.with_suites(xml, suites), f"--junit {junit_file}")
     if alerts_file:
-        write_output(alerts_file, json.dumps(gate.alerts(outcome, site_url), indent=2), f"--alerts {alerts_file}")
+        found = gate.alerts(outcome, site_url, bisected)
+        write_output(alerts_file, json.dumps(found, indent=2), f"--alerts {alerts_file}")
 
 
 def _check_json(outcome: gate.Outcome, alpha: float) -> dict[str, Any]:

@@ -28,6 +28,7 @@ from diag.store.descriptions import DESCRIPTIONS, datasette_metadata
 from diag.store.queries import (
     DOC_URL,
     REPORT_COLUMNS,
+    bisects,
     break_rows,
     build_stamps,
     builds,
@@ -58,7 +59,16 @@ from diag.store.queries import (
 )
 from diag.store.retention import prune, thinned
 from diag.store.schema import CHILD_TABLES, MIGRATIONS, WHEEL_COLUMNS
-from diag.store.writes import RunRecord, environment_row, merge, run_records, save_races, save_run, save_runs
+from diag.store.writes import (
+    RunRecord,
+    environment_row,
+    merge,
+    run_records,
+    save_bisect,
+    save_races,
+    save_run,
+    save_runs,
+)
 
 __all__ = [
     "CHILD_TABLES",
@@ -69,6 +79,7 @@ __all__ = [
     "WHEEL_COLUMNS",
     "RunRecord",
     "environment_row",
+    "bisects",
     "environments",
     "StoreError",
     "check_path",
@@ -108,6 +119,7 @@ __all__ = [
     "run_builds",
     "run_records",
     "runs_of_build",
+    "save_bisect",
     "save_races",
     "save_run",
     "save_runs",

@@ -241,6 +241,20 @@ DESCRIPTIONS: dict[str, tuple[str, dict[str, str]]] = {
             "packages": "JSON: every installed distribution, by its normalised name: its version",
         },
     ),
+    "bisects": (
+        "Each `diag bisect`'s answer: what `diag check --alerts` links beside a cause of the same row.",
+        {
+            "started_at": "when the bisect started (UTC)",
+            "row": "the row it searched (its label)",
+            "signal": "what it judged a build on (--on): status, key:KEY, count:NAME",
+            "moved": "torch, or the package it moved with torch held",
+            "last_good": "the last build (or release) that agreed with the good end",
+            "first_bad": "the first that differed",
+            "commit_range": "the changes between the two (git log form)",
+            "reproduce": "the one command that runs the first bad build's row again",
+            "summary": "JSON: everything the bisect printed with --json",
+        },
+    ),
     "build_stamps": (
         "Per build, a stamp that SQLite triggers replace with a random number at every insert, update "
         "or delete touching the build (its runs, what they found, its races, its own row): what `diag "

@@ -185,6 +185,13 @@ def environments(db: sqlite_utils.Database, digests: Iterable[Optional[str]]) ->
     return found
 
 
+def bisects(db: sqlite_utils.Database) -> dict[str, dict[str, Any]]:
+    """The newest stored bisect of each row (by its label); none from a DB without the table."""
+    if "bisects" not in db.table_names():
+        return {}
+    return {row["row"]: row for row in db.query("SELECT * FROM bisects ORDER BY id")}
+
+
 def run_count(db: sqlite_utils.Database) -> int:
     """How many runs the DB holds (not counting those folded into counts)."""
     return int(db.execute("SELECT count(*) FROM runs").fetchone()[0])

@@ -147,3 +147,24 @@ def m025_environments(db: sqlite_utils.Database) -> None:
         {"digest": str, "python": str, "cuda_version": str, "driver_version": str, "packages": str}, pk="digest"
     )
     db.table("runs").add_column("environment", str)
+
+
+@migration
+def m026_bisects(db: sqlite_utils.Database) -> None:
+    """Each bisect's answer, as it printed it: the row it searched, the signal, what moved, the ends,
+    the first bad build and the command that reproduces it, and the whole summary (JSON)."""
+    db.table("bisects").create(
+        {
+            "id": int,
+            "started_at": str,
+            "row": str,
+            "signal": str,
+            "moved": str,
+            "last_good": str,
+            "first_bad": str,
+            "commit_range": str,
+            "reproduce": str,
+            "summary": str,
+        },
+        pk="id",
+    )

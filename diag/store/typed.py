@@ -309,6 +309,21 @@ class EnvironmentRow(TypedDict, total=False):
     packages: Optional[str]
 
 
+class BisectRow(TypedDict, total=False):
+    """A row of bisects, as SQLite holds it."""
+
+    id: int
+    started_at: Optional[str]
+    row: Optional[str]
+    signal: Optional[str]
+    moved: Optional[str]
+    last_good: Optional[str]
+    first_bad: Optional[str]
+    commit_range: Optional[str]
+    reproduce: Optional[str]
+    summary: Optional[str]
+
+
 class StoredRunColumns(TypedDict, total=False):
     """A row of runs as read: JSON objects decoded (None where unreadable), joined to its build."""
 

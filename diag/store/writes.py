@@ -128,6 +128,26 @@ def _builds_by_id(db: sqlite_utils.Database) -> dict[int, TorchBuildRow]:
     return cast(dict[int, TorchBuildRow], found)
 
 
+def save_bisect(db: sqlite_utils.Database, row: str, summary: dict[str, Any]) -> int:
+    """Store one bisect's answer (``bisect.bisect``'s summary) for ``row`` (its label); its id."""
+    ends = [summary["last_good"], summary["first_bad"]]
+    moved = summary.get("moved") or "torch"
+    last_good, first_bad = (str(end.get(moved) if moved != "torch" else end.get("version")) for end in ends)
+    held = {
+        "started_at": now(),
+        "row": row,
+        "signal": summary.get("signal") or "status",
+        "moved": moved,
+        "last_good": last_good,
+        "first_bad": first_bad,
+        "commit_range": summary.get("commit_range"),
+        "reproduce": summary.get("reproduce"),
+        "summary": json.dumps(summary, default=str),
+    }
+    with _transaction(db) as conn:
+        return insert(conn, "bisects", held)
+
+
 def save_races(db: sqlite_utils.Database, build: TorchBuildRow, races: list[RaceRow]) -> int:
     """Write the rows of one race (diag/verdicts/race.py, ``stored``) on ``build`` in one transaction; how many."""
     with _transaction(db) as conn:

@@ -286,11 +286,25 @@ def _smallest(cause: causes_of.Cause) -> tuple[StoredRun, StoredRun]:
     return min(cause.sides.values(), key=lambda pair: tuple(pair[1].get(n) or 0 for n in sizes) + (pair[1]["id"],))
 
 
-def alerts(outcome: Outcome, site_url: Optional[str] = None) -> list[dict[str, Any]]:
+def _bisect_line(stored: Optional[dict[str, Any]], after: StoredRun, good: str, bad: str) -> str:
+    """The alert's bisect: the one stored for the row, else the command that runs it (on the key where the
+    row's first bad run failed with one, as check keys it)."""
+    if stored is not None:
+        return (
+            f"Bisected (#{stored['id']}, on {stored['signal']}): first bad {stored['first_bad']} after "
+            f"{stored['last_good']}, {stored['commit_range'] or 'no commit range'}; reproduce: `{stored['reproduce']}`"
+        )
+    return f"Bisect: `diag bisect {shlex.join(rows.flags(rows.of(after)))} --good {good} --bad {bad}`"
+
+
+def alerts(
+    outcome: Outcome, site_url: Optional[str] = None, bisected: Optional[dict[str, dict[str, Any]]] = None
+) -> list[dict[str, Any]]:
     """One alert per cause, for an issue tracker: a title, a marker that stays the same for the cause
     (so that a night's alert comments on the cause's open issue instead of opening another), its
     owner and that owner's tracker, and a Markdown body with every row it hit, the last good and
-    first bad build, the commit range, the error, the repro of its smallest row and the bisect."""
+    first bad build, the commit range, the error, the repro of its smallest row and the bisect: the one
+    stored for that row where ``bisected`` (``store.bisects``) has one, else the command to run."""
     found = []
     for cause in outcome.causes:
         before, after = _smallest(cause)
@@ -302,6 +316,7 @@ def alerts(outcome: Outcome, site_url: Optional[str] = None) -> list[dict[str, A
         lines = [f"`{cause.headline}` broke {cause.hit()}.", ""]
         lines += [f"> {pages.public_paths(cause.text)}", ""] if cause.text else []
         lines.append(f"- {owner}")
+        lines += [f"- moved beside it: {', '.join(cause.moved.values())}"] if cause.moved else []
         lines += [f"- at `{pages.public_paths(cause.where)}`"] if cause.where else []
         lines += [
             f"- last good build: {before.get('build_version')} (git {good_git or 'unknown'}), run #{before['id']}",
@@ -315,7 +330,7 @@ def alerts(outcome: Outcome, site_url: Optional[str] = None) -> list[dict[str, A
             lines += ["", f"Error: `{after['error_type']}`", "", "```", message[:2000], "```"]
         lines += ["", f"Reproduce the smallest row ({label}): `diag repro {after['id']} -o repro.py`"]
         good, bad = (str(run.get("build_version") or "?").split("+", 1)[0] for run in (before, after))
-        lines.append(f"Bisect: `diag bisect {shlex.join(rows.flags(rows.of(after)))} --good {good} --bad {bad}`")
+        lines.append(_bisect_line((bisected or {}).get(label), after, good, bad))
         if site_url:
             lines.append(f"Run page: {site_url.rstrip('/')}/{pages.run_href(after)}")
         marker = f"diag-cause:{cause.id}"
