@@ -101,3 +101,20 @@ def test_the_probe_parents_bench_compares_against_an_earlier_commit(tmp_path):
     # a built-in case is a file of the diag that ran it
     paths = [row[0] for row in sqlite3.connect(tmp_path / "alone.db").execute("SELECT case_path FROM runs")]
     assert paths and all(path.startswith(str(tmp_path / "baseline" / "diag")) for path in paths), paths
+
+
+def test_the_change_point_and_flaky_bisect_benchmarks_run():
+    """bench/changes.py's accuracy parts on two seeds, and bench/bisect_flaky.py on 20 trials: they run
+    and report their figures (what the figures are is docs/BENCHMARKS.md's, never asserted here)."""
+    done = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "changes.py"), "--parts", "step,aa,creep,runner", "--seeds", "2"],
+        capture_output=True, text=True, timeout=600, check=True,
+    )  # fmt: skip
+    parts = [json.loads(line)["part"] for line in done.stdout.splitlines()]
+    assert parts == ["step", "aa", "creep", "runner"]
+    done = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "bisect_flaky.py"), "--trials", "20", "--rates", "0.33,1"],
+        capture_output=True, text=True, timeout=600, check=True,
+    )  # fmt: skip
+    found = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [(f["rate"], f["trials"]) for f in found] == [(0.33, 20), (1.0, 20)]
