@@ -197,7 +197,7 @@ def _pages(
     start = resume_at.kept(options.out_dir, this.resume and bool(made.before), stamped, STRIP_BUILDS, keep)
     live = [build["id"] for build in line[len(start["folded"]) :]] if start else None
     runs, keys = store.report_runs(db, live), store.finding_keys_of_builds(db, live)
-    this.changes = night_changes(db, runs, line)
+    this.changes, this.changes_window = night_changes(db, runs, line[keep:], live), len(line) - keep
     matrix = history.build_matrix(store.builds(db), runs, keys, STRIP_BUILDS, start, keep)
     paged = detailed_runs(matrix, options.detail_builds)
     this.memo = inputs.Memo(options.out_dir, bool(made.before), marks)
@@ -256,23 +256,28 @@ def _front(this: Render, matrix: Matrix, swallowed: list[dict[str, Any]]) -> dic
         "causes": night_causes(this.db),
         "changes": [change.as_dict() for change in this.changes[:FRONT_CHANGES]],
         "changes_total": len(this.changes),
-        "changes_window": charts.DETAIL_BUILDS,
+        "changes_window": this.changes_window,
         "twin_nights": dated.TWIN_NIGHTS,
     }
 
 
-FRONT_CHANGES = 12  # the newest change points the front page lists
-
-
-def night_changes(db: Any, runs: list[StoredRun], line: list[TorchBuildRow]) -> list[Any]:
-    """The change points over the newest ``charts.DETAIL_BUILDS`` builds (``diag changes`` searches the
-    whole history), the runner told apart by the release run on the most nights where there is one:
-    what the front page lists and the case pages' charts mark. Newest first."""
+def night_changes(db: Any, runs: list[StoredRun], window: list[TorchBuildRow], live: Optional[list[int]]) -> list[Any]:
+    """The change points over ``window`` (the builds every render holds the runs of, taken up from
+    the night before or not: ``diag changes`` searches the whole history), the runner told apart by
+    the release run on the most nights where there is one: what the front page lists and the case
+    pages' charts mark. Newest first. Only that release's runs are read again, where the render did
+    not read them (``live``: the builds it read; None: all)."""
     builds = {b["id"]: b for b in store.builds(db)}
-    window = {b["id"] for b in line[-charts.DETAIL_BUILDS :]}
-    twin = dated.guessed_twin(runs, builds)
-    kept = [r for r in runs if r["torch_build_id"] in window or (twin and r["torch_build_id"] == twin["id"])]
+    twin = dated.guessed_twin(builds, store.nights_per_build(db))
+    ids = {b["id"] for b in window}
+    kept = [r for r in runs if r["torch_build_id"] in ids]
+    if twin is not None and twin["id"] not in ids:
+        held = live is None or twin["id"] in live
+        kept += [r for r in runs if r["torch_build_id"] == twin["id"]] if held else store.report_runs(db, [twin["id"]])
     return dated.of_runs(kept, builds, list(changes_of.METRICS), twin, named=False).changes
+
+
+FRONT_CHANGES = 12  # the newest change points the front page lists
 
 
 def night_causes(db: Any) -> list[dict[str, Any]]:

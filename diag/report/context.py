@@ -49,6 +49,7 @@ class Render:
     common: dict[str, Any] = field(default_factory=dict)
     nav: list[Any] = field(default_factory=list)
     changes: list[Any] = field(default_factory=list)  # the change points the pages show (night_changes)
+    changes_window: int = 0  # over how many of the newest builds they were searched
 
     @property
     def quiet(self) -> dict[str, Any]:

@@ -185,6 +185,12 @@ def environments(db: sqlite_utils.Database, digests: Iterable[Optional[str]]) ->
     return found
 
 
+def nights_per_build(db: sqlite_utils.Database) -> dict[int, int]:
+    """Per build, on how many distinct days (UTC, by ``started_at``) its runs started."""
+    query = "SELECT torch_build_id, count(DISTINCT substr(started_at, 1, 10)) FROM runs GROUP BY torch_build_id"
+    return {int(build_id): int(nights) for build_id, nights in db.execute(query).fetchall()}
+
+
 def bisects(db: sqlite_utils.Database) -> dict[str, dict[str, Any]]:
     """The newest stored bisect of each row (by its label); none from a DB without the table."""
     if "bisects" not in db.table_names():

@@ -1,17 +1,12 @@
-"""What the store hands out, as types: a ``TypedDict`` per table, generated from the migrated schema,
-so that a misspelt or removed column is a type error where it is read, not a KeyError at night.
-docs/data-model.md says what each column holds.
-
-The generated part is written by ``cog -r diag/store/typed.py`` (``typing_source.typed_source``) and
-tests/test_docs.py fails where it is stale: a migration that adds a column adds its field here. The
-rest says what a read adds to a row: the run's build, its child rows, the JSON it decodes.
-Every type is ``total=False``: a read of some columns (the report's, a listing's) is the same type,
-and a field it did not select is absent, as the dict is.
+"""What the store hands out, as types: a ``TypedDict`` per table, generated from the migrated schema
+(``cog -r diag/store/typed.py``; tests/test_typed_store.py fails where it is stale), so that a misspelt
+or removed column is a type error where it is read. The rest: what a read adds to a row (the build,
+child rows, decoded JSON). Every type is ``total=False``: a read of some columns is the same type.
 """
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping, Optional, TypedDict
+from typing import Any, Mapping, Optional, TypedDict
 
 
 # [[[cog
@@ -445,11 +440,6 @@ def children(run: Mapping[str, Any], table: str) -> list[Any]:
     at run time (a finding kind's); none where the run was read without them."""
     found = run.get(table)
     return found if isinstance(found, list) else []
-
-
-def numbers(runs: Iterable[Mapping[str, Any]], name: str) -> list[float]:
-    """The values of the numeric column ``name`` over ``runs``, those that are None left out."""
-    return [float(value) for run in runs if (value := run.get(name)) is not None]
 
 
 def column(row: Mapping[str, Any], name: str) -> Any:

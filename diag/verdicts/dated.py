@@ -22,16 +22,14 @@ class Searched(NamedTuple):
 TWIN_NIGHTS = 6  # a release run on this many nights or more can be the runner's stable twin
 
 
-def guessed_twin(runs: Sequence[Any], builds: dict[int, TorchBuildRow]) -> Optional[TorchBuildRow]:
-    """The release (no nightly date) whose runs span the most nights, at least ``TWIN_NIGHTS``: what a
-    nightly runner runs beside each night's nightly. None where no release was run so."""
-    nights: dict[int, set[str]] = {}
-    for run in runs:
-        build = builds.get(run.get("torch_build_id"))
-        if build is not None and not build.get("nightly_date") and run.get("started_at"):
-            nights.setdefault(build["id"], set()).add(str(run["started_at"])[:10])
-    best = max(nights.items(), key=lambda item: (len(item[1]), item[0]), default=None)
-    return builds[best[0]] if best and len(best[1]) >= TWIN_NIGHTS else None
+def guessed_twin(builds: dict[int, TorchBuildRow], nights: dict[int, int]) -> Optional[TorchBuildRow]:
+    """The release (no nightly date) whose runs span the most nights (``nights``: per build id), at
+    least ``TWIN_NIGHTS``: what a nightly runner runs beside each night's nightly. None where no
+    release was run so."""
+    releases = [(count, build_id) for build_id, count in nights.items() if build_id in builds]
+    releases = [item for item in releases if not builds[item[1]].get("nightly_date")]
+    best = max(releases, default=None)
+    return builds[best[1]] if best and best[0] >= TWIN_NIGHTS else None
 
 
 def found(
@@ -43,7 +41,9 @@ def found(
     if not builds:
         raise store.StoreError("the database has no runs to search for change points")
     runs = [r for r in store.report_runs(db) if case is None or r.get("case") == case]
-    twin = store.find_build(db, stable) if stable else guessed_twin(runs, builds) if guess else None
+    twin = (
+        store.find_build(db, stable) if stable else guessed_twin(builds, store.nights_per_build(db)) if guess else None
+    )
     return of_runs(runs, builds, metrics, twin, named=bool(stable))
 
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
-from typing import Optional, Sequence
+from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from diag import figure
 from diag.stats import mann_whitney_greater, quantile, runs_needed
-from diag.store.typed import StoredRun, numbers
+from diag.store.typed import StoredRun
 
 
 @dataclass
@@ -45,6 +45,11 @@ class TimingChange:
     def inconclusive(self, threshold: float, alpha: float) -> bool:
         """A ratio beyond the threshold that too few runs cannot confirm or dismiss."""
         return self.beyond(threshold) and not self.judgeable(alpha)
+
+
+def numbers(runs: Iterable[Mapping[str, Any]], name: str) -> list[float]:
+    """The values of the numeric column ``name`` over ``runs``, those that are None left out."""
+    return [float(value) for run in runs if (value := run.get(name)) is not None]
 
 
 def timing_change(metric: str, before: Sequence[float], after: Sequence[float]) -> TimingChange:
