@@ -201,17 +201,19 @@ class Axis:
             if _base(build["version"] or "") != self.torch:
                 continue
             runs = [r for r in store.runs_of_build(db, build["id"]) if rows.of(r) == row]
-            runs = [r for r in runs if self._version(db, r) == spec]
+            held = {} if self.name == "transformers" else store.environments(db, (r.get("environment") for r in runs))
+            runs = [r for r in runs if self._version(r, held) == spec]
             if runs:
                 return runs
         return []
 
-    def _version(self, db, run: StoredRun) -> Optional[str]:
-        """The moved package's version in the run's environment (transformers': its own column)."""
+    def _version(self, run: StoredRun, held: dict[str, dict[str, Any]]) -> Optional[str]:
+        """The moved package's version in the run's environment (``held``: the runs' environments by
+        digest, read once for a build's runs; transformers' is the run's own column)."""
         if self.name == "transformers":
             return run.get("transformers_version")
-        held = store.environments(db, [run.get("environment")]).get(run.get("environment") or "")
-        return held["packages"].get(self.name) if held else None
+        environment = held.get(run.get("environment") or "")
+        return environment["packages"].get(self.name) if environment else None
 
     def summary(self, run: Optional[StoredRun], spec: str) -> dict:
         found = _build_summary(run)

@@ -212,8 +212,7 @@ def shifts(values: Sequence[float], scale: Scale) -> list[Shift]:
         if len(before) < MIN_SIZE or len(after) < MIN_SIZE:
             continue
         shift = _sized(before, after, scale, start, min(end, len(points) - 1), end >= len(points))
-        moved = math.log(shift.size) if scale == "ratio" else shift.size
-        if shift.p_value >= ALPHA or abs(moved) < (
+        if shift.p_value >= ALPHA or abs(moved(shift, scale)) < (
             math.log1p(SMALLEST[scale]) if scale == "ratio" else SMALLEST[scale]
         ):
             continue
@@ -236,6 +235,11 @@ def _sized(
 def between(before: Sequence[float], after: Sequence[float], scale: Scale) -> Shift:
     """The shift of ``after`` over ``before`` (every point of each), as ``shifts`` sizes a change."""
     return _sized(_on_scale(before, scale), _on_scale(after, scale), scale)
+
+
+def moved(shift: Shift, scale: Scale) -> float:
+    """How far ``shift`` moved on the scale it was searched on: a log ratio, or a count's units."""
+    return math.log(shift.size) if scale == "ratio" else shift.size
 
 
 def worse(shift: Shift, scale: Scale) -> bool:

@@ -12,7 +12,6 @@ runner's, not torch's.
 
 from __future__ import annotations
 
-import math
 import statistics
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -193,9 +192,7 @@ def series_of(
     return sorted(made, key=lambda s: (s.variant or "", rows.sort_key(s.row), list(METRICS).index(s.metric)))
 
 
-def twin_nights(
-    runs: Iterable[StoredRun], twin: int, metrics: Sequence[str]
-) -> dict[tuple, tuple[list[str], list[float]]]:
+def twin_nights(runs: Iterable[StoredRun], twin: int, metrics: Sequence[str]) -> Twins:
     """The stable twin's points per row and metric: one a night (the median of that night's runs)."""
     found: dict[tuple, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     for run in runs:
@@ -226,16 +223,11 @@ def _against_twin(
         return None, f"runner not ruled out: stable {twin_version} has too few nights of this row around it"
     scale = METRICS[series.metric][0]
     theirs = _method().between(before, after, scale)
-    own = _log_size(shift, scale)
-    moved = _log_size(theirs, scale)
+    own, moved = _method().moved(shift, scale), _method().moved(theirs, scale)
     said = f"stable {twin_version} moved {_size(theirs, scale)} over the same nights"
     if own * moved > 0 and abs(moved) >= RUNNER_SHARE * abs(own):
         return f"the runner's: {said}", said
     return None, said
-
-
-def _log_size(shift: Shift, scale: Scale) -> float:
-    return math.log(shift.size) if scale == "ratio" else shift.size
 
 
 def _size(shift: Shift, scale: Scale) -> str:
