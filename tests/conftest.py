@@ -69,6 +69,15 @@ def pytest_collection_modifyitems(items) -> None:
         group = next((g for name, g in SHARED_FIXTURE_GROUPS.items() if name in names), None)
         if group:
             item.add_marker(pytest.mark.xdist_group(group))
+    # The longest first: a worker that takes a provisioned build or a real probe late leaves the other
+    # idle at the end. pytest-xdist hands out work in this order; the sort is stable within each kind.
+    items.sort(key=_started_late_costs_most)
+
+
+def _started_late_costs_most(item) -> int:
+    if item.get_closest_marker("xdist_group"):
+        return 0
+    return 1 if item.get_closest_marker("slow") else 2
 
 
 @pytest.fixture(autouse=True)
