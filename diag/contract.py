@@ -17,11 +17,12 @@ from typing import Optional
 from diag.probe import record_types, records, statuses
 from diag.probe.cases import CaseError, read_case_header
 from diag.probe.keys import graph_break_id, normalise, stable_key
-from diag.probe.parsers import errors_in_stderr
+from diag.probe.parsers import ARG_MISMATCH, errors_in_stderr
 from diag.probe.spec import COUNT_PASS_LIMIT, DTYPES, LIFELINE_VARIABLE, MODES, TINY_LLAMA, Config
 from diag.probe.statuses import BY_NAME, ENVIRONMENT_ERRNOS, FINDING_KINDS, FINDING_TABLES, STATUSES, WORKS
 
 __all__ = [
+    "ARG_MISMATCH",
     "BY_NAME",
     "COUNT_PASS_LIMIT",
     "DTYPES",

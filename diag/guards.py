@@ -81,7 +81,7 @@ def grows_with_the_step(recompiles: Sequence[Mapping[str, Any]]) -> set[tuple[st
         step = item.get("decode_step")
         value = _number(item.get("guard_actual")) if item.get("guard_actual") is not None else None
         value = value if value is not None else _number(item.get("guard_expected"))
-        if step is None or value is None or not item.get("guard_subject"):
+        if step is None or step < 0 or value is None or not item.get("guard_subject"):  # decode steps only
             continue
         seen.setdefault((item["guard_subject"], item["guard_property"]), []).append((step, value))
     found = set()

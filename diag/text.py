@@ -8,7 +8,7 @@ from typing import Any, Mapping, Optional
 
 from diag import figure, guards
 from diag import row as rows
-from diag.contract import BY_NAME
+from diag.contract import ARG_MISMATCH, BY_NAME
 from diag.noise import HALF_WIDTH, NOT_COMPARED, SPREAD
 from diag.run import trace
 from diag.store.typed import GraphBreakRow, StoredRun, column
@@ -304,14 +304,15 @@ def _findings(run: StoredRun) -> list[str]:
     lines += [] if run["graph_breaks"] else ["  none"]
     for gb in run["graph_breaks"]:
         lines.append(
-            f"  [{safe(gb['key'])}] x{gb['count']} at {safe(gb['location'] or '?')}{_resumed(gb)}{_steps(gb)}  "
+            f"  [{safe(gb['key'])}] x{gb['count']} at {safe(place(gb))}{_resumed(gb)}{_steps(gb)}  "
             f"{safe(_first_line(gb['gb_type'] or gb['reason']))}"
         )
     lines += _section(f"recompiles ({number(run.get('recompile_count'), 'd', '')})")
     growing = guards.grows_with_the_step(run["recompiles"])
     lines += [] if run["recompiles"] else ["  none"]
     for rc in run["recompiles"]:
-        lines.append(f"  step {rc['decode_step']}: {safe(rc['function'])} — {safe(_first_line(rc['reason']))}")
+        at = step_span(rc["decode_step"]) or "step unknown"
+        lines.append(f"  {at}: {safe(rc['function'])} — {safe(_first_line(rc['reason']))}")
         if rc.get("guard_subject"):
             got = f" -> {safe(rc['guard_actual'])}" if rc.get("guard_actual") is not None else ""
             grows = "  (grows with the decode step)" if (rc["guard_subject"], rc["guard_property"]) in growing else ""
@@ -324,17 +325,35 @@ def _findings(run: StoredRun) -> list[str]:
     for he in run["hidden_errors"]:
         lines.append(
             f"  [{safe(he['source'])}] {safe(he['exc_type'])}: {safe(_first_line(he['message']))} "
-            f"(at {safe(he.get('location') or '?')}{_steps(he)}, logger {safe(he['logger'])}, x{he['count']})"
+            f"(at {safe(place(he))}{_steps(he)}, logger {safe(he['logger'])}, x{he['count']})"
         )
     return lines
 
 
 def _steps(row: Mapping[str, Any]) -> str:
-    """`` step 0`` or `` steps 0-3``: the decode steps a grouped finding happened at (0: the prefill)."""
-    first, last = row.get("decode_step"), row.get("last_decode_step")
+    said = step_span(row.get("decode_step"), row.get("last_decode_step"))
+    return f" {said}" if said else ""
+
+
+def step_span(first: Optional[int], last: Optional[int] = None) -> str:
+    """The steps a finding happened at: ``prefill``, ``step 2``, ``steps 0-3``, ``prefill and steps 0-3``;
+    empty where the step is not known. A step below 0 is the prefill (the probe's records.PREFILL)."""
     if first is None:
         return ""
-    return f" step {first}" if last is None or last == first else f" steps {first}-{last}"
+    last = first if last is None else last
+    if last < 0:
+        return "prefill"
+    decode = f"step {last}" if max(first, 0) == last else f"steps {max(first, 0)}-{last}"
+    return f"prefill and {decode}" if first < 0 else decode
+
+
+def place(row: Mapping[str, Any]) -> str:
+    """Where a finding happened, or that diag could not say, and why: never another row's place."""
+    if row.get("location"):
+        return str(row["location"])
+    if ARG_MISMATCH in (row.get("message") or row.get("reason") or ""):
+        return "unknown (torch named only the inlined function's file, and no traced line or graph end named the call)"
+    return "unknown (torch's records named no line)"
 
 
 def _frames_and_more(run: StoredRun) -> list[str]:
@@ -342,7 +361,7 @@ def _frames_and_more(run: StoredRun) -> list[str]:
     lines: list[str] = []
     count, why = trace.frame_count(run)
     lines += _section(f"compiled frames ({count})" if count is not None else f"compiled frames: unknown ({safe(why)})")
-    lines += [] if run.get("frames") or count is None else ["  none"]
+    lines += [] if run.get("frames") else ["  none"] if count is not None else ["  not counted"]
     for frame in run.get("frames", []):
         fail = f"  FAIL {safe(frame['fail_type'])}" if frame.get("fail_type") else ""
         lines.append(

@@ -26,6 +26,7 @@ CROSSING = {
     "records",
     "record_types",
     "statuses",
+    "ARG_MISMATCH",
     "BY_NAME",
     "COUNT_PASS_LIMIT",
     "DTYPES",

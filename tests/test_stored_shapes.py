@@ -146,3 +146,18 @@ def test_text_in_a_numeric_column_is_found_among_few_runs_and_many(copied_db, ma
     assert len(read) >= runs
     assert [r["compile_s"] for r in read if r["id"] == odd] == [None]
     assert all(isinstance(r["compile_s"], (float, type(None))) for r in read)
+
+
+def test_frames_of_a_run_that_holds_no_note_of_them_are_unknown_not_zero(copied_db):
+    """A run whose capabilities do not say torch's compilation metrics were read (pruned, or stored by
+    a probe that wrote no such note, as torch 2.0.1 and 2.1 runs were): how many frames it compiled is
+    unknown, never 0, on show and --json."""
+    with sqlite3.connect(copied_db) as conn:
+        run_id = conn.execute("SELECT run_id FROM frames LIMIT 1").fetchone()[0]
+        conn.execute("DELETE FROM frames WHERE run_id = ?", (run_id,))
+        conn.execute("UPDATE runs SET capabilities = NULL WHERE id = ?", (run_id,))
+    conn.close()
+    folder = copied_db.parent
+    shown = _ok(folder, "show", str(run_id), "--db", "copy.db")
+    assert "compiled frames: unknown (the run holds no note" in shown and "compiled frames (0)" not in shown
+    assert json.loads(_ok(folder, "show", str(run_id), "--db", "copy.db", "--json"))["frame_count"] is None

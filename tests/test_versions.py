@@ -124,8 +124,9 @@ def test_breaks_agree_with_torchs_counters_per_category(run, tmp_path):
     resumed, cut = counters.get("graph_break") or {}, counters.get("unimplemented") or {}
     breaks = Found(_replayed(run, tmp_path)).all(records.GRAPH_BREAK)
     assert statuses.finding_total(breaks) == sum(resumed.values()) + sum(cut.values())
-    # a row per message and per way torch handled it (one message can be both resumed and not)
-    assert len(breaks) == len(resumed) + len(cut)
+    # a row per message and per way torch handled it (one message can be both resumed and not), split
+    # where torch's log ended a graph for it at several places (tests/test_where_and_when.py)
+    assert len({(bool(gb["resumable"]), gb["key"], gb["reason"]) for gb in breaks}) == len(resumed) + len(cut)
     # and per kind: the rows marked resumed are what torch resumed from, the others what it could not
     by_kind = {
         kind: statuses.finding_total([gb for gb in breaks if bool(gb["resumable"]) == kind]) for kind in (True, False)

@@ -24,6 +24,7 @@ from typing import Any, Callable, Optional
 
 from diag.probe.cases import EMIT_RANGE as EMIT
 from diag.probe.records import OUTSIDE_ANY_OP as OUTSIDE
+from diag.probe.records import PREFILL
 from diag.probe.records import RECORDING_THE_STEP as RECORDING
 from diag.probe.session import Workload
 
@@ -109,7 +110,7 @@ def profiled(workload: Workload, generate: Callable[[], Any]) -> dict[str, Any]:
 
     def boundary() -> None:
         close()
-        if workload.current_step is not None:
+        if workload.current_step is not None and workload.current_step != PREFILL:
             opened = record_function(STEP)
             opened.__enter__()
             open_ranges.append(opened)

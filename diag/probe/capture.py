@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any, Callable, Optional, TextIO
 
 from diag.probe import compat, counters
-from diag.probe.parsers import RECOMPILE_LIMIT, Finding, LoggedException, Record
-from diag.probe.sites import AT_INSTRUCTION, PARSERS
+from diag.probe.parsers import ARG_MISMATCH, RECOMPILE_LIMIT, Finding, LoggedException, Record
+from diag.probe.sites import AT_INSTRUCTION, PARSERS, traced_user_line
 
 
 class LogCapture(logging.Handler):
@@ -36,6 +36,7 @@ class LogCapture(logging.Handler):
         self.log_path = log_path
         self.current_step = current_step
         self.findings: list[Finding] = []
+        self._traced: Optional[str] = None  # the user's line dynamo traced last (sites.traced_user_line)
         self.parser_errors: list[str] = []
         self.record_count = 0
         self._file: Optional[TextIO] = None
@@ -279,6 +280,10 @@ class LogCapture(logging.Handler):
 
     def feed(self, record: Record) -> None:
         """Hand one record to the parsers (a live log record, or one read back by ``replay``)."""
+        traced = traced_user_line(record)
+        if traced is not None:
+            self._traced = traced
+            return
         for parser in PARSERS:
             try:
                 finding = parser(record)
@@ -292,6 +297,10 @@ class LogCapture(logging.Handler):
         data = finding.data
         if finding.kind == "break_site" and data["reason"] in AT_INSTRUCTION:
             data["reason"] = self._raised_at_instruction() or data["reason"]  # as dynamo's counters name it
+        if finding.kind == "break_site" and data["reason"] == ARG_MISMATCH:
+            self._place_inline_error(data)
+        if finding.kind == "hidden_error" and data["location"] is None and ARG_MISMATCH in data["message"]:
+            data["location"] = self._traced  # the call dynamo was tracing when binding its arguments failed
         if finding.kind == "hidden_error":
             same = (data["key"], data["location"], data["decode_step"])
             if any(
@@ -304,6 +313,19 @@ class LogCapture(logging.Handler):
             if data["source"] == RECOMPILE_LIMIT:
                 self._drop_refused_recompile(data["location"])
         self.findings.append(finding)
+
+    def _place_inline_error(self, site: dict) -> None:
+        """An error swallowed while binding an inlined call, not placed by a traced line, placed where
+        the graph it ended ends: the site that follows it, with no other site between, in its step.
+        One the log does not join to a site stays unplaced (said as unknown), never takes another's."""
+        for found in reversed(self.findings):
+            if found.kind == "break_site":
+                return
+            data = found.data
+            if found.kind == "hidden_error" and ARG_MISMATCH in data["message"]:
+                if data["location"] is None and data["decode_step"] == site["decode_step"]:
+                    data["location"] = site["location"]
+                return
 
     def _raised_at_instruction(self) -> Optional[str]:
         """The message of the break raised at an instruction, logged just before its site's reason."""

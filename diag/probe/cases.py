@@ -30,6 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional
 
+from diag.probe.records import PREFILL
+
 GenerateFn = Callable[["Generation"], None]
 EMIT_RANGE = "diag: emit"  # what a profiler's range around each emit is named (probe/attribution.py)
 
@@ -277,7 +279,7 @@ class Generation:
             fed = kwargs.get("input_ids", args[0] if args else None)
             if index > 0 and fed is not None and hasattr(fed, "shape") and len(fed.shape) == 2 and self.tokens:
                 self.tokens[-1] = fed[:, -1:].detach().cpu()  # what the loop chose after the previous call
-            self._on_step(None if index == 0 else index - 1)
+            self._on_step(PREFILL if index == 0 else index - 1)
             stop = self._clock()
             output = compiled(*args, **kwargs)
             if index > 0:

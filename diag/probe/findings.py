@@ -16,20 +16,27 @@ from diag.probe.records import Writer
 
 def group(items: list[dict], by: tuple[str, ...], count_field: str = "count") -> list[dict]:
     """Items with equal ``by`` fields merged into one, counted, keeping the first occurrence and the
-    span of decode steps its events happened at (``decode_step`` the first, ``last_decode_step`` the
-    last: a break at the prefill and again at a decode step says so)."""
+    span of decode steps its events happened at (``decode_step`` the earliest, ``last_decode_step``
+    the latest, the prefill (records.PREFILL) before step 0: a break at the prefill and again at a
+    decode step says so)."""
     grouped: "OrderedDict[tuple, dict]" = OrderedDict()
     for item in items:
         ident = tuple(item.get(field) for field in by)
         if ident in grouped:
             kept = grouped[ident]
             kept[count_field] += 1
-            step = item.get("decode_step")
-            if step is not None and (kept.get("last_decode_step") is None or step > kept["last_decode_step"]):
-                kept["last_decode_step"] = step
+            spanned(kept, [item.get("decode_step")])
         else:
             grouped[ident] = {**item, count_field: 1, "last_decode_step": item.get("decode_step")}
     return list(grouped.values())
+
+
+def spanned(item: dict, steps: list[Optional[int]]) -> dict:
+    """``item``'s span of decode steps widened to hold ``steps`` (None: a step not known, left out)."""
+    known = [s for s in (item.get("decode_step"), item.get("last_decode_step"), *steps) if s is not None]
+    if known:
+        item["decode_step"], item["last_decode_step"] = min(known), max(known)
+    return item
 
 
 def graph_breaks_from_counters(collector: capture.LogCapture, counters: dict) -> list[dict]:
@@ -58,19 +65,38 @@ def placed_at_sites(breaks: list[dict], sites: list[dict]) -> list[dict]:
     for site in sites:
         named.setdefault(site["reason"], []).append(site)
     unnamed = [site for site in sites if site["reason"] not in {b["reason"] for b in breaks}]
+    placed_rows: list[dict] = []
     for item in breaks:
-        if item.get("location"):
-            continue
         own = named.get(item["reason"], [])
-        placed = own[0] if own else (unnamed.pop(0) if unnamed else None)
+        if item.get("location") or own:
+            placed_rows += [item] if item.get("location") else at_sites(item, own)
+            continue
+        placed = unnamed.pop(0) if unnamed else None
         if placed is not None:
             item["location"] = placed["location"]
-            if item.get("decode_step") is None:
-                item["decode_step"] = placed["decode_step"]
-            steps = [each["decode_step"] for each in own if each["decode_step"] is not None]
-            if steps:  # the span of decode steps its sites were logged at, as for a logged break
-                item["decode_step"], item["last_decode_step"] = min(steps), max(steps)
-    return breaks
+            spanned(item, [placed["decode_step"]])
+        placed_rows.append(item)
+    return placed_rows
+
+
+def at_sites(item: dict, sites: list[dict]) -> list[dict]:
+    """A counted break with no place of its own, placed at the sites torch said a graph ended for it.
+
+    Where the sites account for every event torch counted, a row per place each counting its own
+    sites, over the steps they were logged at (the prefill included); else one row at the first
+    site, over the steps of all of them (torch logged fewer ends than it counted)."""
+    by_place: "OrderedDict[Optional[str], list[dict]]" = OrderedDict()
+    for site in sites:
+        by_place.setdefault(site["location"], []).append(site)
+    if len(sites) != (item.get("count") or 1) or None in by_place:
+        return [spanned({**item, "location": sites[0]["location"]}, [site["decode_step"] for site in sites])]
+    return [
+        spanned(
+            {**item, "location": place, "count": len(here), "decode_step": None, "last_decode_step": None},
+            [site["decode_step"] for site in here],
+        )
+        for place, here in by_place.items()
+    ]
 
 
 def counted_breaks_note(has_log: bool) -> dict[str, Any]:
@@ -204,6 +230,39 @@ def one_fallback_each(hidden: list[dict]) -> list[dict]:
     return [item for item in hidden if id(item) not in dropped]
 
 
+def one_per_event(hidden: list[dict]) -> list[dict]:
+    """An error torch swallowed and the frame it gave up on for it made one: convert_frame's fallback
+    record names the frame (its code, at the frame's first line) and the exception it stopped on, which
+    names the error (a TorchRuntimeError's "got TypeError('...')"), while the error's own record
+    sits where the user's code raised it. Joined by what the fallback says, not by line: same decode
+    step, the error's type and first line within the fallback's text, each record joined once. The
+    row kept is the error's, at the line that raised it, counted as the frame given up."""
+    used: set[int] = set()
+    dropped: set[int] = set()
+    for index, fallback in enumerate(hidden):
+        if fallback["source"] != "frame_fallback":
+            continue
+        said = f"{fallback.get('exc_type')}: {fallback.get('message') or ''}\n{fallback.get('traceback') or ''}"
+        for earlier in hidden[:index]:
+            first = _first_line(earlier.get("message"))
+            kind = earlier.get("exc_type")
+            # the error's own line, or the repr torch's message quotes it by ("got TypeError('...')")
+            named = bool(first) and (f"{kind}: {first}" in said or f"{kind}({first!r})" in said)
+            if (
+                id(earlier) in used
+                or earlier["source"] != "swallowed_exception"
+                or earlier.get("decode_step") != fallback.get("decode_step")
+                or not named
+            ):
+                continue
+            used.add(id(earlier))
+            dropped.add(id(fallback))
+            earlier.update(source="frame_fallback", count=max(earlier.get("count") or 1, fallback.get("count") or 1))
+            earlier["location"] = earlier.get("location") or fallback.get("location")
+            break
+    return [item for item in hidden if id(item) not in dropped]
+
+
 def _first_line(text: Optional[str]) -> str:
     return ((text or "").strip().splitlines() or [""])[0].strip()
 
@@ -256,13 +315,8 @@ def as_torch_counted(breaks: list[dict], counters: dict, sites: Optional[list[di
             used.update(matched)
             row = dict(breaks[matched[0]]) if matched else graph_breaks_from_messages({message: count}, resumable)[0]
             row.update(count=count, resumable=resumable)
-            site = None if row.get("location") else next((x for x in sites or [] if _says(x, text)), None)
-            if site is not None:
-                row["location"] = site["location"]
-                row["decode_step"] = (
-                    row.get("decode_step") if row.get("decode_step") is not None else site["decode_step"]
-                )
-            result.append(row)
+            own = [] if row.get("location") else [x for x in sites or [] if _says(x, text)]
+            result += at_sites(row, own) if own else [row]
     return result + [
         item
         for i, item in enumerate(breaks)
@@ -308,22 +362,39 @@ def emit_findings(
         results.write(records.GRAPH_BREAK, **item)
     for item in collector.of_kind("recompile"):
         results.write(records.RECOMPILE, **item)
-    sites = collector.of_kind("break_site") + raised_site(error)
-    for item in hidden_errors(collector.of_kind("hidden_error"), failed_whole, sites):
+    # an inline error the log did not place (LogCapture) is the raised one's where the compile raised it
+    for item in hidden_errors(collector.of_kind("hidden_error"), failed_whole, raised_site(error), error):
         results.write(records.HIDDEN_ERROR, **item)
     return breaks
 
 
-def hidden_errors(found: list[dict], failed_whole: bool = False, sites: Optional[list[dict]] = None) -> list[dict]:
+def _is_raised(item: dict, raised: Mapping[str, Any]) -> bool:
+    """Whether a hidden error's record is the error a fullgraph compile raised: the recompile limit's
+    warning behind a limit failure (or behind a run whose error torch did not name), or a record of
+    the raised error's type and first line."""
+    kind = raised.get("error_type") or ""
+    if item["source"] == parsers.RECOMPILE_LIMIT:
+        return "Limit" in kind or not kind
+    message = _first_line(raised.get("error_message"))
+    return bool(kind) and item.get("exc_type") == kind and bool(message) and _first_line(item["message"]) == message
+
+
+def hidden_errors(
+    found: list[dict],
+    failed_whole: bool = False,
+    sites: Optional[list[dict]] = None,
+    raised: Optional[Mapping[str, Any]] = None,
+) -> list[dict]:
     """The hidden errors of one compile: one per event torch swallowed, whichever of its logs named
     it and however often, then a row per key and location counting the events.
 
     An event is a frame torch gave up on (one per frame and decode step) or an error it swallowed
-    without giving up a frame. On a fullgraph compile that raised, the recompile limit is the run's
-    error, not one torch swallowed."""
-    events = one_per_frame(one_fallback_each(placed_inline_errors([dict(item) for item in found], sites or [])))
-    if failed_whole:
-        events = [item for item in events if item["source"] != parsers.RECOMPILE_LIMIT]
+    without giving up a frame. On a fullgraph compile that raised, the error it raised (``raised``, the
+    run's error fields) is the run's, not one torch swallowed; what torch swallowed before it stays."""
+    events = placed_inline_errors([dict(item) for item in found], sites or [])
+    events = one_per_frame(one_per_event(one_fallback_each(events)))
+    if failed_whole:  # the raised error is the run's, never also a hidden one (docs/data-model.md)
+        events = [item for item in events if not _is_raised(item, raised or {})]
     return group([{k: v for k, v in item.items() if k != "count"} for item in events], ("key", "location"))
 
 

@@ -15,6 +15,7 @@ from typing import Any, Callable, Optional
 from diag.probe import compat, parsers
 from diag.probe.cases import Case, Generation, wall_clock
 from diag.probe.record_types import BuildRecord, ResultRecord
+from diag.probe.records import PREFILL
 from diag.probe.spec import DTYPES, Spec
 from diag.probe.statuses import ENVIRONMENT_ERRNOS
 
@@ -206,10 +207,12 @@ class Workload:
         )
         # every pass starts from one seed: a case that builds its own model or prompt builds the same one
         self.torch.manual_seed(self.spec.config.seed)
+        self._set_step(PREFILL)  # what compiles before the first decode step is the prefill's
         try:
             with self.torch.no_grad():
                 self.case.generate(gen)
         finally:
+            self._set_step(None)
             self.notes = list(gen.notes)  # kept where the case raised: the note may say why
         if len(gen.tokens) != self.spec.config.new_tokens:
             raise RuntimeError(

@@ -30,6 +30,22 @@ GENERATED = "<string>"
 _RESUMED_FN = re.compile(r"^<graph break in (?P<fn>.+)>$")
 
 
+# the line dynamo is tracing, which torch 2.0 logs at DEBUG before each ("TRACE starts_line <file>:<line>")
+_TRACED = re.compile(r"^TRACE starts_line (?P<file>\S+?):(?P<line>\d+)")
+
+
+def traced_user_line(record: Record) -> Optional[str]:
+    """The line of the user's code dynamo went on to trace, where ``record`` says one (torch 2.0; later
+    builds log it only under the ``trace_source`` artifact): an error swallowed while binding a call
+    happened at the newest such line, the call's."""
+    if not record.logger.startswith("torch._dynamo.symbolic_convert"):
+        return None
+    found = _TRACED.match(record.message)
+    if found is None or is_torch_file(found["file"]):
+        return None
+    return f"{found['file']}:{found['line']}"
+
+
 def parse_break_site(record: Record) -> Optional[Finding]:
     """Where dynamo ended a graph at a break: the reason (a break's message, or one of AT_INSTRUCTION
     for a break raised at that instruction) and the innermost user frame, else the generated

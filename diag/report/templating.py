@@ -16,7 +16,7 @@ from diag.config import diag_home
 from diag.contract import STATUSES
 from diag.pages import case_href
 from diag.report.model import FLAKY_FLIPS, row_label
-from diag.text import safe
+from diag.text import place, safe, step_span
 from diag.verdicts import why
 
 
@@ -93,6 +93,8 @@ def environment() -> jinja2.Environment:
         compare_url=compare_url,
         flaky_flips=FLAKY_FLIPS,
         grows=guards.grows_with_the_step,
+        steps=step_span,
+        place=place,
         refusal_lines=why.refusal_lines,
     )
     env.tests["startswith"] = lambda value, prefix: str(value).startswith(prefix)

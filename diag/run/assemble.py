@@ -128,8 +128,10 @@ def recompile_split(found: Findings, status: str, unseen: frozenset = frozenset(
     on it: ``regress.Thresholds.decode_recompile_steps``)."""
     if (status in statuses.NEVER_COMPILED or "recompile_count" in unseen) and not found["recompiles"]:
         return {"prefill_recompiles": None, "decode_recompiles": None, "decode_recompile_steps": None}
-    prefill = [r for r in found["recompiles"] if r.get("decode_step") is None]
-    decode = [r for r in found["recompiles"] if r.get("decode_step") is not None]
+    # the prefill's: those at records.PREFILL, and those stored before it was told apart (no step)
+    steps = [(r, r.get("decode_step")) for r in found["recompiles"]]
+    prefill = [r for r, step in steps if step is None or step < 0]
+    decode = [r for r, step in steps if step is not None and step >= 0]
     return {
         "prefill_recompiles": statuses.finding_total(prefill),
         "decode_recompiles": statuses.finding_total(decode),

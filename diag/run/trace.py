@@ -51,13 +51,17 @@ def frame_row(metrics: Mapping[str, Any]) -> FrameRow:
 
 
 def frame_count(run: StoredRun) -> tuple[Optional[int], str]:
-    """How many frames a stored run's compile made, and why that is unknown where it is: None where
-    torch's compilation metrics could not be read (before torch 2.4, no trace), never 0."""
+    """How many frames a stored run's compile made, and why that is unknown where it is: a count only
+    where frames were stored or the run says torch's compilation metrics were read (and held none);
+    else None, never 0: before torch 2.4 (no trace), a run that did not record what it read, or one
+    whose frames and capabilities were pruned."""
     found = run.get("frames") or []
     said = (run.get("capabilities") or {}).get("compilation_metrics")
-    if found or not isinstance(said, dict) or said.get("available", True):
+    if found or (isinstance(said, dict) and said.get("available") is True):
         return len(found), ""
-    return None, str(said.get("detail") or "torch's compilation metrics were not read")
+    if isinstance(said, dict):
+        return None, str(said.get("detail") or "torch's compilation metrics were not read")
+    return None, "the run holds no note of torch's compilation metrics (not recorded, or pruned)"
 
 
 def trace_logs(directory: Path) -> list[Path]:
