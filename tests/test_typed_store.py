@@ -18,7 +18,7 @@ from diag.store import typed
 from diag.store.typing_source import class_name
 
 
-@pytest.mark.parametrize("generated", ["diag/store/typed.py", "diag/probe/record_types.py"])
+@pytest.mark.parametrize("generated", ["diag/store/rows.py", "diag/probe/record_types.py"])
 def test_the_generated_types_are_current(generated):
     """The tables' types from the migrated schema, the records' from records.KINDS."""
     done = subprocess.run(

@@ -1,6 +1,6 @@
-"""The source of ``diag/store/typed.py``'s generated part: a ``TypedDict`` per table of a DB migrated
+"""The source of ``diag/store/rows.py``: a ``TypedDict`` per table of a DB migrated
 from blank, a field per column with the Python type SQLite hands back for its declared type (cog -r
-diag/store/typed.py writes it; tests/test_typed_store.py fails where it is stale)."""
+diag/store/rows.py writes it; tests/test_typed_store.py fails where it is stale)."""
 
 from __future__ import annotations
 
