@@ -105,6 +105,7 @@ def test_verdict_steps_one_at_a_time(tmp_path):
     assert assemble.correctness(files.diagnosis)["oracle_equal"] == 1
     assert {row["metric"] for row in assemble.timing_rows(files.timing)} == {
         "decode_step",
+        "between_step",
         "generation",
         "host_reference",
     }
