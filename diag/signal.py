@@ -6,7 +6,9 @@
   guard key or the property its guard checked (``size[1]``), a hidden error's key;
 - ``count:NAME``: one of the exact counts a contract holds (``counts``: ``graphs``, ``graph_breaks``,
   ``graph_breaks GB0124``, ``recompiles size[1]``, ``hidden_errors``, ``counter inductor.fusions``...),
-  changed from the good build's; ``count:NAME>=V`` (or ``>``, ``<=``, ``<``): crossing V.
+  changed from the good build's; ``count:NAME>=V`` (or ``>``, ``<=``, ``<``): crossing V;
+- ``code``: the code the run compiled (its ``code_digest``: each graph's, inductor's output code or
+  dynamo's graph), changed from the good build's; where the run holds no digest, why not.
 
 A count absent from a run is 0. Pure: no I/O.
 """
@@ -102,7 +104,7 @@ def keys(run: Mapping[str, Any]) -> set[str]:
 
 @dataclass(frozen=True)
 class Signal:
-    kind: str  # status, key, count
+    kind: str  # status, code, key, count
     name: str = ""
     op: Optional[str] = None
     value: Optional[int] = None
@@ -114,6 +116,8 @@ class Signal:
             return outcome(run)
         if self.kind == "key":
             return self.name in keys(run)
+        if self.kind == "code":
+            return run.get("code_digest") or f"not known: {run.get('code_note') or 'stored before diag hashed it'}"
         count = counts(run).get(self.name, 0)
         return count if self.op is None else OPERATORS[self.op](count, self.value)
 
@@ -123,6 +127,8 @@ class Signal:
             return str(value)
         if self.kind == "key":
             return f"{self.name} {'present' if value else 'absent'}"
+        if self.kind == "code":
+            return f"code {value}"
         if self.op is None:
             return f"{self.name} = {value}"
         return f"{self.name} {self.op} {self.value}: {'yes' if value else 'no'}"
@@ -130,8 +136,8 @@ class Signal:
     @property
     def text(self) -> str:
         """The signal as --on takes it."""
-        if self.kind == "status":
-            return "status"
+        if self.kind in ("status", "code"):
+            return self.kind
         return f"{self.kind}:{self.name}" + (f"{self.op}{self.value}" if self.op else "")
 
 
@@ -143,6 +149,8 @@ def parse(text: str) -> Signal:
     kind, _, rest = text.strip().partition(":")
     if kind == "status" and not rest:
         return STATUS
+    if kind == "code" and not rest:
+        return Signal("code")
     if kind == "key" and rest.strip():
         return Signal("key", rest.strip())
     if kind == "count" and rest.strip():
@@ -151,6 +159,6 @@ def parse(text: str) -> Signal:
             value = found["value"]
             return Signal("count", found["name"].strip(), found["op"], int(value) if value is not None else None)
     raise SignalError(
-        f"{text!r} names no signal: status, key:KEY (a GB id, a guard key, a hidden error's key) or "
+        f"{text!r} names no signal: status, code, key:KEY (a GB id, a guard key, a hidden error's key) or "
         "count:NAME with an optional >=N, >N, <=N or <N (a count as diag expect writes it)"
     )

@@ -204,6 +204,10 @@ def _counts(run: StoredRun) -> list[str]:
     if run.get("second_call_recompiles") is not None:
         error = f", and it failed: {safe(run['second_call_error'])}" if run.get("second_call_error") else ""
         lines.append(f"  a second generate call right after: {run['second_call_recompiles']} recompiles{error}")
+    if run.get("code_digest") or run.get("code_note"):
+        lines.append(
+            f"  compiled code: {safe(run.get('code_digest') or 'not known')} ({safe(run.get('code_note') or '')})"
+        )
     return lines
 
 

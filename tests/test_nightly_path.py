@@ -9,6 +9,7 @@ torch wheels relabelled as dated nightlies, one of them broken like the 2023 nig
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import sqlite3
 import sys
@@ -192,6 +193,12 @@ def test_the_nightly_path_end_to_end(real_index, tmp_path, monkeypatch):
     assert counted["signal"] == "count:graphs" and counted["good_value"].startswith("graphs = ")
     assert counted["good_value"] not in counted["bad_values"]
     assert counted["first_bad"]["version"] == "2.14.0.dev20260103+cpu" and counted["runs"] == result["runs"]
+    # and on the code it compiled: the good end's 4 runs one digest, the broken build's none, and why
+    on_code = [*bisecting[:-1], "--on", "code", "--json"]
+    coded = json.loads(diag(*on_code, cwd=tmp_path, env_extra=extra, timeout=600).stdout)
+    assert re.fullmatch(r"code [0-9a-f]{16}", coded["good_value"]), coded["good_value"]
+    assert coded["bad_values"] == ["code not known: the trace holds no compiled graph's code"] * 4, coded
+    assert coded["first_bad"]["version"] == "2.14.0.dev20260103+cpu" and coded["runs"] == result["runs"]
     builds = {
         row[0]: row[1:]
         for row in sqlite3.connect(db).execute(

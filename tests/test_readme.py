@@ -79,6 +79,8 @@ def test_the_set_up_command_runs_append_last_with_inductor_passes_and_is_timed(t
     log = (Path(run["artifacts_dir"]) / "torch_debug.log").read_text()
     assert "torch._inductor.graph Output code" not in log
     assert "torch._dynamo" in log
+    # the code it compiled is inductor's, from the cache as from a cold lowering: one digest either way
+    assert run["code_note"] == "1 graph: inductor's output code" and len(run["code_digest"]) == 16
     # depyf is installed but was not asked for: no dump, and the run says why
     assert run["capabilities"]["depyf"] == {"available": False, "detail": run["capabilities"]["depyf"]["detail"]}
     assert "not asked for" in run["capabilities"]["depyf"]["detail"]

@@ -81,9 +81,11 @@ from diag.run import catalog, preflight
     default="status",
     show_default=True,
     metavar="SIGNAL",
-    help="What a build is judged on: status; key:KEY (a GB id, graph-break type, recompile guard key or "
-    "property, hidden error's key: present or not); count:NAME (a count as diag expect writes it, "
-    "changed from the good end's) or count:NAME>=N (crossing N; also >, <=, <).",
+    help="What a build is judged on: status; code (the code it compiled: each graph's, inductor's output "
+    "code or dynamo's graph, changed from the good end's; needs torch >= 2.3's trace); key:KEY (a GB id, "
+    "graph-break type, recompile guard key or property, hidden error's key: present or not); count:NAME "
+    "(a count as diag expect writes it, changed from the good end's) or count:NAME>=N (crossing N; also "
+    ">, <=, <).",
 )
 @click.option(
     "--confirm",

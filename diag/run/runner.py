@@ -197,6 +197,7 @@ def record_of(run_dir: Path, fallback_build: Callable[[], dict]) -> RunRecord:
     # the probe's own build record where it wrote one; else what describing the environment gives
     build = record_types.BuildRecord() if built else cast(record_types.BuildRecord, fallback_build())
     record = assemble(files, build, frames, notes)
+    record.run.update(trace.code_of(run_dir / "trace", compiled))
     record.run["orchestrator_s"] = time.perf_counter() - started
     return record
 

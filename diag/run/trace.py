@@ -8,8 +8,10 @@ fail a run: problems come back as notes stored with the run's capabilities.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -17,7 +19,7 @@ from pathlib import Path
 from typing import Any, Mapping, Optional, cast
 
 from diag.contract import record_types
-from diag.store.typed import FrameRow, StoredRun
+from diag.store.typed import FrameRow, RunRow, StoredRun
 
 FRAME_FIELDS = (
     "compile_id",
@@ -144,3 +146,75 @@ def collect(
     tlparse_note = render_tlparse(run_dir / "trace", run_dir / "tlparse", python=python)
     notes = {"compilation_metrics": frames_note, "tlparse": tlparse_note}
     return rows, {name: {"available": ok, "detail": detail} for name, (ok, detail) in notes.items()}
+
+
+# What a compiled graph's code is, by what the trace holds of it: inductor's output code where the
+# backend generated some, else dynamo's graph (every backend gets one)
+CODE_KINDS = ("inductor_output_code", "dynamo_output_graph")
+_ABSOLUTE_PATH = re.compile(r"(?<![\w.])/(?:[\w.@+-]+/)+[\w.@+-]*")
+_SYMBOL = re.compile(r"\b([su])(\d+)\b")
+_ADDRESS = re.compile(r"0x[0-9a-f]{6,}")
+
+
+def normalized_code(code: str) -> str:
+    """A graph's code without what differs from one run of the same build to the next: comments (the
+    source lines they quote, kernel paths, node mappings), absolute paths, addresses, and the numbers
+    torch gave its size symbols (renumbered in order of appearance)."""
+    kept = [line.rstrip() for line in code.splitlines() if line.strip() and not line.strip().startswith("#")]
+    text = _ADDRESS.sub("0x", _ABSOLUTE_PATH.sub("<path>", "\n".join(kept)))
+    numbered: dict[str, str] = {}
+
+    def renumber(found: re.Match[str]) -> str:
+        return numbered.setdefault(found[0], f"{found[1]}{len([k for k in numbered if k[0] == found[1]])}")
+
+    return _SYMBOL.sub(renumber, text)
+
+
+def _graph_payloads(log: Path) -> dict[tuple, dict[str, str]]:
+    """Per compiled graph (frame, compile, attempt, in the order compiled), the payload of each of
+    CODE_KINDS the trace holds for it."""
+    graphs: dict[tuple, dict[str, str]] = {}
+    current: Optional[list[str]] = None
+    with open(log, encoding="utf-8", errors="replace") as handle:
+        for line in handle:
+            if line.startswith("\t"):
+                if current is not None:
+                    current.append(line[1:])
+                continue
+            current = None
+            kind = next((k for k in CODE_KINDS if f'{{"{k}"' in line), None)
+            if kind is None or "{" not in line:
+                continue
+            try:
+                header = json.loads(line[line.index("{") :])
+            except ValueError:
+                continue
+            graph = (header.get("frame_id"), header.get("frame_compile_id"), header.get("attempt"))
+            current = []
+            graphs.setdefault(graph, {})[kind] = current  # type: ignore[assignment]
+    return {graph: {kind: "".join(lines) for kind, lines in kinds.items()} for graph, kinds in graphs.items()}
+
+
+def code_of(directory: Path, compiled: bool = True) -> RunRow:
+    """The run's ``code_digest`` (over its compiled graphs' code, in the order compiled: two runs with
+    the same digest compiled the same code) and ``code_note`` (what was hashed, or why nothing was)."""
+    logs = trace_logs(directory)
+    if not compiled and not logs:
+        return RunRow(code_digest=None, code_note="nothing was compiled")
+    if not logs:
+        return RunRow(
+            code_digest=None, code_note="no TORCH_TRACE log was written (structured trace needs torch >= 2.3)"
+        )
+    graphs: dict[tuple, dict[str, str]] = {}
+    for log in logs:
+        graphs.update(_graph_payloads(log))
+    if not graphs:
+        return RunRow(code_digest=None, code_note="the trace holds no compiled graph's code")
+    digests, kinds = [], set()
+    for kinds_held in graphs.values():
+        kind = next(k for k in CODE_KINDS if k in kinds_held)
+        kinds.add("inductor's output code" if kind == CODE_KINDS[0] else "dynamo's graph code")
+        digests.append(hashlib.sha256(normalized_code(kinds_held[kind]).encode()).hexdigest())
+    digest = hashlib.sha256("\n".join(digests).encode()).hexdigest()[:16]
+    graphs_said = f"{len(digests)} graph{'s' if len(digests) != 1 else ''}"
+    return RunRow(code_digest=digest, code_note=f"{graphs_said}: {' and '.join(sorted(kinds))}")

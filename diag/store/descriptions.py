@@ -50,6 +50,9 @@ DESCRIPTIONS: dict[str, tuple[str, dict[str, str]]] = {
             "compile_cpu_s": "CPU time of the cold compile, the probe's and its compiler processes' (s)",
             "compile_stall_s": "seconds of the cold compile in which some task waited for a CPU (Linux PSI; s)",
             "environment": "the environment it ran in (environments.digest): Python, CUDA, driver, packages",
+            "code_digest": "a digest of the code it compiled: each graph's, in the order compiled (inductor's output "
+            "code, else dynamo's graph), comments, paths and symbol numbers left out",
+            "code_note": "what code_digest was made of (how many graphs, whose code), or why there is none",
             "compile_noisy": "1: the compile waited for a busy machine and gives no verdict (NULL: not judged)",
             "compile_note": "why the compile time is noisy, in plain words",
             "compile_instructions": "instructions the cold compile executed (--count-instructions): the "

@@ -124,6 +124,8 @@ class RunRow(TypedDict, total=False):
     compiled_between_ms: Optional[float]
     compile_stall_s: Optional[float]
     environment: Optional[str]
+    code_digest: Optional[str]
+    code_note: Optional[str]
 
 
 class GraphBreakRow(TypedDict, total=False):
@@ -406,6 +408,8 @@ class StoredRunColumns(TypedDict, total=False):
     compiled_between_ms: Optional[float]
     compile_stall_s: Optional[float]
     environment: Optional[str]
+    code_digest: Optional[str]
+    code_note: Optional[str]
 
 
 # [[[end]]]

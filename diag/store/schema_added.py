@@ -168,3 +168,12 @@ def m026_bisects(db: sqlite_utils.Database) -> None:
         },
         pk="id",
     )
+
+
+@migration
+def m027_code_digest(db: sqlite_utils.Database) -> None:
+    """A digest of the code each run compiled (its graphs', in the order compiled, from the structured
+    trace: inductor's output code, else dynamo's graph), and what was hashed or why nothing was: the
+    signal of a bisect on the generated code changing. NULL: stored before, or no trace."""
+    db.table("runs").add_column("code_digest", str)
+    db.table("runs").add_column("code_note", str)
