@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import datetime
 import shlex
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Optional
 
@@ -20,8 +20,8 @@ from diag.contract import Config
 from diag.envs import wheels
 from diag.run import runner
 from diag.run.catalog import CaseRef
-from diag.searching import BisectError, BuildTester, confirmed_search
-from diag.signal import STATUS, Signal
+from diag.searching import STEADY, BisectError, BuildTester, confirmed_search
+from diag.signal import STATUS, Signal, SignalError, calibrated
 from diag.store.typed import StoredRun
 
 
@@ -285,7 +285,9 @@ class Probe:
     def read(self, spec: str, index: int) -> Any:
         """The signal's value of run ``index`` of ``spec``; None where the build cannot be had."""
         if spec not in self.runs:
-            self.runs[spec] = self.axis.stored(self.db, spec, self.row)
+            # a ratio's stored runs only where they measured its figure (a count pass, a timing pass)
+            stored = self.axis.stored(self.db, spec, self.row)
+            self.runs[spec] = [r for r in stored if self.signal.needs is None or self.signal.figure(r) is not None]
             if self.runs[spec]:
                 self.log(f"{spec}: reusing {len(self.runs[spec])} stored run(s)")
         if index >= len(self.runs[spec]):
@@ -298,7 +300,10 @@ class Probe:
                 self.log(f"{spec}: skipped, not installed ({exc})")
                 return None
             self.log(f"{spec}: running {self.case.name} (run {index + 1})")
-            record = runner.execute(runner.Job(env, self.case, self.config), self.db_path, self.timeout_s, timing=False)
+            needs = self.signal.needs
+            config = replace(self.config, count_instructions=True) if needs == "count_instructions" else self.config
+            job = runner.Job(env, self.case, config)
+            record = runner.execute(job, self.db_path, self.timeout_s, timing=needs == "timing")
             made = store.get_run(self.db, store.save_run(self.db, record))
             assert made is not None  # just stored
             self.runs[spec].append(made)
@@ -309,6 +314,17 @@ class Probe:
         made = self.runs.get(spec) or []
         differing = next((r for r in made if self.signal.read(r) != good_value), None)
         return self.axis.summary(differing or (made[-1] if made else None), spec)
+
+
+def calibrated_against(probe: Probe, good: str, runs: int) -> Signal:
+    """``probe``'s ratio signal set against the median of ``runs`` runs of the good end."""
+    for index in range(runs):
+        if probe.read(good, index) is None:
+            raise BisectError(f"cannot test {good}: {probe.failures.get(good)}")
+    try:
+        return calibrated(probe.signal, probe.runs[good][:runs])
+    except SignalError as exc:
+        raise BisectError(str(exc)) from exc
 
 
 def bisect(
@@ -328,6 +344,8 @@ def bisect(
     transformers) on ``signal``, confirming the last good build ``confirm`` times
     (``searching.confirmed_search``); a summary of the result."""
     probe = Probe(db, db_path, case, config, provision, timeout_s, axis or Axis(), signal, log)
+    if signal.kind == "ratio":  # set against the good end's figure, from the runs that judge it
+        signal = probe.signal = calibrated_against(probe, candidates[0], STEADY if confirm else 1)
     tester = BuildTester(probe.read, log=log, failures=probe.failures)
     found = confirmed_search(candidates, tester, confirm, signal.said)
     result, runs = found.result, probe.runs
@@ -355,7 +373,9 @@ def bisect(
         "skipped": {spec: probe.failures.get(spec) for spec in result.skipped},
         "last_good": last_good,
         "first_bad": first_bad,
-        "reproduce": probe.axis.reproduce(result.first_bad, probe.row),
+        "reproduce": probe.axis.reproduce(result.first_bad, probe.row)
+        + (" --count-instructions" if signal.needs == "count_instructions" else ""),
+        "reference": signal.reference,
     }
     summary["commit_range"], summary["compare_url"] = probe.axis.compare(last_good, first_bad)
     return summary

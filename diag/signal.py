@@ -8,7 +8,12 @@
   ``graph_breaks GB0124``, ``recompiles size[1]``, ``hidden_errors``, ``counter inductor.fusions``...),
   changed from the good build's; ``count:NAME>=V`` (or ``>``, ``<=``, ``<``): crossing V;
 - ``code``: the code the run compiled (its ``code_digest``: each graph's, inductor's output code or
-  dynamo's graph), changed from the good build's; where the run holds no digest, why not.
+  dynamo's graph), changed from the good build's; where the run holds no digest, why not;
+- ``ratio:instructions>=R``, ``ratio:latency>=R`` (or ``<=R``, for a speed-up): the cold compile's
+  instructions, or the compiled latency, at R times the good end's (the median of its runs, set by
+  ``calibrated`` before the search) or past it. A latency counts as past only where its whole 95%
+  interval is: a noisy run that cannot show the change reads as within, and the search's runs per
+  build (searching.py) make up for a change some runs hide.
 
 A count absent from a run is 0. Pure: no I/O.
 """
@@ -18,7 +23,7 @@ from __future__ import annotations
 import operator
 import re
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 from diag.store.typed import children
 
@@ -102,12 +107,40 @@ def keys(run: Mapping[str, Any]) -> set[str]:
     return found
 
 
+# a ratio's figure: the column read, and for latency the ends of its 95% interval (past R only where
+# the whole interval is), with what a run needs to have it
+RATIO_FIGURES = {
+    "instructions": ("compile_instructions", None, None, "count_instructions"),
+    "latency": ("compiled_ms_per_token", "compiled_ms_low", "compiled_ms_high", "timing"),
+}
+_RATIO = re.compile(r"^(?P<name>\w+)\s*(?P<op>>=|<=)\s*(?P<value>\d+(?:\.\d+)?)$")
+
+
 @dataclass(frozen=True)
 class Signal:
-    kind: str  # status, code, key, count
+    kind: str  # status, code, key, count, ratio
     name: str = ""
     op: Optional[str] = None
-    value: Optional[int] = None
+    value: Optional[float] = None
+    reference: Optional[float] = None  # a ratio's: the good end's figure, once calibrated
+
+    @property
+    def needs(self) -> Optional[str]:
+        """The pass a run needs for the signal (``count_instructions``, ``timing``); None: the diagnosis."""
+        return RATIO_FIGURES[self.name][3] if self.kind == "ratio" else None
+
+    def figure(self, run: Mapping[str, Any]) -> Optional[float]:
+        """A ratio's figure of ``run`` (None where the run has none)."""
+        value = run.get(RATIO_FIGURES[self.name][0])
+        return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+    def _past(self, run: Mapping[str, Any]) -> bool:
+        column, low, high, _ = RATIO_FIGURES[self.name]
+        assert self.reference is not None and self.value is not None and self.op is not None
+        bound = low if self.op == ">=" else high  # the interval's end nearest the good end
+        value = run.get(bound) if bound else None
+        value = value if isinstance(value, (int, float)) else self.figure(run)
+        return value is not None and OPERATORS[self.op](value, self.value * self.reference)
 
     def read(self, run: Mapping[str, Any]) -> Any:
         """The run's value of the signal: its outcome, whether it has the key, its count (or, for a
@@ -118,6 +151,8 @@ class Signal:
             return self.name in keys(run)
         if self.kind == "code":
             return run.get("code_digest") or f"not known: {run.get('code_note') or 'stored before diag hashed it'}"
+        if self.kind == "ratio":
+            return self.figure(run) if self.reference is None else self._past(run)
         count = counts(run).get(self.name, 0)
         return count if self.op is None else OPERATORS[self.op](count, self.value)
 
@@ -129,6 +164,10 @@ class Signal:
             return f"{self.name} {'present' if value else 'absent'}"
         if self.kind == "code":
             return f"code {value}"
+        if self.kind == "ratio":
+            if self.reference is None:
+                return f"{self.name} {value:,.6g}" if value is not None else f"{self.name} not measured"
+            return f"{self.name} {'past' if value else 'within'} {self.value:g}x the good end's {self.reference:,.6g}"
         if self.op is None:
             return f"{self.name} = {value}"
         return f"{self.name} {self.op} {self.value}: {'yes' if value else 'no'}"
@@ -151,6 +190,10 @@ def parse(text: str) -> Signal:
         return STATUS
     if kind == "code" and not rest:
         return Signal("code")
+    if kind == "ratio":
+        found = _RATIO.match(rest.strip())
+        if found and found["name"] in RATIO_FIGURES and float(found["value"]) > 0:
+            return Signal("ratio", found["name"], found["op"], float(found["value"]))
     if kind == "key" and rest.strip():
         return Signal("key", rest.strip())
     if kind == "count" and rest.strip():
@@ -159,6 +202,21 @@ def parse(text: str) -> Signal:
             value = found["value"]
             return Signal("count", found["name"].strip(), found["op"], int(value) if value is not None else None)
     raise SignalError(
-        f"{text!r} names no signal: status, code, key:KEY (a GB id, a guard key, a hidden error's key) or "
-        "count:NAME with an optional >=N, >N, <=N or <N (a count as diag expect writes it)"
+        f"{text!r} names no signal: status, code, key:KEY (a GB id, a guard key, a hidden error's key), "
+        "count:NAME with an optional >=N, >N, <=N or <N (a count as diag expect writes it), or "
+        "ratio:instructions>=R or ratio:latency>=R (or <=R) against the good end"
     )
+
+
+def calibrated(signal: Signal, good_runs: Sequence[Mapping[str, Any]]) -> Signal:
+    """A ratio signal set against the good end: the median of its runs' figure. SignalError where a
+    run has none (no count pass, a timing that failed), saying which."""
+    import statistics
+    from dataclasses import replace
+
+    figures = [signal.figure(run) for run in good_runs]
+    if not figures or any(f is None for f in figures):
+        raise SignalError(
+            f"the good end's runs have no {signal.name} ({RATIO_FIGURES[signal.name][0]}) to set the ratio against"
+        )
+    return replace(signal, reference=statistics.median([f for f in figures if f is not None]))

@@ -4,6 +4,7 @@ bisect that reuses every run, is the nightly path's (tests/test_nightly_path.py)
 from __future__ import annotations
 
 import random
+import statistics
 
 import pytest
 
@@ -164,9 +165,95 @@ def test_signals_read_what_real_runs_recorded(recorded_db):
     assert signal.parse("count:graph_breaks >= 1").read(broken) is True
     assert signal.parse("count:graph_breaks<1").read(clean) is (clean["graph_break_count"] < 1)
     assert signal.parse("status").read(clean) == clean["status"]
+    latency = signal.parse("ratio:latency>=1.1")
+    assert latency.read(clean) == clean["compiled_ms_per_token"] > 0  # the figure, until set against an end
+    against = signal.calibrated(latency, [clean])
+    assert against.read(clean) is False  # a run's interval holds its own median, never past 1.1x it
 
 
-@pytest.mark.parametrize("text", ["", "speed", "key:", "count:", "count:graphs>=x", "status:pass"])
+@pytest.mark.parametrize(
+    "text",
+    ["", "speed", "key:", "count:", "count:graphs>=x", "status:pass", "code:x", "ratio:speed>=1.1", "ratio:latency>1.1"]
+    + ["ratio:latency>=0", "ratio:instructions"],
+)
 def test_an_on_that_names_no_signal_is_refused(text):
     with pytest.raises(signal.SignalError, match="names no signal"):
         signal.parse(text)
+
+
+def _instruction_runs(seed: int, boundary: int, length: int = 120, step: float = 1.07):
+    """Per build, the runs' compile instructions: 100M with 0.2% run-to-run spread (callgrind's), and
+    ``step`` times that from ``boundary`` on."""
+    rng = random.Random(seed)
+    builds = [f"2.14.0.dev2026{index:04d}" for index in range(length)]
+
+    def run(spec, index):
+        base = 100e6 * (step if builds.index(spec) >= boundary else 1.0)
+        return {"compile_instructions": int(base * rng.gauss(1.0, 0.002))}
+
+    return builds, run
+
+
+def test_a_ratio_is_set_against_the_good_end_and_finds_where_instructions_grew_past_it():
+    builds, run = _instruction_runs(seed=1, boundary=61)
+    ratio = signal.parse("ratio:instructions>=1.05")
+    assert ratio.text == "ratio:instructions>=1.05" and ratio.needs == "count_instructions"
+    good_runs = [run(builds[0], index) for index in range(4)]
+    against = signal.calibrated(ratio, good_runs)
+    assert against.reference == statistics.median(r["compile_instructions"] for r in good_runs)
+    made = {spec: [run(spec, i) for i in range(30)] for spec in builds}
+    found = searching.confirmed_search(
+        builds, searching.BuildTester(lambda spec, index: against.read(made[spec][index])), 2, against.said
+    )
+    assert (found.result.last_good, found.result.first_bad) == (builds[60], builds[61])
+    assert against.said(True).startswith("instructions past 1.05x the good end's")
+    # a run with no count (no count pass) cannot set the ratio, and says so
+    with pytest.raises(signal.SignalError, match="good end's runs have no instructions"):
+        signal.calibrated(ratio, [{"compile_instructions": None}])
+
+
+def test_a_latency_counts_as_past_the_ratio_only_where_its_whole_interval_is():
+    ratio = signal.calibrated(signal.parse("ratio:latency>=1.10"), [{"compiled_ms_per_token": 10.0}] * 4)
+    assert ratio.needs == "timing" and ratio.reference == 10.0
+    assert ratio.read({"compiled_ms_per_token": 12.0, "compiled_ms_low": 11.5, "compiled_ms_high": 12.5}) is True
+    # the median past 1.10x, its interval not: within
+    assert ratio.read({"compiled_ms_per_token": 11.5, "compiled_ms_low": 10.5, "compiled_ms_high": 12.5}) is False
+    faster = signal.calibrated(signal.parse("ratio:latency<=0.9"), [{"compiled_ms_per_token": 10.0}])
+    assert faster.read({"compiled_ms_per_token": 8.0, "compiled_ms_low": 7.5, "compiled_ms_high": 8.5}) is True
+    assert faster.read({"compiled_ms_per_token": 8.5, "compiled_ms_low": 7.5, "compiled_ms_high": 9.5}) is False
+
+
+def test_a_slowdown_noise_hides_in_one_run_of_three_is_found_in_19_of_20():
+    """Latency 12% slower from the boundary on; one run in three on a slow build is noisy (its interval
+    wide enough to hold the good end's figure), so it reads as within: the flaky search's confirmation
+    finds the boundary all the same."""
+    right = 0
+    for seed in range(20):
+        rng = random.Random(seed)
+        builds = [f"b{index:03d}" for index in range(100)]
+        boundary = rng.randrange(10, 90)
+
+        def timing(spec, index, rng=rng, builds=builds, boundary=boundary):
+            median = 10.0 * (1.12 if builds.index(spec) >= boundary else 1.0) * rng.gauss(1.0, 0.005)
+            half = 0.3 if rng.random() < 1 / 3 else 0.02
+            return {
+                "compiled_ms_per_token": median,
+                "compiled_ms_low": median * (1 - half),
+                "compiled_ms_high": median * (1 + half),
+            }
+
+        ratio = signal.calibrated(signal.parse("ratio:latency>=1.08"), [timing(builds[0], i) for i in range(4)])
+        made: dict = {}
+
+        def read(spec, index, made=made, timing=timing, ratio=ratio):
+            runs = made.setdefault(spec, [])
+            while len(runs) <= index:
+                runs.append(timing(spec, len(runs)))
+            return ratio.read(runs[index])
+
+        try:
+            found = searching.confirmed_search(builds, searching.BuildTester(read), 2, ratio.said)
+        except searching.BisectError:
+            continue
+        right += (found.result.last_good, found.result.first_bad) == (builds[boundary - 1], builds[boundary])
+    assert right >= 19

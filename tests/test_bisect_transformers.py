@@ -50,6 +50,8 @@ def test_a_transformers_range_links_the_release_tags():
         (["--package", "depyf"], "give two releases as NAME=GOOD..BAD"),
         (["--package", "depyf=0.18.0..0.19.0", "--transformers", "4.45.2..4.57.1"], "give one of them"),
         (["--package", "depyf=0.18.0..0.19.0", "--with", "depyf==0.18.0"], "moves depyf itself"),
+        (["--good", "2.1.0", "--bad", "2.2.0", "--on", "ratio:latency>=1.1", "--confirm", "0"], "--confirm 1 or more"),
+        (["--good", "2.1.0", "--bad", "2.2.0", "--on", "ratio:speed>=1.1"], "names no signal"),
     ],
 )
 def test_bad_bisect_arguments_are_one_line_errors(args, message, tmp_path):

@@ -85,7 +85,8 @@ from diag.run import catalog, preflight
     "code or dynamo's graph, changed from the good end's; needs torch >= 2.3's trace); key:KEY (a GB id, "
     "graph-break type, recompile guard key or property, hidden error's key: present or not); count:NAME "
     "(a count as diag expect writes it, changed from the good end's) or count:NAME>=N (crossing N; also "
-    ">, <=, <).",
+    ">, <=, <); ratio:instructions>=R or ratio:latency>=R (or <=R: the cold compile's instructions, or "
+    "the compiled latency's whole 95% interval, at R times the good end's median or past it).",
 )
 @click.option(
     "--confirm",
@@ -135,8 +136,11 @@ def bisect_command(
     refuse_unhonoured(
         click.get_current_context(),
         (*TIMING_OPTIONS, "count_instructions"),
-        "a bisect compares each build's diagnosis, with no timing or count pass",
+        "a bisect runs the passes its signal needs: the diagnosis, with the timing pass for ratio:latency "
+        "and the count pass for ratio:instructions, at their defaults",
     )
+    if signal.name == "latency" and signal.kind == "ratio" and confirm == 0:
+        raise fail("ratio:latency needs runs enough a side for a verdict: --confirm 1 or more (each end runs 4 times)")
     config["fullgraph"] = True if config["fullgraph"] is None else config["fullgraph"]
     asked = Asked(build_configs(**config)[0], env_options, db_path, timeout_s, as_json, signal, confirm)
     if transformers_range is not None and package_range is not None:
