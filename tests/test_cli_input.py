@@ -233,7 +233,10 @@ def test_repro_into_a_missing_folder_is_one_line(copied_db, tmp_path):
         (["race", "--case", "append_last", "--case", "dynamic_slice", "--depyf"], "--depyf does nothing on diag race"),
         (["race", "--case", "append_last", "--case", "dynamic_slice", "--count-instructions"], "--count-instructions"),
         (["bisect", "--case", "append_last", "--good", "2.1.0", "--bad", "2.2.0", "--profile"], "diag bisect"),
-        (["bisect", "--case", "append_last", "--good", "2.1.0", "--bad", "2.2.0", "--repeats", "9"], "the passes its signal needs"),
+        (
+            ["bisect", "--case", "append_last", "--good", "2.1.0", "--bad", "2.2.0", "--repeats", "9"],
+            "the passes its signal needs",
+        ),
         (["plan", "--part", "--case append_last --no-timing --repeats 3", "--shards", "1"], "--repeats does nothing"),
     ],
 )
