@@ -182,3 +182,29 @@ def test_one_problem_keeps_one_cause_across_torch_s_wordings():
         if (2, 2) <= _minor(v) <= (2, 4)
     }
     assert len(masked) == 3 and len(set.union(*masked.values())) == 1, masked
+
+
+def test_a_break_that_also_gave_up_its_frame_is_one_cause_not_two(tmp_path):
+    """A break dynamo cannot resume from (in a loop: the rest of the frame runs eagerly) is stored as a
+    graph break and as the hidden error of the frame given up, both keyed by its GB id. The night it
+    appears, check names one cause for it, not a second one titled by the regression's kind (the
+    hidden error's new key was never read as a key)."""
+    db = str(tmp_path / "gave_up.db")
+    where = "/home/u/proj/cases/c1.py:19"
+    stored(db, run_record(build=OLD, uid="a", status="pass", graph_break_count=0, **_row("c1", 0, 1)))
+    gb = {"key": "GB4636", "reason": "Call to `torch._dynamo.step_unsupported()`", "count": 1, "location": where}
+    hidden = {
+        "key": "GB4636",
+        "source": "frame_fallback",
+        "exc_type": "Unsupported",
+        "message": "Call to `torch._dynamo.step_unsupported()`",
+        "logger": "torch._dynamo.symbolic_convert.__graph_breaks",
+        "location": where,
+        "count": 1,
+    }
+    fields = {"status": "graph_break", "graph_break_count": 1, "hidden_error_count": 1}
+    stored(db, run_record(build=NEW, uid="b", graph_breaks=[gb], hidden_errors=[hidden], **fields, **_row("c1", 0, 1)))
+    verdict = json.loads(cli("check", "--db", db, "--json").output)
+    kinds = sorted(r["kind"] for cause in verdict["causes"] for r in cause["regressions"])
+    assert [cause["key"] for cause in verdict["causes"]] == ["GB4636"], verdict["causes"]
+    assert kinds == ["new_key", "new_key"]

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any, Mapping, Optional
 
 from diag import row as rows
-from diag.contract import graph_break_id, normalise
+from diag.contract import FINDING_KINDS, graph_break_id, normalise
 from diag.store.typed import StoredRun, children
 from diag.verdicts.regress import Regression, RowComparison
 
@@ -46,8 +46,9 @@ CASE_CODE = "the case's own code"
 UNKNOWN = "unknown"
 TRACKERS = {"torch": "pytorch/pytorch", "transformers": "huggingface/transformers", "depyf": "thuml/depyf"}
 _INSTALLED = re.compile(r"(?:site|dist)-packages/([A-Za-z_][\w]*)")
-_TABLE_OF = {"graph break": "graph_breaks", "recompile": "recompiles", "hidden-error": "hidden_errors"}
-_NEW_KEY = re.compile(r"^new (graph break|recompile|hidden-error) key (\S+)")
+# a new key's regression names its finding kind by its label (check's "new hidden error key ...")
+_TABLE_OF = {kind.label: kind.table for kind in FINDING_KINDS}
+_NEW_KEY = re.compile(rf"^new ({'|'.join(map(re.escape, _TABLE_OF))}) key (\S+)")
 
 
 # Wordings torch used before it named a break, with the GB id it gave the same break later: each
