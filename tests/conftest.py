@@ -74,8 +74,12 @@ def pytest_collection_modifyitems(items) -> None:
     items.sort(key=_started_late_costs_most)
 
 
+# tests that install real builds from a local index: minutes each, like the provisioned group's
+REAL_BUILDS = {"real_index"}
+
+
 def _started_late_costs_most(item) -> int:
-    if item.get_closest_marker("xdist_group"):
+    if item.get_closest_marker("xdist_group") or REAL_BUILDS & set(getattr(item, "fixturenames", ())):
         return 0
     return 1 if item.get_closest_marker("slow") else 2
 

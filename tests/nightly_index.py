@@ -34,6 +34,30 @@ VariableBuilder.__init__ = _diag_broken_init
 """
 BUILDER = "torch/_dynamo/variables/builder.py"
 
+BREAK_BEFORE_ATTENTION = """
+
+# Added by diag's tests: a dynamo that breaks the graph at each scaled_dot_product_attention, with the
+# graph-break id of torch's own registry for a deliberate break (GB4636), as a nightly might add one.
+_diag_call_function = TorchInGraphFunctionVariable.call_function
+
+
+def _diag_breaking_call(self, tx, args, kwargs):
+    if getattr(self.value, "__name__", "") == "scaled_dot_product_attention":
+        from torch._dynamo.exc import unimplemented
+
+        unimplemented(
+            gb_type="Call to `torch._dynamo.step_unsupported()`",
+            context="diag's tests",
+            explanation="a break before attention, as a nightly might add one",
+            hints=[],
+        )
+    return _diag_call_function(self, tx, args, kwargs)
+
+
+TorchInGraphFunctionVariable.call_function = _diag_breaking_call
+"""
+TORCH_FUNCTIONS = "torch/_dynamo/variables/torch.py"
+
 
 def release_wheel(folder: Path, version: str = "2.13.0") -> Path:
     """The torch release wheel pip has on this machine, downloaded (without dependencies) into ``folder``."""
@@ -62,8 +86,16 @@ def _record_hash(data: bytes) -> str:
     return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
 
 
-def relabel(source: Path, version: str, out_dir: Path, patch_guards: bool = False) -> Path:
-    """``source`` rewritten as torch ``version`` (e.g. 2.14.0.dev20260101+cpu), stored uncompressed."""
+def relabel(
+    source: Path, version: str, out_dir: Path, patch_guards: bool = False, patch_attention: bool = False
+) -> Path:
+    """``source`` rewritten as torch ``version`` (e.g. 2.14.0.dev20260101+cpu), stored uncompressed;
+    ``patch_guards``: with the 2023 nightlies' ``guards`` TypeError; ``patch_attention``: breaking the
+    graph at attention (BREAK_BEFORE_ATTENTION)."""
+    patches = {
+        BUILDER: GUARDS_PATCH if patch_guards else "",
+        TORCH_FUNCTIONS: BREAK_BEFORE_ATTENTION if patch_attention else "",
+    }
     with zipfile.ZipFile(source) as wheel:
         names = wheel.namelist()
         old_info = next(n.split("/", 1)[0] for n in names if n.endswith(".dist-info/METADATA"))
@@ -90,8 +122,8 @@ def relabel(source: Path, version: str, out_dir: Path, patch_guards: bool = Fals
                             line = f"git_version = '{commit}'"
                         lines.append(line)
                     data = ("\n".join(lines) + "\n").encode()
-                elif name == BUILDER and patch_guards:
-                    data += GUARDS_PATCH.encode()
+                elif patches.get(name):
+                    data += patches[name].encode()
                 out.writestr(zipfile.ZipInfo(new_name, date_time=wheel.getinfo(name).date_time), data)
                 record_lines.append(f"{new_name},{_record_hash(data)},{len(data)}")
             record_lines.append(f"{new_info}/RECORD,,")

@@ -140,10 +140,16 @@ def real_index(tmp_path_factory):
     files = root / "nightly" / "cpu"
     files.mkdir(parents=True)
     source = nightly_index.release_wheel(tmp_path_factory.mktemp("release"))
+    # 02 a good build; 03 and 04 with the guards TypeError; 06 and 07 breaking the graph at attention,
+    # 05 between them a wheel that cannot be installed (cut short)
     made = {
-        day: nightly_index.relabel(source, f"2.14.0.dev202601{day:02d}+cpu", files, patch_guards=day >= 3)
-        for day in range(2, 5)
+        day: nightly_index.relabel(
+            source, f"2.14.0.dev202601{day:02d}+cpu", files, patch_guards=day in (3, 4), patch_attention=day >= 6
+        )
+        for day in (2, 3, 4, 6, 7)
     }
+    made[5] = files / made[2].name.replace("dev20260102", "dev20260105")
+    made[5].write_bytes(made[2].read_bytes()[: 1 << 20])
     source.unlink()
     nightly_index.write_listing(root, "cpu", [made[4]])
     with nightly_index.Server(root) as server:
@@ -316,6 +322,26 @@ def test_the_nightly_path_end_to_end(real_index, tmp_path, monkeypatch):
         timeout=1200,
     )
     assert done.returncode == 1 and "sha256" in done.stderr and "not the build that was run" in done.stderr
+    # last (07 then the newest build): a graph break later nightlies add (GB4636, at attention, from 06),
+    # 05 between failing to install: bisected on the GB id appearing, then on the code the runs
+    # compiled, 05 skipped and named both times
+    listed = tmp_path / "candidates.txt"
+    listed.write_text("".join(f"2.14.0.dev202601{day:02d}\n" for day in (2, 5, 6, 7)))
+    no_fullgraph = [*small(timing=True, fullgraph=False, prompt_length=8), "--db", str(db), "--confirm", "0"]
+    on_break = [*bisecting[:6], "2.14.0.dev20260107", "--candidates", str(listed), "--index-url", url, *no_fullgraph]
+    broke = json.loads(
+        diag(*on_break, "--on", "key:GB4636", "--json", cwd=tmp_path, env_extra=extra, timeout=1800).stdout
+    )
+    assert (broke["last_good"]["version"], broke["first_bad"]["version"]) == (
+        "2.14.0.dev20260102+cpu",
+        "2.14.0.dev20260106+cpu",
+    ), broke
+    assert list(broke["skipped"]) == ["2.14.0.dev20260105"] and broke["skipped"]["2.14.0.dev20260105"], broke
+    assert (broke["good_value"], broke["bad_values"]) == ("GB4636 absent", ["GB4636 present"])
+    recoded = diag(*on_break, "--on", "code", "--json", cwd=tmp_path, env_extra=extra, timeout=600)
+    again = json.loads(recoded.stdout)
+    assert again["first_bad"] == broke["first_bad"] and list(again["skipped"]) == ["2.14.0.dev20260105"]
+    assert again["good_value"] != again["bad_values"][0] and "running" not in recoded.stderr
 
 
 def test_nightly_is_keyed_on_the_newest_build_so_a_kept_env_is_never_yesterdays(index, monkeypatch, tmp_path):
