@@ -23,8 +23,8 @@ from collections import Counter, defaultdict
 from typing import Any, Callable, Optional
 
 from diag.probe.cases import EMIT_RANGE as EMIT
+from diag.probe.cases import PREFILL
 from diag.probe.records import OUTSIDE_ANY_OP as OUTSIDE
-from diag.probe.records import PREFILL
 from diag.probe.records import RECORDING_THE_STEP as RECORDING
 from diag.probe.session import Workload
 

@@ -30,9 +30,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional
 
-from diag.probe.records import PREFILL
-
 GenerateFn = Callable[["Generation"], None]
+# The decode_step of what happened in the prefill: the compiled call (or anything compiled) before the
+# first decode step. None is a step not known (outside the generation, or stored before the prefill
+# was told apart). Here, not in records.py, because a repro carries this module alone (diag/repro.py).
+PREFILL = -1
 EMIT_RANGE = "diag: emit"  # what a profiler's range around each emit is named (probe/attribution.py)
 
 

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Mapping, TypeVar
 
+from diag.probe.cases import PREFILL  # noqa: F401 (re-exported: the records' step of the prefill)
+
 FORMAT_VERSION = 1
 
 
@@ -232,10 +234,7 @@ RACE: Literal["race"] = _kind(
 # The race's profiled rounds (probe/attribution.py) name two figures that are no op's: the Python a
 # decode step ran outside any op, and diag's own recording of the step's logits.
 OUTSIDE_ANY_OP = "(outside any op)"
-# The decode_step of what happened in the prefill: the compiled call (or anything compiled) before the
-# first decode step. None is a step not known (outside the generation, or stored before the prefill
-# was told apart).
-PREFILL = -1
+
 RECORDING_THE_STEP = "(diag: recording the step)"
 # How a process ended: each pass as the probe saw it (passes.jsonl), and the probe itself as the
 # orchestrator saw it (probe.jsonl), so that a run directory alone holds everything a run is made of.

@@ -13,9 +13,8 @@ import traceback
 from typing import Any, Callable, Optional
 
 from diag.probe import compat, parsers
-from diag.probe.cases import Case, Generation, wall_clock
+from diag.probe.cases import PREFILL, Case, Generation, wall_clock
 from diag.probe.record_types import BuildRecord, ResultRecord
-from diag.probe.records import PREFILL
 from diag.probe.spec import DTYPES, Spec
 from diag.probe.statuses import ENVIRONMENT_ERRNOS
 
