@@ -318,9 +318,9 @@ class Probe:
 
 def calibrated_against(probe: Probe, good: str, runs: int) -> Signal:
     """``probe``'s ratio signal set against the median of ``runs`` runs of the good end."""
-    for index in range(runs):
-        if probe.read(good, index) is None:
-            raise BisectError(f"cannot test {good}: {probe.failures.get(good)}")
+    for index in range(runs):  # a run without the figure reads None: calibrated says so below
+        if probe.read(good, index) is None and good in probe.failures:
+            raise BisectError(f"cannot test {good}: {probe.failures[good]}")
     try:
         return calibrated(probe.signal, probe.runs[good][:runs])
     except SignalError as exc:

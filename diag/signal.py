@@ -135,7 +135,7 @@ class Signal:
         return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
     def _past(self, run: Mapping[str, Any]) -> bool:
-        column, low, high, _ = RATIO_FIGURES[self.name]
+        _, low, high, _ = RATIO_FIGURES[self.name]
         assert self.reference is not None and self.value is not None and self.op is not None
         bound = low if self.op == ">=" else high  # the interval's end nearest the good end
         value = run.get(bound) if bound else None
