@@ -278,7 +278,7 @@ def _error_fields(error: BaseException, workload: Workload, collector, fullgraph
     fields["error_type"] = type(inner).__name__
     fields["error_location"] = error_location(error, workload.case.path)
     fields["error_key"] = keys.stable_key(type(inner).__name__, str(inner), fields["error_location"])
-    if fullgraph and "Limit" in type(inner).__name__:  # FailOnRecompileLimitHit, FailOnCacheLimitHit
+    if fullgraph and parsers.limit_failure(type(inner).__name__):
         fields["error_message"] = _with_recompile_limit(fields.get("error_message") or "", collector)
     return fields
 

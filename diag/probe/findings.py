@@ -374,7 +374,7 @@ def _is_raised(item: dict, raised: Mapping[str, Any]) -> bool:
     the raised error's type and first line."""
     kind = raised.get("error_type") or ""
     if item["source"] == parsers.RECOMPILE_LIMIT:
-        return "Limit" in kind or not kind
+        return parsers.limit_failure(kind) or not kind
     message = _first_line(raised.get("error_message"))
     return bool(kind) and item.get("exc_type") == kind and bool(message) and _first_line(item["message"]) == message
 

@@ -350,6 +350,14 @@ def _recompile_limit(record: Record, limit: "re.Match[str]") -> Finding:
 
 RECOMPILE_LIMIT = "recompile_limit"
 
+
+def limit_failure(error_type: str) -> bool:
+    """Whether a raised error's type is dynamo's refusal to compile again under fullgraph
+    (FailOnRecompileLimitHit, FailOnCacheLimitHit: its name holds "Limit"), whose record is the
+    recompile-limit warning."""
+    return "Limit" in error_type
+
+
 ARG_MISMATCH = "arg mismatch inlining"  # what torch 2.0/2.1 say of a graph ended by an inlined call they could not bind
 
 
