@@ -234,8 +234,8 @@ class Axis:
         """The range of changes between the two ends (``git log`` form) and a page that shows it."""
         if self.name != "torch":
             good, bad = last_good[self.name], first_bad[self.name]
-            if self.name != "transformers":
-                return f"{self.name} {good}..{bad}", None
+            if self.name != "transformers":  # no repository known: the first bad release's page
+                return f"{self.name} {good}..{bad}", f"https://pypi.org/project/{self.name}/{bad}/"
             return f"v{good}..v{bad}", f"https://github.com/huggingface/transformers/compare/v{good}...v{bad}"
         good_git, bad_git = last_good["git_version"], first_bad["git_version"]
         if not (good_git and bad_git):

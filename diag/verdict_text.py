@@ -147,8 +147,10 @@ def bisect_lines(summary: dict[str, Any]) -> list[str]:
     ]
     lines += _judged_lines(summary)
     lines += [f"last good: {line(summary['last_good'])}", f"first bad: {line(summary['first_bad'])}"]
-    if summary["commit_range"]:
+    if summary["commit_range"] and summary.get("moved", "torch") in ("torch", "transformers"):
         lines.append(f"commits:   git log {summary['commit_range']}   ({summary['compare_url']})")
+    elif summary["commit_range"]:
+        lines.append(f"changes:   {safe(summary['commit_range'])}   (its release page: {summary['compare_url']})")
     lines += [f"skipped:   {spec}: not installed or not started, neither good nor bad ({safe(reason)})"
               for spec, reason in summary["skipped"].items()]  # fmt: skip
     if summary.get("reproduce"):

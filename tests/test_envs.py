@@ -18,7 +18,7 @@ NIGHTLY_CPU = "https://download.pytorch.org/whl/nightly/cpu"
 
 
 def _pip(python="py"):
-    return [python, "-m", "pip", "install", "--disable-pip-version-check", "--no-input"]
+    return [python, "-m", "pip", "install", "--disable-pip-version-check", "--no-input", "--no-compile"]
 
 
 @pytest.mark.parametrize("spec, expected", [("2.13.0", _pip() + ["torch==2.13.0"]), ("2.4", _pip() + ["torch==2.4"])])
@@ -55,6 +55,19 @@ def test_extras_step_pins_torch_and_adds_transformers_only_when_missing():
     )
     assert pinned[-2:] == ["transformers==4.44.2", "depyf"]
     assert pinned.count("transformers") == 0
+
+
+def test_a_package_bisects_base_leaves_the_moved_package_out_and_is_an_environment_of_its_own():
+    plain = envs.Request(envs.parse_spec("2.13.0"), extras=("depyf",))
+    base = envs.Request(envs.parse_spec("2.13.0"), extras=("depyf",), without="Transformers")
+    assert envs.extras_install_command(base, "py", "pin.txt") == _pip() + ["-c", "pin.txt", "depyf"]
+    assert (
+        envs.extras_install_command(envs.Request(envs.parse_spec("2.13.0"), without="transformers"), "py", "p") is None
+    )
+    assert envs.env_key(base) != envs.env_key(plain) and "-without-Transformers-" in envs.env_key(base)
+    assert envs.extras_install_command(envs.Request(envs.parse_spec("2.13.0"), without="packaging"), "py", "p")[-1] == (
+        "transformers"
+    )
 
 
 def test_uv_installer_arguments():

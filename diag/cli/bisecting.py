@@ -50,7 +50,8 @@ from diag.run import catalog, preflight
     default=None,
     metavar="NAME=GOOD..BAD",
     help="Move any one package instead of torch: its releases from GOOD to BAD as the index lists them, "
-    "each installed beside the torch of --torch, everything else held (e.g. depyf=0.18.0..0.19.0).",
+    "each an overlay of one environment of --torch that holds everything else (e.g. depyf=0.18.0..0.19.0); "
+    "not torch or pip.",
 )
 @click.option(
     "--torch",
@@ -129,8 +130,8 @@ def bisect_command(
     build, the commit range, how sure the answer is and the command that reproduces it.
 
     With --package NAME=GOOD..BAD (--transformers GOOD..BAD for transformers), torch stays fixed
-    (--torch) and that package's releases between the two are searched instead, each in an
-    environment of its own.
+    (--torch) and that package's releases between the two are searched instead: one base
+    environment holds everything but the package, and each release is a small overlay of it.
     """
 
     refuse_unhonoured(
@@ -222,27 +223,28 @@ def _package(option: str, value: str) -> tuple[str, str, str, str]:
 def _bisect_package(
     case_value: str, name: str, good: str, bad: str, option: str, torch_spec: Optional[Spec], asked: Asked
 ) -> None:
-    """``diag bisect --package NAME=GOOD..BAD``: torch fixed, the package's releases searched."""
-    from dataclasses import replace
-
+    """``diag bisect --package NAME=GOOD..BAD``: torch fixed, the package's releases searched, each
+    installed over one base environment that holds everything else (envs.overlay)."""
     from diag import bisect
 
     if any(re.split(r"[<>=!~\[ ;]", extra, maxsplit=1)[0].lower() == name for extra in asked.env_options.extras):
         raise fail(f"{option} moves {name} itself: leave it out of --with")
+    envs.check_movable(name)
     torch_spec = torch_spec or envs.parse_spec(envs.installed_torch_release())
     refs = catalog.resolve([case_value])
     if torch_spec.kind not in ("release", "nightly_date"):
         raise envs.EnvError(f"--torch {torch_spec.text!r}: a bisect of {name} needs a torch release or dated nightly")
     listed = envs.package_versions(name, asked.env_options)
     candidates = bisect.release_versions(listed, good, bad)
-    progress(f"{name} {good}..{bad}: {len(candidates)} releases, torch {torch_spec} in each")
+    progress(f"{name} {good}..{bad}: {len(candidates)} releases, each over one environment of torch {torch_spec}")
     run_preflight(preflight.check_configs, [asked.run_config])
     run_preflight(preflight.check_database, asked.db_path)
     db = open_store(asked.db_path, create=True)
 
+    request = asked.env_options.request(torch_spec)
+
     def provision(version: str) -> envs.TorchEnv:
-        with_version = replace(asked.env_options, extras=(*asked.env_options.extras, f"{name}=={version}"))
-        return envs.resolve(torch_spec, with_version, log=progress)
+        return envs.overlay(request, name, version, log=progress)
 
     axis = bisect.Axis(name, torch_spec.text)
     _search(db, refs[0], candidates, provision, asked, axis, missing_dates=[])

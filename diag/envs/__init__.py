@@ -3,8 +3,9 @@
 A spec is ``current`` (the CLI's own interpreter), a path to an existing python, a release
 (``2.13.0``), a dated nightly (``2.1.0.dev20230621``), a nightly prefix (``2.1.0.dev``: the newest
 nightly of that series), ``nightly`` (the newest nightly) or a wheel; ``build.Spec`` parses it.
-Releases, nightlies and wheels are provisioned as virtualenvs (``installing.py``); interpreters are
-used as they are (``interpreters.py``).
+Releases, nightlies and wheels are provisioned as virtualenvs (``installing.py``); a package bisect's
+releases as overlays of one base (``overlays.py``); interpreters are used as they are
+(``interpreters.py``).
 """
 
 from __future__ import annotations
@@ -46,6 +47,8 @@ from diag.envs.interpreters import (
     probe_path,
     python_version,
 )
+from diag.envs.overlays import UNMOVABLE, check_movable
+from diag.envs.overlays import resolve as overlay
 
 __all__ = [
     "COMPILE_SINCE",
@@ -56,7 +59,9 @@ __all__ = [
     "Options",
     "Request",
     "TorchEnv",
+    "UNMOVABLE",
     "check_compile_support",
+    "check_movable",
     "describe",
     "env_key",
     "extras_install_command",
@@ -65,6 +70,7 @@ __all__ = [
     "listing",
     "installed_torch_release",
     "names_transformers",
+    "overlay",
     "package_versions",
     "parse_spec",
     "probe_path",

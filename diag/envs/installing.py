@@ -22,7 +22,15 @@ from typing import Any, Optional
 from diag.build import DEV_KINDS, Spec, Version, nightly_date
 from diag.config import diag_home
 from diag.envs import wheels
-from diag.envs.interpreters import EnvError, TorchEnv, check_compile_support, describe, parse_spec, python_version
+from diag.envs.interpreters import (
+    EnvError,
+    TorchEnv,
+    byte_compile,
+    check_compile_support,
+    describe,
+    parse_spec,
+    python_version,
+)
 
 # Tried in turn when the newest transformers disables itself on an old torch ("PyTorch >= 2.1 is required").
 TRANSFORMERS_FALLBACKS = ("transformers<5", "transformers<4.50", "transformers<4.45", "transformers<4.40")
@@ -47,6 +55,8 @@ class Request:
     # build). Neither changes what the environment holds, so neither is part of its key.
     find_links: tuple[str, ...] = ()
     sha256: Optional[str] = None
+    # A package bisect's base: all the request installs less this distribution (see overlays.py).
+    without: Optional[str] = None
 
     @property
     def kind(self) -> str:
@@ -58,16 +68,17 @@ class Request:
         return self.index_url or NIGHTLY_INDEX.format(variant=self.variant)
 
 
-def _installer(request: Request, python: str) -> list[str]:
+def installer_command(request: Request, python: str) -> list[str]:
     if request.installer == "uv":
         return ["uv", "pip", "install", "--python", python]
-    return [python, "-m", "pip", "install", "--disable-pip-version-check", "--no-input"]
+    # --no-compile: the environment is byte-compiled once it is complete, on every core (byte_compile).
+    return [python, "-m", "pip", "install", "--disable-pip-version-check", "--no-input", "--no-compile"]
 
 
 def torch_install_command(request: Request, python: str) -> list[str]:
     """Step 1 for a release: torch alone, by pip's (or uv's) own resolution; nightlies and wheels are
     found first (find_wheel) and installed as files (wheel_install_command)."""
-    command = _installer(request, python)
+    command = installer_command(request, python)
     if request.index_url:
         command += ["--index-url", request.index_url]
     for url in request.extra_index_urls:
@@ -177,7 +188,7 @@ def _given_wheel(spec: str) -> wheels.Wheel:
 
 def wheel_install_command(request: Request, python: str, wheel_file: Path) -> list[str]:
     """Step 1 for a found wheel: that file; its dependencies from the user's index and the nightly index."""
-    command = _installer(request, python)
+    command = installer_command(request, python)
     if request.kind in DEV_KINDS:
         command += ["--extra-index-url", request.index]
     for url in request.extra_index_urls:
@@ -185,15 +196,34 @@ def wheel_install_command(request: Request, python: str, wheel_file: Path) -> li
     return command + [str(wheel_file)]
 
 
-def extras_install_command(request: Request, python: str, constraint_file: str) -> list[str]:
-    """Step 2: transformers and the user's extras from the user's own index, torch pinned by a constraint."""
+def extras_install_command(request: Request, python: str, constraint_file: str) -> Optional[list[str]]:
+    """Step 2: transformers and the user's extras from the user's own index, torch pinned by a constraint
+    (None where there is nothing to install: a base without transformers, and no extras)."""
     extras = list(request.extras)
-    if not names_transformers(request.extras):
+    if not names_transformers(request.extras) and not _is_without(request, "transformers"):
         extras.append("transformers")
-    command = _installer(request, python) + ["-c", constraint_file]
+    if not extras:
+        return None
+    command = installer_command(request, python) + ["-c", constraint_file]
     for url in request.extra_index_urls:
         command += ["--extra-index-url", url]
     return command + extras
+
+
+def uninstall_command(request: Request, python: str, name: str) -> list[str]:
+    """``name`` out of the environment of ``python`` (where it is not installed, nothing is done)."""
+    if request.installer == "uv":
+        return ["uv", "pip", "uninstall", "--python", python, name]
+    return [python, "-m", "pip", "uninstall", "--disable-pip-version-check", "--yes", name]
+
+
+def normalised(name: str) -> str:
+    """A distribution's name as PEP 503 compares it."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _is_without(request: Request, name: str) -> bool:
+    return normalised(request.without or "") == normalised(name)
 
 
 def env_key(request: Request) -> str:
@@ -213,17 +243,19 @@ def env_key(request: Request) -> str:
         *request.extra_index_urls,
         request.variant,
         request.installer,
+        *([f"without {request.without}"] if request.without else []),
     ]
     digest = hashlib.sha1("\x1f".join(parts).encode()).hexdigest()[:10]
     label = re.sub(r"[^A-Za-z0-9.]+", "-", urllib.parse.unquote(spec)).strip("-")
-    return f"torch-{label}-{digest}"
+    less = f"-without-{re.sub(r'[^A-Za-z0-9.]+', '-', request.without)}" if request.without else ""
+    return f"torch-{label}{less}-{digest}"
 
 
 def envs_dir() -> Path:
     return diag_home() / "envs"
 
 
-def _env_python(directory: Path) -> Path:
+def python_in(directory: Path) -> Path:
     return directory / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
 
 
@@ -234,7 +266,7 @@ def read_stamp(directory: Path) -> Optional[dict[str, Any]]:
         return None
 
 
-def _run(command: list[str], spec: str, what: str, timeout: float = 3600) -> subprocess.CompletedProcess:
+def run_step(command: list[str], spec: str, what: str, timeout: float = 3600) -> subprocess.CompletedProcess:
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
     except (OSError, subprocess.TimeoutExpired) as exc:
@@ -258,7 +290,7 @@ def provision(
     label = label or request.spec.text
     directory = envs_dir() / env_key(request)
     stamp = read_stamp(directory)
-    python = _env_python(directory)
+    python = python_in(directory)
     if stamp is not None and python.exists():
         if subprocess.run([str(python), "-c", "pass"], capture_output=True).returncode == 0:
             return TorchEnv(label, str(python), stamp["torch"], str(directory))
@@ -273,12 +305,13 @@ def provision(
     partial = directory.with_name(f"{directory.name}.partial-{os.getpid()}")
     try:
         log(f"provisioning {request.spec.text} in {directory}")
-        _run([request.python, "-m", "venv", str(partial)], request.spec.text, "creating the virtualenv", 600)
-        env_python = str(_env_python(partial))
+        run_step([request.python, "-m", "venv", str(partial)], request.spec.text, "creating the virtualenv", 600)
+        env_python = str(python_in(partial))
         if wheel is None:
-            _run(torch_install_command(request, env_python), request.spec.text, "installing torch")
+            run_step(torch_install_command(request, env_python), request.spec.text, "installing torch")
         else:
             source = _install_wheel(request, env_python, wheel, log)
+        byte_compile(env_python)  # before torch is imported to describe it; the end's compiles only what is new
         info = describe(request.spec.text, env_python)
         wanted = request.spec if wheel is None or request.kind != "wheel" else parse_spec(wheel.base_version)
         if not wanted.admits(info["torch_version"]):
@@ -290,9 +323,8 @@ def provision(
             info["wheel"] = source
         pin = partial / "torch-pin.txt"
         pin.write_text(f"torch=={info['torch_version']}\n", encoding="utf-8")
-        extras = extras_install_command(request, env_python, str(pin))
-        _run(extras, request.spec.text, "installing transformers and extras")
-        info["transformers_version"] = _working_transformers(request, env_python, str(pin), log)
+        info.update(_beside_torch(request, env_python, str(pin), log))
+        byte_compile(env_python)
         asked = {**request.__dict__, "spec": request.spec.text}
         stamp = {"spec": request.spec.text, "request": asked, "torch": info, "created": time.time()}
         (partial / STAMP).write_text(json.dumps(stamp, indent=2, default=list), encoding="utf-8")
@@ -300,7 +332,24 @@ def provision(
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)
         raise
-    return TorchEnv(label, str(_env_python(directory)), stamp["torch"], str(directory))
+    return TorchEnv(label, str(python_in(directory)), stamp["torch"], str(directory))
+
+
+def _beside_torch(request: Request, python: str, pin: str, log) -> dict[str, Any]:
+    """Step 2, torch pinned: transformers (a release that accepts this torch) and the extras, then the
+    moved package of a bisect's base taken out; what the build's record gains."""
+    extras = extras_install_command(request, python, pin)
+    if extras is not None:
+        run_step(extras, request.spec.text, "installing transformers and extras")
+    added: dict[str, Any] = {}
+    if not _is_without(request, "transformers"):
+        added["transformers_version"] = _working_transformers(request, python, pin, log)
+    if request.without:
+        run_step(
+            uninstall_command(request, python, request.without), request.spec.text, "leaving out the moved package"
+        )
+        added["without"] = request.without
+    return added
 
 
 def _install_wheel(request: Request, python: str, wheel: wheels.Wheel, log) -> dict[str, str]:
@@ -315,7 +364,7 @@ def _install_wheel(request: Request, python: str, wheel: wheels.Wheel, log) -> d
             f"torch spec {request.spec.text!r}: the wheel's sha256 is {sha256}, not the recorded "
             f"{request.sha256}: it is not the build that was run"
         )
-    _run(wheel_install_command(request, python, path), request.spec.text, "installing torch")
+    run_step(wheel_install_command(request, python, path), request.spec.text, "installing torch")
     return {"url": wheel.location, "origin": wheel.origin, "sha256": sha256, "filename": wheel.filename}
 
 
@@ -348,7 +397,7 @@ def _working_transformers(request: Request, python: str, pin: str, log) -> Optio
         if version is not None and _allows(ceiling, version):  # already below it: nothing to change
             continue
         log(f"transformers {version} does not accept this torch; trying {ceiling}")
-        _run(_installer(request, python) + ["-c", pin, ceiling], request.spec.text, f"installing {ceiling}")
+        run_step(installer_command(request, python) + ["-c", pin, ceiling], request.spec.text, f"installing {ceiling}")
         version, sees_torch = _transformers_state(python)
         if sees_torch:
             return version
