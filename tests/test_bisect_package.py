@@ -59,6 +59,8 @@ def test_a_packaging_release_that_changed_the_cache_a_model_took_is_found(tmp_pa
     base, *overlays = made
     assert [name.removeprefix(base) for name in overlays] == ["+packaging-21.2", "+packaging-21.3", "+packaging-22.0"]
     assert all(_sizes(torch_envs_home / "envs" / name) < 5 * 2**20 for name in overlays)
+    listed = diag("env", "list", cwd=tmp_path, env_extra={"DIAG_HOME": str(torch_envs_home)}).stdout
+    assert f"(packaging==22.0 over {base})" in listed and "(a base without packaging)" in listed, listed
     python = torch_envs_home / "envs" / overlays[-1] / "bin" / "python"
     where = "import packaging, torch; print(packaging.__version__, packaging.__file__, torch.__file__)"
     version, packaging_file, torch_file = subprocess.run(

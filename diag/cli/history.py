@@ -36,7 +36,8 @@ def env_group() -> None:
 @env_group.command("list")
 @json_option
 def env_list(as_json: bool) -> None:
-    """List provisioned environments: name, torch version, git commit, nightly date, size, path."""
+    """List provisioned environments: name, torch version, git commit, nightly date, size, path; and
+    for a package bisect's, the package its base leaves out or the release an overlay adds."""
     listed = envs.listing()
     if as_json:
         click.echo(json.dumps(listed, indent=2))
@@ -44,8 +45,16 @@ def env_list(as_json: bool) -> None:
     for row in listed:
         click.echo(
             f"{row['name']:<36} torch {row['torch_version']:<26} git {(row['git_version'] or '-')[:12]:<12} "
-            f"nightly {row['nightly_date'] or '-':<10} {row['size_mb']:>9.1f} MB  {row['path']}"
+            f"nightly {row['nightly_date'] or '-':<10} {row['size_mb']:>9.1f} MB  {row['path']}{_overlay(row)}"
         )
+
+
+def _overlay(row: dict) -> str:
+    """What a package bisect's environment is: a base less a package, or a release over a base."""
+    if row["over"]:
+        moved = ", ".join(f"{name}=={version}" for name, version in (row["moved"] or {}).items())
+        return f"  ({moved} over {row['over']})"
+    return f"  (a base without {row['without']})" if row["without"] else ""
 
 
 @env_group.command("add")

@@ -12,27 +12,27 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass, replace
 from importlib import metadata
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
-from diag.build import Spec
+from diag.build import Spec, nightly_date
 from diag.envs.installing import (
     NIGHTLY_INDEX,
     STAMP,
     TRANSFORMERS_FALLBACKS,
     Request,
     env_key,
+    envs_dir,
     extras_install_command,
     find_wheel,
-    listing,
     names_transformers,
     provision,
     read_stamp,
-    remove,
     torch_install_command,
     wheel_install_command,
 )
@@ -163,3 +163,42 @@ def package_versions(name: str, options: Options = Options()) -> list[str]:
         reason = (done.stderr.strip().splitlines() or ["no versions listed"])[-1]
         raise EnvError(f"cannot list the versions of {name} on the index: {reason}")
     return [version.strip() for version in listed.group(1).split(",") if version.strip()]
+
+
+def listing() -> list[dict[str, Any]]:
+    """Provisioned environments with their torch build, size on disk and path. A package bisect's
+    base names the package it leaves out (``without``); an overlay, the base it is over (``over``)
+    and the release it adds (``moved``): its size is its own, the base's is apart."""
+    rows: list[dict[str, Any]] = []
+    if not envs_dir().is_dir():
+        return rows
+    for directory in sorted(envs_dir().iterdir()):
+        stamp = read_stamp(directory) if directory.is_dir() else None
+        if stamp is None:
+            continue
+        size = sum(p.stat().st_size for p in directory.rglob("*") if p.is_file() and not p.is_symlink())
+        torch = stamp["torch"]
+        rows.append(
+            {
+                "name": directory.name,
+                "spec": stamp["spec"],
+                "torch_version": torch["torch_version"],
+                "git_version": torch.get("git_version"),
+                "nightly_date": nightly_date(torch["torch_version"]),
+                "size_mb": round(size / 2**20, 1),
+                "path": str(directory),
+                "without": torch.get("without"),
+                "over": Path(stamp["base"]).name if stamp.get("base") else None,
+                "moved": torch.get("moved"),
+            }
+        )
+    return rows
+
+
+def remove(name: str) -> Path:
+    """Delete a provisioned environment (an overlay's base is built again by the next bisect that needs it)."""
+    directory = envs_dir() / name
+    if not name or "/" in name or not (directory / STAMP).exists():
+        raise EnvError(f"no provisioned environment named {name!r} (see diag env list)")
+    shutil.rmtree(directory)
+    return directory

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
-from diag.build import DEV_KINDS, Spec, Version, nightly_date
+from diag.build import DEV_KINDS, Spec, Version
 from diag.config import diag_home
 from diag.envs import wheels
 from diag.envs.interpreters import (
@@ -416,35 +416,3 @@ def _allows(ceiling: str, version: str) -> bool:
 
 def names_transformers(extras: tuple[str, ...]) -> bool:
     return any(re.split(r"[<>=!~\[ ;]", e, maxsplit=1)[0].lower() == "transformers" for e in extras)
-
-
-def listing() -> list[dict[str, Any]]:
-    """Provisioned environments with their torch build, size on disk and path."""
-    rows: list[dict[str, Any]] = []
-    if not envs_dir().is_dir():
-        return rows
-    for directory in sorted(envs_dir().iterdir()):
-        stamp = read_stamp(directory) if directory.is_dir() else None
-        if stamp is None:
-            continue
-        size = sum(p.stat().st_size for p in directory.rglob("*") if p.is_file() and not p.is_symlink())
-        rows.append(
-            {
-                "name": directory.name,
-                "spec": stamp["spec"],
-                "torch_version": stamp["torch"]["torch_version"],
-                "git_version": stamp["torch"].get("git_version"),
-                "nightly_date": nightly_date(stamp["torch"]["torch_version"]),
-                "size_mb": round(size / 2**20, 1),
-                "path": str(directory),
-            }
-        )
-    return rows
-
-
-def remove(name: str) -> Path:
-    directory = envs_dir() / name
-    if not name or "/" in name or not (directory / STAMP).exists():
-        raise EnvError(f"no provisioned environment named {name!r} (see diag env list)")
-    shutil.rmtree(directory)
-    return directory
