@@ -140,13 +140,13 @@ def real_index(tmp_path_factory):
     files = root / "nightly" / "cpu"
     files.mkdir(parents=True)
     source = nightly_index.release_wheel(tmp_path_factory.mktemp("release"))
-    # 02 a good build; 03 and 04 with the guards TypeError; 06 and 07 breaking the graph at attention,
-    # 05 between them a wheel that cannot be installed (cut short)
+    # 02 a good build; 03 and 04 with the guards TypeError; 06 breaking the graph at attention, 05 before
+    # it a wheel that cannot be installed (cut short)
     made = {
         day: nightly_index.relabel(
             source, f"2.14.0.dev202601{day:02d}+cpu", files, patch_guards=day in (3, 4), patch_attention=day >= 6
         )
-        for day in (2, 3, 4, 6, 7)
+        for day in (2, 3, 4, 6)
     }
     made[5] = files / made[2].name.replace("dev20260102", "dev20260105")
     made[5].write_bytes(made[2].read_bytes()[: 1 << 20])
@@ -322,13 +322,13 @@ def test_the_nightly_path_end_to_end(real_index, tmp_path, monkeypatch):
         timeout=1200,
     )
     assert done.returncode == 1 and "sha256" in done.stderr and "not the build that was run" in done.stderr
-    # last (07 then the newest build): a graph break later nightlies add (GB4636, at attention, from 06),
-    # 05 between failing to install: bisected on the GB id appearing, then on the code the runs
-    # compiled, 05 skipped and named both times
+    # last: a graph break a later nightly adds (GB4636, at attention, in 06), 05 between failing to
+    # install: bisected on the GB id appearing, then on the code the runs compiled, 05 skipped and
+    # named both times, and the boundary still found
     listed = tmp_path / "candidates.txt"
-    listed.write_text("".join(f"2.14.0.dev202601{day:02d}\n" for day in (2, 5, 6, 7)))
+    listed.write_text("".join(f"2.14.0.dev202601{day:02d}\n" for day in (2, 5, 6)))
     no_fullgraph = [*small(timing=True, fullgraph=False, prompt_length=8), "--db", str(db), "--confirm", "0"]
-    on_break = [*bisecting[:6], "2.14.0.dev20260107", "--candidates", str(listed), "--index-url", url, *no_fullgraph]
+    on_break = [*bisecting[:6], "2.14.0.dev20260106", "--candidates", str(listed), "--index-url", url, *no_fullgraph]
     broke = json.loads(
         diag(*on_break, "--on", "key:GB4636", "--json", cwd=tmp_path, env_extra=extra, timeout=1800).stdout
     )
