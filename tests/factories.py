@@ -66,3 +66,11 @@ def stored(db: Union[str, Path, Any], record: store.RunRecord) -> int:
         finally:
             opened.conn.close()
     return store.save_run(db, record)
+
+
+def package_bisect(case: str, moved: list[str], db: Path, new_tokens: int = 3) -> list[str]:
+    """``diag bisect`` arguments over real releases of one package (``moved``: ``--package NAME=A..B``
+    or ``--transformers A..B``), torch 2.13.0 fixed, the small workload's eager backend and one run a
+    release (--confirm 0: the confirmed ends over real builds are test_nightly_path's)."""
+    fixed = ["--torch", "2.13.0", "--backend", "eager", "--new-tokens", str(new_tokens), "--confirm", "0"]
+    return ["bisect", "--case", case, *moved, *fixed, "--db", str(db)]

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO, diag
+from factories import package_bisect
 
 from diag import store
 
@@ -24,28 +25,9 @@ def test_a_packaging_release_that_changed_the_cache_a_model_took_is_found(tmp_pa
     up to 21.3 and refuses it from 22.0 (LegacyVersion removed), so the model takes a sliced cache and
     fullgraph fails. Three real releases (21.2, 21.3, 22.0), one run each (--confirm 0): the
     confirmed ends are test_nightly_path's."""
-    db = tmp_path / "p.db"
-    done = diag(
-        "bisect",
-        "--case",
-        str(CASE),
-        "--package",
-        "packaging=21.2..22.0",
-        "--torch",
-        "2.13.0",
-        "--backend",
-        "eager",
-        "--new-tokens",
-        "3",
-        "--confirm",
-        "0",
-        "--db",
-        str(db),
-        "--json",
-        cwd=tmp_path,
-        timeout=1800,
-        env_extra={"DIAG_HOME": str(torch_envs_home)},
-    )
+    db, home = tmp_path / "p.db", {"DIAG_HOME": str(torch_envs_home)}
+    bisecting = package_bisect(str(CASE), ["--package", "packaging=21.2..22.0"], db)
+    done = diag(*bisecting, "--json", cwd=tmp_path, timeout=1800, env_extra=home)
     assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads(done.stdout)
     assert summary["moved"] == "packaging" and summary["torch"] == "2.13.0"
@@ -59,7 +41,7 @@ def test_a_packaging_release_that_changed_the_cache_a_model_took_is_found(tmp_pa
     base, *overlays = made
     assert [name.removeprefix(base) for name in overlays] == ["+packaging-21.2", "+packaging-21.3", "+packaging-22.0"]
     assert all(_sizes(torch_envs_home / "envs" / name) < 5 * 2**20 for name in overlays)
-    listed = diag("env", "list", cwd=tmp_path, env_extra={"DIAG_HOME": str(torch_envs_home)}).stdout
+    listed = diag("env", "list", cwd=tmp_path, env_extra=home).stdout
     assert f"(packaging==22.0 over {base})" in listed and "(a base without packaging)" in listed, listed
     python = torch_envs_home / "envs" / overlays[-1] / "bin" / "python"
     where = "import packaging, torch; print(packaging.__version__, packaging.__file__, torch.__file__)"
@@ -77,12 +59,7 @@ def test_a_packaging_release_that_changed_the_cache_a_model_took_is_found(tmp_pa
     assert moved["packages"]["packaging"] == ["21.3", "22.0"], moved["packages"]
     assert "torch" not in moved["packages"] and "transformers" not in moved["packages"]
     # asked again, nothing is installed or run
-    again = diag(
-        *["bisect", "--case", str(CASE), "--package", "packaging=21.2..22.0", "--torch", "2.13.0"],
-        *["--backend", "eager", "--new-tokens", "3", "--confirm", "0", "--db", str(db)],
-        cwd=tmp_path,
-        env_extra={"DIAG_HOME": str(torch_envs_home)},
-    )
+    again = diag(*bisecting, cwd=tmp_path, env_extra=home)
     assert again.stderr.count("reusing 1 stored run") == 3 and "packaging==" not in again.stderr, again.stderr
     assert (
         "changes:   packaging 21.3..22.0   (its release page: https://pypi.org/project/packaging/22.0/)" in again.stdout

@@ -17,6 +17,7 @@ from diag.verdicts import gate
 
 sys.path.insert(0, str(REPO / "bench"))
 import synthetic  # after sys.path names bench/
+from factories import package_bisect
 
 
 def test_the_releases_between_two_leave_out_pre_releases_and_keep_both_ends():
@@ -119,31 +120,12 @@ def test_bisect_over_three_real_transformers_releases(tmp_path, torch_envs_home)
     on 4.54.0 (ValueError: "This model does not support `cache_implementation='static'`"; by 4.57.1 the
     failure is a RuntimeError on the attention mask's shape), as a bisect over 4.45.2..4.57.1 found.
     The case then decodes with generate's own cache and passes, and says so: the bisect finds the
-    release where that began. Three real releases, each provisioned into an environment of its own
-    from the package index, one run each (--confirm 0): the confirmed ends over real builds are
-    test_nightly_path's, and over seeded flaky ones test_bisect's."""
+    release where that began. Three real releases from the package index, each an overlay of one
+    base of torch 2.13.0 without transformers, one run each (--confirm 0): the confirmed ends over
+    real builds are test_nightly_path's, and over seeded flaky ones test_bisect's."""
     db = tmp_path / "tf.db"
-    done = diag(
-        "bisect",
-        "--case",
-        "hf:ctrl",
-        "--transformers",
-        "4.53.2..4.54.0",
-        "--torch",
-        "2.13.0",
-        "--backend",
-        "eager",
-        "--new-tokens",
-        "4",
-        "--confirm",
-        "0",
-        "--db",
-        str(db),
-        "--json",
-        cwd=tmp_path,
-        timeout=1800,
-        env_extra={"DIAG_HOME": str(torch_envs_home)},
-    )
+    bisecting = package_bisect("hf:ctrl", ["--transformers", "4.53.2..4.54.0"], db, new_tokens=4)
+    done = diag(*bisecting, "--json", cwd=tmp_path, timeout=1800, env_extra={"DIAG_HOME": str(torch_envs_home)})
     assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads(done.stdout)
     assert summary["moved"] == "transformers" and summary["torch"] == "2.13.0"

@@ -97,6 +97,15 @@ def test_check_names_the_package_beside_torch_that_moved_as_the_owner(tmp_path):
     assert (cause["owner"], cause["tracker"]) == ("depyf", "thuml/depyf")
     assert cause["moved_beside"] == ["depyf 0.18.0 -> 0.19.0"]
     assert "moved beside it: depyf 0.18.0 -> 0.19.0" in cli("check", "--db", str(db)).output
+    # the alert's bisect moves what moved: depyf's releases with torch held, not torch onto itself
+    alerts = tmp_path / "alerts.json"
+    cli("check", "--db", str(db), "--alerts", str(alerts))
+    [alert] = json.loads(alerts.read_text())
+    torch = store.builds(store.open_db(db))[0]["version"].split("+")[0]
+    [line] = [line for line in alert["body"].splitlines() if "Bisect" in line]
+    assert line.startswith("Bisect: `diag bisect --case append_last ") and "--good" not in line, line
+    assert line.endswith(f" --package depyf=0.18.0..0.19.0 --torch {torch}`"), line
+    assert "/compare/" not in alert["body"]  # one build: no range of commits
 
 
 def test_bisect_moves_any_one_package_with_torch_held(tmp_path):

@@ -128,6 +128,8 @@ class Cause:
     sides: dict[str, tuple[StoredRun, StoredRun]] = field(default_factory=dict)
     # beside torch and transformers, each package that moved between a row's two runs: "depyf 0.18 -> 0.19"
     moved: dict[str, str] = field(default_factory=dict)
+    # the same, as versions (None where it was not installed): what a bisect of the package moves between
+    moved_versions: dict[str, tuple[Optional[str], Optional[str]]] = field(default_factory=dict)
 
     @property
     def id(self) -> str:
@@ -302,5 +304,6 @@ def of(regressions: list[Regression], held: Optional[Mapping[str, Mapping[str, A
         cause.regressions.append(regression)
         for name, (old, new) in moved_versions(before, after, held).items():
             cause.moved.setdefault(name, f"{name} {old or 'absent'} -> {new or 'absent'}")
+            cause.moved_versions.setdefault(name, (old, new))
         cause.sides.setdefault(rows.label(regression.row), (before, after))
     return sorted(found.values(), key=lambda c: (-len(c.rows), c.key, c.owner))

@@ -286,15 +286,32 @@ def _smallest(cause: causes_of.Cause) -> tuple[StoredRun, StoredRun]:
     return min(cause.sides.values(), key=lambda pair: tuple(pair[1].get(n) or 0 for n in sizes) + (pair[1]["id"],))
 
 
-def _bisect_line(stored: Optional[dict[str, Any]], after: StoredRun, good: str, bad: str) -> str:
-    """The alert's bisect: the one stored for the row, else the command that runs it (on the key where the
-    row's first bad run failed with one, as check keys it)."""
+def _bisect_line(stored: Optional[dict[str, Any]], cause: causes_of.Cause, before: StoredRun, after: StoredRun) -> str:
+    """The alert's bisect: the one stored for the row, else the command that runs it, moving what moved
+    between the two runs: torch's builds where torch moved; else, torch held, the releases of the
+    package that moved (the cause's owner first), transformers' included."""
     if stored is not None:
         return (
             f"Bisected (#{stored['id']}, on {stored['signal']}): first bad {stored['first_bad']} after "
             f"{stored['last_good']}, {stored['commit_range'] or 'no commit range'}; reproduce: `{stored['reproduce']}`"
         )
-    return f"Bisect: `diag bisect {shlex.join(rows.flags(rows.of(after)))} --good {good} --bad {bad}`"
+    flags = shlex.join(rows.flags(rows.of(after)))
+    good, bad = (str(run.get("build_version") or "?").split("+", 1)[0] for run in (before, after))
+    if causes_of.moved(before, after)[:1] == ["torch"]:
+        return f"Bisect: `diag bisect {flags} --good {good} --bad {bad}`"
+    releases = {
+        **cause.moved_versions,
+        "transformers": (before.get("transformers_version"), after.get("transformers_version")),
+    }
+    movable = [name for name, (old, new) in releases.items() if old and new and old != new]
+    movable.sort(key=lambda name: name != cause.owner)
+    if not movable:
+        moved = ", ".join(cause.moved.values()) or "nothing diag records"
+        return f"Bisect: none to run: torch did not move, and no package moved from one release to another ({moved})"
+    return "\n".join(
+        f"Bisect: `diag bisect {flags} --package {name}={releases[name][0]}..{releases[name][1]} --torch {good}`"
+        for name in movable
+    )
 
 
 def alerts(
@@ -322,15 +339,14 @@ def alerts(
             f"- last good build: {before.get('build_version')} (git {good_git or 'unknown'}), run #{before['id']}",
             f"- first bad build: {after.get('build_version')} (git {bad_git or 'unknown'}), run #{after['id']}",
         ]
-        if good_git and bad_git:
+        if good_git and bad_git and good_git != bad_git:
             lines.append(f"- commits: https://github.com/pytorch/pytorch/compare/{good_git}...{bad_git}")
         lines += ["", "Rows it hit:", ""] + [f"- {r.message} (`{rows.label(r.row)}`)" for r in cause.regressions]
         if after.get("error_type"):
             message = pages.public_paths((after.get("error_message") or "").strip())
             lines += ["", f"Error: `{after['error_type']}`", "", "```", message[:2000], "```"]
         lines += ["", f"Reproduce the smallest row ({label}): `diag repro {after['id']} -o repro.py`"]
-        good, bad = (str(run.get("build_version") or "?").split("+", 1)[0] for run in (before, after))
-        lines.append(_bisect_line((bisected or {}).get(label), after, good, bad))
+        lines.append(_bisect_line((bisected or {}).get(label), cause, before, after))
         if site_url:
             lines.append(f"Run page: {site_url.rstrip('/')}/{pages.run_href(after)}")
         marker = f"diag-cause:{cause.id}"
