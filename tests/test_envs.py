@@ -64,7 +64,9 @@ def test_a_package_bisects_base_leaves_the_moved_package_out_and_is_an_environme
     assert (
         envs.extras_install_command(envs.Request(envs.parse_spec("2.13.0"), without="transformers"), "py", "p") is None
     )
-    assert envs.env_key(base) != envs.env_key(plain) and "-without-Transformers-" in envs.env_key(base)
+    assert envs.env_key(base) != envs.env_key(plain) and "-without-transformers-" in envs.env_key(base)
+    spelled = envs.Request(envs.parse_spec("2.13.0"), extras=("depyf",), without="transformers")
+    assert envs.env_key(spelled) == envs.env_key(base)  # one base however the name is written
     assert envs.extras_install_command(envs.Request(envs.parse_spec("2.13.0"), without="packaging"), "py", "p")[-1] == (
         "transformers"
     )

@@ -243,11 +243,11 @@ def env_key(request: Request) -> str:
         *request.extra_index_urls,
         request.variant,
         request.installer,
-        *([f"without {request.without}"] if request.without else []),
+        *([f"without {normalised(request.without)}"] if request.without else []),
     ]
     digest = hashlib.sha1("\x1f".join(parts).encode()).hexdigest()[:10]
     label = re.sub(r"[^A-Za-z0-9.]+", "-", urllib.parse.unquote(spec)).strip("-")
-    less = f"-without-{re.sub(r'[^A-Za-z0-9.]+', '-', request.without)}" if request.without else ""
+    less = f"-without-{re.sub(r'[^a-z0-9.-]+', '-', normalised(request.without))}" if request.without else ""
     return f"torch-{label}{less}-{digest}"
 
 
